@@ -1,0 +1,107 @@
+// Command strata builds read-only root images, ships signed overlays,
+// applies them to nodes in order and audits the result. Run `strata --help`
+// for the commands and exit codes; docs/cli.md has the full reference.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// Exit codes; keep in sync with exitHelp and docs/cli.md.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitRejected = 3
+	exitLocked   = 4
+	exitRestart  = 5
+)
+
+const exitHelp = `Exit codes:
+  0  success (verify-sequence: no problem found)
+  1  error (I/O, missing tool, unexpected failure)
+  2  usage error (bad flags or arguments)
+  3  rejected: verification failed or the audit found a problem
+     (signature, sequence, tampering, drift, unsafe path, bad recipe)
+  4  the node is locked by another strata process
+  5  a service restart failed; the overlay was rolled back`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:]))
+}
+
+func run(ctx context.Context, args []string) int {
+	cmd := newRoot()
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ue usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		fmt.Fprintln(os.Stderr, "strata:", err)
+		return exitUsage
+	}
+	var ae auditFailed
+	if errors.As(err, &ae) {
+		return exitRejected
+	}
+	fmt.Fprintln(os.Stderr, "strata:", err)
+	return exitCode(err)
+}
+
+func exitCode(err error) int {
+	switch {
+	case errors.Is(err, node.ErrLocked):
+		return exitLocked
+	case errors.Is(err, overlay.ErrRestart):
+		return exitRestart
+	}
+	for _, rejected := range []error{
+		sign.ErrBadSignature, sign.ErrUnsigned, sign.ErrNoKeys,
+		overlay.ErrSequence, overlay.ErrConstraint, overlay.ErrPayload, overlay.ErrFormat,
+		overlay.ErrSymlinkPath, overlay.ErrDrift, overlay.ErrEmpty,
+		manifests.ErrUnsafePath, manifests.ErrInvalid, manifests.ErrVersion, manifests.ErrTooLarge,
+		tree.ErrSpecialFile, tree.ErrHardlink, tree.ErrDuplicate, tree.ErrLimit,
+		repo.ErrTampered, builder.ErrRecipe, builder.ErrImageMismatch,
+	} {
+		if errors.Is(err, rejected) {
+			return exitRejected
+		}
+	}
+	return exitError
+}
+
+// usageError marks errors in how strata was called.
+type usageError struct{ error }
+
+// auditFailed marks a verify-sequence run whose report was printed and
+// that found problems.
+type auditFailed struct{ error }
+
+// isCobraUsage recognises cobra's own argument errors, which carry no type.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"required flag(s)", "unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/overlay"
+)
+
+func newProvisionCmd(g *globals) *cobra.Command {
+	var image, root, pub string
+	c := &cobra.Command{
+		Use:   "provision --image IMAGE.squashfs --root DIR",
+		Short: "Make a directory node from a signed image",
+		Args:  args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			trust, err := optionalPub(pub)
+			if err != nil {
+				return err
+			}
+			e, err := builder.Provision(c.Context(), image, root, trust, builder.WithProgress(g.progress()))
+			if err != nil {
+				return err
+			}
+			return g.output(c.OutOrStdout(), e, func(w io.Writer) {
+				fmt.Fprintf(w, "provisioned %s: line %s image %s head %s tree %s\n", root, e.Line, e.Version, e.Head.Version, e.TreeDigest)
+			})
+		},
+	}
+	c.Flags().StringVar(&image, "image", "", "signed image to provision from")
+	c.Flags().StringVar(&root, "root", "", "directory to create the node in (absent or empty)")
+	c.Flags().StringVar(&pub, "pub", "", "public key the image must be signed with (default: the keys the image lists)")
+	required(c, "image", "root")
+	return c
+}
+
+func optionalPub(pub string) (*sign.KeySet, error) {
+	if pub == "" {
+		return nil, nil
+	}
+	return sign.LoadPublicFile(pub)
+}
+
+// restarter parses --restart-with.
+func restarter(spec string, root string) (overlay.Restarter, error) {
+	switch {
+	case spec == "" && root == "/":
+		return overlay.Systemd{}, nil
+	case spec == "" || spec == "none":
+		return nil, nil
+	case spec == "systemd":
+		return overlay.Systemd{}, nil
+	case strings.HasPrefix(spec, "exec:"):
+		tmpl := strings.TrimPrefix(spec, "exec:")
+		if strings.TrimSpace(tmpl) == "" {
+			return nil, usageError{fmt.Errorf("--restart-with exec: needs a command")}
+		}
+		return overlay.Exec{Template: tmpl}, nil
+	}
+	return nil, usageError{fmt.Errorf("--restart-with %q: want systemd, none or exec:'CMD {unit} {action}'", spec)}
+}
+
+func newApplyCmd(g *globals) *cobra.Command {
+	var src overlay.Source
+	var o overlay.ApplyOptions
+	var root, restartWith string
+	c := &cobra.Command{
+		Use:   "apply-overlay --root DIR (FILE ... | --repo REPO [--through V])",
+		Short: "Verify overlays, apply them in order, restart only what they touch",
+		Long: `Apply overlays to the node at --root. Everything is verified before the node
+changes: signatures against the node's keys, the parent chain against the
+node's ledger, the image constraint, every path and every payload member.
+Each overlay applies atomically under a journal and is recorded in the
+ledger; then its restart plan runs. A restart failure rolls the overlay back.
+
+--restart-with: systemd (default when --root is /), none (default otherwise:
+restarts are recorded as pending), or exec:'CMD {unit} {action}'.`,
+		Args: args(cobra.ArbitraryArgs),
+		RunE: func(c *cobra.Command, a []string) error {
+			src.Files = a
+			if (len(a) == 0) == (src.Repo == "") {
+				return usageError{fmt.Errorf("give overlay FILEs or --repo REPO (not both)")}
+			}
+			if src.Through != "" && src.Repo == "" {
+				return usageError{fmt.Errorf("--through needs --repo")}
+			}
+			r, err := restarter(restartWith, root)
+			if err != nil {
+				return err
+			}
+			o.Restarter = r
+			o.Progress = g.progress()
+			rep, err := overlay.Apply(c.Context(), root, src, o)
+			if rep != nil && (err == nil || g.json) {
+				_ = g.output(c.OutOrStdout(), rep, func(w io.Writer) { printApply(w, rep) })
+			}
+			return err
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&root, "root", "", "node root directory")
+	f.StringVar(&src.Repo, "repo", "", "apply every pending overlay of this repository")
+	f.StringVar(&src.Through, "through", "", "with --repo: stop at this version")
+	f.BoolVar(&o.DryRun, "dry-run", false, "print the plan and change nothing")
+	f.StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")
+	f.DurationVar(&o.LockWait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
+	required(c, "root")
+	return c
+}
+
+func printApply(w io.Writer, rep *overlay.ApplyReport) {
+	verb := "applied"
+	if rep.DryRun {
+		verb = "would apply"
+	}
+	if len(rep.Plans) == 0 {
+		fmt.Fprintf(w, "node %s is at %s: nothing to apply\n", rep.Root, rep.From.Version)
+	}
+	for _, p := range rep.Plans {
+		if p.AlreadyApplied {
+			fmt.Fprintf(w, "%s: already applied, nothing to do\n", p.Version)
+			continue
+		}
+		fmt.Fprintf(w, "%s %s (parent %s): %d writes, %d deletes\n", verb, p.Version, p.Parent, len(p.Writes), len(p.Deletes))
+		for _, x := range p.Writes {
+			fmt.Fprintf(w, "  write  /%s\n", x)
+		}
+		for _, x := range p.Deletes {
+			fmt.Fprintf(w, "  delete /%s\n", x)
+		}
+		if len(p.Actions) == 0 {
+			fmt.Fprintln(w, "  services: none affected")
+		}
+		printActions(w, p.Actions)
+		if len(p.Unclaimed) > 0 {
+			fmt.Fprintf(w, "  no service claims /%s: nothing restarted for it\n", strings.Join(p.Unclaimed, ", /"))
+		}
+	}
+	if !rep.DryRun {
+		fmt.Fprintf(w, "node %s: %s -> %s\n", rep.Root, rep.From.Version, rep.To.Version)
+	}
+	if len(rep.Pending) > 0 {
+		fmt.Fprintln(w, "pending restarts (restart debt):")
+		printActions(w, rep.Pending)
+	}
+}
+
+func newRollbackCmd(g *globals) *cobra.Command {
+	var root, restartWith string
+	var wait time.Duration
+	c := &cobra.Command{
+		Use:   "rollback --root DIR",
+		Short: "Revert the last applied overlay and restart what it touched",
+		Args:  args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			r, err := restarter(restartWith, root)
+			if err != nil {
+				return err
+			}
+			rep, err := overlay.Rollback(c.Context(), root, r, wait, g.progress())
+			if err != nil {
+				return err
+			}
+			return g.output(c.OutOrStdout(), rep, func(w io.Writer) {
+				fmt.Fprintf(w, "rolled back %s: node %s is at %s\n", rep.Reverted.Version, rep.Root, rep.Head.Version)
+				printActions(w, rep.Actions)
+			})
+		},
+	}
+	c.Flags().StringVar(&root, "root", "", "node root directory")
+	c.Flags().StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")
+	c.Flags().DurationVar(&wait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
+	required(c, "root")
+	return c
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+func newOverlayCmd(g *globals) *cobra.Command {
+	oc := &cobra.Command{Use: "overlay", Short: "Create and inspect overlays"}
+	oc.AddCommand(newOverlayCreateCmd(g), newOverlayInspectCmd(g))
+	return oc
+}
+
+func newOverlayCreateCmd(g *globals) *cobra.Command {
+	var repoDir, keyPath, treeDir string
+	var adds []string
+	var ch overlay.Change
+	var o overlay.CreateOptions
+	c := &cobra.Command{
+		Use:   "create --repo REPO --version V --key K (--tree DIR | --add DEST=SRC ... | --delete DEST ...)",
+		Short: "Compute a change against the line's head, sign it and append it to the repository",
+		Long: `Create an overlay. --tree DIR lays a directory over the head (entries that
+differ, with their on-disk owners and modes); --add places one file or
+directory (a path the head has keeps its owner and mode; new paths are
+root-owned 0644/0755); --delete removes a path. The services to restart or
+reload are inferred from the line's catalog; --restart and --reload add more.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if treeDir == "" && len(adds) == 0 && len(ch.Deletes) == 0 {
+				return usageError{fmt.Errorf("nothing to do: give --tree, --add or --delete")}
+			}
+			ch.Tree = treeDir
+			for _, a := range adds {
+				dest, src, ok := strings.Cut(a, "=")
+				if !ok || dest == "" || src == "" {
+					return usageError{fmt.Errorf("--add %q: want DEST=SRC", a)}
+				}
+				ch.Adds = append(ch.Adds, overlay.Add{Dest: dest, Src: src})
+			}
+			key, err := sign.LoadKey(keyPath)
+			if err != nil {
+				return err
+			}
+			res, err := overlay.Create(c.Context(), repoDir, key, ch, o)
+			if err != nil {
+				return err
+			}
+			return g.output(c.OutOrStdout(), map[string]any{"path": res.Path, "digest": res.Digest, "manifest": res.Manifest}, func(w io.Writer) {
+				fmt.Fprintf(w, "wrote %s\n", res.Path)
+				printManifest(w, res.Manifest, res.Digest)
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&repoDir, "repo", "", "repository")
+	f.StringVar(&o.Version, "version", "", "overlay version (strict semver, greater than the head)")
+	f.StringVar(&keyPath, "key", "", "signing key")
+	f.StringVar(&o.Line, "line", "", "line (when the repository has several)")
+	f.StringVar(&treeDir, "tree", "", "directory laid over the head")
+	f.StringArrayVar(&adds, "add", nil, "DEST=SRC: place host file or directory SRC at image path DEST")
+	f.StringArrayVar(&ch.Deletes, "delete", nil, "image path to delete")
+	f.StringArrayVar(&ch.Restart, "restart", nil, "unit to restart in addition to the inferred plan")
+	f.StringArrayVar(&ch.Reload, "reload", nil, "unit to reload in addition to the inferred plan")
+	f.StringVar(&o.Compression, "compression", "zstd", "zstd, xz or gzip")
+	f.StringVar(&o.RequiresImage, "requires-image", "", "semver constraint on the base image (default ^IMAGE_VERSION)")
+	required(c, "repo", "version", "key")
+	return c
+}
+
+func newOverlayInspectCmd(g *globals) *cobra.Command {
+	var pub string
+	c := &cobra.Command{
+		Use:   "inspect FILE [--json]",
+		Short: "Show an overlay's manifest (verifying it when --pub is given)",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, a []string) error {
+			var trust *sign.KeySet
+			var err error
+			if pub != "" {
+				if trust, err = sign.LoadPublicFile(pub); err != nil {
+					return err
+				}
+			} else {
+				trust = sign.AnyKey()
+			}
+			ar, err := overlay.Open(a[0], trust)
+			if err != nil {
+				return err
+			}
+			if pub != "" {
+				if err := ar.Payload(c.Context(), func(manifests.Entry, io.Reader) error { return nil }); err != nil {
+					return err
+				}
+			}
+			return g.output(c.OutOrStdout(), map[string]any{"path": a[0], "digest": ar.Digest, "key_id": ar.KeyID, "verified": pub != "", "manifest": ar.Manifest}, func(w io.Writer) {
+				printManifest(w, ar.Manifest, ar.Digest)
+				if pub == "" {
+					fmt.Fprintf(w, "signature: key %s (not checked; pass --pub to verify signature and payload)\n", ar.KeyID)
+				} else {
+					fmt.Fprintf(w, "signature: good, key %s; payload verified\n", ar.KeyID)
+				}
+			})
+		},
+	}
+	c.Flags().StringVar(&pub, "pub", "", "public key to verify the signature and payload against")
+	return c
+}
+
+func printManifest(w io.Writer, m *manifests.OverlayManifest, digest string) {
+	fmt.Fprintf(w, "overlay   %s %s\ndigest    %s\nparent    %s (%s)\nrequires  image %s\ncreated   %s\ntree      %s\n",
+		m.Line, m.Version, digest, m.Parent.Version, m.Parent.Digest, m.Requires.Image, m.Created, m.TreeDigest)
+	fmt.Fprintf(w, "files (%d):\n", len(m.Entries))
+	for _, e := range m.Entries {
+		extra := ""
+		switch e.Type {
+		case manifests.TypeFile:
+			extra = fmt.Sprintf(" %d bytes sha256:%.12s", e.Size, e.SHA256)
+		case manifests.TypeSymlink:
+			extra = " -> " + e.Target
+		}
+		fmt.Fprintf(w, "  %-7s %04o %d:%d /%s%s\n", e.Type, uint32(e.Mode), e.UID, e.GID, e.Path, extra)
+	}
+	fmt.Fprintf(w, "deletes (%d):\n", len(m.Deletes))
+	for _, d := range m.Deletes {
+		fmt.Fprintf(w, "  /%s\n", d)
+	}
+	fmt.Fprintf(w, "services (%d):\n", len(m.Services))
+	printActions(w, m.Services)
+	if len(m.Unclaimed) > 0 {
+		fmt.Fprintf(w, "unclaimed (restart nothing): /%s\n", strings.Join(m.Unclaimed, ", /"))
+	}
+	if m.Catalog != nil {
+		fmt.Fprintf(w, "catalog: updated (%d services)\n", len(m.Catalog.Services))
+	}
+}
+
+func printActions(w io.Writer, as []manifests.ServiceAction) {
+	for _, a := range as {
+		dr := ""
+		if a.DaemonReload {
+			dr = " (after daemon-reload)"
+		}
+		fmt.Fprintf(w, "  %-7s %s%s because /%s\n", a.Action, a.Unit, dr, strings.Join(a.Because, ", /"))
+	}
+}

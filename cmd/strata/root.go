@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+type globals struct {
+	json bool
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "strata",
+		Short: "Read-only root images, signed overlays in sequence, audited nodes",
+		Long: `strata builds read-only root images (squashfs) from recipes, ships minor
+changes as versioned, signed overlays that record which services they touch,
+applies them to nodes strictly in order, restarts only the affected services,
+audits that no overlay was skipped or altered, and regenerates images with the
+overlay chain folded in.
+
+` + exitHelp,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print structured output as JSON")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		newKeyCmd(g),
+		newBuildImageCmd(g),
+		newRepoCmd(g),
+		newOverlayCmd(g),
+		newProvisionCmd(g),
+		newApplyCmd(g),
+		newRollbackCmd(g),
+		newVerifyCmd(g),
+		newRegenerateCmd(g),
+	)
+	return root
+}
+
+// args wraps a cobra positional-argument check as a usage error.
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(c *cobra.Command, a []string) error {
+		if err := check(c, a); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+// output prints v as JSON with --json, or calls text otherwise.
+func (g *globals) output(w io.Writer, v any, text func(w io.Writer)) error {
+	if g.json {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	text(w)
+	return nil
+}
+
+// progress returns a progress callback printing to stderr, silent with
+// --json.
+func (g *globals) progress() func(string) {
+	if g.json {
+		return nil
+	}
+	return func(s string) { fmt.Fprintln(os.Stderr, "strata:", s) }
+}
+
+func required(c *cobra.Command, names ...string) {
+	for _, n := range names {
+		_ = c.MarkFlagRequired(n)
+	}
+}

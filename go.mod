@@ -1,0 +1,19 @@
+module github.com/strata-dev/strata
+
+go 1.26.8
+
+require (
+	aead.dev/minisign v0.3.0
+	github.com/Masterminds/semver/v3 v3.5.0
+	github.com/klauspost/compress v1.20.4
+	github.com/spf13/cobra v1.10.2
+	github.com/ulikunitz/xz v0.5.17
+	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/sys v0.50.0
+)
+
+require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+	golang.org/x/crypto v0.13.0 // indirect
+)

@@ -1,0 +1,122 @@
+package compress
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"github.com/ulikunitz/xz"
+)
+
+// Algorithm names a compression format.
+type Algorithm string
+
+// Supported algorithms.
+const (
+	Zstd Algorithm = "zstd"
+	Xz   Algorithm = "xz"
+	Gzip Algorithm = "gzip"
+	None Algorithm = "none"
+)
+
+// ErrUnknown reports an unsupported algorithm name or an unrecognised
+// stream.
+var ErrUnknown = errors.New("compress: unknown compression")
+
+// Parse checks an algorithm name; "" means zstd.
+func Parse(s string) (Algorithm, error) {
+	switch a := Algorithm(s); a {
+	case "":
+		return Zstd, nil
+	case Zstd, Xz, Gzip, None:
+		return a, nil
+	}
+	return "", fmt.Errorf("%w: %q (want zstd, xz, gzip or none)", ErrUnknown, s)
+}
+
+// Ext returns the file name suffix for a, such as ".zst".
+func (a Algorithm) Ext() string {
+	switch a {
+	case Zstd:
+		return ".zst"
+	case Xz:
+		return ".xz"
+	case Gzip:
+		return ".gz"
+	}
+	return ""
+}
+
+// NewWriter returns a compressing writer; closing it flushes the stream
+// but does not close w. The output is deterministic for the same input.
+func NewWriter(w io.Writer, a Algorithm) (io.WriteCloser, error) {
+	switch a {
+	case Zstd, "":
+		return zstd.NewWriter(w, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	case Gzip:
+		return gzip.NewWriterLevel(w, gzip.DefaultCompression)
+	case Xz:
+		return xz.NewWriter(w)
+	case None:
+		return nopCloser{w}, nil
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknown, a)
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+var magics = []struct {
+	a     Algorithm
+	magic []byte
+}{
+	{Zstd, []byte{0x28, 0xb5, 0x2f, 0xfd}},
+	{Xz, []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}},
+	{Gzip, []byte{0x1f, 0x8b}},
+}
+
+// NewReader detects the compression of r from its first bytes and returns
+// a decompressing reader and the algorithm found. Data that matches no
+// magic is returned as is (None). Close releases decoder resources.
+func NewReader(r io.Reader) (io.ReadCloser, Algorithm, error) {
+	br := bufio.NewReader(r)
+	head, err := br.Peek(6)
+	if err != nil && err != io.EOF && !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, "", fmt.Errorf("reading compression header: %w", err)
+	}
+	for _, m := range magics {
+		if !bytes.HasPrefix(head, m.magic) {
+			continue
+		}
+		switch m.a {
+		case Zstd:
+			d, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
+			if err != nil {
+				return nil, "", fmt.Errorf("opening zstd stream: %w", err)
+			}
+			return zstdCloser{d}, Zstd, nil
+		case Xz:
+			d, err := xz.NewReader(br)
+			if err != nil {
+				return nil, "", fmt.Errorf("opening xz stream: %w", err)
+			}
+			return io.NopCloser(d), Xz, nil
+		case Gzip:
+			d, err := gzip.NewReader(br)
+			if err != nil {
+				return nil, "", fmt.Errorf("opening gzip stream: %w", err)
+			}
+			return d, Gzip, nil
+		}
+	}
+	return io.NopCloser(br), None, nil
+}
+
+type zstdCloser struct{ *zstd.Decoder }
+
+func (z zstdCloser) Close() error { z.Decoder.Close(); return nil }

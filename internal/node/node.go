@@ -1,0 +1,171 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Errors reported by this package.
+var (
+	// ErrLocked reports that another strata process holds the node lock.
+	ErrLocked = errors.New("node: locked by another strata process")
+	// ErrNotNode reports a root without a ledger.
+	ErrNotNode = errors.New("node: not a strata node (no ledger)")
+)
+
+// Node is a node root directory.
+type Node struct {
+	Root string
+}
+
+// Path returns the host path of tree-relative path rel.
+func (n Node) Path(rel string) string { return filepath.Join(n.Root, filepath.FromSlash(rel)) }
+
+// StateDir returns the host path of the node state directory.
+func (n Node) StateDir() string { return n.Path(manifests.StateDir) }
+
+// ReadLedger reads and structurally checks the ledger.
+func (n Node) ReadLedger() (*manifests.Ledger, error) {
+	p := n.Path(manifests.LedgerPath)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("reading ledger %s: %w", p, ErrNotNode)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading ledger: %w", err)
+	}
+	var l manifests.Ledger
+	if err := manifests.Decode(b, &l); err != nil {
+		return nil, fmt.Errorf("reading ledger %s: %w", p, err)
+	}
+	if err := l.CheckChain(); err != nil {
+		return nil, fmt.Errorf("reading ledger %s: %w", p, err)
+	}
+	return &l, nil
+}
+
+// WriteLedger replaces the ledger atomically (write, fsync, rename, fsync
+// of the directory). The rename is the commit point of an apply.
+func (n Node) WriteLedger(l *manifests.Ledger) error {
+	b, err := manifests.Encode(l)
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(n.Path(manifests.LedgerPath), b, 0o644)
+}
+
+// ImageManifest reads the image manifest the node's tree carries.
+func (n Node) ImageManifest() (*manifests.ImageManifest, []byte, error) {
+	p := n.Path(manifests.ImageManifestPath)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading image manifest: %w", err)
+	}
+	var m manifests.ImageManifest
+	if err := manifests.Decode(b, &m); err != nil {
+		return nil, nil, fmt.Errorf("reading image manifest %s: %w", p, err)
+	}
+	return &m, b, nil
+}
+
+// TrustedKeys loads the public keys in the node's key directory.
+func (n Node) TrustedKeys() (*sign.KeySet, error) {
+	return sign.LoadDir(n.Path(manifests.KeysDir))
+}
+
+// Lock takes the node's exclusive apply lock, waiting up to wait for a
+// holder to finish (zero: fail at once). The returned function releases it.
+func (n Node) Lock(ctx context.Context, wait time.Duration) (func(), error) {
+	if err := os.MkdirAll(n.StateDir(), 0o755); err != nil {
+		return nil, fmt.Errorf("locking node: %w", err)
+	}
+	p := filepath.Join(n.StateDir(), "lock")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("locking node: %w", err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("locking node %s: %w", p, err)
+		}
+		if time.Now().After(deadline) {
+			holder, _ := os.ReadFile(p)
+			f.Close()
+			return nil, fmt.Errorf("locking node %s: %w (pid %s)", n.Root, ErrLocked, strings.TrimSpace(string(holder)))
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("locking node %s: %w", n.Root, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() {
+		_ = f.Truncate(0)
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// WriteFileAtomic writes data to path through a temporary file in the same
+// directory, fsyncs it, renames it into place and fsyncs the directory.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return SyncDir(dir)
+}
+
+// SyncDir fsyncs a directory so renames in it are durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,273 @@
+package sign
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"aead.dev/minisign"
+)
+
+// Errors reported by this package.
+var (
+	// ErrBadSignature reports a signature that no trusted key verifies.
+	ErrBadSignature = errors.New("sign: signature not valid for any trusted key")
+	// ErrUnsigned reports a missing signature.
+	ErrUnsigned = errors.New("sign: not signed")
+	// ErrNoKeys reports an empty trust set.
+	ErrNoKeys = errors.New("sign: no trusted keys")
+)
+
+// Key is a private signing key.
+type Key struct {
+	priv minisign.PrivateKey
+}
+
+// KeySet is a set of trusted public keys.
+type KeySet struct {
+	keys []minisign.PublicKey
+	any  bool
+}
+
+// Generate writes a new key pair to prefix.key (unencrypted, mode 0600) and
+// prefix.pub. It refuses to overwrite existing files.
+func Generate(prefix string) error {
+	pub, priv, err := minisign.GenerateKey(rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generating key: %w", err)
+	}
+	privText, err := priv.MarshalText()
+	if err != nil {
+		return fmt.Errorf("encoding key: %w", err)
+	}
+	pubText, _ := pub.MarshalText()
+	for _, f := range []struct {
+		path string
+		data []byte
+		mode os.FileMode
+	}{{prefix + ".key", append(privText, '\n'), 0o600}, {prefix + ".pub", append(pubText, '\n'), 0o644}} {
+		fd, err := os.OpenFile(f.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, f.mode)
+		if err != nil {
+			return fmt.Errorf("writing key: %w", err)
+		}
+		if _, err := fd.Write(f.data); err != nil {
+			fd.Close()
+			return fmt.Errorf("writing key %s: %w", f.path, err)
+		}
+		if err := fd.Close(); err != nil {
+			return fmt.Errorf("writing key %s: %w", f.path, err)
+		}
+	}
+	return nil
+}
+
+// LoadKey reads an unencrypted minisign private key. An encrypted key is
+// decrypted with the password in $STRATA_KEY_PASSWORD.
+func LoadKey(path string) (*Key, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading key: %w", err)
+	}
+	if minisign.IsEncrypted(b) {
+		pw, ok := os.LookupEnv("STRATA_KEY_PASSWORD")
+		if !ok {
+			return nil, fmt.Errorf("loading key %s: key is encrypted and STRATA_KEY_PASSWORD is not set", path)
+		}
+		k, err := minisign.DecryptKey(pw, b)
+		if err != nil {
+			return nil, fmt.Errorf("loading key %s: %w", path, err)
+		}
+		return &Key{priv: k}, nil
+	}
+	var k minisign.PrivateKey
+	if err := k.UnmarshalText(b); err != nil {
+		return nil, fmt.Errorf("loading key %s: %w", path, err)
+	}
+	return &Key{priv: k}, nil
+}
+
+// PublicText returns the key's public half as a minisign .pub file.
+func (k *Key) PublicText() []byte {
+	pub := k.priv.Public().(minisign.PublicKey)
+	b, _ := pub.MarshalText()
+	return append(b, '\n')
+}
+
+// PublicString returns the key's public half in one-line base64 form.
+func (k *Key) PublicString() string {
+	return k.priv.Public().(minisign.PublicKey).String()
+}
+
+// ID returns the key id as minisign prints it.
+func (k *Key) ID() string { return fmt.Sprintf("%016X", k.priv.ID()) }
+
+// Sign returns a detached minisign signature of msg. The trusted comment
+// names what was signed, so `minisign -V` shows it.
+func (k *Key) Sign(msg []byte, what string) []byte {
+	return minisign.SignWithComments(k.priv, msg, what, "signature from strata")
+}
+
+// ParsePublic parses a public key in .pub file or one-line base64 form.
+func ParsePublic(text []byte) (minisign.PublicKey, error) {
+	var pk minisign.PublicKey
+	t := bytes.TrimSpace(text)
+	if !bytes.HasPrefix(t, []byte("untrusted comment:")) {
+		t = append([]byte("untrusted comment: strata\n"), t...)
+	}
+	if err := pk.UnmarshalText(t); err != nil {
+		return pk, err
+	}
+	return pk, nil
+}
+
+// NewKeySet builds a trust set from public keys in .pub or base64 form.
+func NewKeySet(texts ...[]byte) (*KeySet, error) {
+	ks := &KeySet{}
+	for _, t := range texts {
+		pk, err := ParsePublic(t)
+		if err != nil {
+			return nil, fmt.Errorf("parsing public key: %w", err)
+		}
+		ks.Add(pk)
+	}
+	return ks, nil
+}
+
+// Add puts pk into the set unless it is there already.
+func (ks *KeySet) Add(pk minisign.PublicKey) {
+	for _, k := range ks.keys {
+		if k.Equal(pk) {
+			return
+		}
+	}
+	ks.keys = append(ks.keys, pk)
+}
+
+// Len returns the number of keys.
+func (ks *KeySet) Len() int { return len(ks.keys) }
+
+// Strings returns the keys in one-line base64 form, sorted.
+func (ks *KeySet) Strings() []string {
+	out := make([]string, 0, len(ks.keys))
+	for _, k := range ks.keys {
+		out = append(out, k.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LoadPublicFile reads one .pub file into a KeySet.
+func LoadPublicFile(path string) (*KeySet, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading public key: %w", err)
+	}
+	ks, err := NewKeySet(b)
+	if err != nil {
+		return nil, fmt.Errorf("loading public key %s: %w", path, err)
+	}
+	return ks, nil
+}
+
+// LoadDir reads every *.pub file of dir into a KeySet.
+func LoadDir(dir string) (*KeySet, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.pub"))
+	if err != nil {
+		return nil, fmt.Errorf("loading keys from %s: %w", dir, err)
+	}
+	ks := &KeySet{}
+	for _, n := range names {
+		one, err := LoadPublicFile(n)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range one.keys {
+			ks.Add(k)
+		}
+	}
+	return ks, nil
+}
+
+// Verify checks a detached signature of msg against the set and returns
+// the id of the key that made it. An empty signature is ErrUnsigned; one no
+// key verifies is ErrBadSignature (with the signing key id when readable).
+func (ks *KeySet) Verify(msg, sig []byte) (string, error) {
+	if len(bytes.TrimSpace(sig)) == 0 {
+		return "", ErrUnsigned
+	}
+	if ks == nil || (len(ks.keys) == 0 && !ks.any) {
+		return "", ErrNoKeys
+	}
+	var s minisign.Signature
+	if err := s.UnmarshalText(sig); err != nil {
+		return "", fmt.Errorf("%w: malformed signature: %v", ErrBadSignature, err)
+	}
+	if ks.any {
+		return fmt.Sprintf("%016X", s.KeyID), nil
+	}
+	for _, k := range ks.keys {
+		if k.ID() == s.KeyID && minisign.Verify(k, msg, sig) {
+			return fmt.Sprintf("%016X", k.ID()), nil
+		}
+	}
+	trusted := make([]string, 0, len(ks.keys))
+	for _, k := range ks.keys {
+		trusted = append(trusted, fmt.Sprintf("%016X", k.ID()))
+	}
+	return "", fmt.Errorf("%w: signed by key %016X, trusted: %s", ErrBadSignature, s.KeyID, strings.Join(trusted, ", "))
+}
+
+// PublicKeySet returns a KeySet holding only the key's public half.
+func (k *Key) PublicKeySet() (*KeySet, error) {
+	ks := &KeySet{}
+	ks.Add(k.priv.Public().(minisign.PublicKey))
+	return ks, nil
+}
+
+// Merge adds the keys of other (with its error, for chaining calls that
+// return a KeySet).
+func (ks *KeySet) Merge(other *KeySet, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, k := range other.keys {
+		ks.Add(k)
+	}
+	return nil
+}
+
+// Contains reports whether every key of other is in ks.
+func (ks *KeySet) Contains(other *KeySet) bool {
+	for _, o := range other.keys {
+		found := false
+		for _, k := range ks.keys {
+			if k.Equal(o) {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// Files returns each key as a minisign .pub file keyed by "<KEYID>.pub".
+func (ks *KeySet) Files() map[string][]byte {
+	out := make(map[string][]byte, len(ks.keys))
+	for _, k := range ks.keys {
+		b, _ := k.MarshalText()
+		out[fmt.Sprintf("%016X.pub", k.ID())] = append(b, '\n')
+	}
+	return out
+}
+
+// AnyKey returns a trust set that accepts any well-formed signature
+// without checking it, for display commands that say so. Never use it to
+// decide whether to apply anything.
+func AnyKey() *KeySet { return &KeySet{any: true} }

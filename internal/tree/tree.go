@@ -1,0 +1,76 @@
+package tree
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/strata-dev/strata/manifests"
+)
+
+// State is a tree as a set of entries keyed by path. It is the model of a
+// node's tree that overlays are computed and checked against.
+type State map[string]manifests.Entry
+
+// NewState builds a State from entries.
+func NewState(entries []manifests.Entry) State {
+	s := make(State, len(entries))
+	for _, e := range entries {
+		s[e.Path] = e
+	}
+	return s
+}
+
+// Entries returns the state's entries sorted by path.
+func (s State) Entries() []manifests.Entry {
+	out := make([]manifests.Entry, 0, len(s))
+	for _, e := range s {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// Digest returns the tree digest of the state.
+func (s State) Digest() string { return manifests.TreeDigest(s.Entries()) }
+
+// Apply returns a new state with deletes removed (each with everything
+// below it) and entries added or replaced. A changed entry that replaces a
+// directory with a non-directory drops the directory's contents. It fails
+// when an entry's parent directory is missing or is not a directory, or when
+// a deleted path does not exist, so a fold never produces a tree with holes.
+func (s State) Apply(entries []manifests.Entry, deletes []string) (State, error) {
+	out := make(State, len(s)+len(entries))
+	for p, e := range s {
+		out[p] = e
+	}
+	for _, d := range deletes {
+		if _, ok := out[d]; !ok {
+			return nil, fmt.Errorf("deleting %s: %w", d, ErrNotExist)
+		}
+		out.removeTree(d)
+	}
+	for _, e := range entries {
+		if old, ok := out[e.Path]; ok && old.Type == manifests.TypeDir && e.Type != manifests.TypeDir {
+			out.removeTree(e.Path)
+		}
+		if parent := manifests.Parent(e.Path); parent != "" {
+			pe, ok := out[parent]
+			if !ok {
+				return nil, fmt.Errorf("adding %s: parent %s: %w", e.Path, parent, ErrNotExist)
+			}
+			if pe.Type != manifests.TypeDir {
+				return nil, fmt.Errorf("adding %s: parent %s is a %s, not a directory: %w", e.Path, parent, pe.Type, ErrNotDir)
+			}
+		}
+		out[e.Path] = e
+	}
+	return out, nil
+}
+
+func (s State) removeTree(p string) {
+	for q := range s {
+		if manifests.Within(q, p) {
+			delete(s, q)
+		}
+	}
+}

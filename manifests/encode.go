@@ -1,0 +1,56 @@
+package manifests
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// MaxManifestSize bounds every JSON document strata decodes (64 MiB). Image
+// manifests list every file of an image, so they are the largest.
+const MaxManifestSize = 64 << 20
+
+// Encode returns the canonical encoding of v: JSON with struct fields in
+// declaration order, map keys sorted, two-space indentation and a final
+// newline. The same value always encodes to the same bytes, so digests of
+// encoded manifests are stable.
+func Encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encoding %T: %w", v, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Decode strictly decodes one JSON document from b into v: unknown fields,
+// trailing data and documents over MaxManifestSize are errors.
+func Decode(b []byte, v any) error {
+	if len(b) > MaxManifestSize {
+		return fmt.Errorf("%w: %d bytes (limit %d)", ErrTooLarge, len(b), MaxManifestSize)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: decoding %T: %v", ErrInvalid, v, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: decoding %T: trailing data", ErrInvalid, v)
+	}
+	return nil
+}
+
+// ReadLimited reads all of r, failing with ErrTooLarge past limit bytes.
+func ReadLimited(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
+	}
+	return b, nil
+}

@@ -1,0 +1,128 @@
+package manifests
+
+import "fmt"
+
+// Schema is the version of every strata document this package writes.
+const Schema = 1
+
+// Node-side paths, relative to a tree's root.
+const (
+	// ImageManifestPath is where an image carries its own manifest.
+	ImageManifestPath = "usr/lib/strata/image.json"
+	// KeysDir holds the public keys a node trusts (minisign .pub files).
+	KeysDir = "usr/lib/strata/keys"
+	// StateDir is the node's own state: ledger, lock, journal, undo data.
+	StateDir = "var/lib/strata"
+	// LedgerPath is the node's ledger.
+	LedgerPath = StateDir + "/ledger.json"
+)
+
+// IsNodeState reports whether p is strata's own bookkeeping rather than
+// part of the managed tree: the image manifest copy and the node state
+// directory. Such paths are left out of tree digests, and overlays may not
+// touch them.
+func IsNodeState(p string) bool {
+	return p == ImageManifestPath || Within(p, StateDir)
+}
+
+// Ref names a manifest by version and digest.
+type Ref struct {
+	Version string `json:"version"`
+	Digest  string `json:"digest"`
+}
+
+// ImageManifest describes a root image: its line and version, the digest
+// of its tree, the keys it trusts, its service catalog and every file.
+type ImageManifest struct {
+	Schema  int    `json:"schema"`
+	Kind    string `json:"kind"`
+	Line    string `json:"line"`
+	Version string `json:"version"`
+	// Created is the image's fixed timestamp (RFC 3339), taken from the
+	// recipe's epoch so that builds are reproducible.
+	Created string `json:"created"`
+	// Recipe is the digest of the recipe the image was built from.
+	Recipe string `json:"recipe,omitempty"`
+	// Base is set on regenerated images: the line's original image.
+	Base *Ref `json:"base,omitempty"`
+	// Head is set on regenerated images: the last overlay folded in.
+	Head *Ref `json:"head,omitempty"`
+	// Compressor is the squashfs compressor used.
+	Compressor string `json:"compressor"`
+	// TreeDigest covers every entry of Files.
+	TreeDigest string `json:"tree_digest"`
+	// Keys are the minisign public keys the image trusts, in their
+	// one-line base64 form; the same keys are files under KeysDir.
+	Keys    []string `json:"keys"`
+	Catalog Catalog  `json:"catalog"`
+	Files   []Entry  `json:"files"`
+}
+
+// KindImage, KindOverlay, KindIndex and KindLedger tag documents.
+const (
+	KindImage   = "image"
+	KindOverlay = "overlay"
+	KindIndex   = "index"
+	KindLedger  = "ledger"
+)
+
+// Validate checks the manifest's schema, version, digests and entries.
+func (m *ImageManifest) Validate() error {
+	if m.Schema != Schema || m.Kind != KindImage {
+		return fmt.Errorf("%w: not an image manifest (schema %d, kind %q)", ErrInvalid, m.Schema, m.Kind)
+	}
+	if err := ValidLine(m.Line); err != nil {
+		return err
+	}
+	if _, err := ParseVersion(m.Version); err != nil {
+		return err
+	}
+	if !ValidDigest(m.TreeDigest) {
+		return fmt.Errorf("%w: image tree_digest %q", ErrInvalid, m.TreeDigest)
+	}
+	if (m.Base == nil) != (m.Head == nil) {
+		return fmt.Errorf("%w: image base and head must be set together", ErrInvalid)
+	}
+	if err := validEntries(m.Files); err != nil {
+		return err
+	}
+	if got := TreeDigest(m.Files); got != m.TreeDigest {
+		return fmt.Errorf("%w: image files digest to %s, manifest says %s", ErrInvalid, got, m.TreeDigest)
+	}
+	return nil
+}
+
+// ValidLine checks a line name: 1-64 characters of [a-z0-9._-], starting
+// with a letter or digit.
+func ValidLine(s string) error {
+	if len(s) == 0 || len(s) > 64 {
+		return fmt.Errorf("%w: line name %q must be 1-64 characters", ErrInvalid, s)
+	}
+	for i, c := range s {
+		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '.' || c == '_' || c == '-')
+		if !ok {
+			return fmt.Errorf("%w: line name %q: only a-z, 0-9, '.', '_' and '-' allowed", ErrInvalid, s)
+		}
+	}
+	return nil
+}
+
+func validEntries(es []Entry) error {
+	seen := make(map[string]bool, len(es))
+	for i, e := range es {
+		if err := e.Validate(); err != nil {
+			return err
+		}
+		if IsNodeState(e.Path) {
+			return fmt.Errorf("%w: %s is strata node state", ErrUnsafePath, e.Path)
+		}
+		if seen[e.Path] {
+			return fmt.Errorf("%w: duplicate entry %s", ErrInvalid, e.Path)
+		}
+		if i > 0 && es[i-1].Path >= e.Path {
+			return fmt.Errorf("%w: entries not sorted at %s", ErrInvalid, e.Path)
+		}
+		seen[e.Path] = true
+	}
+	return nil
+}

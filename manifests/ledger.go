@@ -1,0 +1,180 @@
+package manifests
+
+import (
+	"fmt"
+	"sort"
+)
+
+// LedgerAction is the kind of a ledger record.
+type LedgerAction string
+
+// The records a ledger holds.
+const (
+	// LedgerProvision starts every ledger: the node was made from an image.
+	LedgerProvision LedgerAction = "provision"
+	// LedgerApply records an applied overlay.
+	LedgerApply LedgerAction = "apply"
+	// LedgerRollback records that the last applied overlay was reverted.
+	LedgerRollback LedgerAction = "rollback"
+	// LedgerRestart records restarts carried out later to settle debt.
+	LedgerRestart LedgerAction = "restart"
+)
+
+// Ledger is a node's append-only record of what was applied to it. Each
+// record carries the hash of the one before it, so the file is a hash chain
+// from the provisioning image.
+type Ledger struct {
+	Schema  int           `json:"schema"`
+	Kind    string        `json:"kind"`
+	Entries []LedgerEntry `json:"entries"`
+}
+
+// LedgerEntry is one record of a ledger.
+type LedgerEntry struct {
+	Seq    int          `json:"seq"`
+	Action LedgerAction `json:"action"`
+	Line   string       `json:"line"`
+	// Version and Digest name the image (provision) or the overlay
+	// (apply, rollback) the record is about.
+	Version string `json:"version"`
+	Digest  string `json:"digest"`
+	// Image is the node's base image version, for image constraints.
+	Image string `json:"image"`
+	// Head is the node's head after this record: the last overlay in
+	// effect, or the image.
+	Head Ref `json:"head"`
+	// TreeDigest is the node's tree digest after this record.
+	TreeDigest string `json:"tree_digest"`
+	// Pending are restarts that were due but not carried out.
+	Pending []ServiceAction `json:"pending,omitempty"`
+	// Done are restarts carried out (restart records).
+	Done []ServiceAction `json:"done,omitempty"`
+	Time string          `json:"time"`
+	Prev string          `json:"prev"`
+	Hash string          `json:"hash"`
+}
+
+// EntryHash returns the hash of e with its Hash field cleared.
+func EntryHash(e LedgerEntry) (string, error) {
+	e.Hash = ""
+	b, err := Encode(e)
+	if err != nil {
+		return "", err
+	}
+	return Digest(b), nil
+}
+
+// Append adds e to the ledger, filling in Seq, Prev and Hash.
+func (l *Ledger) Append(e LedgerEntry) error {
+	e.Seq = len(l.Entries)
+	e.Prev = ""
+	if n := len(l.Entries); n > 0 {
+		e.Prev = l.Entries[n-1].Hash
+	}
+	h, err := EntryHash(e)
+	if err != nil {
+		return err
+	}
+	e.Hash = h
+	l.Entries = append(l.Entries, e)
+	return nil
+}
+
+// Last returns the newest record. The ledger must not be empty.
+func (l *Ledger) Last() LedgerEntry { return l.Entries[len(l.Entries)-1] }
+
+// CheckChain verifies the ledger's structure: it starts with a provision
+// record, sequence numbers count up, and every record's Prev and Hash are
+// right. The error names the first broken record.
+func (l *Ledger) CheckChain() error {
+	if l.Schema != Schema || l.Kind != KindLedger {
+		return fmt.Errorf("%w: not a ledger (schema %d, kind %q)", ErrInvalid, l.Schema, l.Kind)
+	}
+	if len(l.Entries) == 0 || l.Entries[0].Action != LedgerProvision {
+		return fmt.Errorf("%w: ledger does not start with a provision record", ErrInvalid)
+	}
+	prev := ""
+	for i, e := range l.Entries {
+		if e.Seq != i {
+			return fmt.Errorf("%w: ledger record %d has seq %d", ErrInvalid, i, e.Seq)
+		}
+		if e.Prev != prev {
+			return fmt.Errorf("%w: ledger record %d does not link to record %d", ErrInvalid, i, i-1)
+		}
+		h, err := EntryHash(e)
+		if err != nil {
+			return err
+		}
+		if h != e.Hash {
+			return fmt.Errorf("%w: ledger record %d was altered (hash %s, recorded %s)", ErrInvalid, i, h, e.Hash)
+		}
+		if i > 0 && e.Action == LedgerProvision {
+			return fmt.Errorf("%w: ledger record %d is a second provision", ErrInvalid, i)
+		}
+		prev = e.Hash
+	}
+	return nil
+}
+
+// Applied returns the overlays in effect, oldest first: apply records
+// minus those undone by later rollback records.
+func (l *Ledger) Applied() []LedgerEntry {
+	var stack []LedgerEntry
+	for _, e := range l.Entries {
+		switch e.Action {
+		case LedgerApply:
+			stack = append(stack, e)
+		case LedgerRollback:
+			if n := len(stack); n > 0 {
+				stack = stack[:n-1]
+			}
+		}
+	}
+	return stack
+}
+
+// PendingRestarts returns the restart debt: actions recorded as pending
+// and not settled by a later restart record, one per unit, sorted.
+func (l *Ledger) PendingRestarts() []ServiceAction {
+	due := map[string]ServiceAction{}
+	for _, e := range l.Entries {
+		for _, a := range e.Pending {
+			due[a.Unit] = MergeAction(due[a.Unit], a)
+		}
+		for _, a := range e.Done {
+			if d, ok := due[a.Unit]; ok && (a.Action == ActionRestart || d.Action == a.Action) && (a.DaemonReload || !d.DaemonReload) {
+				delete(due, a.Unit)
+			}
+		}
+	}
+	out := make([]ServiceAction, 0, len(due))
+	for _, a := range due {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Unit < out[j].Unit })
+	return out
+}
+
+// MergeAction combines two actions on the same unit: restart beats reload,
+// a daemon-reload need is kept, and the reasons are joined. A zero a yields
+// b.
+func MergeAction(a, b ServiceAction) ServiceAction {
+	if a.Unit == "" {
+		return b
+	}
+	out := a
+	if b.Action == ActionRestart {
+		out.Action = ActionRestart
+	}
+	out.DaemonReload = a.DaemonReload || b.DaemonReload
+	seen := map[string]bool{}
+	out.Because = nil
+	for _, p := range append(append([]string{}, a.Because...), b.Because...) {
+		if !seen[p] {
+			seen[p] = true
+			out.Because = append(out.Because, p)
+		}
+	}
+	sort.Strings(out.Because)
+	return out
+}

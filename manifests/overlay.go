@@ -1,0 +1,130 @@
+package manifests
+
+import (
+	"fmt"
+	"time"
+)
+
+// Requires holds an overlay's dependency constraints.
+type Requires struct {
+	// Image is a semver constraint the node's base image version must
+	// satisfy, for example "^1.0.0".
+	Image string `json:"image"`
+}
+
+// OverlayManifest describes one overlay: where it sits in its line, what it
+// changes, which services it touches and the tree it leaves behind.
+type OverlayManifest struct {
+	Schema  int    `json:"schema"`
+	Kind    string `json:"kind"`
+	Line    string `json:"line"`
+	Version string `json:"version"`
+	// Parent is the previous overlay of the line, or the line's image for
+	// the first overlay; Digest is the digest of that manifest's bytes.
+	Parent Ref `json:"parent"`
+	// Lineage lists every ancestor from the line's image to the parent,
+	// oldest first, so a node can name every version it is missing.
+	Lineage  []Ref    `json:"lineage"`
+	Requires Requires `json:"requires"`
+	// Entries are the added or changed tree entries, sorted by path; each
+	// file entry has a payload member of the same path.
+	Entries []Entry `json:"entries"`
+	// Deletes are paths removed (with everything below them), sorted.
+	Deletes []string `json:"deletes"`
+	// Services is the restart plan the overlay calls for.
+	Services []ServiceAction `json:"services"`
+	// Unclaimed are changed paths no service claims: they restart nothing.
+	Unclaimed []string `json:"unclaimed"`
+	// Catalog is the line's service catalog after this overlay, set when
+	// the overlay changed it.
+	Catalog *Catalog `json:"catalog,omitempty"`
+	// TreeDigest is the digest of the node tree after the overlay applies.
+	TreeDigest string `json:"tree_digest"`
+	Created    string `json:"created"`
+}
+
+// Validate checks the manifest's schema, versions, lineage, entries and
+// plan.
+func (m *OverlayManifest) Validate() error {
+	if m.Schema != Schema || m.Kind != KindOverlay {
+		return fmt.Errorf("%w: not an overlay manifest (schema %d, kind %q)", ErrInvalid, m.Schema, m.Kind)
+	}
+	if err := ValidLine(m.Line); err != nil {
+		return err
+	}
+	if err := CheckGreater(m.Version, m.Parent.Version); err != nil {
+		return err
+	}
+	if !ValidDigest(m.Parent.Digest) || !ValidDigest(m.TreeDigest) {
+		return fmt.Errorf("%w: overlay %s: bad parent or tree digest", ErrInvalid, m.Version)
+	}
+	if len(m.Lineage) == 0 || m.Lineage[len(m.Lineage)-1] != m.Parent {
+		return fmt.Errorf("%w: overlay %s: lineage must end at the parent", ErrInvalid, m.Version)
+	}
+	for i, r := range m.Lineage {
+		if !ValidDigest(r.Digest) {
+			return fmt.Errorf("%w: overlay %s: lineage digest %q", ErrInvalid, m.Version, r.Digest)
+		}
+		if i > 0 {
+			if err := CheckGreater(r.Version, m.Lineage[i-1].Version); err != nil {
+				return fmt.Errorf("overlay %s lineage: %w", m.Version, err)
+			}
+		}
+	}
+	if _, err := ParseConstraint(m.Requires.Image); err != nil {
+		return err
+	}
+	if _, err := time.Parse(time.RFC3339, m.Created); err != nil {
+		return fmt.Errorf("%w: overlay %s: created %q is not RFC 3339", ErrInvalid, m.Version, m.Created)
+	}
+	if len(m.Entries) == 0 && len(m.Deletes) == 0 {
+		return fmt.Errorf("%w: overlay %s changes nothing", ErrInvalid, m.Version)
+	}
+	if err := validEntries(m.Entries); err != nil {
+		return err
+	}
+	changed := make(map[string]bool, len(m.Entries))
+	for _, e := range m.Entries {
+		changed[e.Path] = true
+	}
+	for i, d := range m.Deletes {
+		if err := ValidPath(d); err != nil {
+			return err
+		}
+		if IsNodeState(d) {
+			return fmt.Errorf("%w: %s is strata node state", ErrUnsafePath, d)
+		}
+		if changed[d] || i > 0 && m.Deletes[i-1] >= d {
+			return fmt.Errorf("%w: overlay %s: delete %s duplicated, unsorted or also changed", ErrInvalid, m.Version, d)
+		}
+	}
+	for _, s := range m.Services {
+		if s.Unit == "" || (s.Action != ActionRestart && s.Action != ActionReload) {
+			return fmt.Errorf("%w: overlay %s: service action %q for %q", ErrInvalid, m.Version, s.Action, s.Unit)
+		}
+	}
+	return nil
+}
+
+// Ancestors returns the versions of Lineage strictly after version from,
+// up to and including the parent. It is how a node names the overlays it
+// is missing. If from is not in the lineage, every lineage version after the
+// first (the image) is returned.
+func (m *OverlayManifest) Ancestors(from string) []string {
+	var out []string
+	found := false
+	for _, r := range m.Lineage {
+		if found {
+			out = append(out, r.Version)
+		}
+		if r.Version == from {
+			found = true
+		}
+	}
+	if !found {
+		for _, r := range m.Lineage[1:] {
+			out = append(out, r.Version)
+		}
+	}
+	return out
+}

@@ -1,0 +1,402 @@
+package overlay
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/strata-dev/strata/internal/catalog"
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Source says which overlays to apply: Files in the order given, or every
+// overlay of Repo after the node's head up to Through (empty: the head).
+type Source struct {
+	Files   []string
+	Repo    string
+	Through string
+}
+
+// ApplyOptions are the settings of Apply.
+type ApplyOptions struct {
+	// DryRun computes and returns the plan and changes nothing.
+	DryRun bool
+	// Restarter carries out restart plans; nil records them as pending.
+	Restarter Restarter
+	// LockWait is how long to wait for another apply to finish.
+	LockWait time.Duration
+	// Progress receives one line per step; nil is silent.
+	Progress func(string)
+}
+
+// Plan is what applying one overlay does.
+type Plan struct {
+	Version string `json:"version"`
+	Parent  string `json:"parent"`
+	// AlreadyApplied marks an overlay the node has; it is skipped.
+	AlreadyApplied bool                      `json:"already_applied,omitempty"`
+	Writes         []string                  `json:"writes"`
+	Deletes        []string                  `json:"deletes"`
+	Actions        []manifests.ServiceAction `json:"actions"`
+	Unclaimed      []string                  `json:"unclaimed"`
+	// Restarted lists the actions carried out (empty on dry runs and with
+	// no restarter).
+	Restarted []manifests.ServiceAction `json:"restarted,omitempty"`
+}
+
+// ApplyReport describes an apply run.
+type ApplyReport struct {
+	Root    string                    `json:"root"`
+	DryRun  bool                      `json:"dry_run"`
+	From    manifests.Ref             `json:"from"`
+	To      manifests.Ref             `json:"to"`
+	Plans   []Plan                    `json:"plans"`
+	Pending []manifests.ServiceAction `json:"pending_restarts"`
+}
+
+// Apply verifies every overlay of src against the node at root and then
+// applies them in order. See the package documentation for the guarantees.
+func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*ApplyReport, error) {
+	progress := o.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	n := node.Node{Root: root}
+	unlock, err := n.Lock(ctx, o.LockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := recoverNode(n); err != nil {
+		return nil, err
+	}
+	v, err := loadView(n)
+	if err != nil {
+		return nil, err
+	}
+	trust, err := n.TrustedKeys()
+	if err != nil {
+		return nil, err
+	}
+	archives, err := gather(v, src, trust)
+	if err != nil {
+		return nil, err
+	}
+	rep := &ApplyReport{Root: root, DryRun: o.DryRun, From: v.head(), To: v.head()}
+	todo, err := checkSequence(v, archives, rep)
+	if err != nil {
+		return nil, err
+	}
+	if o.DryRun {
+		rep.Pending = v.ledger.PendingRestarts()
+		return rep, nil
+	}
+	for _, a := range todo {
+		plan := &rep.Plans[indexOf(rep.Plans, a.Manifest.Version)]
+		progress(fmt.Sprintf("applying %s %s (%d writes, %d deletes)", a.Manifest.Line, a.Manifest.Version, len(plan.Writes), len(plan.Deletes)))
+		if err := applyOne(ctx, v, a, plan); err != nil {
+			return rep, err
+		}
+		rep.To = manifests.Ref{Version: a.Manifest.Version, Digest: a.Digest}
+		if o.Restarter == nil {
+			progress(fmt.Sprintf("restarts of %s left pending: %s", a.Manifest.Version, describe(plan.Actions)))
+		} else if err := restartOrRollback(ctx, n, o.Restarter, a, plan, progress); err != nil {
+			rep.To = a.Manifest.Parent
+			return rep, err
+		}
+		if v, err = loadView(n); err != nil {
+			return rep, err
+		}
+	}
+	if v, err = loadView(n); err == nil {
+		rep.Pending = v.ledger.PendingRestarts()
+	}
+	return rep, err
+}
+
+// restartOrRollback runs an applied overlay's restart plan and records it;
+// when a restart fails, it rolls the overlay back (restarting what that
+// touches) and returns the failure.
+func restartOrRollback(ctx context.Context, n node.Node, r Restarter, a *Archive, plan *Plan, progress func(string)) error {
+	err := runPlan(ctx, r, plan.Actions, func(sa manifests.ServiceAction) {
+		progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit))
+		plan.Restarted = append(plan.Restarted, sa)
+	})
+	if err == nil {
+		return recordRestarts(n, plan.Actions)
+	}
+	progress(fmt.Sprintf("restart failed, rolling back %s: %v", a.Manifest.Version, err))
+	if _, rerr := rollbackLocked(ctx, n, r, progress); rerr != nil {
+		return fmt.Errorf("%w; rollback also failed: %v", err, rerr)
+	}
+	return fmt.Errorf("overlay %s rolled back: %w", a.Manifest.Version, err)
+}
+
+func indexOf(plans []Plan, version string) int {
+	for i, p := range plans {
+		if p.Version == version {
+			return i
+		}
+	}
+	return -1
+}
+
+func describe(as []manifests.ServiceAction) string {
+	if len(as) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, a := range as {
+		parts = append(parts, string(a.Action)+" "+a.Unit)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// gather opens the overlays src names, verifying signatures against the
+// node's keys (and, for a repository, file digests against its index).
+func gather(v *nodeView, src Source, trust *sign.KeySet) ([]*Archive, error) {
+	if src.Repo == "" {
+		var out []*Archive
+		for _, f := range src.Files {
+			a, err := Open(f, trust)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, a)
+		}
+		return out, nil
+	}
+	r, err := repo.Open(src.Repo, trust)
+	if err != nil {
+		return nil, err
+	}
+	l, err := r.Index.Find(v.ledger.Entries[0].Line)
+	if err != nil {
+		return nil, err
+	}
+	head := v.head()
+	start := -1
+	if head.Digest == l.Image.Digest {
+		start = 0
+	}
+	for i, o := range l.Overlays {
+		if o.Digest == head.Digest {
+			start = i + 1
+		}
+	}
+	if start < 0 {
+		return nil, fmt.Errorf("node head %s (%s) is not in line %s of %s: %w", head.Version, head.Digest, l.Name, src.Repo, ErrSequence)
+	}
+	if src.Through != "" && !hasVersion(l, src.Through) {
+		return nil, fmt.Errorf("line %s has no version %s: %w", l.Name, src.Through, ErrSequence)
+	}
+	var out []*Archive
+	for _, ref := range l.Overlays[start:] {
+		if src.Through != "" && manifests.CompareVersions(ref.Version, src.Through) > 0 {
+			break
+		}
+		a, err := openIndexed(r, ref, trust)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// checkSequence checks the overlays continue the node's head one after the
+// other, fills in their plans and returns those not yet applied.
+func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archive, error) {
+	applied := map[string]string{}
+	for _, e := range v.applied {
+		applied[e.Version] = e.Digest
+	}
+	cur := v.head()
+	image := v.ledger.Last().Image
+	cat := v.catalog()
+	var todo []*Archive
+	for _, a := range archives {
+		m := a.Manifest
+		if m.Line != v.ledger.Entries[0].Line {
+			return nil, fmt.Errorf("overlay %s belongs to line %s, node is on line %s: %w", m.Version, m.Line, v.ledger.Entries[0].Line, ErrSequence)
+		}
+		if d, ok := applied[m.Version]; ok && len(todo) == 0 {
+			if d != a.Digest {
+				return nil, fmt.Errorf("overlay %s (%s) forks the node's applied %s (%s): %w", m.Version, a.Digest, m.Version, d, ErrSequence)
+			}
+			rep.Plans = append(rep.Plans, Plan{Version: m.Version, Parent: m.Parent.Version, AlreadyApplied: true})
+			continue
+		}
+		if err := checkParent(m, cur); err != nil {
+			return nil, err
+		}
+		ok, err := manifests.Satisfies(image, m.Requires.Image)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("overlay %s requires image %s, node's base image is %s: %w", m.Version, m.Requires.Image, image, ErrConstraint)
+		}
+		plan := planFor(m, cat)
+		rep.Plans = append(rep.Plans, plan)
+		if m.Catalog != nil {
+			cat = *m.Catalog
+		}
+		cur = manifests.Ref{Version: m.Version, Digest: a.Digest}
+		todo = append(todo, a)
+	}
+	return todo, nil
+}
+
+func checkParent(m *manifests.OverlayManifest, head manifests.Ref) error {
+	if m.Parent == head {
+		return nil
+	}
+	if m.Parent.Version == head.Version {
+		return fmt.Errorf("overlay %s: parent %s has digest %s but the node's %s is %s (a fork): %w", m.Version, m.Parent.Version, m.Parent.Digest, head.Version, head.Digest, ErrSequence)
+	}
+	if manifests.CompareVersions(m.Version, head.Version) <= 0 {
+		return fmt.Errorf("overlay %s is not newer than the node's head %s (reorder): %w", m.Version, head.Version, ErrSequence)
+	}
+	missing := m.Ancestors(head.Version)
+	return fmt.Errorf("overlay %s needs parent %s but the node's head is %s; missing: %s: %w",
+		m.Version, m.Parent.Version, head.Version, strings.Join(missing, ", "), ErrSequence)
+}
+
+// planFor merges the overlay's recorded plan with the one the node's own
+// catalog gives, so neither side can drop a restart.
+func planFor(m *manifests.OverlayManifest, cat manifests.Catalog) Plan {
+	p := Plan{Version: m.Version, Parent: m.Parent.Version, Deletes: m.Deletes, Writes: []string{}}
+	var changed []string
+	for _, e := range m.Entries {
+		p.Writes = append(p.Writes, e.Path)
+		changed = append(changed, e.Path)
+	}
+	changed = append(changed, m.Deletes...)
+	own, unclaimed := catalog.Plan(cat, changed)
+	p.Actions = mergeActions(m.Services, own)
+	p.Unclaimed = stillUnclaimed(unclaimed, p.Actions)
+	if p.Unclaimed == nil {
+		p.Unclaimed = []string{}
+	}
+	return p
+}
+
+// applyOne stages, journals and commits one overlay.
+func applyOne(ctx context.Context, v *nodeView, a *Archive, plan *Plan) error {
+	n := v.n
+	m := a.Manifest
+	if err := checkNodePaths(n, m); err != nil {
+		return err
+	}
+	t, err := begin(n)
+	if err != nil {
+		return err
+	}
+	ops, index, err := planOps(n, m)
+	if err != nil {
+		t.abort()
+		return err
+	}
+	err = a.Payload(ctx, func(e manifests.Entry, r io.Reader) error {
+		i := index[e.Path]
+		if ops[i].Kind != opReplace {
+			return nil
+		}
+		return createEntry(t.newPath(i), e, r)
+	})
+	if err != nil {
+		t.abort()
+		return err
+	}
+	last := v.ledger.Last()
+	t.j = journal{Ops: ops, Record: manifests.LedgerEntry{
+		Seq:        len(v.ledger.Entries),
+		Action:     manifests.LedgerApply,
+		Line:       m.Line,
+		Version:    m.Version,
+		Digest:     a.Digest,
+		Image:      last.Image,
+		Head:       manifests.Ref{Version: m.Version, Digest: a.Digest},
+		TreeDigest: m.TreeDigest,
+		Pending:    plan.Actions,
+		Time:       time.Now().UTC().Format(time.RFC3339),
+	}}
+	if err := node.WriteFileAtomic(filepath.Join(manifestStore(n), m.Version+".json"), a.Raw, 0o644); err != nil {
+		t.abort()
+		return err
+	}
+	return commit(t, v.ledger)
+}
+
+// commit writes the journal, runs the ops and appends the record to the
+// ledger; any failure before the ledger write undoes the ops.
+func commit(t *txn, l *manifests.Ledger) error {
+	if err := t.writeJournal(); err != nil {
+		t.abort()
+		return err
+	}
+	if err := t.run(); err != nil {
+		if uerr := t.undo(); uerr != nil {
+			return fmt.Errorf("%w; undo failed, the next run will retry: %v", err, uerr)
+		}
+		t.abort()
+		return err
+	}
+	if err := crashPoint("before-ledger"); err != nil {
+		return err
+	}
+	next := *l
+	next.Entries = append([]manifests.LedgerEntry{}, l.Entries...)
+	if err := next.Append(t.j.Record); err != nil {
+		return err
+	}
+	if err := t.n.WriteLedger(&next); err != nil {
+		if uerr := t.undo(); uerr == nil {
+			t.abort()
+		}
+		return err
+	}
+	if err := crashPoint("after-ledger"); err != nil {
+		return err
+	}
+	return t.finish()
+}
+
+// crashPoint lets crash tests stop a run at a named point: when
+// $STRATA_TEST_CRASH equals name the process exits at once, as a power
+// loss would.
+func crashPoint(name string) error {
+	if os.Getenv("STRATA_TEST_CRASH") == name {
+		os.Exit(99)
+	}
+	return nil
+}
+
+// recordRestarts appends a restart record for actions carried out.
+func recordRestarts(n node.Node, done []manifests.ServiceAction) error {
+	if len(done) == 0 {
+		return nil
+	}
+	l, err := n.ReadLedger()
+	if err != nil {
+		return err
+	}
+	last := l.Last()
+	err = l.Append(manifests.LedgerEntry{
+		Action: manifests.LedgerRestart, Line: last.Line, Version: last.Version, Digest: last.Digest,
+		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest, Done: done,
+		Time: time.Now().UTC().Format(time.RFC3339),
+	})
+	if err != nil {
+		return err
+	}
+	return n.WriteLedger(l)
+}

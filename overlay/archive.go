@@ -1,0 +1,225 @@
+package overlay
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/strata-dev/strata/internal/compress"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Member names of the manifest and its signature inside an archive.
+const (
+	ManifestMember  = ".strata/overlay.json"
+	SignatureMember = ".strata/overlay.json.minisig"
+)
+
+// Archive is an overlay file whose manifest has been verified.
+type Archive struct {
+	Path     string
+	Manifest *manifests.OverlayManifest
+	// Raw is the manifest's exact bytes; Digest their digest.
+	Raw    []byte
+	Digest string
+	// KeyID is the key that signed the manifest.
+	KeyID string
+}
+
+// Open reads an overlay's manifest and signature, verifies the signature
+// against trust and validates the manifest. The payload is not read; call
+// Payload for that.
+func Open(path string, trust *sign.KeySet) (*Archive, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening overlay: %w", err)
+	}
+	defer f.Close()
+	a, err := readHead(f, trust)
+	if err != nil {
+		return nil, fmt.Errorf("overlay %s: %w", path, err)
+	}
+	a.Path = path
+	return a, nil
+}
+
+// ReadArchive verifies a whole overlay from r: manifest, signature and
+// every payload member, discarding content. It is what fuzzing drives.
+func ReadArchive(r io.Reader, trust *sign.KeySet) (*Archive, error) {
+	dr, _, err := compress.NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	defer dr.Close()
+	tr := tar.NewReader(dr)
+	a, err := readManifest(tr, trust)
+	if err != nil {
+		return nil, err
+	}
+	err = a.walkPayload(tr, func(manifests.Entry, io.Reader) error { return nil })
+	return a, err
+}
+
+func readHead(r io.Reader, trust *sign.KeySet) (*Archive, error) {
+	dr, _, err := compress.NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	defer dr.Close()
+	return readManifest(tar.NewReader(dr), trust)
+}
+
+func readManifest(tr *tar.Reader, trust *sign.KeySet) (*Archive, error) {
+	raw, err := member(tr, ManifestMember, manifests.MaxManifestSize)
+	if err != nil {
+		return nil, err
+	}
+	sig, err := member(tr, SignatureMember, 64<<10)
+	if err != nil {
+		if errors.Is(err, ErrFormat) {
+			return nil, fmt.Errorf("%w: %v", sign.ErrUnsigned, err)
+		}
+		return nil, err
+	}
+	id, err := trust.Verify(raw, sig)
+	if err != nil {
+		return nil, err
+	}
+	var m manifests.OverlayManifest
+	if err := manifests.Decode(raw, &m); err != nil {
+		return nil, err
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &Archive{Manifest: &m, Raw: raw, Digest: manifests.Digest(raw), KeyID: id}, nil
+}
+
+func member(tr *tar.Reader, name string, limit int64) ([]byte, error) {
+	h, err := tr.Next()
+	if err != nil {
+		if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("%w: archive ends before %s", ErrFormat, name)
+		}
+		return nil, fmt.Errorf("%w: reading %s: %v", ErrFormat, name, err)
+	}
+	if h.Name != name || h.Typeflag != tar.TypeReg {
+		return nil, fmt.Errorf("%w: expected %s, found %q", ErrFormat, name, h.Name)
+	}
+	if h.Size > limit {
+		return nil, fmt.Errorf("%w: %s is %d bytes (limit %d)", manifests.ErrTooLarge, name, h.Size, limit)
+	}
+	b, err := io.ReadAll(tr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading %s: %v", ErrFormat, name, err)
+	}
+	return b, nil
+}
+
+// Payload streams the payload: for each member, after checking its header
+// against the manifest entry, fn gets the entry and the content (files
+// only). Content is hashed as fn reads it and compared with the manifest
+// at the member's end; fn's work must be discarded when Payload fails.
+func (a *Archive) Payload(ctx context.Context, fn func(e manifests.Entry, r io.Reader) error) error {
+	f, err := os.Open(a.Path)
+	if err != nil {
+		return fmt.Errorf("opening overlay: %w", err)
+	}
+	defer f.Close()
+	dr, _, err := compress.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("overlay %s: %w", a.Path, err)
+	}
+	defer dr.Close()
+	tr := tar.NewReader(dr)
+	raw, err := member(tr, ManifestMember, manifests.MaxManifestSize)
+	if err == nil {
+		_, err = member(tr, SignatureMember, 64<<10)
+	}
+	if err != nil {
+		return fmt.Errorf("overlay %s: %w", a.Path, err)
+	}
+	if string(raw) != string(a.Raw) {
+		return fmt.Errorf("overlay %s: %w: manifest changed since it was verified", a.Path, ErrFormat)
+	}
+	if err := a.walkPayload(tr, func(e manifests.Entry, r io.Reader) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fn(e, r)
+	}); err != nil {
+		return fmt.Errorf("overlay %s: %w", a.Path, err)
+	}
+	return nil
+}
+
+func (a *Archive) walkPayload(tr *tar.Reader, fn func(manifests.Entry, io.Reader) error) error {
+	// Each member must match its entry's size exactly, so the manifest
+	// bounds what is decompressed; the default limits bound the manifest.
+	rd := tree.NewTarReader(tr, tree.Limits{MaxEntries: len(a.Manifest.Entries) + 1})
+	for i, want := range a.Manifest.Entries {
+		got, r, err := rd.Next()
+		if err == io.EOF {
+			return fmt.Errorf("%w: archive ends before %s (%d of %d members)", ErrPayload, want.Path, i, len(a.Manifest.Entries))
+		}
+		if err != nil {
+			return err
+		}
+		got.SHA256 = want.SHA256
+		if got.Type == manifests.TypeFile && got.Size > want.Size && got.Path == want.Path {
+			return fmt.Errorf("%w: member %s is %d bytes, manifest says %d", ErrPayload, got.Path, got.Size, want.Size)
+		}
+		if got != want {
+			return fmt.Errorf("%w: member %d is %s %s %04o %d:%d, manifest says %s %s %04o %d:%d",
+				ErrPayload, i, got.Type, got.Path, uint32(got.Mode), got.UID, got.GID, want.Type, want.Path, uint32(want.Mode), want.UID, want.GID)
+		}
+		if want.Type != manifests.TypeFile {
+			if err := fn(want, nil); err != nil {
+				return err
+			}
+			continue
+		}
+		h := sha256.New()
+		cr := &countReader{r: io.TeeReader(r, h)}
+		if err := fn(want, cr); err != nil {
+			return err
+		}
+		if _, err := io.Copy(io.Discard, cr); err != nil {
+			return fmt.Errorf("%w: reading %s: %v", ErrPayload, want.Path, err)
+		}
+		if cr.n != want.Size {
+			return fmt.Errorf("%w: member %s truncated: %d of %d bytes", ErrPayload, want.Path, cr.n, want.Size)
+		}
+		if sum := hex.EncodeToString(h.Sum(nil)); sum != want.SHA256 {
+			return fmt.Errorf("%w: member %s has sha256 %s, manifest says %s", ErrPayload, want.Path, sum, want.SHA256)
+		}
+	}
+	if _, _, err := rd.Next(); err != io.EOF {
+		if err == nil {
+			return fmt.Errorf("%w: extra members after the last manifest entry", ErrPayload)
+		}
+		return err
+	}
+	return nil
+}
+
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("archive truncated: %w", err)
+	}
+	return n, err
+}

@@ -1,0 +1,290 @@
+package overlay
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/strata-dev/strata/internal/catalog"
+	"github.com/strata-dev/strata/internal/compress"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Change is what an overlay should do to the head of its line.
+type Change struct {
+	// Tree is a host directory laid over the head: every entry in it that
+	// differs from the head (content, type, mode or owner, all taken as
+	// they are on disk) becomes part of the overlay.
+	Tree string
+	// Adds place single host files or directories at image paths. A path
+	// the head has keeps its mode and owner; a new one gets root:root and
+	// 0644 or 0755.
+	Adds []Add
+	// Deletes are absolute image paths to remove.
+	Deletes []string
+	// Restart and Reload force actions on units beyond the inferred plan.
+	Restart []string
+	Reload  []string
+}
+
+// Add is one --add DEST=SRC.
+type Add struct {
+	Dest string
+	Src  string
+}
+
+// CreateOptions are the settings of Create.
+type CreateOptions struct {
+	// Version is the new overlay's strict semver version.
+	Version string
+	// Line picks the line (optional when the repository has one).
+	Line string
+	// Compression is zstd (default), xz, gzip or none.
+	Compression string
+	// RequiresImage is the image constraint; default "^<image version>".
+	RequiresImage string
+	// Created is the manifest timestamp; default now.
+	Created time.Time
+}
+
+// Created describes a new overlay.
+type Created struct {
+	Path     string
+	Manifest *manifests.OverlayManifest
+	Digest   string
+}
+
+// Create computes change against the head of the repository's line, signs
+// the result with key, writes it under REPO/overlays/ and appends it to the
+// signed index. Nothing is written unless every check passes.
+func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o CreateOptions) (*Created, error) {
+	algo, err := compress.Parse(o.Compression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := manifests.ParseVersion(o.Version); err != nil {
+		return nil, err
+	}
+	r, err := repo.Open(repoDir, nil)
+	if err != nil {
+		return nil, err
+	}
+	c, err := LoadChain(r, o.Line, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	head := c.Head()
+	if err := manifests.CheckGreater(o.Version, head.Version); err != nil {
+		return nil, fmt.Errorf("creating overlay for line %s (head %s): %w", c.Line.Name, head.Version, err)
+	}
+	if err := c.checkSigner(key); err != nil {
+		return nil, err
+	}
+	d, err := diff(c.State, ch)
+	if err != nil {
+		return nil, err
+	}
+	if len(d.entries) == 0 && len(d.deletes) == 0 {
+		return nil, fmt.Errorf("creating overlay %s: %w: nothing differs from head %s", o.Version, ErrEmpty, head.Version)
+	}
+	next, err := c.State.Apply(d.entries, d.deletes)
+	if err != nil {
+		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
+	}
+	m := &manifests.OverlayManifest{
+		Schema:   manifests.Schema,
+		Kind:     manifests.KindOverlay,
+		Line:     c.Line.Name,
+		Version:  o.Version,
+		Parent:   head,
+		Lineage:  c.Lineage(),
+		Requires: manifests.Requires{Image: o.RequiresImage},
+		Entries:  d.entries,
+		Deletes:  d.deletes,
+	}
+	if m.Requires.Image == "" {
+		m.Requires.Image = "^" + c.Image.Manifest.Version
+	}
+	created := o.Created
+	if created.IsZero() {
+		created = time.Now()
+	}
+	m.Created = created.UTC().Truncate(time.Second).Format(time.RFC3339)
+	m.TreeDigest = next.Digest()
+	open := func(e manifests.Entry) (io.ReadCloser, error) {
+		if host, ok := d.src[e.Path]; ok {
+			return os.Open(host)
+		}
+		return c.Content(ctx, e)
+	}
+	if err := planServices(ctx, m, c, next, open, ch); err != nil {
+		return nil, err
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
+	}
+	raw, err := manifests.Encode(m)
+	if err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("%s-%s.overlay.tar%s", m.Line, m.Version, algo.Ext())
+	rel := filepath.ToSlash(filepath.Join("overlays", name))
+	out := r.Path(rel)
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return nil, fmt.Errorf("creating overlay: %w", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		return nil, fmt.Errorf("creating overlay %s: %w", out, repo.ErrExists)
+	}
+	sig := key.Sign(raw, fmt.Sprintf("strata overlay %s-%s", m.Line, m.Version))
+	if err := writeArchive(out, raw, sig, m, open, algo); err != nil {
+		return nil, err
+	}
+	sum, err := repo.FileSHA256(out)
+	if err != nil {
+		return nil, err
+	}
+	digest := manifests.Digest(raw)
+	c.Line.Overlays = append(c.Line.Overlays, manifests.OverlayRef{Version: m.Version, File: rel, Digest: digest, SHA256: sum, Parent: head})
+	if err := r.Save(key); err != nil {
+		_ = os.Remove(out)
+		return nil, err
+	}
+	return &Created{Path: out, Manifest: m, Digest: digest}, nil
+}
+
+// checkSigner refuses a key the line's nodes would not trust: one neither
+// in the image's keys nor added as a key file by an overlay.
+func (c *Chain) checkSigner(key *sign.Key) error {
+	own, err := key.PublicKeySet()
+	if err != nil {
+		return err
+	}
+	if c.Image.Trusts(own) {
+		return nil
+	}
+	if _, ok := c.State[manifests.KeysDir+"/"+key.ID()+".pub"]; ok {
+		return nil
+	}
+	return fmt.Errorf("creating overlay: key %s is not trusted by line %s (not in the image and not added under /%s): %w", key.ID(), c.Line.Name, manifests.KeysDir, sign.ErrBadSignature)
+}
+
+// planServices fills in the restart plan and, when unit files or declared
+// paths changed, the new catalog.
+func planServices(ctx context.Context, m *manifests.OverlayManifest, c *Chain, next tree.State, open tree.Opener, ch Change) error {
+	var changed []string
+	for _, e := range m.Entries {
+		changed = append(changed, e.Path)
+	}
+	changed = append(changed, m.Deletes...)
+	for _, d := range m.Deletes {
+		for p := range c.State {
+			if manifests.Within(p, d) && p != d {
+				changed = append(changed, p)
+			}
+		}
+	}
+	sort.Strings(changed)
+	actions, unclaimed := catalog.Plan(c.Catalog, changed)
+	if touchesUnits(changed) {
+		cat, err := catalog.Build(tree.NewFS(next, open), declaredOf(c.Catalog, next))
+		if err != nil {
+			return fmt.Errorf("creating overlay %s: service catalog: %w", m.Version, err)
+		}
+		m.Catalog = &cat
+		more, _ := catalog.Plan(cat, changed)
+		actions = mergeActions(actions, more)
+		unclaimed = stillUnclaimed(unclaimed, more)
+	}
+	for _, u := range ch.Restart {
+		actions = mergeActions(actions, []manifests.ServiceAction{{Unit: u, Action: manifests.ActionRestart, Because: []string{"--restart"}}})
+	}
+	for _, u := range ch.Reload {
+		actions = mergeActions(actions, []manifests.ServiceAction{{Unit: u, Action: manifests.ActionReload, Because: []string{"--reload"}}})
+	}
+	m.Services = actions
+	m.Unclaimed = unclaimed
+	if m.Services == nil {
+		m.Services = []manifests.ServiceAction{}
+	}
+	if m.Unclaimed == nil {
+		m.Unclaimed = []string{}
+	}
+	_ = ctx
+	return nil
+}
+
+var unitDirs = []string{"etc/systemd/system/", "usr/lib/systemd/system/", "lib/systemd/system/"}
+
+func touchesUnits(paths []string) bool {
+	for _, p := range paths {
+		for _, d := range unitDirs {
+			if strings.HasPrefix(p, d) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// declaredOf carries the declared paths of a catalog over to a rebuilt
+// one, for units that still exist.
+func declaredOf(cat manifests.Catalog, next tree.State) []catalog.Declared {
+	var out []catalog.Declared
+	for _, s := range cat.Services {
+		exists := false
+		for _, f := range s.UnitFiles {
+			if _, ok := next[f]; ok {
+				exists = true
+			}
+		}
+		if !exists {
+			continue
+		}
+		for _, p := range s.Paths {
+			out = append(out, catalog.Declared{Unit: s.Unit, Path: p})
+		}
+		for _, p := range s.ReloadPaths {
+			out = append(out, catalog.Declared{Unit: s.Unit, Path: p, Reload: true})
+		}
+	}
+	return out
+}
+
+// mergeActions merges two plans, one action per unit, sorted.
+func mergeActions(a, b []manifests.ServiceAction) []manifests.ServiceAction {
+	byUnit := map[string]manifests.ServiceAction{}
+	for _, x := range append(append([]manifests.ServiceAction{}, a...), b...) {
+		byUnit[x.Unit] = manifests.MergeAction(byUnit[x.Unit], x)
+	}
+	out := make([]manifests.ServiceAction, 0, len(byUnit))
+	for _, x := range byUnit {
+		out = append(out, x)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Unit < out[j].Unit })
+	return out
+}
+
+func stillUnclaimed(unclaimed []string, claimed []manifests.ServiceAction) []string {
+	seen := map[string]bool{}
+	for _, a := range claimed {
+		for _, p := range a.Because {
+			seen[p] = true
+		}
+	}
+	var out []string
+	for _, p := range unclaimed {
+		if !seen[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}

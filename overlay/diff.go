@@ -1,0 +1,155 @@
+package overlay
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// delta is a computed change: entries to write, paths to delete and the
+// host file behind each file entry.
+type delta struct {
+	entries []manifests.Entry
+	deletes []string
+	src     map[string]string
+}
+
+// diff turns a Change into entries and deletes against head, keeping only
+// what differs and adding missing parent directories.
+func diff(head tree.State, ch Change) (*delta, error) {
+	want := map[string]manifests.Entry{}
+	src := map[string]string{}
+	if ch.Tree != "" {
+		entries, err := tree.Scan(ch.Tree, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			want[e.Path] = e
+			src[e.Path] = filepath.Join(ch.Tree, filepath.FromSlash(e.Path))
+		}
+	}
+	for _, a := range ch.Adds {
+		dest, err := imagePath(a.Dest)
+		if err != nil {
+			return nil, fmt.Errorf("--add %s: %w", a.Dest, err)
+		}
+		fi, err := os.Stat(a.Src)
+		if err != nil {
+			return nil, fmt.Errorf("--add %s: %w", a.Dest, err)
+		}
+		if !fi.IsDir() {
+			e, err := tree.StatEntry(a.Src, dest)
+			if err != nil {
+				return nil, err
+			}
+			want[dest] = adopt(head, e)
+			src[dest] = a.Src
+			continue
+		}
+		entries, err := tree.Scan(a.Src, nil)
+		if err != nil {
+			return nil, err
+		}
+		want[dest] = adopt(head, manifests.Entry{Path: dest, Type: manifests.TypeDir, Mode: 0755})
+		for _, e := range entries {
+			host := filepath.Join(a.Src, filepath.FromSlash(e.Path))
+			e.Path = dest + "/" + e.Path
+			want[e.Path] = adopt(head, e)
+			src[e.Path] = host
+		}
+	}
+	d := &delta{src: map[string]string{}}
+	for _, p := range ch.Deletes {
+		rel, err := imagePath(p)
+		if err != nil {
+			return nil, fmt.Errorf("--delete %s: %w", p, err)
+		}
+		if _, ok := head[rel]; !ok {
+			return nil, fmt.Errorf("--delete %s: %w in the line's head", p, tree.ErrNotExist)
+		}
+		if _, ok := want[rel]; ok {
+			return nil, fmt.Errorf("--delete %s: the same path is also added", p)
+		}
+		d.deletes = append(d.deletes, rel)
+	}
+	sort.Strings(d.deletes)
+	for p, e := range want {
+		if manifests.IsNodeState(p) {
+			return nil, fmt.Errorf("%s: %w: strata node state cannot be changed by an overlay", p, manifests.ErrUnsafePath)
+		}
+		if err := e.Validate(); err != nil {
+			return nil, err
+		}
+		if old, ok := head[p]; ok && old == e {
+			continue
+		}
+		d.entries = append(d.entries, e)
+		if e.Type == manifests.TypeFile {
+			d.src[p] = src[p]
+		}
+	}
+	// Parent directories the head lacks come along, root-owned 0755.
+	have := map[string]bool{}
+	for _, e := range d.entries {
+		have[e.Path] = true
+	}
+	for _, e := range append([]manifests.Entry{}, d.entries...) {
+		for dir := manifests.Parent(e.Path); dir != ""; dir = manifests.Parent(dir) {
+			if pe, ok := head[dir]; ok {
+				if pe.Type == manifests.TypeSymlink && !have[dir] {
+					return nil, fmt.Errorf("%s: parent %s is a symlink to %s in the line's head: %w", e.Path, dir, pe.Target, ErrSymlinkPath)
+				}
+				break
+			}
+			if have[dir] {
+				continue
+			}
+			if w, ok := want[dir]; ok {
+				d.entries = append(d.entries, w)
+			} else {
+				d.entries = append(d.entries, manifests.Entry{Path: dir, Type: manifests.TypeDir, Mode: 0755})
+			}
+			have[dir] = true
+		}
+	}
+	sort.Slice(d.entries, func(i, j int) bool { return d.entries[i].Path < d.entries[j].Path })
+	return d, nil
+}
+
+// adopt gives a new entry the mode and owner of the path it replaces, or
+// root:root with a normalised mode when the path is new.
+func adopt(head tree.State, e manifests.Entry) manifests.Entry {
+	if old, ok := head[e.Path]; ok && old.Type == e.Type {
+		e.Mode, e.UID, e.GID = old.Mode, old.UID, old.GID
+		return e
+	}
+	e.UID, e.GID = 0, 0
+	switch {
+	case e.Type == manifests.TypeSymlink:
+		e.Mode = 0777
+	case e.Type == manifests.TypeDir || e.Mode&0111 != 0:
+		e.Mode = 0755
+	default:
+		e.Mode = 0644
+	}
+	return e
+}
+
+// imagePath turns "/etc/x" into "etc/x", refusing relative and unsafe
+// paths.
+func imagePath(p string) (string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return "", fmt.Errorf("%w: %q must be an absolute image path", manifests.ErrUnsafePath, p)
+	}
+	rel := strings.TrimPrefix(p, "/")
+	if err := manifests.ValidPath(rel); err != nil {
+		return "", err
+	}
+	return rel, nil
+}

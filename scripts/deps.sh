@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages strata's tests, demo and benchmarks need,
+# when they are missing. Safe to run repeatedly.
+set -euo pipefail
+need=()
+for pair in mksquashfs:squashfs-tools sqfs2tar:squashfs-tools-ng rdsquashfs:squashfs-tools-ng \
+	zstd:zstd minisign:minisign; do
+	cmd=${pair%%:*} pkg=${pair##*:}
+	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ "${#need[@]}" -gt 0 ]; then
+	mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
+	echo "deps: installing ${need[*]}" >&2
+	SUDO=""
+	[ "$(id -u)" -eq 0 ] || SUDO=sudo
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get update -qq
+	$SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# mksquashfs -tar needs squashfs-tools 4.5 or newer.
+mksquashfs -help 2>&1 | grep -q -- '-tar' || { echo "deps: mksquashfs lacks -tar (need squashfs-tools >= 4.5)" >&2; exit 1; }
