@@ -180,7 +180,7 @@ func auditFiles(a *Audit, v *nodeView) error {
 		a.problem("chain", "", "%v", err)
 		return nil
 	}
-	got, err := tree.Scan(v.n.Root, func(rel string) bool { return manifests.IsNodeState(rel) })
+	got, err := tree.Scan(v.n.Root, manifests.IsNodeState)
 	if err != nil {
 		return err
 	}
@@ -197,14 +197,17 @@ func auditFiles(a *Audit, v *nodeView) error {
 			a.problem("drift", p, "/%s differs: %s", p, diffEntry(w, g))
 		}
 	}
-	for p := range have {
+	for p, g := range have {
 		if _, ok := want[p]; !ok {
+			if g.Type == manifests.TypeDir && manifests.Within(manifests.StateDir, p) {
+				continue // a parent of the state directory that strata made
+			}
 			drift = append(drift, p)
 			a.problem("drift", p, "/%s is not part of the expected tree", p)
 		}
 	}
 	sort.Slice(a.Findings, func(i, j int) bool { return a.Findings[i].Path < a.Findings[j].Path })
-	d := manifests.TreeDigest(got)
+	d := manifests.TreeDigest(withoutStateParents(got, want))
 	if d != v.ledger.Last().TreeDigest && len(drift) == 0 {
 		a.problem("drift", "", "tree digest %s, ledger says %s", d, v.ledger.Last().TreeDigest)
 	}
@@ -274,4 +277,17 @@ func VerifyRepo(repoDir string, trust *sign.KeySet) (*Audit, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// withoutStateParents drops directories strata created only to hold its
+// state directory (such as /var when the image has none).
+func withoutStateParents(got []manifests.Entry, want tree.State) []manifests.Entry {
+	out := got[:0:0]
+	for _, e := range got {
+		if _, ok := want[e.Path]; !ok && e.Type == manifests.TypeDir && manifests.Within(manifests.StateDir, e.Path) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }
