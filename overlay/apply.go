@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/strata-dev/strata/internal/catalog"
@@ -370,11 +371,15 @@ func commit(t *txn, l *manifests.Ledger) error {
 	return t.finish()
 }
 
-// crashPoint lets crash tests stop a run at a named point: when
-// $STRATA_TEST_CRASH equals name the process exits at once, as a power
-// loss would.
+// crashAt is read once: the crash point tests ask for, if any.
+var crashAt = sync.OnceValue(func() string { return os.Getenv("STRATA_TEST_CRASH") })
+
+// crashPoint lets crash tests stop a run at a named point ("op-N" after
+// journal op N, "before-ledger", "after-ledger"): when $STRATA_TEST_CRASH
+// equals name the process exits at once with status 99, as a power loss
+// would. Unset, it does nothing.
 func crashPoint(name string) error {
-	if os.Getenv("STRATA_TEST_CRASH") == name {
+	if at := crashAt(); at != "" && at == name {
 		os.Exit(99)
 	}
 	return nil

@@ -22,7 +22,8 @@ import (
 type Change struct {
 	// Tree is a host directory laid over the head: every entry in it that
 	// differs from the head (content, type, mode or owner, all taken as
-	// they are on disk) becomes part of the overlay.
+	// they are on disk) becomes part of the overlay. Directories the head
+	// already has keep the head's owner and mode.
 	Tree string
 	// Adds place single host files or directories at image paths. A path
 	// the head has keeps its mode and owner; a new one gets root:root and

@@ -30,6 +30,11 @@ func diff(head tree.State, ch Change) (*delta, error) {
 			return nil, err
 		}
 		for _, e := range entries {
+			// Directories the head has keep their owner and mode: a tree
+			// made by `mkdir -p` says nothing about /etc's permissions.
+			if old, ok := head[e.Path]; ok && old.Type == manifests.TypeDir && e.Type == manifests.TypeDir {
+				e = old
+			}
 			want[e.Path] = e
 			src[e.Path] = filepath.Join(ch.Tree, filepath.FromSlash(e.Path))
 		}

@@ -90,6 +90,7 @@ func (t *txn) run() error {
 		if err := t.do(i, o); err != nil {
 			return fmt.Errorf("applying %s: %w", o.Path, err)
 		}
+		_ = crashPoint("op-" + strconv.Itoa(i))
 	}
 	return nil
 }

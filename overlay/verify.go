@@ -122,6 +122,13 @@ func auditAgainstRepo(a *Audit, v *nodeView, repoDir string) error {
 	}
 	rh := l.Head()
 	a.RepoHead = &rh
+	im := v.image.Manifest
+	switch {
+	case im.Base == nil && v.image.Digest != l.Image.Digest:
+		a.problem("unknown", "", "the node's image %s (%s) is not line %s's image %s (%s)", im.Version, v.image.Digest, l.Name, l.Image.Version, l.Image.Digest)
+	case im.Base != nil && im.Base.Digest != l.Image.Digest:
+		a.problem("unknown", "", "the node's regenerated image was built from %s (%s), not line %s's image %s (%s)", im.Base.Version, im.Base.Digest, l.Name, l.Image.Version, l.Image.Digest)
+	}
 	// The node's sequence must be the index's, from where the node joined.
 	pos := -1
 	start := v.ledger.Entries[0].Head

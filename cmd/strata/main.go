@@ -1,6 +1,3 @@
-// Command strata builds read-only root images, ships signed overlays,
-// applies them to nodes in order and audits the result. Run `strata --help`
-// for the commands and exit codes; docs/cli.md has the full reference.
 package main
 
 import (

@@ -142,7 +142,7 @@ func printApply(w io.Writer, rep *overlay.ApplyReport) {
 			fmt.Fprintf(w, "  no service claims /%s: nothing restarted for it\n", strings.Join(p.Unclaimed, ", /"))
 		}
 	}
-	if !rep.DryRun {
+	if !rep.DryRun && rep.From != rep.To {
 		fmt.Fprintf(w, "node %s: %s -> %s\n", rep.Root, rep.From.Version, rep.To.Version)
 	}
 	if len(rep.Pending) > 0 {

@@ -27,7 +27,8 @@ func newOverlayCreateCmd(g *globals) *cobra.Command {
 		Use:   "create --repo REPO --version V --key K (--tree DIR | --add DEST=SRC ... | --delete DEST ...)",
 		Short: "Compute a change against the line's head, sign it and append it to the repository",
 		Long: `Create an overlay. --tree DIR lays a directory over the head (entries that
-differ, with their on-disk owners and modes); --add places one file or
+differ, with their on-disk owners and modes; directories the head already
+has keep theirs); --add places one file or
 directory (a path the head has keeps its owner and mode; new paths are
 root-owned 0644/0755); --delete removes a path. The services to restart or
 reload are inferred from the line's catalog; --restart and --reload add more.`,

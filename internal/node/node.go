@@ -86,8 +86,8 @@ func (n Node) TrustedKeys() (*sign.KeySet, error) {
 // Lock takes the node's exclusive apply lock, waiting up to wait for a
 // holder to finish (zero: fail at once). The returned function releases it.
 func (n Node) Lock(ctx context.Context, wait time.Duration) (func(), error) {
-	if err := os.MkdirAll(n.StateDir(), 0o755); err != nil {
-		return nil, fmt.Errorf("locking node: %w", err)
+	if _, err := os.Stat(n.Path(manifests.LedgerPath)); err != nil {
+		return nil, fmt.Errorf("locking node %s: %w", n.Root, ErrNotNode)
 	}
 	p := filepath.Join(n.StateDir(), "lock")
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/strata-dev/strata"
+
+// goList returns the packages matching pattern with their imports.
+func goList(t *testing.T, pattern string) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", pattern).Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pattern, err)
+	}
+	pkgs := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkgs[f[0]] = f[1:]
+	}
+	return pkgs
+}
+
+// TestDependencyRules enforces the layering docs/overview.md describes.
+func TestDependencyRules(t *testing.T) {
+	pkgs := goList(t, module+"/...")
+	if len(pkgs) < 8 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	for pkg, imports := range pkgs {
+		for _, imp := range imports {
+			// manifests is the schema package: it imports no other strata package.
+			if pkg == module+"/manifests" && strings.HasPrefix(imp, module) {
+				t.Errorf("manifests imports %s; it must import no strata package", imp)
+			}
+			// Only the command knows about cobra.
+			if strings.HasPrefix(imp, "github.com/spf13/") && pkg != module+"/cmd/strata" {
+				t.Errorf("%s imports %s; only cmd/strata may", pkg, imp)
+			}
+			// internal packages never reach up into the feature packages.
+			if strings.HasPrefix(pkg, module+"/internal/") &&
+				(imp == module+"/overlay" || imp == module+"/builder" || imp == module+"/cmd/strata") {
+				t.Errorf("%s imports %s; internal packages sit below the feature packages", pkg, imp)
+			}
+			// Nothing imports the command.
+			if imp == module+"/cmd/strata" {
+				t.Errorf("%s imports the command package", pkg)
+			}
+		}
+	}
+}

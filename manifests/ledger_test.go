@@ -1,0 +1,303 @@
+package manifests_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/strata-dev/strata/manifests"
+)
+
+func digestOf(s string) string { return manifests.Digest([]byte(s)) }
+
+// newLedger returns a ledger of a provision, two applies and a rollback.
+func newLedger(t *testing.T) *manifests.Ledger {
+	t.Helper()
+	l := &manifests.Ledger{Schema: manifests.Schema, Kind: manifests.KindLedger}
+	img := manifests.Ref{Version: "1.0.0", Digest: digestOf("image")}
+	recs := []manifests.LedgerEntry{
+		{Action: manifests.LedgerProvision, Line: "demo", Version: "1.0.0", Digest: img.Digest, Image: "1.0.0", Head: img, TreeDigest: digestOf("t0"), Time: "2026-01-01T00:00:00Z"},
+		{Action: manifests.LedgerApply, Line: "demo", Version: "1.0.1", Digest: digestOf("o1"), Image: "1.0.0", Head: manifests.Ref{Version: "1.0.1", Digest: digestOf("o1")}, TreeDigest: digestOf("t1"), Time: "2026-01-02T00:00:00Z"},
+		{Action: manifests.LedgerApply, Line: "demo", Version: "1.0.2", Digest: digestOf("o2"), Image: "1.0.0", Head: manifests.Ref{Version: "1.0.2", Digest: digestOf("o2")}, TreeDigest: digestOf("t2"), Time: "2026-01-03T00:00:00Z"},
+		{Action: manifests.LedgerRollback, Line: "demo", Version: "1.0.2", Digest: digestOf("o2"), Image: "1.0.0", Head: manifests.Ref{Version: "1.0.1", Digest: digestOf("o1")}, TreeDigest: digestOf("t1"), Time: "2026-01-04T00:00:00Z"},
+	}
+	for _, r := range recs {
+		if err := l.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+func TestLedgerAppendChains(t *testing.T) {
+	l := newLedger(t)
+	for i, e := range l.Entries {
+		if e.Seq != i {
+			t.Errorf("record %d has seq %d", i, e.Seq)
+		}
+		wantPrev := ""
+		if i > 0 {
+			wantPrev = l.Entries[i-1].Hash
+		}
+		if e.Prev != wantPrev {
+			t.Errorf("record %d prev %q, want %q", i, e.Prev, wantPrev)
+		}
+		h, err := manifests.EntryHash(e)
+		if err != nil || h != e.Hash || !manifests.ValidDigest(h) {
+			t.Errorf("record %d hash %q, EntryHash %q (%v)", i, e.Hash, h, err)
+		}
+	}
+	if err := l.CheckChain(); err != nil {
+		t.Fatalf("CheckChain on a fresh ledger: %v", err)
+	}
+	if l.Last().Action != manifests.LedgerRollback {
+		t.Fatalf("Last() = %+v", l.Last())
+	}
+	// Append ignores caller-supplied Seq, Prev and Hash.
+	if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerRestart, Seq: 99, Prev: "x", Hash: "y"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CheckChain(); err != nil {
+		t.Fatalf("CheckChain after Append with junk chain fields: %v", err)
+	}
+	// The ledger survives an encode/decode round trip.
+	b, err := manifests.Encode(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back manifests.Ledger
+	if err := manifests.Decode(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.CheckChain(); err != nil {
+		t.Fatalf("CheckChain after round trip: %v", err)
+	}
+}
+
+func TestLedgerCheckChainTamper(t *testing.T) {
+	tampers := map[string]func(e *manifests.LedgerEntry){
+		"action":      func(e *manifests.LedgerEntry) { e.Action = manifests.LedgerRollback },
+		"line":        func(e *manifests.LedgerEntry) { e.Line = "other" },
+		"version":     func(e *manifests.LedgerEntry) { e.Version = "9.9.9" },
+		"digest":      func(e *manifests.LedgerEntry) { e.Digest = digestOf("evil") },
+		"image":       func(e *manifests.LedgerEntry) { e.Image = "0.0.1" },
+		"head":        func(e *manifests.LedgerEntry) { e.Head.Version = "1.0.9" },
+		"tree digest": func(e *manifests.LedgerEntry) { e.TreeDigest = digestOf("evil") },
+		"time":        func(e *manifests.LedgerEntry) { e.Time = "2030-01-01T00:00:00Z" },
+		"pending": func(e *manifests.LedgerEntry) {
+			e.Pending = []manifests.ServiceAction{{Unit: "x.service", Action: manifests.ActionRestart}}
+		},
+		"done": func(e *manifests.LedgerEntry) {
+			e.Done = []manifests.ServiceAction{{Unit: "x.service", Action: manifests.ActionRestart}}
+		},
+	}
+	for name, tamper := range tampers {
+		l := newLedger(t)
+		tamper(&l.Entries[2])
+		err := l.CheckChain()
+		if !errors.Is(err, manifests.ErrInvalid) {
+			t.Errorf("tampered %s: CheckChain = %v, want ErrInvalid", name, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "record 2") {
+			t.Errorf("tampered %s: error %q does not name record 2", name, err)
+		}
+	}
+	// Rehashing the tampered record breaks the link from the next one.
+	l := newLedger(t)
+	l.Entries[1].TreeDigest = digestOf("evil")
+	l.Entries[1].Hash, _ = manifests.EntryHash(l.Entries[1])
+	if err := l.CheckChain(); err == nil || !strings.Contains(err.Error(), "record 2") {
+		t.Errorf("rehashed tamper: CheckChain = %v, want an error naming record 2", err)
+	}
+	// Changing the hash field itself.
+	l = newLedger(t)
+	l.Entries[3].Hash = digestOf("x")
+	if err := l.CheckChain(); err == nil || !strings.Contains(err.Error(), "record 3") {
+		t.Errorf("altered hash: CheckChain = %v, want an error naming record 3", err)
+	}
+}
+
+func TestLedgerCheckChainStructure(t *testing.T) {
+	// Reordering records.
+	l := newLedger(t)
+	l.Entries[1], l.Entries[2] = l.Entries[2], l.Entries[1]
+	if err := l.CheckChain(); !errors.Is(err, manifests.ErrInvalid) || !strings.Contains(err.Error(), "record 1") {
+		t.Errorf("reordered: CheckChain = %v, want ErrInvalid naming record 1", err)
+	}
+	// Reordering and renumbering: the prev links still break.
+	l = newLedger(t)
+	l.Entries[1], l.Entries[2] = l.Entries[2], l.Entries[1]
+	l.Entries[1].Seq, l.Entries[2].Seq = 1, 2
+	if err := l.CheckChain(); !errors.Is(err, manifests.ErrInvalid) || !strings.Contains(err.Error(), "record 1") {
+		t.Errorf("reordered and renumbered: CheckChain = %v, want ErrInvalid naming record 1", err)
+	}
+	// Dropping a record in the middle.
+	l = newLedger(t)
+	l.Entries = append(l.Entries[:1], l.Entries[2:]...)
+	if err := l.CheckChain(); !errors.Is(err, manifests.ErrInvalid) {
+		t.Errorf("dropped record: CheckChain = %v, want ErrInvalid", err)
+	}
+	// Dropping the last record is not detectable by the chain alone.
+	l = newLedger(t)
+	l.Entries = l.Entries[:3]
+	if err := l.CheckChain(); err != nil {
+		t.Errorf("truncated ledger: CheckChain = %v", err)
+	}
+	// A second provision record, properly chained, is refused.
+	l = newLedger(t)
+	if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerProvision, Line: "demo", Version: "2.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CheckChain(); !errors.Is(err, manifests.ErrInvalid) || !strings.Contains(err.Error(), "record 4") || !strings.Contains(err.Error(), "provision") {
+		t.Errorf("second provision: CheckChain = %v, want ErrInvalid naming record 4", err)
+	}
+	// A ledger must start with a provision.
+	l = &manifests.Ledger{Schema: manifests.Schema, Kind: manifests.KindLedger}
+	if err := l.CheckChain(); !errors.Is(err, manifests.ErrInvalid) {
+		t.Errorf("empty ledger: CheckChain = %v", err)
+	}
+	if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerApply}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CheckChain(); !errors.Is(err, manifests.ErrInvalid) {
+		t.Errorf("ledger starting with apply: CheckChain = %v", err)
+	}
+	// Kind and schema.
+	l = newLedger(t)
+	l.Kind = manifests.KindImage
+	if err := l.CheckChain(); !errors.Is(err, manifests.ErrInvalid) {
+		t.Errorf("wrong kind: CheckChain = %v", err)
+	}
+	l = newLedger(t)
+	l.Schema = 2
+	if err := l.CheckChain(); !errors.Is(err, manifests.ErrInvalid) {
+		t.Errorf("wrong schema: CheckChain = %v", err)
+	}
+}
+
+func versions(es []manifests.LedgerEntry) []string {
+	out := []string{}
+	for _, e := range es {
+		out = append(out, e.Version)
+	}
+	return out
+}
+
+func TestLedgerApplied(t *testing.T) {
+	l := newLedger(t)
+	if got := versions(l.Applied()); !reflect.DeepEqual(got, []string{"1.0.1"}) {
+		t.Fatalf("Applied() = %v, want [1.0.1]", got)
+	}
+	app := func(v string) {
+		if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerApply, Version: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rb := func(v string) {
+		if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerRollback, Version: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app("1.0.2")
+	app("1.0.3")
+	if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerRestart}); err != nil {
+		t.Fatal(err)
+	}
+	if got := versions(l.Applied()); !reflect.DeepEqual(got, []string{"1.0.1", "1.0.2", "1.0.3"}) {
+		t.Fatalf("Applied() = %v", got)
+	}
+	rb("1.0.3")
+	rb("1.0.2")
+	rb("1.0.1")
+	if got := l.Applied(); len(got) != 0 {
+		t.Fatalf("Applied() after rolling back everything = %v", versions(got))
+	}
+	// A stray rollback with nothing applied does not panic or go negative.
+	rb("1.0.0")
+	app("1.0.1")
+	if got := versions(l.Applied()); !reflect.DeepEqual(got, []string{"1.0.1"}) {
+		t.Fatalf("Applied() = %v, want [1.0.1]", got)
+	}
+	if err := l.CheckChain(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sa(unit string, a manifests.Action, dr bool, because ...string) manifests.ServiceAction {
+	return manifests.ServiceAction{Unit: unit, Action: a, DaemonReload: dr, Because: because}
+}
+
+func TestLedgerPendingRestarts(t *testing.T) {
+	const (
+		restart = manifests.ActionRestart
+		reload  = manifests.ActionReload
+	)
+	type rec struct{ pending, done []manifests.ServiceAction }
+	tests := []struct {
+		name string
+		recs []rec
+		want []manifests.ServiceAction
+	}{
+		{"nothing", nil, []manifests.ServiceAction{}},
+		{"pending stays", []rec{{pending: []manifests.ServiceAction{sa("b.service", reload, false, "etc/b"), sa("a.service", restart, false, "etc/a")}}},
+			[]manifests.ServiceAction{sa("a.service", restart, false, "etc/a"), sa("b.service", reload, false, "etc/b")}},
+		{"restart settles restart", []rec{{pending: []manifests.ServiceAction{sa("a.service", restart, false, "x")}}, {done: []manifests.ServiceAction{sa("a.service", restart, false)}}},
+			[]manifests.ServiceAction{}},
+		{"restart settles reload", []rec{{pending: []manifests.ServiceAction{sa("a.service", reload, false, "x")}}, {done: []manifests.ServiceAction{sa("a.service", restart, false)}}},
+			[]manifests.ServiceAction{}},
+		{"reload settles reload", []rec{{pending: []manifests.ServiceAction{sa("a.service", reload, false, "x")}}, {done: []manifests.ServiceAction{sa("a.service", reload, false)}}},
+			[]manifests.ServiceAction{}},
+		{"reload does not settle restart", []rec{{pending: []manifests.ServiceAction{sa("a.service", restart, false, "x")}}, {done: []manifests.ServiceAction{sa("a.service", reload, false)}}},
+			[]manifests.ServiceAction{sa("a.service", restart, false, "x")}},
+		{"restart without daemon-reload does not settle daemon-reload", []rec{{pending: []manifests.ServiceAction{sa("a.service", restart, true, "u")}}, {done: []manifests.ServiceAction{sa("a.service", restart, false)}}},
+			[]manifests.ServiceAction{sa("a.service", restart, true, "u")}},
+		{"restart with daemon-reload settles", []rec{{pending: []manifests.ServiceAction{sa("a.service", restart, true, "u")}}, {done: []manifests.ServiceAction{sa("a.service", restart, true)}}},
+			[]manifests.ServiceAction{}},
+		{"pending reload then restart merge to restart", []rec{
+			{pending: []manifests.ServiceAction{sa("a.service", reload, false, "y")}},
+			{pending: []manifests.ServiceAction{sa("a.service", restart, false, "x")}},
+			{done: []manifests.ServiceAction{sa("a.service", reload, false)}},
+		}, []manifests.ServiceAction{sa("a.service", restart, false, "x", "y")}},
+		{"done for another unit", []rec{{pending: []manifests.ServiceAction{sa("a.service", reload, false, "x")}}, {done: []manifests.ServiceAction{sa("b.service", restart, false)}}},
+			[]manifests.ServiceAction{sa("a.service", reload, false, "x")}},
+		{"done before pending does not settle it", []rec{{done: []manifests.ServiceAction{sa("a.service", restart, false)}}, {pending: []manifests.ServiceAction{sa("a.service", reload, false, "x")}}},
+			[]manifests.ServiceAction{sa("a.service", reload, false, "x")}},
+	}
+	for _, tt := range tests {
+		l := &manifests.Ledger{Schema: manifests.Schema, Kind: manifests.KindLedger}
+		if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerProvision}); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range tt.recs {
+			action := manifests.LedgerApply
+			if r.done != nil {
+				action = manifests.LedgerRestart
+			}
+			if err := l.Append(manifests.LedgerEntry{Action: action, Pending: r.pending, Done: r.done}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := l.PendingRestarts()
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: PendingRestarts() = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestMergeAction(t *testing.T) {
+	got := manifests.MergeAction(manifests.ServiceAction{}, sa("a.service", manifests.ActionReload, false, "b"))
+	if !reflect.DeepEqual(got, sa("a.service", manifests.ActionReload, false, "b")) {
+		t.Fatalf("MergeAction(zero, b) = %+v", got)
+	}
+	got = manifests.MergeAction(sa("a.service", manifests.ActionRestart, true, "z", "a"), sa("a.service", manifests.ActionReload, false, "a", "m"))
+	want := sa("a.service", manifests.ActionRestart, true, "a", "m", "z")
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("MergeAction = %+v, want %+v", got, want)
+	}
+	got = manifests.MergeAction(sa("a.service", manifests.ActionReload, false, "x"), sa("a.service", manifests.ActionRestart, false, "y"))
+	if got.Action != manifests.ActionRestart {
+		t.Fatalf("reload merged with restart = %s, want restart", got.Action)
+	}
+}

@@ -1,0 +1,289 @@
+package manifests_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/strata-dev/strata/manifests"
+)
+
+func ref(v string) manifests.Ref { return manifests.Ref{Version: v, Digest: digestOf(v)} }
+
+func validOverlay() *manifests.OverlayManifest {
+	return &manifests.OverlayManifest{
+		Schema:   manifests.Schema,
+		Kind:     manifests.KindOverlay,
+		Line:     "demo",
+		Version:  "1.0.3",
+		Parent:   ref("1.0.2"),
+		Lineage:  []manifests.Ref{ref("1.0.0"), ref("1.0.1"), ref("1.0.2")},
+		Requires: manifests.Requires{Image: "^1.0.0"},
+		Entries: []manifests.Entry{
+			{Path: "etc/demo", Type: manifests.TypeDir, Mode: 0755},
+			{Path: "etc/demo/web.conf", Type: manifests.TypeFile, Mode: 0644, Size: 3, SHA256: hexA},
+		},
+		Deletes:    []string{"etc/old", "usr/share/x"},
+		Services:   []manifests.ServiceAction{sa("demo-web.service", manifests.ActionRestart, false, "etc/demo/web.conf")},
+		TreeDigest: digestOf("tree"),
+		Created:    "2026-01-02T00:00:00Z",
+	}
+}
+
+func TestOverlayValidate(t *testing.T) {
+	if err := validOverlay().Validate(); err != nil {
+		t.Fatalf("valid overlay: %v", err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(m *manifests.OverlayManifest)
+		target error
+	}{
+		{"wrong kind", func(m *manifests.OverlayManifest) { m.Kind = manifests.KindImage }, manifests.ErrInvalid},
+		{"wrong schema", func(m *manifests.OverlayManifest) { m.Schema = 0 }, manifests.ErrInvalid},
+		{"bad line", func(m *manifests.OverlayManifest) { m.Line = "Demo" }, manifests.ErrInvalid},
+		{"version not greater", func(m *manifests.OverlayManifest) { m.Version = "1.0.2" }, manifests.ErrVersion},
+		{"version not strict", func(m *manifests.OverlayManifest) { m.Version = "v1.0.3" }, manifests.ErrVersion},
+		{"bad parent digest", func(m *manifests.OverlayManifest) {
+			m.Parent.Digest = "x"
+			m.Lineage[2].Digest = "x"
+		}, manifests.ErrInvalid},
+		{"bad tree digest", func(m *manifests.OverlayManifest) { m.TreeDigest = "" }, manifests.ErrInvalid},
+		{"lineage empty", func(m *manifests.OverlayManifest) { m.Lineage = nil }, manifests.ErrInvalid},
+		{"lineage ends before parent", func(m *manifests.OverlayManifest) { m.Lineage = m.Lineage[:2] }, manifests.ErrInvalid},
+		{"lineage ends at other digest", func(m *manifests.OverlayManifest) { m.Lineage[2].Digest = digestOf("other") }, manifests.ErrInvalid},
+		{"lineage not increasing", func(m *manifests.OverlayManifest) { m.Lineage[0], m.Lineage[1] = m.Lineage[1], m.Lineage[0] }, manifests.ErrVersion},
+		{"lineage bad digest", func(m *manifests.OverlayManifest) { m.Lineage[0].Digest = "sha256:x" }, manifests.ErrInvalid},
+		{"bad constraint", func(m *manifests.OverlayManifest) { m.Requires.Image = "^^1" }, manifests.ErrVersion},
+		{"bad created", func(m *manifests.OverlayManifest) { m.Created = "yesterday" }, manifests.ErrInvalid},
+		{"changes nothing", func(m *manifests.OverlayManifest) { m.Entries, m.Deletes = nil, nil }, manifests.ErrInvalid},
+		{"empty slices change nothing", func(m *manifests.OverlayManifest) {
+			m.Entries, m.Deletes = []manifests.Entry{}, []string{}
+		}, manifests.ErrInvalid},
+		{"entries unsorted", func(m *manifests.OverlayManifest) { m.Entries[0], m.Entries[1] = m.Entries[1], m.Entries[0] }, manifests.ErrInvalid},
+		{"entries duplicated", func(m *manifests.OverlayManifest) { m.Entries[1] = m.Entries[0] }, manifests.ErrInvalid},
+		{"entry invalid", func(m *manifests.OverlayManifest) { m.Entries[1].SHA256 = "" }, manifests.ErrInvalid},
+		{"entry is ledger", func(m *manifests.OverlayManifest) {
+			m.Entries = append(m.Entries, manifests.Entry{Path: manifests.LedgerPath, Type: manifests.TypeFile, SHA256: hexA})
+		}, manifests.ErrUnsafePath},
+		{"entry is state dir", func(m *manifests.OverlayManifest) {
+			m.Entries = append(m.Entries, manifests.Entry{Path: manifests.StateDir, Type: manifests.TypeDir, Mode: 0755})
+		}, manifests.ErrUnsafePath},
+		{"entry is image manifest", func(m *manifests.OverlayManifest) {
+			m.Entries = append(m.Entries, manifests.Entry{Path: manifests.ImageManifestPath, Type: manifests.TypeFile, SHA256: hexA})
+		}, manifests.ErrUnsafePath},
+		{"delete of ledger", func(m *manifests.OverlayManifest) { m.Deletes = []string{"etc/old", manifests.LedgerPath} }, manifests.ErrUnsafePath},
+		{"delete of state dir", func(m *manifests.OverlayManifest) { m.Deletes = []string{manifests.StateDir} }, manifests.ErrUnsafePath},
+		{"delete of image manifest", func(m *manifests.OverlayManifest) { m.Deletes = []string{manifests.ImageManifestPath} }, manifests.ErrUnsafePath},
+		{"deletes unsorted", func(m *manifests.OverlayManifest) { m.Deletes = []string{"usr/share/x", "etc/old"} }, manifests.ErrInvalid},
+		{"deletes duplicated", func(m *manifests.OverlayManifest) { m.Deletes = []string{"etc/old", "etc/old"} }, manifests.ErrInvalid},
+		{"delete also changed", func(m *manifests.OverlayManifest) { m.Deletes = []string{"etc/demo/web.conf"} }, manifests.ErrInvalid},
+		{"delete unsafe", func(m *manifests.OverlayManifest) { m.Deletes = []string{"../etc"} }, manifests.ErrUnsafePath},
+		{"delete absolute", func(m *manifests.OverlayManifest) { m.Deletes = []string{"/etc"} }, manifests.ErrUnsafePath},
+		{"service without unit", func(m *manifests.OverlayManifest) { m.Services[0].Unit = "" }, manifests.ErrInvalid},
+		{"service daemon-reload action", func(m *manifests.OverlayManifest) { m.Services[0].Action = manifests.ActionDaemonReload }, manifests.ErrInvalid},
+		{"service unknown action", func(m *manifests.OverlayManifest) { m.Services[0].Action = "stop" }, manifests.ErrInvalid},
+	}
+	for _, tt := range tests {
+		m := validOverlay()
+		tt.mutate(m)
+		if err := m.Validate(); !errors.Is(err, tt.target) {
+			t.Errorf("%s: Validate() = %v, want %v", tt.name, err, tt.target)
+		}
+	}
+	// Deletes only, or entries only, are each enough.
+	m := validOverlay()
+	m.Entries = nil
+	if err := m.Validate(); err != nil {
+		t.Errorf("deletes-only overlay: %v", err)
+	}
+	m = validOverlay()
+	m.Deletes = nil
+	if err := m.Validate(); err != nil {
+		t.Errorf("entries-only overlay: %v", err)
+	}
+	// The first overlay of a line has only the image in its lineage.
+	m = validOverlay()
+	m.Version, m.Parent, m.Lineage = "1.0.1", ref("1.0.0"), []manifests.Ref{ref("1.0.0")}
+	if err := m.Validate(); err != nil {
+		t.Errorf("first overlay: %v", err)
+	}
+}
+
+func TestOverlayAncestors(t *testing.T) {
+	m := validOverlay()
+	tests := []struct {
+		from string
+		want []string
+	}{
+		{"1.0.0", []string{"1.0.1", "1.0.2"}},
+		{"1.0.1", []string{"1.0.2"}},
+		{"1.0.2", nil},
+		{"0.9.0", []string{"1.0.1", "1.0.2"}},
+		{"", []string{"1.0.1", "1.0.2"}},
+	}
+	for _, tt := range tests {
+		if got := m.Ancestors(tt.from); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Ancestors(%q) = %v, want %v", tt.from, got, tt.want)
+		}
+	}
+	first := validOverlay()
+	first.Lineage = []manifests.Ref{ref("1.0.0")}
+	if got := first.Ancestors("1.0.0"); got != nil {
+		t.Errorf("first overlay Ancestors(1.0.0) = %v, want none", got)
+	}
+	if got := first.Ancestors("2.0.0"); got != nil {
+		t.Errorf("first overlay Ancestors(unknown) = %v, want none", got)
+	}
+}
+
+func validIndex() *manifests.Index {
+	return &manifests.Index{
+		Schema: manifests.Schema,
+		Kind:   manifests.KindIndex,
+		Lines: []manifests.Line{
+			{
+				Name:  "demo",
+				Image: manifests.ImageRef{Version: "1.0.0", File: "images/demo-1.0.0.squashfs", Digest: digestOf("1.0.0"), SHA256: digestOf("sq")},
+				Overlays: []manifests.OverlayRef{
+					{Version: "1.0.1", File: "overlays/demo-1.0.1.tar.zst", Digest: digestOf("1.0.1"), Parent: ref("1.0.0")},
+					{Version: "1.0.2", File: "overlays/demo-1.0.2.tar.zst", Digest: digestOf("1.0.2"), Parent: ref("1.0.1")},
+				},
+			},
+			{
+				Name:  "other",
+				Image: manifests.ImageRef{Version: "2.0.0", Digest: digestOf("2.0.0")},
+			},
+		},
+	}
+}
+
+func TestIndexValidate(t *testing.T) {
+	if err := validIndex().Validate(); err != nil {
+		t.Fatalf("valid index: %v", err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(x *manifests.Index)
+		target error
+	}{
+		{"wrong kind", func(x *manifests.Index) { x.Kind = manifests.KindLedger }, manifests.ErrInvalid},
+		{"wrong schema", func(x *manifests.Index) { x.Schema = 2 }, manifests.ErrInvalid},
+		{"bad line name", func(x *manifests.Index) { x.Lines[1].Name = "-x" }, manifests.ErrInvalid},
+		{"duplicate line", func(x *manifests.Index) { x.Lines[1].Name = "demo" }, manifests.ErrInvalid},
+		{"bad image version", func(x *manifests.Index) { x.Lines[1].Image.Version = "2.0" }, manifests.ErrVersion},
+		{"first parent not image", func(x *manifests.Index) { x.Lines[0].Overlays[0].Parent = ref("0.9.0") }, manifests.ErrInvalid},
+		{"parent digest differs", func(x *manifests.Index) { x.Lines[0].Overlays[1].Parent.Digest = digestOf("x") }, manifests.ErrInvalid},
+		{"parent skips", func(x *manifests.Index) { x.Lines[0].Overlays[1].Parent = ref("1.0.0") }, manifests.ErrInvalid},
+		{"overlays swapped", func(x *manifests.Index) {
+			o := x.Lines[0].Overlays
+			o[0], o[1] = o[1], o[0]
+		}, manifests.ErrInvalid},
+		{"version not increasing", func(x *manifests.Index) {
+			x.Lines[0].Overlays[1].Version = "1.0.1"
+		}, manifests.ErrVersion},
+		{"version below image", func(x *manifests.Index) {
+			x.Lines[0].Overlays = x.Lines[0].Overlays[:1]
+			x.Lines[0].Overlays[0].Version = "0.9.0"
+		}, manifests.ErrVersion},
+	}
+	for _, tt := range tests {
+		x := validIndex()
+		tt.mutate(x)
+		if err := x.Validate(); !errors.Is(err, tt.target) {
+			t.Errorf("%s: Validate() = %v, want %v", tt.name, err, tt.target)
+		}
+	}
+}
+
+func TestIndexFindHead(t *testing.T) {
+	x := validIndex()
+	l, err := x.Find("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := l.Head(); h != (manifests.Ref{Version: "1.0.2", Digest: digestOf("1.0.2")}) {
+		t.Errorf("demo head = %+v", h)
+	}
+	o, err := x.Find("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := o.Head(); h != (manifests.Ref{Version: "2.0.0", Digest: digestOf("2.0.0")}) {
+		t.Errorf("other head = %+v", h)
+	}
+	if _, err := x.Find("missing"); !errors.Is(err, manifests.ErrInvalid) {
+		t.Errorf("Find(missing) = %v", err)
+	}
+	// Find returns a pointer into the index.
+	l.Name = "renamed"
+	if x.Lines[0].Name != "renamed" {
+		t.Error("Find does not return the index's own line")
+	}
+}
+
+func validImage() *manifests.ImageManifest {
+	files := []manifests.Entry{
+		{Path: "etc", Type: manifests.TypeDir, Mode: 0755},
+		{Path: "etc/x", Type: manifests.TypeFile, Mode: 0644, Size: 1, SHA256: hexA},
+		{Path: "usr", Type: manifests.TypeDir, Mode: 0755},
+	}
+	return &manifests.ImageManifest{
+		Schema: manifests.Schema, Kind: manifests.KindImage, Line: "demo", Version: "1.0.0",
+		Created: "2026-01-01T00:00:00Z", Compressor: "zstd",
+		TreeDigest: manifests.TreeDigest(files), Files: files,
+	}
+}
+
+func TestImageManifestValidate(t *testing.T) {
+	if err := validImage().Validate(); err != nil {
+		t.Fatalf("valid image: %v", err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(m *manifests.ImageManifest)
+		target error
+	}{
+		{"wrong kind", func(m *manifests.ImageManifest) { m.Kind = manifests.KindOverlay }, manifests.ErrInvalid},
+		{"bad line", func(m *manifests.ImageManifest) { m.Line = "" }, manifests.ErrInvalid},
+		{"bad version", func(m *manifests.ImageManifest) { m.Version = "1.0" }, manifests.ErrVersion},
+		{"bad digest", func(m *manifests.ImageManifest) { m.TreeDigest = "sha256:" }, manifests.ErrInvalid},
+		{"digest mismatch", func(m *manifests.ImageManifest) { m.Files[1].Mode = 0600 }, manifests.ErrInvalid},
+		{"base without head", func(m *manifests.ImageManifest) { r := ref("1.0.0"); m.Base = &r }, manifests.ErrInvalid},
+		{"unsorted", func(m *manifests.ImageManifest) {
+			m.Files[0], m.Files[2] = m.Files[2], m.Files[0]
+			m.TreeDigest = manifests.TreeDigest(m.Files)
+		}, manifests.ErrInvalid},
+		{"node state file", func(m *manifests.ImageManifest) {
+			m.Files = append(m.Files, manifests.Entry{Path: "var/lib/strata/x", Type: manifests.TypeFile, SHA256: hexA})
+			m.TreeDigest = manifests.TreeDigest(m.Files)
+		}, manifests.ErrUnsafePath},
+	}
+	for _, tt := range tests {
+		m := validImage()
+		tt.mutate(m)
+		if err := m.Validate(); !errors.Is(err, tt.target) {
+			t.Errorf("%s: Validate() = %v, want %v", tt.name, err, tt.target)
+		}
+	}
+}
+
+func TestValidLine(t *testing.T) {
+	for _, ok := range []string{"demo", "a", "0", "a.b_c-d", "9lives"} {
+		if err := manifests.ValidLine(ok); err != nil {
+			t.Errorf("ValidLine(%q) = %v", ok, err)
+		}
+	}
+	long := ""
+	for len(long) < 65 {
+		long += "a"
+	}
+	for _, bad := range []string{"", "-a", ".a", "_a", "Demo", "a b", "a/b", "é", long} {
+		if err := manifests.ValidLine(bad); !errors.Is(err, manifests.ErrInvalid) {
+			t.Errorf("ValidLine(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	if err := manifests.ValidLine(long[:64]); err != nil {
+		t.Errorf("ValidLine(64 chars) = %v", err)
+	}
+}

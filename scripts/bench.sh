@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of strata against the plain tools it wraps, in one
+# run on one machine, reported as ratios (strata time / peer time):
+#   build-image        vs  mksquashfs DIR       (same tree, same compressor)
+#   overlay create     vs  tar -c | zstd        (same change)
+#   apply-overlay      vs  zstd -d | tar -x     (same payload)
+# Each pair runs interleaved RUNS times; the table shows medians.
+# Usage: scripts/bench.sh [path/to/strata]   (env: FILES, FILE_KB, CHANGED, RUNS)
+set -euo pipefail
+S=$(realpath "${1:-bin/strata}")
+FILES=${FILES:-4000}        # files in the base tree
+FILE_KB=${FILE_KB:-24}      # average file size
+CHANGED=${CHANGED:-400}     # files an overlay changes
+RUNS=${RUNS:-5}
+W=$(mktemp -d /tmp/strata-bench.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+cd "$W"
+
+# A synthetic tree: FILES files of mixed compressibility in 40 directories.
+gen_tree() { # dir count kb seed
+	python3 - "$@" <<'PY'
+import os, random, sys
+d, n, kb, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rnd = random.Random(seed)
+words = [("w%05d" % i).encode() for i in range(4096)]
+for i in range(n):
+    sub = os.path.join(d, "usr/share/bench/d%02d" % (i % 40))
+    os.makedirs(sub, exist_ok=True)
+    size = max(1, int(rnd.expovariate(1 / (kb * 1024))))
+    if i % 3 == 0:
+        data = rnd.randbytes(size)                      # incompressible
+    else:
+        data = b" ".join(rnd.choice(words) for _ in range(size // 7 + 1))[:size]
+    with open(os.path.join(sub, "f%05d" % i), "wb") as f:
+        f.write(data)
+PY
+}
+mkdir -p recipe/rootfs change/usr/share/bench
+gen_tree recipe/rootfs "$FILES" "$FILE_KB" 1
+# The change: CHANGED existing files rewritten.
+python3 - recipe/rootfs change "$CHANGED" <<'PY'
+import os, sys, random
+base, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rnd = random.Random(2)
+files = sorted(os.path.join(r, f) for r, _, fs in os.walk(base) for f in fs)
+for p in rnd.sample(files, n):
+    rel = os.path.relpath(p, base)
+    dst = os.path.join(out, rel)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    data = open(p, "rb").read()
+    open(dst, "wb").write(data[::-1] + b"changed\n")
+PY
+cat > recipe/recipe.yaml <<'Y'
+line: bench
+version: 1.0.0
+epoch: 1767225600
+compressor: zstd
+base:
+  dir: rootfs
+Y
+$S key generate --out k >/dev/null
+size=$(du -sm recipe/rootfs | cut -f1)
+
+now() { date +%s.%N; }
+declare -A T
+time_it() { # name cmd...
+	local name=$1; shift
+	local t0 t1
+	t0=$(now); "$@" >/dev/null 2>&1; t1=$(now)
+	T[$name]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.4f", b-a}') "
+}
+median() { printf '%s\n' $1 | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+for i in $(seq "$RUNS"); do
+	rm -rf img1 img2.squashfs
+	time_it build "$S" build-image recipe/recipe.yaml --out img1 --key k.key
+	time_it mksquashfs mksquashfs recipe/rootfs img2.squashfs -comp zstd -noappend -quiet -no-progress -all-root
+done
+"$S" repo init repo0 --image img1/bench-1.0.0.squashfs --key k.key >/dev/null
+for i in $(seq "$RUNS"); do
+	rm -rf repo && cp -a repo0 repo
+	time_it create "$S" overlay create --repo repo --version 1.1.0 --key k.key --tree change
+	time_it tarzstd sh -c "tar -C change -cf - . | zstd -q -3 -T1 -f -o change.tar.zst"
+done
+rm -rf repo && cp -a repo0 repo
+"$S" overlay create --repo repo --version 1.1.0 --key k.key --tree change >/dev/null 2>&1
+ov=repo/overlays/bench-1.1.0.overlay.tar.zst
+"$S" provision --image img1/bench-1.0.0.squashfs --root node0 >/dev/null 2>&1
+for i in $(seq "$RUNS"); do
+	rm -rf node x
+	cp -a node0 node
+	time_it apply "$S" apply-overlay --root node "$ov" --restart-with none
+	mkdir x
+	time_it untar sh -c "zstd -dc change.tar.zst | tar -C x -xf -"
+done
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
+printf '\nstrata benchmark: %d files, %d MB tree, %d changed files, %d runs (medians)\n\n' "$FILES" "$size" "$CHANGED" "$RUNS"
+printf '%-16s %10s   %-22s %10s   %6s\n' "strata" "seconds" "peer" "seconds" "ratio"
+row() { # label key peerlabel peerkey
+	local a b; a=$(median "${T[$2]}"); b=$(median "${T[$4]}")
+	printf '%-16s %10.3f   %-22s %10.3f   %6sx\n' "$1" "$a" "$3" "$b" "$(ratio "$a" "$b")"
+}
+row "build-image" build "mksquashfs DIR" mksquashfs
+row "overlay create" create "tar -c | zstd" tarzstd
+row "apply-overlay" apply "zstd -d | tar -x" untar
