@@ -99,6 +99,15 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 		rep.Pending = v.ledger.PendingRestarts()
 		return rep, nil
 	}
+	// Staging verifies each payload just before its overlay commits; the
+	// payloads of the later overlays of a batch are verified now, so a bad
+	// one stops the batch before the node changes at all.
+	for _, a := range todo[min(1, len(todo)):] {
+		progress(fmt.Sprintf("verifying %s %s", a.Manifest.Line, a.Manifest.Version))
+		if err := a.Payload(ctx, func(manifests.Entry, io.Reader) error { return nil }); err != nil {
+			return rep, err
+		}
+	}
 	for _, a := range todo {
 		plan := &rep.Plans[indexOf(rep.Plans, a.Manifest.Version)]
 		progress(fmt.Sprintf("applying %s %s (%d writes, %d deletes)", a.Manifest.Line, a.Manifest.Version, len(plan.Writes), len(plan.Deletes)))
