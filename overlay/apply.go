@@ -102,6 +102,11 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	// Staging verifies each payload just before its overlay commits; the
 	// payloads of the later overlays of a batch are verified now, so a bad
 	// one stops the batch before the node changes at all.
+	for _, a := range todo {
+		if err := checkNodePaths(n, a.Manifest); err != nil {
+			return rep, err
+		}
+	}
 	for _, a := range todo[min(1, len(todo)):] {
 		progress(fmt.Sprintf("verifying %s %s", a.Manifest.Line, a.Manifest.Version))
 		if err := a.Payload(ctx, func(manifests.Entry, io.Reader) error { return nil }); err != nil {
@@ -231,6 +236,10 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 	cur := v.head()
 	image := v.ledger.Last().Image
 	cat := v.catalog()
+	state, err := v.expected()
+	if err != nil {
+		return nil, err
+	}
 	var todo []*Archive
 	for _, a := range archives {
 		m := a.Manifest
@@ -253,6 +262,12 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 		}
 		if !ok {
 			return nil, fmt.Errorf("overlay %s requires image %s, node's base image is %s: %w", m.Version, m.Requires.Image, image, ErrConstraint)
+		}
+		if state, err = state.Apply(m.Entries, m.Deletes); err != nil {
+			return nil, fmt.Errorf("overlay %s does not fit the node's expected tree: %w", m.Version, err)
+		}
+		if d := state.Digest(); d != m.TreeDigest {
+			return nil, fmt.Errorf("overlay %s: its changes give tree %s, manifest says %s: %w", m.Version, d, m.TreeDigest, ErrPayload)
 		}
 		plan := planFor(m, cat)
 		rep.Plans = append(rep.Plans, plan)
