@@ -148,8 +148,12 @@ func restartOrRollback(ctx context.Context, n node.Node, r Restarter, a *Archive
 		return recordRestarts(n, plan.Actions)
 	}
 	progress(fmt.Sprintf("restart failed, rolling back %s: %v", a.Manifest.Version, err))
-	if _, rerr := rollbackLocked(ctx, n, r, progress); rerr != nil {
-		return fmt.Errorf("%w; rollback also failed: %v", err, rerr)
+	rep, rerr := rollbackLocked(ctx, n, r, progress)
+	switch {
+	case rerr != nil && rep == nil:
+		return fmt.Errorf("%w; rolling back %s failed too: %v", err, a.Manifest.Version, rerr)
+	case rerr != nil:
+		return fmt.Errorf("overlay %s rolled back: %w; restarts after the rollback failed too: %v", a.Manifest.Version, err, rerr)
 	}
 	return fmt.Errorf("overlay %s rolled back: %w", a.Manifest.Version, err)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strata-dev/strata/internal/compress"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
@@ -36,6 +37,9 @@ reload are inferred from the line's catalog; --restart and --reload add more.`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if treeDir == "" && len(adds) == 0 && len(ch.Deletes) == 0 {
 				return usageError{fmt.Errorf("nothing to do: give --tree, --add or --delete")}
+			}
+			if _, err := compress.Parse(o.Compression); err != nil {
+				return usageError{err}
 			}
 			ch.Tree = treeDir
 			for _, a := range adds {

@@ -47,7 +47,7 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 			if err != nil {
 				return err
 			}
-			if err := g.output(c.OutOrStdout(), a, func(w io.Writer) { printAudit(w, a) }); err != nil {
+			if err := g.output(c.OutOrStdout(), a, func(w io.Writer) { printAudit(w, a, strict) }); err != nil {
 				return err
 			}
 			if !a.OK() || (strict && len(a.Findings) > 0) {
@@ -64,7 +64,7 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 	return c
 }
 
-func printAudit(w io.Writer, a *overlay.Audit) {
+func printAudit(w io.Writer, a *overlay.Audit, strict bool) {
 	if a.Root != "" {
 		fmt.Fprintf(w, "node      %s\n", a.Root)
 	}
@@ -89,10 +89,13 @@ func printAudit(w io.Writer, a *overlay.Audit) {
 	for _, f := range a.Findings {
 		fmt.Fprintf(w, "%-8s %-15s %s\n", f.Severity, f.Kind, f.Message)
 	}
-	if a.OK() {
-		fmt.Fprintln(w, "OK: sequence verified")
-	} else {
+	switch {
+	case !a.OK():
 		fmt.Fprintln(w, "FAILED: problems found")
+	case strict && len(a.Findings) > 0:
+		fmt.Fprintln(w, "FAILED: warnings are failures with --strict")
+	default:
+		fmt.Fprintln(w, "OK: sequence verified")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"aead.dev/minisign"
 )
@@ -35,8 +36,13 @@ type KeySet struct {
 }
 
 // Generate writes a new key pair to prefix.key (unencrypted, mode 0600) and
-// prefix.pub. It refuses to overwrite existing files.
+// prefix.pub. It refuses to overwrite either file and then writes neither.
 func Generate(prefix string) error {
+	for _, p := range []string{prefix + ".key", prefix + ".pub"} {
+		if _, err := os.Lstat(p); err == nil {
+			return fmt.Errorf("writing key: %w", &os.PathError{Op: "create", Path: p, Err: syscall.EEXIST})
+		}
+	}
 	pub, priv, err := minisign.GenerateKey(rand.Reader)
 	if err != nil {
 		return fmt.Errorf("generating key: %w", err)

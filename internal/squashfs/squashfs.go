@@ -43,6 +43,9 @@ func Write(ctx context.Context, out string, opts WriteOptions, fill func(w io.Wr
 		"-comp", comp, "-mkfs-time", epoch, "-all-time", epoch,
 		"-root-mode", "0755", "-root-uid", "0", "-root-gid", "0",
 		"-no-xattrs", "-quiet", "-no-progress")
+	// mksquashfs refuses SOURCE_DATE_EPOCH together with -mkfs-time and
+	// -all-time; the epoch is passed explicitly instead.
+	cmd.Env = withoutEnv(os.Environ(), "SOURCE_DATE_EPOCH")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = &stderr
@@ -56,11 +59,16 @@ func Write(ctx context.Context, out string, opts WriteOptions, fill func(w io.Wr
 	fillErr := fill(stdin)
 	closeErr := stdin.Close()
 	waitErr := cmd.Wait()
+	if waitErr != nil {
+		// A tool failure also breaks the pipe; its own message says why.
+		_ = os.Remove(tmp)
+		return fmt.Errorf("writing image %s: %w: mksquashfs: %v: %s", out, ErrTool, waitErr, strings.TrimSpace(stderr.String()))
+	}
 	if fillErr != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("writing image %s: %w", out, fillErr)
 	}
-	if closeErr != nil || waitErr != nil {
+	if closeErr != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("writing image %s: %w: mksquashfs: %v %v: %s", out, ErrTool, waitErr, closeErr, strings.TrimSpace(stderr.String()))
 	}
@@ -109,4 +117,14 @@ func (r *Reader) Close() error {
 		return fmt.Errorf("reading image %s: %w: sqfs2tar: %v: %s", r.path, ErrTool, err, strings.TrimSpace(r.stderr.String()))
 	}
 	return nil
+}
+
+func withoutEnv(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
