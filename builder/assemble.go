@@ -142,14 +142,22 @@ func (l *layout) addFile(r *Recipe, f File) error {
 			return fmt.Errorf("files %s: %w", f.Path, err)
 		}
 		if fi.IsDir() {
-			return l.addHostTree(host, p, false)
+			if err := l.addHostTree(host, p, false); err != nil {
+				return err
+			}
+			return l.adjust(f, p, mode, uid, gid)
 		}
-		se, err := tree.StatEntry(host, p)
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("files %s: src %s is not a regular file or directory", f.Path, f.Src)
+		}
+		// src is followed if it is a symlink, as cp would.
+		sum, n, err := tree.HashFile(host)
 		if err != nil {
 			return err
 		}
-		e.Type, e.Size, e.SHA256 = manifests.TypeFile, se.Size, se.SHA256
+		e.Type, e.Size, e.SHA256 = manifests.TypeFile, n, sum
 		if f.Mode == "" {
+			se := manifests.Entry{Type: manifests.TypeFile, Mode: tree.ModeOf(fi.Mode())}
 			normalise(&se)
 			e.Mode = se.Mode
 		}
@@ -173,6 +181,11 @@ func (l *layout) addFile(r *Recipe, f File) error {
 		return l.put(e, source{})
 	}
 	// Only mode and/or owner: adjust an existing path.
+	return l.adjust(f, p, mode, uid, gid)
+}
+
+// adjust applies a files step's mode and owner, when given, to path p.
+func (l *layout) adjust(f File, p string, mode manifests.Mode, uid, gid int) error {
 	old, ok := l.state[p]
 	if !ok {
 		return fmt.Errorf("files %s: %w (mode/owner given for a path the tree lacks)", f.Path, tree.ErrNotExist)

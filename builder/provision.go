@@ -72,8 +72,16 @@ func Provision(ctx context.Context, image, root string, trust *sign.KeySet, opts
 	if err := l.Append(e); err != nil {
 		return nil, err
 	}
-	if err := (node.Node{Root: tmp}).WriteLedger(l); err != nil {
+	nd := node.Node{Root: tmp}
+	if err := nd.WriteLedger(l); err != nil {
 		return nil, err
+	}
+	// Keep the image manifest's signature, so audits with an outside key
+	// can check the manifest the node's expected tree comes from.
+	if sig, err := os.ReadFile(repo.SigPath(repo.ManifestPath(image))); err == nil {
+		if err := node.WriteFileAtomic(nd.Path(manifests.ImageSigPath), sig, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	_ = os.Remove(root) // an empty directory may stand in the way
 	if err := os.Rename(tmp, root); err != nil {
@@ -98,7 +106,6 @@ func ExtractImage(ctx context.Context, image string, im *repo.Image, dir string)
 	var got []manifests.Entry
 	sawManifest := false
 	tr := tree.NewReader(rd, tree.Limits{})
-	var dirs []manifests.Entry
 	for {
 		e, r, err := tr.Next()
 		if err == io.EOF {
@@ -125,6 +132,14 @@ func ExtractImage(ctx context.Context, image string, im *repo.Image, dir string)
 		if e.Type == manifests.TypeFile {
 			e.SHA256 = w.SHA256
 		}
+		// Every entry must be exactly what the manifest says before it is
+		// created: type, owner, mode, size and link target (content is
+		// hashed as it is written), so nothing lands through a symlink.
+		if e.Path != manifests.ImageManifestPath && e != w {
+			rd.Close()
+			return fmt.Errorf("image %s: %s is %s %04o %d:%d in the image but %s %04o %d:%d in the manifest: %w",
+				image, e.Path, e.Type, uint32(e.Mode), e.UID, e.GID, w.Type, uint32(w.Mode), w.UID, w.GID, ErrImageMismatch)
+		}
 		if e.Path == manifests.ImageManifestPath {
 			if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(e.Path)), im.Raw, 0o644); err != nil {
 				rd.Close()
@@ -135,9 +150,6 @@ func ExtractImage(ctx context.Context, image string, im *repo.Image, dir string)
 		if err := tree.Create(filepath.Join(dir, filepath.FromSlash(e.Path)), e, r); err != nil {
 			rd.Close()
 			return fmt.Errorf("image %s: %w: %v", image, ErrImageMismatch, err)
-		}
-		if e.Type == manifests.TypeDir {
-			dirs = append(dirs, e)
 		}
 		got = append(got, e)
 	}
@@ -150,6 +162,5 @@ func ExtractImage(ctx context.Context, image string, im *repo.Image, dir string)
 	if d := manifests.TreeDigest(got); d != im.Manifest.TreeDigest {
 		return fmt.Errorf("image %s: tree digest %s, manifest says %s: %w", image, d, im.Manifest.TreeDigest, ErrImageMismatch)
 	}
-	_ = dirs
 	return nil
 }

@@ -98,8 +98,8 @@ func LoadRecipe(path string) (*Recipe, error) {
 	}
 	for _, f := range r.Files {
 		if f.Src != "" {
-			if _, err := os.Lstat(r.Path(f.Src)); err != nil {
-				return nil, fmt.Errorf("recipe %s: files %s: src: %w", path, f.Path, err)
+			if _, err := os.Stat(r.Path(f.Src)); err != nil {
+				return nil, fmt.Errorf("recipe %s: files %s: src: %w: %v", path, f.Path, ErrRecipe, err)
 			}
 		}
 	}

@@ -15,6 +15,9 @@ const (
 	StateDir = "var/lib/strata"
 	// LedgerPath is the node's ledger.
 	LedgerPath = StateDir + "/ledger.json"
+	// ImageSigPath keeps the signature of the image manifest the node was
+	// provisioned from.
+	ImageSigPath = StateDir + "/image.json.minisig"
 )
 
 // IsNodeState reports whether p is strata's own bookkeeping rather than
@@ -85,6 +88,17 @@ func (m *ImageManifest) Validate() error {
 	}
 	if err := validEntries(m.Files); err != nil {
 		return err
+	}
+	// A whole tree: every parent is a directory of the tree, so nothing
+	// can be placed through a symlink.
+	types := make(map[string]EntryType, len(m.Files))
+	for _, e := range m.Files {
+		types[e.Path] = e.Type
+	}
+	for _, e := range m.Files {
+		if p := Parent(e.Path); p != "" && types[p] != TypeDir {
+			return fmt.Errorf("%w: image entry %s: parent %s is not a directory of the image", ErrInvalid, e.Path, p)
+		}
 	}
 	if got := TreeDigest(m.Files); got != m.TreeDigest {
 		return fmt.Errorf("%w: image files digest to %s, manifest says %s", ErrInvalid, got, m.TreeDigest)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -75,7 +77,11 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 		return nil, err
 	}
 	defer unlock()
-	if err := recoverNode(n); err != nil {
+	if o.DryRun {
+		if t, err := loadTxn(n); err != nil || t != nil {
+			return nil, fmt.Errorf("node %s: an interrupted transaction is pending; run apply-overlay or rollback without --dry-run to finish it (%v): %w", root, err, ErrDrift)
+		}
+	} else if err := recoverNode(n); err != nil {
 		return nil, err
 	}
 	v, err := loadView(n)
@@ -267,13 +273,14 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 		if !ok {
 			return nil, fmt.Errorf("overlay %s requires image %s, node's base image is %s: %w", m.Version, m.Requires.Image, image, ErrConstraint)
 		}
+		before := state
 		if state, err = state.Apply(m.Entries, m.Deletes); err != nil {
 			return nil, fmt.Errorf("overlay %s does not fit the node's expected tree: %w", m.Version, err)
 		}
 		if d := state.Digest(); d != m.TreeDigest {
 			return nil, fmt.Errorf("overlay %s: its changes give tree %s, manifest says %s: %w", m.Version, d, m.TreeDigest, ErrPayload)
 		}
-		plan := planFor(m, cat)
+		plan := planFor(m, cat, before)
 		rep.Plans = append(rep.Plans, plan)
 		if m.Catalog != nil {
 			cat = *m.Catalog
@@ -301,7 +308,7 @@ func checkParent(m *manifests.OverlayManifest, head manifests.Ref) error {
 
 // planFor merges the overlay's recorded plan with the one the node's own
 // catalog gives, so neither side can drop a restart.
-func planFor(m *manifests.OverlayManifest, cat manifests.Catalog) Plan {
+func planFor(m *manifests.OverlayManifest, cat manifests.Catalog, before tree.State) Plan {
 	p := Plan{Version: m.Version, Parent: m.Parent.Version, Deletes: m.Deletes, Writes: []string{}}
 	var changed []string
 	for _, e := range m.Entries {
@@ -309,6 +316,14 @@ func planFor(m *manifests.OverlayManifest, cat manifests.Catalog) Plan {
 		changed = append(changed, e.Path)
 	}
 	changed = append(changed, m.Deletes...)
+	for _, d := range m.Deletes {
+		for p := range before {
+			if p != d && manifests.Within(p, d) {
+				changed = append(changed, p)
+			}
+		}
+	}
+	sort.Strings(changed)
 	own, unclaimed := catalog.Plan(cat, changed)
 	p.Actions = mergeActions(m.Services, own)
 	p.Unclaimed = stillUnclaimed(unclaimed, p.Actions)
@@ -358,7 +373,12 @@ func applyOne(ctx context.Context, v *nodeView, a *Archive, plan *Plan) error {
 		Pending:    plan.Actions,
 		Time:       time.Now().UTC().Format(time.RFC3339),
 	}}
-	if err := node.WriteFileAtomic(filepath.Join(manifestStore(n), m.Version+".json"), a.Raw, 0o644); err != nil {
+	store := filepath.Join(manifestStore(n), m.Version+".json")
+	if err := node.WriteFileAtomic(store+".minisig", a.Sig, 0o644); err != nil {
+		t.abort()
+		return err
+	}
+	if err := node.WriteFileAtomic(store, a.Raw, 0o644); err != nil {
 		t.abort()
 		return err
 	}

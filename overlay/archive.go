@@ -26,8 +26,10 @@ const (
 type Archive struct {
 	Path     string
 	Manifest *manifests.OverlayManifest
-	// Raw is the manifest's exact bytes; Digest their digest.
+	// Raw is the manifest's exact bytes, Sig its signature and Digest the
+	// digest of Raw.
 	Raw    []byte
+	Sig    []byte
 	Digest string
 	// KeyID is the key that signed the manifest.
 	KeyID string
@@ -99,7 +101,7 @@ func readManifest(tr *tar.Reader, trust *sign.KeySet) (*Archive, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return &Archive{Manifest: &m, Raw: raw, Digest: manifests.Digest(raw), KeyID: id}, nil
+	return &Archive{Manifest: &m, Raw: raw, Sig: sig, Digest: manifests.Digest(raw), KeyID: id}, nil
 }
 
 func member(tr *tar.Reader, name string, limit int64) ([]byte, error) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/compress"
+	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
@@ -74,6 +75,12 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if _, err := manifests.ParseVersion(o.Version); err != nil {
 		return nil, err
 	}
+	// One writer at a time: a second create waits for the first.
+	unlock, err := node.FileLock(ctx, filepath.Join(repoDir, ".lock"), 10*time.Minute)
+	if err != nil {
+		return nil, fmt.Errorf("locking repository %s: %w", repoDir, err)
+	}
+	defer unlock()
 	r, err := repo.Open(repoDir, nil)
 	if err != nil {
 		return nil, err
@@ -113,6 +120,11 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	}
 	if m.Requires.Image == "" {
 		m.Requires.Image = "^" + c.Image.Manifest.Version
+	}
+	if ok, err := manifests.Satisfies(c.Image.Manifest.Version, m.Requires.Image); err != nil {
+		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
+	} else if !ok {
+		return nil, fmt.Errorf("creating overlay %s: --requires-image %s excludes the line's own image %s: %w", o.Version, m.Requires.Image, c.Image.Manifest.Version, ErrConstraint)
 	}
 	created := o.Created
 	if created.IsZero() {
@@ -162,8 +174,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	return &Created{Path: out, Manifest: m, Digest: digest}, nil
 }
 
-// checkSigner refuses a key the line's nodes would not trust: one neither
-// in the image's keys nor added as a key file by an overlay.
+// checkSigner refuses a key the line's image does not list.
 func (c *Chain) checkSigner(key *sign.Key) error {
 	own, err := key.PublicKeySet()
 	if err != nil {
@@ -172,10 +183,11 @@ func (c *Chain) checkSigner(key *sign.Key) error {
 	if c.Image.Trusts(own) {
 		return nil
 	}
-	if _, ok := c.State[manifests.KeysDir+"/"+key.ID()+".pub"]; ok {
-		return nil
-	}
-	return fmt.Errorf("creating overlay: key %s is not trusted by line %s (not in the image and not added under /%s): %w", key.ID(), c.Line.Name, manifests.KeysDir, sign.ErrBadSignature)
+	// Keys added by overlays are trusted by nodes, but the repository's
+	// index and chain are verified against the image's keys, so signing
+	// with them would leave a repository nobody can open. Rotating keys
+	// means a new image (a new line) for now.
+	return fmt.Errorf("creating overlay: key %s is not one of line %s's image keys: %w", key.ID(), c.Line.Name, sign.ErrBadSignature)
 }
 
 // planServices fills in the restart plan and, when unit files or declared

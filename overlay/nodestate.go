@@ -82,8 +82,13 @@ func (v *nodeView) catalog() manifests.Catalog {
 // expected folds the image and the applied overlays into the tree the node
 // should have.
 func (v *nodeView) expected() (tree.State, error) {
+	return v.expectedAfter(len(v.overlays))
+}
+
+// expectedAfter folds the image and the first k applied overlays.
+func (v *nodeView) expectedAfter(k int) (tree.State, error) {
 	s := tree.NewState(v.image.Manifest.Files)
-	for _, m := range v.overlays {
+	for _, m := range v.overlays[:k] {
 		next, err := s.Apply(m.Entries, m.Deletes)
 		if err != nil {
 			return nil, fmt.Errorf("folding overlay %s: %w", m.Version, err)
@@ -134,8 +139,10 @@ func (t *txn) finish() error {
 	if err := os.RemoveAll(undoDir(t.n, r.Version)); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(manifestStore(t.n), r.Version+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	for _, suffix := range []string{".json", ".json.minisig"} {
+		if err := os.Remove(filepath.Join(manifestStore(t.n), r.Version+suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	return os.RemoveAll(t.dir)
 }

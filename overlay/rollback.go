@@ -75,7 +75,12 @@ func rollbackLocked(ctx context.Context, n node.Node, r Restarter, progress func
 		t.abort()
 		return nil, err
 	}
-	plan := planFor(m, v.catalog())
+	before, err := v.expectedAfter(len(v.overlays) - 1)
+	if err != nil {
+		t.abort()
+		return nil, err
+	}
+	plan := planFor(m, v.catalog(), before)
 	t.j = journal{Ops: ops, Record: manifests.LedgerEntry{
 		Seq:        len(v.ledger.Entries),
 		Action:     manifests.LedgerRollback,

@@ -19,7 +19,7 @@ type Finding struct {
 	// Severity is "problem" (the audit fails) or "warning".
 	Severity string `json:"severity"`
 	// Kind is a stable keyword: chain, gap, unknown, tampered, drift,
-	// behind, pending-restart, signature, constraint, version.
+	// behind, pending-restart, signature, constraint.
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 	Path    string `json:"path,omitempty"`
@@ -66,6 +66,15 @@ func (a *Audit) warn(kind, format string, args ...any) {
 // file of the tree against the expected state. It changes nothing. The
 // error is for audits that could not run; what they found is in Audit.
 func VerifyNode(root, repoDir string, files bool) (*Audit, error) {
+	return VerifyNodeWith(root, repoDir, files, nil)
+}
+
+// VerifyNodeWith is VerifyNode with the auditor's own trust: when trust is
+// set, the signatures of the image manifest and of every overlay manifest
+// in effect (kept on the node since provisioning and apply) must verify
+// against it, and the repository index is checked against it instead of
+// the keys the node carries, which root on the node could replace.
+func VerifyNodeWith(root, repoDir string, files bool, trust *sign.KeySet) (*Audit, error) {
 	n := node.Node{Root: root}
 	a := &Audit{Root: root, Repo: repoDir, Findings: []Finding{}}
 	if t, err := loadTxn(n); err == nil && t != nil {
@@ -92,8 +101,11 @@ func VerifyNode(root, repoDir string, files bool) (*Audit, error) {
 		}
 		prev = e.Head
 	}
+	if trust != nil {
+		auditSignatures(a, v, trust)
+	}
 	if repoDir != "" {
-		if err := auditAgainstRepo(a, v, repoDir); err != nil {
+		if err := auditAgainstRepo(a, v, repoDir, trust); err != nil {
 			return nil, err
 		}
 	}
@@ -105,10 +117,36 @@ func VerifyNode(root, repoDir string, files bool) (*Audit, error) {
 	return a, nil
 }
 
-func auditAgainstRepo(a *Audit, v *nodeView, repoDir string) error {
-	trust, err := v.n.TrustedKeys()
+// auditSignatures checks the manifests the node's expected tree comes
+// from against the auditor's keys.
+func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
+	sig, err := os.ReadFile(v.n.Path(manifests.ImageSigPath))
+	if err == nil {
+		_, err = trust.Verify(v.image.Raw, sig)
+	}
 	if err != nil {
-		return err
+		a.problem("signature", "", "image manifest %s: %v", v.image.Manifest.Version, err)
+	}
+	for _, e := range v.applied {
+		sig, err := os.ReadFile(filepath.Join(manifestStore(v.n), e.Version+".json.minisig"))
+		if err == nil {
+			var raw []byte
+			if raw, err = os.ReadFile(filepath.Join(manifestStore(v.n), e.Version+".json")); err == nil {
+				_, err = trust.Verify(raw, sig)
+			}
+		}
+		if err != nil {
+			a.problem("signature", "", "overlay manifest %s: %v", e.Version, err)
+		}
+	}
+}
+
+func auditAgainstRepo(a *Audit, v *nodeView, repoDir string, trust *sign.KeySet) error {
+	if trust == nil {
+		var err error
+		if trust, err = v.n.TrustedKeys(); err != nil {
+			return err
+		}
 	}
 	r, err := repo.Open(repoDir, trust)
 	if err != nil {
@@ -258,6 +296,11 @@ func VerifyRepo(repoDir string, trust *sign.KeySet) (*Audit, error) {
 		indexed[filepath.Clean(l.Image.File)] = true
 		for _, o := range l.Overlays {
 			indexed[filepath.Clean(o.File)] = true
+		}
+		if sum, err := repo.FileSHA256(r.Path(l.Image.File)); err != nil {
+			a.problem("tampered", "", "line %s: image %s: %v", l.Name, l.Image.File, err)
+		} else if sum != l.Image.SHA256 {
+			a.problem("tampered", "", "line %s: image %s has sha256 %s, index says %s", l.Name, l.Image.File, sum, l.Image.SHA256)
 		}
 		c, err := LoadChain(r, l.Name, "", trust)
 		if err != nil {

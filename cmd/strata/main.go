@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
@@ -77,6 +78,7 @@ func exitCode(err error) int {
 		manifests.ErrUnsafePath, manifests.ErrInvalid, manifests.ErrVersion, manifests.ErrTooLarge,
 		tree.ErrSpecialFile, tree.ErrHardlink, tree.ErrDuplicate, tree.ErrLimit,
 		repo.ErrTampered, builder.ErrRecipe, builder.ErrImageMismatch,
+		catalog.ErrUnknownUnit, catalog.ErrBadPath, catalog.ErrSymlinkLoop,
 	} {
 		if errors.Is(err, rejected) {
 			return exitRejected

@@ -23,6 +23,10 @@ repository's signed sequence (no gaps, no unknown or altered overlays) and how
 far behind the head it is; with --files, every file of the tree against the
 expected state, naming each one that drifted. Pending restarts are listed.
 
+With --pub KEY the audit trusts only that key: the node's image and overlay
+manifests and the repository index must be signed with it (root on a node
+can replace the keys the node carries, but not forge signatures).
+
 A repository audit checks every signature, digest, parent link, version
 order, folded tree digest and image constraint.
 
@@ -34,7 +38,11 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 			var err error
 			switch {
 			case root != "":
-				a, err = overlay.VerifyNode(root, repoDir, files)
+				trust, perr := optionalPub(pub)
+				if perr != nil {
+					return perr
+				}
+				a, err = overlay.VerifyNodeWith(root, repoDir, files, trust)
 			case repoDir != "":
 				trust, perr := optionalPub(pub)
 				if perr != nil {
@@ -58,7 +66,7 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 	}
 	c.Flags().StringVar(&root, "root", "", "node root directory")
 	c.Flags().StringVar(&repoDir, "repo", "", "repository")
-	c.Flags().StringVar(&pub, "pub", "", "repository audit: public key the index and images must be signed with")
+	c.Flags().StringVar(&pub, "pub", "", "auditor's public key: manifests, index and images must be signed with it (default: the keys the node or images carry)")
 	c.Flags().BoolVar(&files, "files", false, "recompute the tree digest and name every drifted file")
 	c.Flags().BoolVar(&strict, "strict", false, "treat warnings (behind, pending restarts) as failures")
 	return c

@@ -89,10 +89,20 @@ func (n Node) Lock(ctx context.Context, wait time.Duration) (func(), error) {
 	if _, err := os.Stat(n.Path(manifests.LedgerPath)); err != nil {
 		return nil, fmt.Errorf("locking node %s: %w", n.Root, ErrNotNode)
 	}
-	p := filepath.Join(n.StateDir(), "lock")
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	unlock, err := FileLock(ctx, filepath.Join(n.StateDir(), "lock"), wait)
+	if errors.Is(err, ErrLocked) {
+		return nil, fmt.Errorf("locking node %s: %w", n.Root, err)
+	}
+	return unlock, err
+}
+
+// FileLock takes an exclusive flock on path (created if missing), waiting
+// up to wait for the holder (zero: fail at once with ErrLocked, naming the
+// holder's pid). The returned function releases it.
+func FileLock(ctx context.Context, path string, wait time.Duration) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("locking node: %w", err)
+		return nil, fmt.Errorf("locking: %w", err)
 	}
 	deadline := time.Now().Add(wait)
 	for {
@@ -102,17 +112,17 @@ func (n Node) Lock(ctx context.Context, wait time.Duration) (func(), error) {
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			f.Close()
-			return nil, fmt.Errorf("locking node %s: %w", p, err)
+			return nil, fmt.Errorf("locking %s: %w", path, err)
 		}
 		if time.Now().After(deadline) {
-			holder, _ := os.ReadFile(p)
+			holder, _ := os.ReadFile(path)
 			f.Close()
-			return nil, fmt.Errorf("locking node %s: %w (pid %s)", n.Root, ErrLocked, strings.TrimSpace(string(holder)))
+			return nil, fmt.Errorf("%w (pid %s holds %s)", ErrLocked, strings.TrimSpace(string(holder)), path)
 		}
 		select {
 		case <-ctx.Done():
 			f.Close()
-			return nil, fmt.Errorf("locking node %s: %w", n.Root, ctx.Err())
+			return nil, fmt.Errorf("locking %s: %w", path, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -188,6 +188,7 @@ type memFile struct {
 	info info
 	r    *bytes.Reader
 	fsys *FS
+	dir  []fs.DirEntry // remaining entries for ReadDir; nil until first call
 }
 
 func (m *memFile) Stat() (fs.FileInfo, error) { return m.info, nil }
@@ -197,10 +198,29 @@ func (m *memFile) ReadAt(b []byte, off int64) (int, error) {
 	return m.r.ReadAt(b, off)
 }
 
-// ReadDir lists the directory's entries (all of them, whatever n is).
+// ReadDir returns the next n entries of the directory (all remaining ones
+// for n <= 0), as fs.ReadDirFile specifies.
 func (m *memFile) ReadDir(n int) ([]fs.DirEntry, error) {
 	if m.fsys == nil {
 		return nil, &fs.PathError{Op: "readdir", Path: m.info.e.Path, Err: ErrNotDir}
 	}
-	return m.fsys.ReadDir(m.info.e.Path)
+	if m.dir == nil {
+		all, err := m.fsys.ReadDir(m.info.e.Path)
+		if err != nil {
+			return nil, err
+		}
+		m.dir = all
+	}
+	if n <= 0 {
+		out := m.dir
+		m.dir = m.dir[len(m.dir):]
+		return out, nil
+	}
+	if len(m.dir) == 0 {
+		return nil, io.EOF
+	}
+	k := min(n, len(m.dir))
+	out := m.dir[:k]
+	m.dir = m.dir[k:]
+	return out, nil
 }

@@ -1,0 +1,68 @@
+package manifests_test
+
+import (
+	"testing"
+
+	"github.com/strata-dev/strata/manifests"
+)
+
+func imageSeed(t interface{ Fatal(...any) }) []byte {
+	b, err := manifests.Encode(validImage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// FuzzDecodeImageManifest feeds arbitrary bytes to Decode and, when they
+// decode, to Validate: neither may panic, and a manifest that validates
+// must re-encode to a document that decodes and validates again.
+func FuzzDecodeImageManifest(f *testing.F) {
+	f.Add(imageSeed(f))
+	f.Add([]byte(`{"schema":1,"kind":"image","line":"demo","version":"1.0.0","tree_digest":"sha256:","files":[{"path":"a","type":"symlink","target":"../x"}]}`))
+	f.Add([]byte(`{"schema":1,"kind":"image","base":{"version":"1.0.0","digest":""},"files":null}`))
+	f.Add([]byte(`{"files":[{"path":"a","type":"file","mode":"7777","uid":-1}]}`))
+	f.Add([]byte(`{} {}`))
+	f.Add([]byte(`[`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var m manifests.ImageManifest
+		if err := manifests.Decode(b, &m); err != nil {
+			return
+		}
+		if err := m.Validate(); err != nil {
+			return
+		}
+		out, err := manifests.Encode(&m)
+		if err != nil {
+			t.Fatalf("valid manifest does not encode: %v", err)
+		}
+		var back manifests.ImageManifest
+		if err := manifests.Decode(out, &back); err != nil {
+			t.Fatalf("re-encoded manifest does not decode: %v\n%s", err, out)
+		}
+		if err := back.Validate(); err != nil {
+			t.Fatalf("re-encoded manifest does not validate: %v\n%s", err, out)
+		}
+	})
+}
+
+// FuzzDecodeOverlay does the same for overlay manifests (make fuzz runs it).
+func FuzzDecodeOverlay(f *testing.F) {
+	b, err := manifests.Encode(validOverlay())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add([]byte(`{"schema":1,"kind":"overlay","lineage":[],"deletes":["a","a"]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var m manifests.OverlayManifest
+		if err := manifests.Decode(b, &m); err != nil {
+			return
+		}
+		if err := m.Validate(); err != nil {
+			return
+		}
+		m.Ancestors(m.Parent.Version)
+		m.Ancestors("0.0.0")
+	})
+}
