@@ -301,9 +301,29 @@ func checkParent(m *manifests.OverlayManifest, head manifests.Ref) error {
 	if manifests.CompareVersions(m.Version, head.Version) <= 0 {
 		return fmt.Errorf("overlay %s is not newer than the node's head %s (reorder): %w", m.Version, head.Version, ErrSequence)
 	}
+	inLineage := false
+	for _, r := range m.Lineage {
+		if r == head {
+			inLineage = true
+		}
+		if r.Version == head.Version && r.Digest != head.Digest {
+			return fmt.Errorf("overlay %s descends from a %s with digest %s, but the node's %s is %s (a fork): %w", m.Version, r.Version, r.Digest, head.Version, head.Digest, ErrSequence)
+		}
+	}
+	if !inLineage {
+		return fmt.Errorf("overlay %s does not descend from the node's head %s (%s); its line runs %s (a fork): %w", m.Version, head.Version, head.Digest, lineageVersions(m.Lineage), ErrSequence)
+	}
 	missing := m.Ancestors(head.Version)
 	return fmt.Errorf("overlay %s needs parent %s but the node's head is %s; missing: %s: %w",
 		m.Version, m.Parent.Version, head.Version, strings.Join(missing, ", "), ErrSequence)
+}
+
+func lineageVersions(refs []manifests.Ref) string {
+	vs := make([]string, len(refs))
+	for i, r := range refs {
+		vs[i] = r.Version
+	}
+	return strings.Join(vs, ", ")
 }
 
 // planFor merges the overlay's recorded plan with the one the node's own
@@ -354,6 +374,9 @@ func applyOne(ctx context.Context, v *nodeView, a *Archive, plan *Plan) error {
 		if ops[i].Kind != opReplace {
 			return nil
 		}
+		// Content is checked by Payload at the member's end, with an error
+		// that names the member; Create only writes it.
+		e.SHA256 = ""
 		return createEntry(t.newPath(i), e, r)
 	})
 	if err != nil {

@@ -86,7 +86,7 @@ func readManifest(tr *tar.Reader, trust *sign.KeySet) (*Archive, error) {
 	sig, err := member(tr, SignatureMember, 64<<10)
 	if err != nil {
 		if errors.Is(err, ErrFormat) {
-			return nil, fmt.Errorf("%w: %v", sign.ErrUnsigned, err)
+			return nil, fmt.Errorf("%w: %w", sign.ErrUnsigned, err)
 		}
 		return nil, err
 	}
@@ -172,10 +172,10 @@ func (a *Archive) walkPayload(tr *tar.Reader, fn func(manifests.Entry, io.Reader
 			return fmt.Errorf("%w: archive ends before %s (%d of %d members)", ErrPayload, want.Path, i, len(a.Manifest.Entries))
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: member %d (expected %s): %w", ErrPayload, i, want.Path, err)
 		}
 		got.SHA256 = want.SHA256
-		if got.Type == manifests.TypeFile && got.Size > want.Size && got.Path == want.Path {
+		if got.Type == manifests.TypeFile && got.Size != want.Size && got.Path == want.Path {
 			return fmt.Errorf("%w: member %s is %d bytes, manifest says %d", ErrPayload, got.Path, got.Size, want.Size)
 		}
 		if got != want {
@@ -191,10 +191,13 @@ func (a *Archive) walkPayload(tr *tar.Reader, fn func(manifests.Entry, io.Reader
 		h := sha256.New()
 		cr := &countReader{r: io.TeeReader(r, h)}
 		if err := fn(want, cr); err != nil {
+			if cr.err != nil {
+				return fmt.Errorf("%w: reading member %s: %w", ErrPayload, want.Path, cr.err)
+			}
 			return err
 		}
 		if _, err := io.Copy(io.Discard, cr); err != nil {
-			return fmt.Errorf("%w: reading %s: %v", ErrPayload, want.Path, err)
+			return fmt.Errorf("%w: reading member %s: %w", ErrPayload, want.Path, err)
 		}
 		if cr.n != want.Size {
 			return fmt.Errorf("%w: member %s truncated: %d of %d bytes", ErrPayload, want.Path, cr.n, want.Size)
@@ -203,18 +206,21 @@ func (a *Archive) walkPayload(tr *tar.Reader, fn func(manifests.Entry, io.Reader
 			return fmt.Errorf("%w: member %s has sha256 %s, manifest says %s", ErrPayload, want.Path, sum, want.SHA256)
 		}
 	}
-	if _, _, err := rd.Next(); err != io.EOF {
+	if extra, _, err := rd.Next(); err != io.EOF {
 		if err == nil {
-			return fmt.Errorf("%w: extra members after the last manifest entry", ErrPayload)
+			return fmt.Errorf("%w: extra member %s after the last manifest entry", ErrPayload, extra.Path)
 		}
-		return err
+		return fmt.Errorf("%w: after the last manifest entry: %w", ErrPayload, err)
 	}
 	return nil
 }
 
+// countReader counts what it reads and remembers a read error, so a
+// consumer's failure can be told apart from a broken archive.
 type countReader struct {
-	r io.Reader
-	n int64
+	r   io.Reader
+	n   int64
+	err error
 }
 
 func (c *countReader) Read(p []byte) (int, error) {
@@ -222,6 +228,9 @@ func (c *countReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		err = fmt.Errorf("archive truncated: %w", err)
+	}
+	if err != nil && err != io.EOF {
+		c.err = err
 	}
 	return n, err
 }

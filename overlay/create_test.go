@@ -1,24 +1,230 @@
 package overlay_test
 
 import (
-	"fmt"
+	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
+	. "github.com/strata-dev/strata/overlay"
 )
 
-func TestScratch(t *testing.T) {
-	f := newFixture(t)
-	root := f.provision()
-	b, _ := os.ReadFile(filepath.Join(root, manifests.ImageManifestPath))
-	fmt.Println(string(b)[:3000])
-	es, _ := tree.Scan(root, nil)
-	for _, e := range es {
-		fmt.Println(e.Path, e.Type, e.Mode, e.UID)
+// crEntry returns the manifest entry for path p, failing if there is none.
+func crEntry(t *testing.T, m *manifests.OverlayManifest, p string) manifests.Entry {
+	t.Helper()
+	for _, e := range m.Entries {
+		if e.Path == p {
+			return e
+		}
 	}
-	l, _ := os.ReadFile(filepath.Join(root, manifests.LedgerPath))
-	fmt.Println(string(l))
+	t.Fatalf("overlay %s has no entry %s: %+v", m.Version, p, m.Entries)
+	return manifests.Entry{}
+}
+
+// crService returns the catalog entry of unit.
+func crService(t *testing.T, cat *manifests.Catalog, unit string) manifests.Service {
+	t.Helper()
+	if cat == nil {
+		t.Fatal("overlay carries no catalog")
+	}
+	for _, s := range cat.Services {
+		if s.Unit == unit {
+			return s
+		}
+	}
+	t.Fatalf("catalog has no %s: %+v", unit, cat.Services)
+	return manifests.Service{}
+}
+
+// crRefused checks a refused Create wrote no overlay and left the index.
+func crRefused(t *testing.T, f *fixture, indexBefore []byte) {
+	t.Helper()
+	now, err := os.ReadFile(filepath.Join(f.repo, repo.IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(now) != string(indexBefore) {
+		t.Error("a refused create changed the index")
+	}
+	if ents, _ := os.ReadDir(filepath.Join(f.repo, "overlays")); len(ents) != 0 {
+		t.Errorf("a refused create left files in overlays/: %v", ents)
+	}
+}
+
+func crIndex(t *testing.T, f *fixture) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.repo, repo.IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestCreateTreeIdenticalIsEmpty(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"etc/motd":              "hello\n",
+		"etc/app/app.conf":      "port 80\n",
+		"etc/app/conf.d/a.conf": "a\n",
+		"usr/bin/app":           "#!/bin/sh\nexec sleep infinity\n",
+	})
+	if err := os.Symlink("app", filepath.Join(dir, "etc/link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"etc", "etc/app", "etc/app/conf.d", "usr", "usr/bin"} {
+		if err := os.Chmod(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx := crIndex(t, f)
+	_, err := Create(context.Background(), f.repo, f.key, Change{Tree: dir}, CreateOptions{Version: "1.0.1"})
+	sqErr(t, err, ErrEmpty, "1.0.1", "head 1.0.0")
+	crRefused(t, f, idx)
+
+	// A mode change alone is a change, taken as it is on disk.
+	if err := os.Chmod(filepath.Join(dir, "etc/motd"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := f.create("1.0.1", Change{Tree: dir})
+	if len(c.Manifest.Entries) != 1 {
+		t.Fatalf("entries = %+v, want only etc/motd", c.Manifest.Entries)
+	}
+	if e := crEntry(t, c.Manifest, "etc/motd"); e.Mode != 0o600 {
+		t.Errorf("etc/motd mode %04o, want 0600 from the tree", uint32(e.Mode))
+	}
+}
+
+func TestCreateAddKeepsHeadModeAndOwner(t *testing.T) {
+	f := newFixture(t)
+	secret := f.hostFile("new secret\n")
+	if err := os.Chmod(secret, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(secret, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	tool := f.hostFile("#!/bin/sh\n")
+	if err := os.Chmod(tool, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	note := f.hostFile("note\n")
+	if err := os.Lchown(note, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	c := f.create("1.0.1", Change{Adds: []Add{
+		{Dest: "/etc/app/secret", Src: secret},
+		{Dest: "/usr/bin/tool", Src: tool},
+		{Dest: "/etc/note", Src: note},
+	}})
+	check := func(p string, mode manifests.Mode) {
+		t.Helper()
+		e := crEntry(t, c.Manifest, p)
+		if e.Mode != mode || e.UID != 0 || e.GID != 0 {
+			t.Errorf("%s: mode %04o owner %d:%d, want %04o root:root", p, uint32(e.Mode), e.UID, e.GID, uint32(mode))
+		}
+	}
+	check("etc/app/secret", 0o600) // head's mode and owner, not the host file's
+	check("usr/bin/tool", 0o755)   // new executable
+	check("etc/note", 0o644)       // new file
+
+	root := f.provision()
+	sqMustApply(t, root, c.Path)
+	mode, uid, gid := rbStat(t, filepath.Join(root, "etc/app/secret"))
+	if mode.Perm() != 0o600 || uid != 0 || gid != 0 {
+		t.Errorf("node's etc/app/secret: %v %d:%d, want 0600 root:root", mode, uid, gid)
+	}
+	sqRequireOK(t, sqAudit(t, root, f.repo, true))
+}
+
+func TestCreateUnitFileChangeUpdatesCatalog(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", Change{Adds: []Add{
+		{Dest: "/usr/lib/systemd/system/other.service", Src: f.hostFile("[Service]\nExecStart=/usr/bin/newbin\n")},
+		{Dest: "/usr/bin/newbin", Src: f.hostFile("#!/bin/sh\nexec sleep infinity\n")},
+	}})
+	m := c.Manifest
+	if len(m.Services) != 1 {
+		t.Fatalf("services = %+v, want one action for other.service", m.Services)
+	}
+	if s := m.Services[0]; s.Unit != "other.service" || s.Action != manifests.ActionRestart || !s.DaemonReload ||
+		!slices.Contains(s.Because, "usr/lib/systemd/system/other.service") {
+		t.Errorf("service action = %+v, want restart of other.service with daemon-reload", s)
+	}
+	other := crService(t, m.Catalog, "other.service")
+	if !slices.Contains(other.Binaries, "usr/bin/newbin") || slices.Contains(other.Binaries, "usr/bin/other") {
+		t.Errorf("other.service binaries = %v, want usr/bin/newbin and not usr/bin/other", other.Binaries)
+	}
+	app := crService(t, m.Catalog, "app.service")
+	if !sqEqual(app.Paths, []string{"etc/app/app.conf"}) || !sqEqual(app.ReloadPaths, []string{"etc/app/conf.d"}) {
+		t.Errorf("app.service lost its declared paths: %+v", app)
+	}
+
+	// The next overlay plans against the new catalog.
+	c2 := f.create("1.0.2", Change{Adds: []Add{
+		{Dest: "/usr/bin/newbin", Src: f.hostFile("#!/bin/sh\nexec sleep 5\n")},
+		{Dest: "/usr/bin/other", Src: f.hostFile("#!/bin/sh\nexit 0\n")},
+	}})
+	if s := c2.Manifest.Services; len(s) != 1 || s[0].Unit != "other.service" || s[0].DaemonReload || !sqEqual(s[0].Because, []string{"usr/bin/newbin"}) {
+		t.Errorf("1.0.2 services = %+v, want a plain restart of other.service for usr/bin/newbin", s)
+	}
+	if !sqEqual(c2.Manifest.Unclaimed, []string{"usr/bin/other"}) {
+		t.Errorf("1.0.2 unclaimed = %v, want usr/bin/other", c2.Manifest.Unclaimed)
+	}
+	if c2.Manifest.Catalog != nil {
+		t.Errorf("1.0.2 changed no unit file but carries a catalog")
+	}
+}
+
+func TestCreateDeclaredReloadPath(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/conf.d/b.conf", "b\n"))
+	want := manifests.ServiceAction{Unit: "app.service", Action: manifests.ActionReload, Because: []string{"etc/app/conf.d/b.conf"}}
+	if s := c.Manifest.Services; len(s) != 1 || s[0].Unit != want.Unit || s[0].Action != want.Action || s[0].DaemonReload || !sqEqual(s[0].Because, want.Because) {
+		t.Errorf("services = %+v, want %+v", s, want)
+	}
+	if len(c.Manifest.Unclaimed) != 0 || c.Manifest.Catalog != nil {
+		t.Errorf("unclaimed %v catalog %v, want none", c.Manifest.Unclaimed, c.Manifest.Catalog)
+	}
+
+	// A restart path changed alongside wins over the reload.
+	c2 := f.create("1.0.2", Change{Adds: []Add{
+		{Dest: "/etc/app/conf.d/b.conf", Src: f.hostFile("b2\n")},
+		{Dest: "/etc/app/app.conf", Src: f.hostFile("port 82\n")},
+	}})
+	if s := c2.Manifest.Services; len(s) != 1 || s[0].Action != manifests.ActionRestart || len(s[0].Because) != 2 {
+		t.Errorf("1.0.2 services = %+v, want one restart of app.service for both paths", s)
+	}
+
+	// Forced actions join the plan.
+	c3 := f.create("1.0.3", Change{Adds: []Add{{Dest: "/etc/motd", Src: f.hostFile("x\n")}}, Reload: []string{"other.service"}})
+	if s := c3.Manifest.Services; len(s) != 1 || s[0].Unit != "other.service" || s[0].Action != manifests.ActionReload {
+		t.Errorf("1.0.3 services = %+v, want a forced reload of other.service", s)
+	}
+}
+
+func TestCreateDeleteMissingPath(t *testing.T) {
+	f := newFixture(t)
+	idx := crIndex(t, f)
+	_, err := Create(context.Background(), f.repo, f.key, Change{Deletes: []string{"/etc/nope"}}, CreateOptions{Version: "1.0.1"})
+	sqErr(t, err, tree.ErrNotExist, "/etc/nope")
+	_, err = Create(context.Background(), f.repo, f.key, Change{Deletes: []string{"etc/motd"}}, CreateOptions{Version: "1.0.1"})
+	sqErr(t, err, manifests.ErrUnsafePath, "etc/motd")
+	crRefused(t, f, idx)
+
+	// A present path deletes with everything below it.
+	c := f.create("1.0.1", Change{Deletes: []string{"/usr/share/doc"}})
+	if !sqEqual(c.Manifest.Deletes, []string{"usr/share/doc"}) || len(c.Manifest.Entries) != 0 {
+		t.Errorf("manifest deletes %v entries %v", c.Manifest.Deletes, c.Manifest.Entries)
+	}
+	root := f.provision()
+	sqMustApply(t, root, c.Path)
+	if _, err := os.Lstat(filepath.Join(root, "usr/share/doc")); err == nil {
+		t.Error("usr/share/doc survived the delete")
+	}
+	sqRequireOK(t, sqAudit(t, root, f.repo, true))
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/tree"
@@ -89,7 +90,9 @@ func planOps(n node.Node, m *manifests.OverlayManifest) ([]op, map[string]int, e
 // content is not hashed).
 func current(n node.Node, rel string) (manifests.Entry, bool, error) {
 	fi, err := os.Lstat(n.Path(rel))
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		// Below a path that is not (yet) a directory: an earlier op of the
+		// same overlay replaces the file above with a directory.
 		return manifests.Entry{}, false, nil
 	}
 	if err != nil {

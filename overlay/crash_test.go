@@ -1,0 +1,457 @@
+package overlay_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-dev/strata/manifests"
+	. "github.com/strata-dev/strata/overlay"
+)
+
+// Crash tests re-execute the test binary as a helper process that runs
+// Apply or Rollback on a node and dies at a crash point
+// ($STRATA_TEST_CRASH, os.Exit(99) inside overlay.commit), as a power loss
+// would. The parent then checks what the next run makes of the node.
+
+const (
+	helperRootEnv  = "STRATA_HELPER_ROOT"
+	helperOpEnv    = "STRATA_HELPER_OP"
+	helperFilesEnv = "STRATA_HELPER_FILES"
+	crashEnv       = "STRATA_TEST_CRASH"
+	crashExitCode  = 99
+)
+
+// TestHelperApply is the helper process when $STRATA_HELPER_ROOT is set.
+// Run directly, it checks that the helper applies an overlay to completion
+// when no crash point is set.
+func TestHelperApply(t *testing.T) {
+	if root := os.Getenv(helperRootEnv); root != "" {
+		helperMain(t, root)
+		return
+	}
+	f := newFixture(t)
+	c := f.create("1.0.1", sqRichChange(f))
+	root := f.provision()
+	if code, out := runHelper(t, root, "", "apply", c.Path); code != 0 {
+		t.Fatalf("helper exited %d:\n%s", code, out)
+	}
+	l := sqLedger(t, root)
+	if sqCount(l, manifests.LedgerApply, "1.0.1") != 1 {
+		t.Fatalf("helper did not apply 1.0.1: %v", sqActions(l))
+	}
+	a := sqAudit(t, root, f.repo, true)
+	sqRequireOK(t, a)
+	if a.TreeDigest != c.Manifest.TreeDigest {
+		t.Fatalf("tree digest %s, want %s", a.TreeDigest, c.Manifest.TreeDigest)
+	}
+}
+
+func helperMain(t *testing.T, root string) {
+	ctx := context.Background()
+	var err error
+	switch op := os.Getenv(helperOpEnv); op {
+	case "apply":
+		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
+		_, err = Apply(ctx, root, Source{Files: files}, ApplyOptions{})
+	case "rollback":
+		_, err = Rollback(ctx, root, nil, 0, nil)
+	default:
+		t.Fatalf("unknown helper op %q", op)
+	}
+	if err != nil {
+		t.Fatalf("helper %s: %v", os.Getenv(helperOpEnv), err)
+	}
+}
+
+// runHelper runs the helper process and returns its exit code and output.
+func runHelper(t *testing.T, root, crash, op string, files ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperApply$", "-test.count=1")
+	cmd.Env = append(os.Environ(),
+		helperRootEnv+"="+root,
+		helperOpEnv+"="+op,
+		helperFilesEnv+"="+strings.Join(files, string(os.PathListSeparator)),
+		crashEnv+"="+crash,
+	)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String()
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out.String()
+	}
+	t.Fatalf("running helper: %v\n%s", err, out.String())
+	return -1, ""
+}
+
+// crashHelper runs the helper expecting it to die at crash point.
+func crashHelper(t *testing.T, root, crash, op string, files ...string) {
+	t.Helper()
+	code, out := runHelper(t, root, crash, op, files...)
+	if code != crashExitCode {
+		t.Fatalf("helper exited %d, want %d (crash at %s):\n%s", code, crashExitCode, crash, out)
+	}
+}
+
+func txnPath(root string) string { return filepath.Join(root, manifests.StateDir, "txn") }
+
+func undoPath(root, version string) string {
+	return filepath.Join(root, manifests.StateDir, "undo", version)
+}
+
+func requireExists(t *testing.T, p string, want bool) {
+	t.Helper()
+	_, err := os.Lstat(p)
+	if got := err == nil; got != want {
+		t.Fatalf("%s exists = %v, want %v (%v)", p, got, want, err)
+	}
+}
+
+// requireInterrupted checks that VerifyNode reports the unfinished
+// transaction a crash left.
+func requireInterrupted(t *testing.T, root string) {
+	t.Helper()
+	a := sqAudit(t, root, "", false)
+	if a.OK() {
+		t.Fatal("VerifyNode is OK on a node with an interrupted transaction")
+	}
+	found := false
+	for _, f := range sqFindings(a, "chain") {
+		found = found || strings.Contains(f.Message, "interrupted")
+	}
+	if !found {
+		t.Fatalf("no chain finding names the interrupted transaction: %+v", a.Findings)
+	}
+}
+
+func TestCrashBeforeLedgerNextApplyRollsBackThenApplies(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", sqRichChange(f))
+	root := f.provision()
+	before := snap(t, root)
+
+	crashHelper(t, root, "before-ledger", "apply", c.Path)
+	// The ops ran, the ledger was not written: the tree is half-way.
+	crashed := snap(t, root)
+	if crashed.digest == before.digest {
+		t.Fatal("the crash left the tree untouched; the crash point is not after the ops")
+	}
+	if crashed.ledger != before.ledger {
+		t.Fatal("the ledger changed before the before-ledger crash point")
+	}
+	requireExists(t, txnPath(root), true)
+	requireInterrupted(t, root)
+
+	// The next apply must first restore the pre-apply tree, then apply.
+	var atStart *snapshot
+	progress := func(msg string) {
+		if atStart == nil && strings.HasPrefix(msg, "applying") {
+			s := snap(t, root)
+			atStart = &s
+			if _, err := os.Stat(txnPath(root)); err == nil {
+				t.Error("the interrupted transaction is still there when the new apply starts")
+			}
+		}
+	}
+	rep, err := Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{Progress: progress})
+	if err != nil {
+		t.Fatalf("apply after crash: %v", err)
+	}
+	if atStart == nil {
+		t.Fatal("apply reported no progress")
+	}
+	if atStart.digest != before.digest {
+		t.Errorf("tree before re-apply %s, want the pre-apply %s", atStart.digest, before.digest)
+	}
+	if atStart.ledger != before.ledger {
+		t.Error("ledger changed by the recovery")
+	}
+	if len(rep.Plans) != 1 || rep.Plans[0].AlreadyApplied {
+		t.Fatalf("plans = %+v, want 1.0.1 applied", rep.Plans)
+	}
+	l := sqLedger(t, root)
+	if sqCount(l, manifests.LedgerApply, "1.0.1") != 1 || len(l.Entries) != 2 {
+		t.Fatalf("ledger = %v, want provision + one apply", sqActions(l))
+	}
+	a := sqAudit(t, root, f.repo, true)
+	sqRequireOK(t, a)
+	if a.TreeDigest != c.Manifest.TreeDigest {
+		t.Errorf("tree digest %s, want %s", a.TreeDigest, c.Manifest.TreeDigest)
+	}
+	requireExists(t, txnPath(root), false)
+
+	// The recovered apply's undo data is sound.
+	if _, err := Rollback(context.Background(), root, nil, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := snap(t, root).digest; got != before.digest {
+		t.Errorf("after rollback digest %s, want %s", got, before.digest)
+	}
+}
+
+// A dry run never finishes an interrupted transaction: it refuses and
+// changes nothing.
+func TestCrashDryRunDoesNotRecover(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", sqRichChange(f))
+	root := f.provision()
+	crashHelper(t, root, "before-ledger", "apply", c.Path)
+	crashed := snap(t, root)
+	_, err := Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{DryRun: true})
+	sqErr(t, err, ErrDrift, "interrupted")
+	if snap(t, root) != crashed {
+		t.Error("the dry run changed the node")
+	}
+	requireExists(t, txnPath(root), true)
+}
+
+func TestCrashBeforeLedgerRollbackRecovers(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", sqRichChange(f))
+	root := f.provision()
+	before := snap(t, root)
+	crashHelper(t, root, "before-ledger", "apply", c.Path)
+
+	_, err := Rollback(context.Background(), root, nil, 0, nil)
+	sqErr(t, err, ErrNothingToRollback)
+	assertUnchanged(t, root, before)
+	sqRequireOK(t, sqAudit(t, root, f.repo, true))
+}
+
+func TestCrashAfterLedgerRollsForward(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", sqRichChange(f))
+	root := f.provision()
+	before := snap(t, root)
+
+	crashHelper(t, root, "after-ledger", "apply", c.Path)
+	crashed := snap(t, root)
+	l := sqLedger(t, root)
+	if sqCount(l, manifests.LedgerApply, "1.0.1") != 1 {
+		t.Fatalf("ledger after the after-ledger crash = %v, want the apply record", sqActions(l))
+	}
+	requireExists(t, txnPath(root), true)
+	requireExists(t, undoPath(root, "1.0.1"), false)
+	requireInterrupted(t, root)
+
+	// The next run finishes the transaction: the overlay stays applied.
+	rep, err := apply(root, c.Path)
+	if err != nil {
+		t.Fatalf("apply after crash: %v", err)
+	}
+	if len(rep.Plans) != 1 || !rep.Plans[0].AlreadyApplied {
+		t.Fatalf("plans = %+v, want 1.0.1 already applied", rep.Plans)
+	}
+	assertUnchanged(t, root, crashed)
+	a := sqAudit(t, root, f.repo, true)
+	sqRequireOK(t, a)
+	if a.TreeDigest != c.Manifest.TreeDigest {
+		t.Errorf("tree digest %s, want the overlay's %s", a.TreeDigest, c.Manifest.TreeDigest)
+	}
+	requireExists(t, filepath.Join(undoPath(root, "1.0.1"), "journal.json"), true)
+
+	rb, err := Rollback(context.Background(), root, nil, 0, nil)
+	if err != nil {
+		t.Fatalf("rollback after roll-forward: %v", err)
+	}
+	if rb.Reverted.Version != "1.0.1" || rb.Head.Version != "1.0.0" {
+		t.Errorf("rollback %v -> %v", rb.Reverted, rb.Head)
+	}
+	if got := snap(t, root).digest; got != before.digest {
+		t.Errorf("after rollback digest %s, want %s", got, before.digest)
+	}
+}
+
+func TestCrashAfterLedgerVerifyThenRollbackRecovers(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", sqRichChange(f))
+	root := f.provision()
+	before := snap(t, root)
+	crashHelper(t, root, "after-ledger", "apply", c.Path)
+	// VerifyNode changes nothing, not even a recovery.
+	crashed := snap(t, root)
+	requireInterrupted(t, root)
+	if snap(t, root) != crashed {
+		t.Fatal("VerifyNode changed the node")
+	}
+	requireExists(t, txnPath(root), true)
+
+	// Rollback first finishes the interrupted apply, then reverts it.
+	if _, err := Rollback(context.Background(), root, nil, 0, nil); err != nil {
+		t.Fatalf("rollback after crash: %v", err)
+	}
+	if got := snap(t, root).digest; got != before.digest {
+		t.Errorf("after rollback digest %s, want %s", got, before.digest)
+	}
+	l := sqLedger(t, root)
+	if got := sqActions(l); !sqEqual(got, []string{"provision 1.0.0", "apply 1.0.1", "rollback 1.0.1"}) {
+		t.Errorf("ledger = %v", got)
+	}
+	sqRequireOK(t, sqAudit(t, root, f.repo, true))
+}
+
+func TestCrashDuringRollbackBeforeLedger(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", sqRichChange(f))
+	root := f.provision()
+	sqMustApply(t, root, c.Path)
+	applied := snap(t, root)
+
+	crashHelper(t, root, "before-ledger", "rollback")
+	if snap(t, root).digest == applied.digest {
+		t.Fatal("the crash left the tree untouched")
+	}
+	requireInterrupted(t, root)
+
+	// The next run undoes the half rollback: the overlay stays applied.
+	rep, err := apply(root, c.Path)
+	if err != nil {
+		t.Fatalf("apply after crash: %v", err)
+	}
+	if len(rep.Plans) != 1 || !rep.Plans[0].AlreadyApplied {
+		t.Fatalf("plans = %+v, want 1.0.1 already applied", rep.Plans)
+	}
+	assertUnchanged(t, root, applied)
+	a := sqAudit(t, root, f.repo, true)
+	sqRequireOK(t, a)
+	if a.TreeDigest != c.Manifest.TreeDigest {
+		t.Errorf("tree digest %s, want %s", a.TreeDigest, c.Manifest.TreeDigest)
+	}
+	// The undo data survived the interrupted rollback.
+	if _, err := Rollback(context.Background(), root, nil, 0, nil); err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	if got := sqApplied(t, root); len(got) != 0 {
+		t.Errorf("applied after rollback = %v", got)
+	}
+}
+
+func TestCrashDuringRollbackAfterLedger(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", sqRichChange(f))
+	root := f.provision()
+	before := snap(t, root)
+	sqMustApply(t, root, c.Path)
+
+	crashHelper(t, root, "after-ledger", "rollback")
+	if got := sqApplied(t, root); len(got) != 0 {
+		t.Fatalf("applied after committed rollback = %v", got)
+	}
+	requireInterrupted(t, root)
+
+	// The next run finishes the rollback, so nothing is left to roll back.
+	_, err := Rollback(context.Background(), root, nil, 0, nil)
+	sqErr(t, err, ErrNothingToRollback)
+	if got := snap(t, root).digest; got != before.digest {
+		t.Errorf("digest %s, want the pre-apply %s", got, before.digest)
+	}
+	requireExists(t, txnPath(root), false)
+	requireExists(t, undoPath(root, "1.0.1"), false)
+	requireExists(t, filepath.Join(root, manifests.StateDir, "overlays", "1.0.1.json"), false)
+	sqRequireOK(t, sqAudit(t, root, f.repo, true))
+
+	// And the overlay can be applied again.
+	sqMustApply(t, root, c.Path)
+	a := sqAudit(t, root, f.repo, true)
+	sqRequireOK(t, a)
+	if a.TreeDigest != c.Manifest.TreeDigest {
+		t.Errorf("tree digest %s, want %s", a.TreeDigest, c.Manifest.TreeDigest)
+	}
+}
+
+// A crash after any single journal op ("op-N") leaves a half-changed tree
+// and no ledger record: the next apply must restore the pre-apply tree
+// before it applies the overlay again.
+func TestCrashMidOpsApplyRollsBack(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", sqRichChange(f))
+	nops := len(c.Manifest.Deletes) + len(c.Manifest.Entries)
+	for i := range nops {
+		t.Run("op-"+strconv.Itoa(i), func(t *testing.T) {
+			root := f.provision()
+			before := snap(t, root)
+			crashHelper(t, root, "op-"+strconv.Itoa(i), "apply", c.Path)
+			crashed := snap(t, root)
+			if crashed.digest == before.digest {
+				t.Fatal("the crash left the tree untouched")
+			}
+			if crashed.ledger != before.ledger {
+				t.Fatal("the ledger changed before the commit point")
+			}
+			requireInterrupted(t, root)
+
+			var atStart *snapshot
+			progress := func(msg string) {
+				if atStart == nil && strings.HasPrefix(msg, "applying") {
+					s := snap(t, root)
+					atStart = &s
+				}
+			}
+			if _, err := Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{Progress: progress}); err != nil {
+				t.Fatalf("apply after crash: %v", err)
+			}
+			if atStart == nil || atStart.digest != before.digest || atStart.ledger != before.ledger {
+				t.Fatalf("recovery did not restore the pre-apply node (digest %v, want %s)", atStart, before.digest)
+			}
+			a := sqAudit(t, root, f.repo, true)
+			sqRequireOK(t, a)
+			if a.TreeDigest != c.Manifest.TreeDigest {
+				t.Errorf("tree digest %s, want %s", a.TreeDigest, c.Manifest.TreeDigest)
+			}
+			if l := sqLedger(t, root); len(l.Entries) != 2 {
+				t.Errorf("ledger = %v, want provision + apply", sqActions(l))
+			}
+			rollback(t, root)
+			if got := snap(t, root).digest; got != before.digest {
+				t.Errorf("after rollback digest %s, want %s", got, before.digest)
+			}
+		})
+	}
+}
+
+// The same for a rollback interrupted after any op: the next run undoes
+// the half rollback and the overlay stays applied.
+func TestCrashMidOpsRollbackUndone(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", sqRichChange(f))
+	nops := len(c.Manifest.Deletes) + len(c.Manifest.Entries)
+	for i := range nops {
+		t.Run("op-"+strconv.Itoa(i), func(t *testing.T) {
+			root := f.provision()
+			before := snap(t, root)
+			sqMustApply(t, root, c.Path)
+			applied := snap(t, root)
+			crashHelper(t, root, "op-"+strconv.Itoa(i), "rollback")
+			if snap(t, root).digest == applied.digest {
+				t.Fatal("the crash left the tree untouched")
+			}
+			requireInterrupted(t, root)
+
+			rep, err := apply(root, c.Path)
+			if err != nil {
+				t.Fatalf("apply after crash: %v", err)
+			}
+			if len(rep.Plans) != 1 || !rep.Plans[0].AlreadyApplied {
+				t.Fatalf("plans = %+v, want 1.0.1 already applied", rep.Plans)
+			}
+			assertUnchanged(t, root, applied)
+			rollback(t, root)
+			if got := snap(t, root).digest; got != before.digest {
+				t.Errorf("after rollback digest %s, want %s", got, before.digest)
+			}
+		})
+	}
+}

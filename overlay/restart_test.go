@@ -1,0 +1,295 @@
+package overlay_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strata-dev/strata/manifests"
+	. "github.com/strata-dev/strata/overlay"
+)
+
+// rsLogger returns an Exec restarter that appends "{unit} {action}" to a
+// log file, running prefix (shell) first, and the log's path.
+func rsLogger(t *testing.T, prefix string) (Exec, string) {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "restarts.log")
+	return Exec{Template: prefix + "echo {unit} {action} >> '" + log + "'"}, log
+}
+
+// rsLines reads the restart log; a missing log is no lines.
+func rsLines(t *testing.T, log string) []string {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.TrimRight(string(b), "\n")
+	if s == "" {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		out = append(out, strings.TrimSpace(l))
+	}
+	return out
+}
+
+func rsApply(root string, r Restarter, files ...string) (*ApplyReport, error) {
+	return Apply(context.Background(), root, Source{Files: files}, ApplyOptions{Restarter: r})
+}
+
+func rsDescribe(as []manifests.ServiceAction) []string {
+	var out []string
+	for _, a := range as {
+		out = append(out, strings.TrimSpace(a.Unit+" "+string(a.Action)))
+	}
+	return out
+}
+
+func rsRequireNoDebt(t *testing.T, root string) {
+	t.Helper()
+	if p := sqLedger(t, root).PendingRestarts(); len(p) != 0 {
+		t.Errorf("ledger has pending restarts %+v", p)
+	}
+}
+
+func TestRestartOrderDaemonReloadFirstEachUnitOnce(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", Change{Adds: []Add{
+		{Dest: "/usr/lib/systemd/system/other.service", Src: f.hostFile("[Service]\nExecStart=/usr/bin/other --new\n")},
+		{Dest: "/usr/lib/systemd/system/app.service", Src: f.hostFile("[Service]\nExecStart=/usr/bin/app --new\n")},
+		{Dest: "/usr/bin/app", Src: f.hostFile("#!/bin/sh\nexec sleep 1000\n")},
+		{Dest: "/etc/app/app.conf", Src: f.hostFile("port 81\n")},
+		{Dest: "/etc/app/conf.d/b.conf", Src: f.hostFile("b\n")},
+		{Dest: "/etc/motd", Src: f.hostFile("unclaimed\n")},
+	}})
+	root := f.provision()
+	r, log := rsLogger(t, "")
+	rep, err := rsApply(root, r, c.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"daemon-reload", "app.service restart", "other.service restart"}
+	if got := rsLines(t, log); !sqEqual(got, want) {
+		t.Errorf("restart log = %q, want %q", got, want)
+	}
+	if got := rsDescribe(rep.Plans[0].Restarted); !sqEqual(got, want) {
+		t.Errorf("plan restarted = %q, want %q", got, want)
+	}
+	if !sqEqual(rep.Plans[0].Unclaimed, []string{"etc/motd"}) {
+		t.Errorf("unclaimed = %v, want etc/motd", rep.Plans[0].Unclaimed)
+	}
+	if len(rep.Pending) != 0 {
+		t.Errorf("report pending = %+v", rep.Pending)
+	}
+	rsRequireNoDebt(t, root)
+	l := sqLedger(t, root)
+	if last := l.Last(); last.Action != manifests.LedgerRestart || len(last.Done) != 2 {
+		t.Errorf("last ledger record %s with done %+v, want a restart record of both units", last.Action, last.Done)
+	}
+	a := sqAudit(t, root, f.repo, true)
+	sqRequireOK(t, a)
+	if len(sqFindings(a, "pending-restart")) != 0 {
+		t.Errorf("audit reports pending restarts: %+v", a.Findings)
+	}
+}
+
+func TestRestartReloadForDeclaredReloadPath(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/conf.d/a.conf", "a2\n"))
+	root := f.provision()
+	r, log := rsLogger(t, "")
+	if _, err := rsApply(root, r, c.Path); err != nil {
+		t.Fatal(err)
+	}
+	if got := rsLines(t, log); !sqEqual(got, []string{"app.service reload"}) {
+		t.Errorf("restart log = %q, want only a reload of app.service", got)
+	}
+	rsRequireNoDebt(t, root)
+}
+
+func TestRestartDeclaredPathRestarts(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	root := f.provision()
+	r, log := rsLogger(t, "")
+	if _, err := rsApply(root, r, c.Path); err != nil {
+		t.Fatal(err)
+	}
+	if got := rsLines(t, log); !sqEqual(got, []string{"app.service restart"}) {
+		t.Errorf("restart log = %q, want only a restart of app.service", got)
+	}
+	rsRequireNoDebt(t, root)
+}
+
+func TestRestartUnclaimedPathRestartsNothing(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/motd", "unclaimed\n"))
+	root := f.provision()
+	r, log := rsLogger(t, "")
+	rep, err := rsApply(root, r, c.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rsLines(t, log); len(got) != 0 {
+		t.Errorf("restart log = %q, want nothing", got)
+	}
+	if p := rep.Plans[0]; len(p.Actions) != 0 || !sqEqual(p.Unclaimed, []string{"etc/motd"}) {
+		t.Errorf("plan = %+v, want no actions and etc/motd unclaimed", p)
+	}
+	rsRequireNoDebt(t, root)
+	if got := sqActions(sqLedger(t, root)); !sqEqual(got, []string{"provision 1.0.0", "apply 1.0.1"}) {
+		t.Errorf("ledger = %v", got)
+	}
+}
+
+func TestRestartNilRestarterRecordsPending(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", Change{Adds: []Add{
+		{Dest: "/etc/app/app.conf", Src: f.hostFile("port 81\n")},
+		{Dest: "/usr/lib/systemd/system/other.service", Src: f.hostFile("[Service]\nExecStart=/usr/bin/other --new\n")},
+	}})
+	root := f.provision()
+	rep, err := rsApply(root, nil, c.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"app.service restart", "other.service restart"}
+	if got := rsDescribe(rep.Pending); !sqEqual(got, want) {
+		t.Errorf("report pending = %q, want %q", got, want)
+	}
+	if len(rep.Plans[0].Restarted) != 0 {
+		t.Errorf("restarted without a restarter: %+v", rep.Plans[0].Restarted)
+	}
+	pending := sqLedger(t, root).PendingRestarts()
+	if got := rsDescribe(pending); !sqEqual(got, want) {
+		t.Fatalf("ledger pending = %q, want %q", got, want)
+	}
+	if !pending[1].DaemonReload || pending[0].DaemonReload {
+		t.Errorf("pending = %+v, want daemon-reload only for other.service", pending)
+	}
+	if !sqEqual(pending[0].Because, []string{"etc/app/app.conf"}) {
+		t.Errorf("app.service pending because %v", pending[0].Because)
+	}
+	a := sqAudit(t, root, f.repo, true)
+	sqRequireOK(t, a)
+	if w := sqFindings(a, "pending-restart"); len(w) != 2 || w[0].Severity != "warning" || !strings.Contains(w[0].Message+w[1].Message, "app.service") {
+		t.Errorf("audit pending-restart findings = %+v", w)
+	}
+}
+
+// A restart that fails every time: the overlay is rolled back and the
+// ledger shows the apply and its rollback.
+func TestRestartFailureRollsBack(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	root := f.provision()
+	before := snap(t, root)
+	r, _ := rsLogger(t, "case {unit} in app.service) echo app will not start >&2; exit 1;; esac; ")
+	rep, err := rsApply(root, r, c.Path)
+	sqErr(t, err, ErrRestart, "app.service", "app will not start")
+	if got := snap(t, root).digest; got != before.digest {
+		t.Errorf("digest %s after the failed restart, want the previous %s", got, before.digest)
+	}
+	if rep == nil || rep.To != rep.From {
+		t.Errorf("report = %+v, want To back at From", rep)
+	}
+	if got := sqActions(sqLedger(t, root)); !sqEqual(got, []string{"provision 1.0.0", "apply 1.0.1", "rollback 1.0.1"}) {
+		t.Errorf("ledger = %v, want apply and rollback", got)
+	}
+	if got := sqApplied(t, root); len(got) != 0 {
+		t.Errorf("applied = %v", got)
+	}
+	sqRequireOK(t, sqAudit(t, root, f.repo, true))
+}
+
+// The rollback itself committed; only its own restart failed again. The
+// error must not claim that the rollback failed.
+func TestRestartFailureMessageWhenRollbackSucceeds(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	root := f.provision()
+	r, _ := rsLogger(t, "case {unit} in app.service) exit 1;; esac; ")
+	_, err := rsApply(root, r, c.Path)
+	sqErr(t, err, ErrRestart, "overlay 1.0.1", "rolled back", "app.service")
+	if strings.Contains(err.Error(), "rollback also failed") {
+		t.Errorf("error %q says the rollback failed, but the node was rolled back (ledger %v)", err, sqActions(sqLedger(t, root)))
+	}
+}
+
+// A restart that fails once: the rollback's restart of the old files
+// succeeds and settles the restart debt.
+func TestRestartFailureOnceRollbackRestarts(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	root := f.provision()
+	before := snap(t, root)
+	mark := filepath.Join(t.TempDir(), "failed-once")
+	r, log := rsLogger(t, "if [ ! -e '"+mark+"' ]; then touch '"+mark+"'; exit 1; fi; ")
+	_, err := rsApply(root, r, c.Path)
+	sqErr(t, err, ErrRestart, "1.0.1", "rolled back", "app.service")
+	if got := snap(t, root).digest; got != before.digest {
+		t.Errorf("digest %s, want the previous %s", got, before.digest)
+	}
+	if got := rsLines(t, log); !sqEqual(got, []string{"app.service restart"}) {
+		t.Errorf("restart log = %q, want the rollback's restart of app.service", got)
+	}
+	if got := sqActions(sqLedger(t, root)); !sqEqual(got, []string{"provision 1.0.0", "apply 1.0.1", "rollback 1.0.1", "restart 1.0.1"}) {
+		t.Errorf("ledger = %v", got)
+	}
+	rsRequireNoDebt(t, root)
+}
+
+// With two overlays, a failed restart of the second rolls back only the
+// second.
+func TestRestartFailureRollsBackOnlyFailingOverlay(t *testing.T) {
+	f := newFixture(t)
+	c1 := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	c2 := f.create("1.0.2", f.change("/usr/bin/other", "#!/bin/sh\nexit 3\n"))
+	root := f.provision()
+	r, log := rsLogger(t, "case {unit} in other.service) exit 1;; esac; ")
+	rep, err := rsApply(root, r, c1.Path, c2.Path)
+	sqErr(t, err, ErrRestart, "other.service")
+	if rep == nil || rep.To != (manifests.Ref{Version: "1.0.1", Digest: c1.Digest}) {
+		t.Errorf("report = %+v, want To 1.0.1", rep)
+	}
+	if got := sqApplied(t, root); !sqEqual(got, []string{"1.0.1"}) {
+		t.Errorf("applied = %v, want 1.0.1", got)
+	}
+	a := sqAudit(t, root, f.repo, true)
+	sqRequireOK(t, a)
+	if a.TreeDigest != c1.Manifest.TreeDigest {
+		t.Errorf("digest %s, want 1.0.1's %s", a.TreeDigest, c1.Manifest.TreeDigest)
+	}
+	if got := rsLines(t, log); !sqEqual(got, []string{"app.service restart"}) {
+		t.Errorf("restart log = %q", got)
+	}
+}
+
+func TestRestartRollbackRunsPlanAndSettlesDebt(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/conf.d/a.conf", "a2\n"))
+	root := f.provision()
+	sqMustApply(t, root, c.Path)
+	if got := rsDescribe(sqLedger(t, root).PendingRestarts()); !sqEqual(got, []string{"app.service reload"}) {
+		t.Fatalf("pending after apply = %q", got)
+	}
+	r, log := rsLogger(t, "")
+	rep, err := Rollback(context.Background(), root, r, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rsDescribe(rep.Restarted); !sqEqual(got, []string{"app.service reload"}) {
+		t.Errorf("rollback restarted %q", got)
+	}
+	if got := rsLines(t, log); !sqEqual(got, []string{"app.service reload"}) {
+		t.Errorf("restart log = %q", got)
+	}
+	rsRequireNoDebt(t, root)
+}

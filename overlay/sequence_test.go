@@ -1,0 +1,597 @@
+package overlay_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/manifests"
+	. "github.com/strata-dev/strata/overlay"
+)
+
+// Helpers shared by sequence, crash, rollback, restart, verify and create
+// tests. They carry an "sq" prefix so they cannot collide with helpers of
+// other test files in the package.
+
+// sqLedger reads the node's ledger (which also checks its hash chain).
+func sqLedger(t *testing.T, root string) *manifests.Ledger {
+	t.Helper()
+	l, err := node.Node{Root: root}.ReadLedger()
+	if err != nil {
+		t.Fatalf("reading ledger: %v", err)
+	}
+	return l
+}
+
+// sqApplied returns the versions in effect on the node, oldest first.
+func sqApplied(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	for _, e := range sqLedger(t, root).Applied() {
+		out = append(out, e.Version)
+	}
+	return out
+}
+
+// sqCount counts ledger records of action about version.
+func sqCount(l *manifests.Ledger, action manifests.LedgerAction, version string) int {
+	n := 0
+	for _, e := range l.Entries {
+		if e.Action == action && e.Version == version {
+			n++
+		}
+	}
+	return n
+}
+
+// sqActions lists the ledger's record actions in order.
+func sqActions(l *manifests.Ledger) []string {
+	var out []string
+	for _, e := range l.Entries {
+		out = append(out, string(e.Action)+" "+e.Version)
+	}
+	return out
+}
+
+// sqMustApply applies files and fails the test on error.
+func sqMustApply(t *testing.T, root string, files ...string) *ApplyReport {
+	t.Helper()
+	rep, err := apply(root, files...)
+	if err != nil {
+		t.Fatalf("applying %v: %v", files, err)
+	}
+	return rep
+}
+
+// sqAudit runs VerifyNode and fails the test if the audit could not run.
+func sqAudit(t *testing.T, root, repoDir string, files bool) *Audit {
+	t.Helper()
+	a, err := VerifyNode(root, repoDir, files)
+	if err != nil {
+		t.Fatalf("VerifyNode: %v", err)
+	}
+	return a
+}
+
+// sqRequireOK fails the test if the audit found a problem.
+func sqRequireOK(t *testing.T, a *Audit) {
+	t.Helper()
+	if !a.OK() {
+		t.Fatalf("audit found problems: %+v", a.Findings)
+	}
+}
+
+// sqFindings returns the findings of kind.
+func sqFindings(a *Audit, kind string) []Finding {
+	var out []Finding
+	for _, f := range a.Findings {
+		if f.Kind == kind {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// sqErr fails the test unless err wraps sentinel and its message names
+// every part.
+func sqErr(t *testing.T, err, sentinel error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want %v", sentinel)
+	}
+	if !errors.Is(err, sentinel) {
+		t.Fatalf("error %q does not wrap %v", err, sentinel)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not name %q", err, p)
+		}
+	}
+}
+
+// sqSecondRepo starts another repository from the fixture's image: a
+// second line of development whose overlays fork from the first's.
+func sqSecondRepo(f *fixture) string {
+	f.t.Helper()
+	dir := filepath.Join(f.dir, "repo2")
+	if _, err := repo.Init(dir, f.image, f.key); err != nil {
+		f.t.Fatal(err)
+	}
+	return dir
+}
+
+// sqCreateIn makes an overlay in repository dir.
+func sqCreateIn(f *fixture, dir, version string, ch Change) *Created {
+	f.t.Helper()
+	c, err := Create(context.Background(), dir, f.key, ch, CreateOptions{Version: version})
+	if err != nil {
+		f.t.Fatalf("creating %s in %s: %v", version, dir, err)
+	}
+	return c
+}
+
+// sqChain creates overlays 1.0.1 .. 1.0.n, each writing its own file.
+func sqChain(f *fixture, n int) []*Created {
+	f.t.Helper()
+	var out []*Created
+	for i := 1; i <= n; i++ {
+		v := "1.0." + strconv.Itoa(i)
+		out = append(out, f.create(v, f.change("/etc/app/conf.d/v"+strconv.Itoa(i)+".conf", "version "+v+"\n")))
+	}
+	return out
+}
+
+// sqSHA returns the hex SHA-256 of b.
+func sqSHA(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func sqVersions(plans []Plan) []string {
+	var out []string
+	for _, p := range plans {
+		out = append(out, p.Version)
+	}
+	return out
+}
+
+func sqEqual(a, b []string) bool {
+	return strings.Join(a, "|") == strings.Join(b, "|")
+}
+
+func TestSequenceGapNamesMissingVersion(t *testing.T) {
+	f := newFixture(t)
+	cs := sqChain(f, 2)
+	root := f.provision()
+	before := snap(t, root)
+	_, err := apply(root, cs[1].Path)
+	sqErr(t, err, ErrSequence, "overlay 1.0.2", "parent 1.0.1", "head is 1.0.0", "missing: 1.0.1")
+	assertUnchanged(t, root, before)
+}
+
+func TestSequenceGapNamesEveryMissingVersion(t *testing.T) {
+	f := newFixture(t)
+	cs := sqChain(f, 4)
+	root := f.provision()
+	before := snap(t, root)
+	_, err := apply(root, cs[3].Path)
+	sqErr(t, err, ErrSequence, "head is 1.0.0", "parent 1.0.3", "missing: 1.0.1, 1.0.2, 1.0.3")
+	assertUnchanged(t, root, before)
+
+	// From a later head only the versions after it are missing.
+	sqMustApply(t, root, cs[0].Path)
+	before = snap(t, root)
+	_, err = apply(root, cs[3].Path)
+	sqErr(t, err, ErrSequence, "head is 1.0.1", "missing: 1.0.2, 1.0.3")
+	if strings.Contains(err.Error(), "missing: 1.0.1") {
+		t.Errorf("error %q names the applied 1.0.1 as missing", err)
+	}
+	assertUnchanged(t, root, before)
+}
+
+func TestSequenceReorderRefusedNothingApplied(t *testing.T) {
+	f := newFixture(t)
+	cs := sqChain(f, 3)
+	root := f.provision()
+	before := snap(t, root)
+
+	_, err := apply(root, cs[1].Path, cs[0].Path)
+	sqErr(t, err, ErrSequence, "1.0.2")
+	assertUnchanged(t, root, before)
+
+	// A valid prefix must not be applied when a later file is out of order.
+	_, err = apply(root, cs[0].Path, cs[2].Path, cs[1].Path)
+	sqErr(t, err, ErrSequence, "1.0.3")
+	assertUnchanged(t, root, before)
+
+	// With 1.0.1 applied, "1.0.2 1.0.1" puts 1.0.1 after a newer overlay.
+	sqMustApply(t, root, cs[0].Path)
+	before = snap(t, root)
+	_, err = apply(root, cs[1].Path, cs[0].Path)
+	sqErr(t, err, ErrSequence, "overlay 1.0.1", "1.0.2", "reorder")
+	assertUnchanged(t, root, before)
+}
+
+func TestSequenceForkRefused(t *testing.T) {
+	f := newFixture(t)
+	ours := f.create("1.0.1", f.change("/etc/motd", "ours\n"))
+	repo2 := sqSecondRepo(f)
+	theirs1 := sqCreateIn(f, repo2, "1.0.1", f.change("/etc/motd", "theirs\n"))
+	theirs2 := sqCreateIn(f, repo2, "1.0.2", f.change("/etc/app/app.conf", "port 82\n"))
+	if ours.Digest == theirs1.Digest {
+		t.Fatal("the two 1.0.1 overlays must differ for this test")
+	}
+	root := f.provision()
+	sqMustApply(t, root, ours.Path)
+	before := snap(t, root)
+
+	_, err := apply(root, theirs2.Path)
+	sqErr(t, err, ErrSequence, "fork", "1.0.1", theirs1.Digest, ours.Digest)
+	assertUnchanged(t, root, before)
+
+	_, err = apply(root, theirs1.Path)
+	sqErr(t, err, ErrSequence, "fork", theirs1.Digest, ours.Digest)
+	assertUnchanged(t, root, before)
+
+	// --repo of the other line: the node's head is not in it.
+	_, err = Apply(context.Background(), root, Source{Repo: repo2}, ApplyOptions{})
+	sqErr(t, err, ErrSequence, "1.0.1", ours.Digest)
+	assertUnchanged(t, root, before)
+}
+
+// A descendant of a forked version is a fork too: its lineage has the
+// node's head version with another digest. Reporting it as a gap would
+// send the operator after a "missing" 1.0.2 that can never apply.
+func TestSequenceForkDetectedThroughLineage(t *testing.T) {
+	f := newFixture(t)
+	ours := f.create("1.0.1", f.change("/etc/motd", "ours\n"))
+	repo2 := sqSecondRepo(f)
+	sqCreateIn(f, repo2, "1.0.1", f.change("/etc/motd", "theirs\n"))
+	sqCreateIn(f, repo2, "1.0.2", f.change("/etc/app/app.conf", "port 82\n"))
+	theirs3 := sqCreateIn(f, repo2, "1.0.3", f.change("/etc/app/app.conf", "port 83\n"))
+	root := f.provision()
+	sqMustApply(t, root, ours.Path)
+	before := snap(t, root)
+	_, err := apply(root, theirs3.Path)
+	sqErr(t, err, ErrSequence, "fork", "1.0.1")
+	assertUnchanged(t, root, before)
+}
+
+func TestSequenceReapplyIsNoop(t *testing.T) {
+	f := newFixture(t)
+	cs := sqChain(f, 2)
+	root := f.provision()
+	sqMustApply(t, root, cs[0].Path)
+	before := snap(t, root)
+	rep := sqMustApply(t, root, cs[0].Path)
+	if len(rep.Plans) != 1 || !rep.Plans[0].AlreadyApplied || rep.Plans[0].Version != "1.0.1" {
+		t.Fatalf("plans = %+v, want 1.0.1 already applied", rep.Plans)
+	}
+	if rep.To.Version != "1.0.1" || rep.From != rep.To {
+		t.Errorf("report moves %v -> %v, want to stay at 1.0.1", rep.From, rep.To)
+	}
+	assertUnchanged(t, root, before)
+
+	// An applied prefix is skipped and the rest applies.
+	rep = sqMustApply(t, root, cs[0].Path, cs[1].Path)
+	if len(rep.Plans) != 2 || !rep.Plans[0].AlreadyApplied || rep.Plans[1].AlreadyApplied {
+		t.Fatalf("plans = %+v, want 1.0.1 skipped and 1.0.2 applied", rep.Plans)
+	}
+	l := sqLedger(t, root)
+	if sqCount(l, manifests.LedgerApply, "1.0.1") != 1 || sqCount(l, manifests.LedgerApply, "1.0.2") != 1 {
+		t.Errorf("ledger records = %v, want one apply each", sqActions(l))
+	}
+}
+
+func TestSequenceRepoAppliesAllPending(t *testing.T) {
+	f := newFixture(t)
+	cs := sqChain(f, 3)
+	root := f.provision()
+	rep, err := Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sqVersions(rep.Plans); !sqEqual(got, []string{"1.0.1", "1.0.2", "1.0.3"}) {
+		t.Fatalf("plans = %v", got)
+	}
+	if rep.From.Version != "1.0.0" || rep.To != (manifests.Ref{Version: "1.0.3", Digest: cs[2].Digest}) {
+		t.Errorf("report %v -> %v, want 1.0.0 -> 1.0.3", rep.From, rep.To)
+	}
+	if got := sqApplied(t, root); !sqEqual(got, []string{"1.0.1", "1.0.2", "1.0.3"}) {
+		t.Fatalf("applied = %v", got)
+	}
+	a := sqAudit(t, root, f.repo, true)
+	sqRequireOK(t, a)
+	if a.Behind != 0 || a.TreeDigest != cs[2].Manifest.TreeDigest {
+		t.Errorf("audit behind %d, digest %s; want 0 and %s", a.Behind, a.TreeDigest, cs[2].Manifest.TreeDigest)
+	}
+
+	// Nothing pending: a second run changes nothing.
+	before := snap(t, root)
+	rep, err = Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Plans) != 0 {
+		t.Errorf("second run planned %v", sqVersions(rep.Plans))
+	}
+	assertUnchanged(t, root, before)
+}
+
+func TestSequenceRepoThroughStops(t *testing.T) {
+	f := newFixture(t)
+	cs := sqChain(f, 3)
+	root := f.provision()
+	rep, err := Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.2"}, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sqVersions(rep.Plans); !sqEqual(got, []string{"1.0.1", "1.0.2"}) {
+		t.Fatalf("plans = %v, want 1.0.1 1.0.2", got)
+	}
+	if got := sqApplied(t, root); !sqEqual(got, []string{"1.0.1", "1.0.2"}) {
+		t.Fatalf("applied = %v", got)
+	}
+	a := sqAudit(t, root, f.repo, true)
+	sqRequireOK(t, a)
+	if a.TreeDigest != cs[1].Manifest.TreeDigest || a.Behind != 1 {
+		t.Errorf("audit digest %s behind %d, want %s and 1", a.TreeDigest, a.Behind, cs[1].Manifest.TreeDigest)
+	}
+	// Continuing through the head picks up where it stopped.
+	rep, err = Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.3"}, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sqVersions(rep.Plans); !sqEqual(got, []string{"1.0.3"}) {
+		t.Fatalf("plans = %v, want 1.0.3", got)
+	}
+}
+
+func TestSequenceRepoThroughUnknownVersion(t *testing.T) {
+	f := newFixture(t)
+	sqChain(f, 2)
+	root := f.provision()
+	before := snap(t, root)
+	_, err := Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.7"}, ApplyOptions{})
+	sqErr(t, err, ErrSequence, "1.0.7")
+	assertUnchanged(t, root, before)
+}
+
+func TestSequenceDryRunChangesNothing(t *testing.T) {
+	f := newFixture(t)
+	c1 := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	c2 := f.create("1.0.2", Change{Deletes: []string{"/etc/motd"}})
+	root := f.provision()
+	before := snap(t, root)
+	for name, src := range map[string]Source{"files": {Files: []string{c1.Path, c2.Path}}, "repo": {Repo: f.repo}} {
+		rep, err := Apply(context.Background(), root, src, ApplyOptions{DryRun: true})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		assertUnchanged(t, root, before)
+		if !rep.DryRun || !sqEqual(sqVersions(rep.Plans), []string{"1.0.1", "1.0.2"}) {
+			t.Fatalf("%s: report %+v, want a dry run planning 1.0.1 and 1.0.2", name, rep)
+		}
+		p1, p2 := rep.Plans[0], rep.Plans[1]
+		if !sqEqual(p1.Writes, []string{"etc/app/app.conf"}) || len(p1.Actions) != 1 || p1.Actions[0].Unit != "app.service" || p1.Actions[0].Action != manifests.ActionRestart {
+			t.Errorf("%s: plan 1.0.1 = %+v, want a write of etc/app/app.conf restarting app.service", name, p1)
+		}
+		if !sqEqual(p2.Deletes, []string{"etc/motd"}) || len(p2.Actions) != 0 || !sqEqual(p2.Unclaimed, []string{"etc/motd"}) {
+			t.Errorf("%s: plan 1.0.2 = %+v, want an unclaimed delete of etc/motd", name, p2)
+		}
+		if len(p1.Restarted) != 0 {
+			t.Errorf("%s: dry run restarted %v", name, p1.Restarted)
+		}
+	}
+	if got := sqApplied(t, root); len(got) != 0 {
+		t.Fatalf("dry run applied %v", got)
+	}
+}
+
+func TestSequenceVersionNotGreaterRefusedAtCreate(t *testing.T) {
+	f := newFixture(t)
+	f.create("1.0.1", f.change("/etc/motd", "one\n"))
+	index := filepath.Join(f.repo, repo.IndexFile)
+	was, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"1.0.1", "1.0.0", "0.9.9", "1.0.1-rc.1"} {
+		_, err := Create(context.Background(), f.repo, f.key, f.change("/etc/motd", "two "+v+"\n"), CreateOptions{Version: v})
+		sqErr(t, err, manifests.ErrVersion, v, "1.0.1")
+	}
+	_, err = Create(context.Background(), f.repo, f.key, f.change("/etc/motd", "two\n"), CreateOptions{Version: "1.1"})
+	sqErr(t, err, manifests.ErrVersion, "1.1")
+	now, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(now) != string(was) {
+		t.Error("a refused create changed the index")
+	}
+	ents, err := os.ReadDir(filepath.Join(f.repo, "overlays"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 {
+		t.Errorf("overlays/ holds %d files after refused creates, want 1", len(ents))
+	}
+}
+
+func TestSequenceEmptyChangeRefused(t *testing.T) {
+	f := newFixture(t)
+	_, err := Create(context.Background(), f.repo, f.key, f.change("/etc/motd", "hello\n"), CreateOptions{Version: "1.0.1"})
+	sqErr(t, err, ErrEmpty, "1.0.1", "1.0.0")
+	_, err = Create(context.Background(), f.repo, f.key, Change{}, CreateOptions{Version: "1.0.1"})
+	sqErr(t, err, ErrEmpty, "1.0.1")
+	if _, err := os.Stat(filepath.Join(f.repo, "overlays", "test-1.0.1.overlay.tar.zst")); err == nil {
+		t.Error("an empty change wrote an overlay file")
+	}
+}
+
+func TestSequenceLineMismatch(t *testing.T) {
+	f := newFixture(t)
+	root := f.provision()
+	data := []byte("other line\n")
+	e := manifests.Entry{Path: "etc/motd", Type: manifests.TypeFile, Mode: 0o644, Size: int64(len(data)), SHA256: sqSHA(data)}
+	m := headManifest(t, root, "1.0.1", []manifests.Entry{e}, nil)
+	m.Line = "other"
+	p := filepath.Join(t.TempDir(), "other-1.0.1.overlay.tar.zst")
+	craft(t, p, m, f.key, []member{fileMember(e, data)})
+	before := snap(t, root)
+	_, err := apply(root, p)
+	sqErr(t, err, ErrSequence, "line other", "line test")
+	assertUnchanged(t, root, before)
+}
+
+func TestSequenceImageConstraint(t *testing.T) {
+	f := newFixture(t)
+	// Create refuses a constraint its own line's image does not meet.
+	idx, err := os.ReadFile(filepath.Join(f.repo, repo.IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Create(context.Background(), f.repo, f.key, f.change("/etc/motd", "v2 only\n"), CreateOptions{Version: "1.0.1", RequiresImage: "^2.0.0"})
+	sqErr(t, err, ErrConstraint, "1.0.1", "^2.0.0", "1.0.0")
+	if now, _ := os.ReadFile(filepath.Join(f.repo, repo.IndexFile)); string(now) != string(idx) {
+		t.Error("a refused create changed the index")
+	}
+
+	// Apply refuses an overlay (crafted past Create) whose constraint the
+	// node's base image does not meet.
+	root := f.provision()
+	data := []byte("v2 only\n")
+	e := manifests.Entry{Path: "etc/motd", Type: manifests.TypeFile, Mode: 0o644, Size: int64(len(data)), SHA256: sqSHA(data)}
+	m := headManifest(t, root, "1.0.1", []manifests.Entry{e}, nil)
+	m.Requires.Image = "^2.0.0"
+	p := filepath.Join(t.TempDir(), "test-1.0.1.overlay.tar.zst")
+	craft(t, p, m, f.key, []member{fileMember(e, data)})
+	before := snap(t, root)
+	_, err = apply(root, p)
+	sqErr(t, err, ErrConstraint, "1.0.1", "^2.0.0", "1.0.0")
+	assertUnchanged(t, root, before)
+}
+
+func TestApplyLockHeldFailsFast(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/motd", "locked\n"))
+	root := f.provision()
+	before := snap(t, root)
+	unlock, err := node.Node{Root: root}.Lock(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	_, err = Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{LockWait: 0})
+	sqErr(t, err, node.ErrLocked, root, "pid "+strconv.Itoa(os.Getpid()))
+	assertUnchanged(t, root, before)
+	_, err = Rollback(context.Background(), root, nil, 0, nil)
+	sqErr(t, err, node.ErrLocked)
+}
+
+func TestApplyWaitsForLock(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/motd", "waited\n"))
+	root := f.provision()
+	unlock, err := node.Node{Root: root}.Lock(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var released atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(200 * time.Millisecond)
+		released.Store(true)
+		unlock()
+	}()
+	_, err = Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{LockWait: 5 * time.Second})
+	<-done
+	if err != nil {
+		t.Fatalf("apply while the lock is released within LockWait: %v", err)
+	}
+	if !released.Load() {
+		t.Fatal("apply ran while the lock was held")
+	}
+	if got := sqApplied(t, root); !sqEqual(got, []string{"1.0.1"}) {
+		t.Fatalf("applied = %v", got)
+	}
+}
+
+func TestApplyConcurrentSameOverlays(t *testing.T) {
+	f := newFixture(t)
+	cs := sqChain(f, 2)
+	root := f.provision()
+	var wg sync.WaitGroup
+	reps := make([]*ApplyReport, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reps[i], errs[i] = Apply(context.Background(), root, Source{Files: []string{cs[0].Path, cs[1].Path}}, ApplyOptions{LockWait: time.Minute})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("apply %d: %v", i, err)
+		}
+	}
+	fresh, skipped := 0, 0
+	for _, rep := range reps {
+		all, none := true, true
+		for _, p := range rep.Plans {
+			all = all && p.AlreadyApplied
+			none = none && !p.AlreadyApplied
+		}
+		switch {
+		case len(rep.Plans) == 2 && none:
+			fresh++
+		case len(rep.Plans) == 2 && all:
+			skipped++
+		}
+	}
+	if fresh != 1 || skipped != 1 {
+		t.Errorf("one run should apply both and the other skip both: %+v / %+v", reps[0].Plans, reps[1].Plans)
+	}
+	l := sqLedger(t, root)
+	for _, v := range []string{"1.0.1", "1.0.2"} {
+		if n := sqCount(l, manifests.LedgerApply, v); n != 1 {
+			t.Errorf("ledger has %d apply records of %s, want 1: %v", n, v, sqActions(l))
+		}
+	}
+	a := sqAudit(t, root, f.repo, true)
+	sqRequireOK(t, a)
+	if a.TreeDigest != cs[1].Manifest.TreeDigest {
+		t.Errorf("tree digest %s, want %s", a.TreeDigest, cs[1].Manifest.TreeDigest)
+	}
+}
+
+// sqRichChange returns a change that exercises most kinds of journal op:
+// modified files, a directory replaced by a file, new nested directories,
+// a deleted directory tree and a deleted symlink. (A file replaced by a
+// directory is left to its own test: see TestRollbackFileReplacedByDirectory.)
+func sqRichChange(f *fixture) Change {
+	f.t.Helper()
+	return Change{
+		Adds: []Add{
+			{Dest: "/etc/app/app.conf", Src: f.hostFile("port 8080\n")},
+			{Dest: "/etc/app/secret", Src: f.hostFile("new secret\n")},
+			{Dest: "/etc/app/conf.d", Src: f.hostFile("conf.d is a file now\n")},
+			{Dest: "/etc/new/deep/x", Src: f.hostFile("x\n")},
+		},
+		Deletes: []string{"/usr/share/doc", "/etc/link"},
+	}
+}

@@ -1,0 +1,285 @@
+package overlay_test
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/manifests"
+	. "github.com/strata-dev/strata/overlay"
+)
+
+// vfRequireFinding fails unless a finding of kind and severity exists
+// whose message contains every part; it returns the first such finding.
+func vfRequireFinding(t *testing.T, a *Audit, severity, kind string, parts ...string) Finding {
+	t.Helper()
+next:
+	for _, f := range a.Findings {
+		if f.Kind != kind || f.Severity != severity {
+			continue
+		}
+		for _, p := range parts {
+			if !strings.Contains(f.Message, p) {
+				continue next
+			}
+		}
+		return f
+	}
+	t.Fatalf("no %s %q finding naming %q in %+v", severity, kind, parts, a.Findings)
+	return Finding{}
+}
+
+func TestVerifyNodeClean(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/motd", "v1\n"))
+	root := f.provision()
+	a := sqAudit(t, root, f.repo, true)
+	if !a.OK() || !a.FilesChecked || a.Head == nil || a.Head.Version != "1.0.0" || a.Behind != 1 {
+		t.Fatalf("fresh node audit = %+v", a)
+	}
+	sqMustApply(t, root, c.Path)
+	before := snap(t, root)
+	a = sqAudit(t, root, f.repo, true)
+	assertUnchanged(t, root, before)
+	if !a.OK() || len(a.Findings) != 0 {
+		t.Fatalf("clean node audit findings = %+v", a.Findings)
+	}
+	if a.Head.Version != "1.0.1" || a.Behind != 0 || !sqEqual(a.Applied, []string{"1.0.1"}) || a.TreeDigest != c.Manifest.TreeDigest {
+		t.Errorf("audit = %+v", a)
+	}
+}
+
+func TestVerifyNodeFilesDrift(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/motd", "v1\n"))
+	root := f.provision()
+	sqMustApply(t, root, c.Path)
+	mustDo := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustDo(os.WriteFile(filepath.Join(root, "etc/motd"), []byte("v2\n"), 0o644))     // edited, same size
+	mustDo(os.Chmod(filepath.Join(root, "etc/app/app.conf"), 0o666))                 // chmod
+	mustDo(os.Lchown(filepath.Join(root, "etc/app/secret"), 1000, 1000))             // chown
+	mustDo(os.Remove(filepath.Join(root, "usr/share/doc/readme")))                   // deleted
+	mustDo(os.WriteFile(filepath.Join(root, "etc/extra"), []byte("extra\n"), 0o644)) // added
+
+	// Without files the drift is invisible.
+	sqRequireOK(t, sqAudit(t, root, f.repo, false))
+
+	a := sqAudit(t, root, f.repo, true)
+	if a.OK() {
+		t.Fatal("audit with files is OK on a drifted node")
+	}
+	want := map[string]string{
+		"etc/motd":             "content changed",
+		"etc/app/app.conf":     "mode 0666, expected 0644",
+		"etc/app/secret":       "owner 1000:1000, expected 0:0",
+		"usr/share/doc/readme": "missing",
+		"etc/extra":            "not part of the expected tree",
+	}
+	var got []string
+	for _, fd := range sqFindings(a, "drift") {
+		got = append(got, fd.Path)
+		if fd.Severity != "problem" {
+			t.Errorf("drift of %s has severity %s", fd.Path, fd.Severity)
+		}
+		w, ok := want[fd.Path]
+		if !ok {
+			t.Errorf("unexpected drift finding %+v", fd)
+			continue
+		}
+		if !strings.Contains(fd.Message, w) || !strings.Contains(fd.Message, "/"+fd.Path) {
+			t.Errorf("drift of %s says %q, want it to name %q", fd.Path, fd.Message, w)
+		}
+	}
+	sort.Strings(got)
+	var wantPaths []string
+	for p := range want {
+		wantPaths = append(wantPaths, p)
+	}
+	sort.Strings(wantPaths)
+	if !sqEqual(got, wantPaths) {
+		t.Errorf("drifted paths = %v, want %v", got, wantPaths)
+	}
+}
+
+func TestVerifyNodeLedgerTampered(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/motd", "v1\n"))
+	root := f.provision()
+	sqMustApply(t, root, c.Path)
+	lp := filepath.Join(root, manifests.LedgerPath)
+	raw, err := os.ReadFile(lp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l manifests.Ledger
+	if err := manifests.Decode(raw, &l); err != nil {
+		t.Fatal(err)
+	}
+	l.Entries[1].TreeDigest = l.Entries[0].TreeDigest // claim the apply changed nothing
+	b, err := manifests.Encode(&l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := sqAudit(t, root, f.repo, false)
+	if a.OK() {
+		t.Fatal("audit is OK with a tampered ledger")
+	}
+	vfRequireFinding(t, a, "problem", "chain", "record 1", "altered")
+
+	// Apply and Rollback refuse the node too.
+	before := snap(t, root)
+	_, err = apply(root, c.Path)
+	sqErr(t, err, manifests.ErrInvalid, "record 1")
+	_, err = Rollback(t.Context(), root, nil, 0, nil)
+	sqErr(t, err, manifests.ErrInvalid, "record 1")
+	assertUnchanged(t, root, before)
+}
+
+func TestVerifyNodeStoredManifestTampered(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/motd", "v1\n"))
+	root := f.provision()
+	sqMustApply(t, root, c.Path)
+	p := filepath.Join(root, manifests.StateDir, "overlays", "1.0.1.json")
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, append(raw, ' '), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := sqAudit(t, root, f.repo, false)
+	vfRequireFinding(t, a, "problem", "chain", "1.0.1", c.Digest)
+}
+
+func TestVerifyNodeBehind(t *testing.T) {
+	f := newFixture(t)
+	cs := sqChain(f, 3)
+	root := f.provision()
+	sqMustApply(t, root, cs[0].Path)
+	a := sqAudit(t, root, f.repo, false)
+	sqRequireOK(t, a)
+	if a.Behind != 2 || a.RepoHead == nil || a.RepoHead.Version != "1.0.3" {
+		t.Errorf("audit behind %d, repo head %v; want 2 and 1.0.3", a.Behind, a.RepoHead)
+	}
+	vfRequireFinding(t, a, "warning", "behind", "2 overlay", "1.0.2, 1.0.3")
+}
+
+func TestVerifyNodeUnknownOverlay(t *testing.T) {
+	t.Run("repo has no overlays", func(t *testing.T) {
+		f := newFixture(t)
+		repo2 := sqSecondRepo(f)
+		c := sqCreateIn(f, repo2, "1.0.1", f.change("/etc/motd", "theirs\n"))
+		root := f.provision()
+		sqMustApply(t, root, c.Path)
+		sqRequireOK(t, sqAudit(t, root, repo2, true))
+		a := sqAudit(t, root, f.repo, false)
+		vfRequireFinding(t, a, "problem", "unknown", "1.0.1", c.Digest)
+	})
+	t.Run("repo has another version there", func(t *testing.T) {
+		f := newFixture(t)
+		f.create("1.0.1", f.change("/etc/motd", "ours\n"))
+		repo2 := sqSecondRepo(f)
+		c := sqCreateIn(f, repo2, "1.0.5", f.change("/etc/motd", "theirs\n"))
+		root := f.provision()
+		sqMustApply(t, root, c.Path)
+		a := sqAudit(t, root, f.repo, false)
+		vfRequireFinding(t, a, "problem", "unknown", "1.0.5", c.Digest)
+	})
+	t.Run("repo has the same version with another digest", func(t *testing.T) {
+		f := newFixture(t)
+		ours := f.create("1.0.1", f.change("/etc/motd", "ours\n"))
+		repo2 := sqSecondRepo(f)
+		c := sqCreateIn(f, repo2, "1.0.1", f.change("/etc/motd", "theirs\n"))
+		root := f.provision()
+		sqMustApply(t, root, c.Path)
+		a := sqAudit(t, root, f.repo, false)
+		vfRequireFinding(t, a, "problem", "tampered", "1.0.1", c.Digest, ours.Digest)
+	})
+}
+
+func TestVerifyRepo(t *testing.T) {
+	setup := func(t *testing.T) (*fixture, []*Created) {
+		f := newFixture(t)
+		return f, sqChain(f, 2)
+	}
+	t.Run("good", func(t *testing.T) {
+		f, _ := setup(t)
+		a, err := VerifyRepo(f.repo, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !a.OK() || len(a.Findings) != 0 {
+			t.Fatalf("findings = %+v", a.Findings)
+		}
+		if a.RepoHead == nil || a.RepoHead.Version != "1.0.2" || a.Line != "test" {
+			t.Errorf("audit = %+v", a)
+		}
+	})
+	t.Run("overlay bytes replaced", func(t *testing.T) {
+		f, cs := setup(t)
+		if err := os.WriteFile(cs[0].Path, []byte("not an overlay"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a, err := VerifyRepo(f.repo, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.OK() {
+			t.Fatal("repository with a replaced overlay verifies")
+		}
+		vfRequireFinding(t, a, "problem", "chain", filepath.Base(cs[0].Path))
+	})
+	t.Run("overlay swapped for another signed overlay", func(t *testing.T) {
+		f, cs := setup(t)
+		b, err := os.ReadFile(cs[1].Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cs[0].Path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a, err := VerifyRepo(f.repo, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vfRequireFinding(t, a, "problem", "chain", filepath.Base(cs[0].Path))
+	})
+	t.Run("index signature deleted", func(t *testing.T) {
+		f, _ := setup(t)
+		if err := os.Remove(repo.SigPath(filepath.Join(f.repo, repo.IndexFile))); err != nil {
+			t.Fatal(err)
+		}
+		a, err := VerifyRepo(f.repo, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.OK() {
+			t.Fatal("repository without an index signature verifies")
+		}
+		vfRequireFinding(t, a, "problem", "signature", "index signature")
+	})
+	t.Run("stray overlay file", func(t *testing.T) {
+		f, _ := setup(t)
+		if err := os.WriteFile(filepath.Join(f.repo, "overlays", "stray.overlay.tar.zst"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a, err := VerifyRepo(f.repo, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sqRequireOK(t, a)
+		vfRequireFinding(t, a, "warning", "unknown", "stray.overlay.tar.zst")
+	})
+}
