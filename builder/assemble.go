@@ -47,11 +47,9 @@ func (l *layout) put(e manifests.Entry, src source) error {
 	if err := l.mkdirs(manifests.Parent(e.Path)); err != nil {
 		return err
 	}
-	next, err := l.state.Apply([]manifests.Entry{e}, nil)
-	if err != nil {
+	if err := l.state.Put(e); err != nil {
 		return err
 	}
-	l.state = next
 	if e.Type == manifests.TypeFile {
 		l.src[e.Path] = src
 	} else {
@@ -78,11 +76,9 @@ func (l *layout) mkdirs(dir string) error {
 }
 
 func (l *layout) remove(p string) error {
-	next, err := l.state.Apply(nil, []string{p})
-	if err != nil {
+	if err := l.state.Delete(p); err != nil {
 		return err
 	}
-	l.state = next
 	for q := range l.src {
 		if manifests.Within(q, p) {
 			delete(l.src, q)

@@ -422,6 +422,14 @@ func commit(t *txn, l *manifests.Ledger) error {
 		t.abort()
 		return err
 	}
+	// Everything the ops wrote must be on disk before the ledger says it
+	// is: one syncfs flushes the staged files and the renames together.
+	if err := syncFS(t.n.Root); err != nil {
+		if uerr := t.undo(); uerr == nil {
+			t.abort()
+		}
+		return err
+	}
 	if err := crashPoint("before-ledger"); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
@@ -43,11 +44,11 @@ func loadView(n node.Node) (*nodeView, error) {
 	if d := manifests.Digest(raw); d != l.Entries[0].Digest {
 		return nil, fmt.Errorf("node %s: /%s has digest %s, ledger provisioned %s: %w", n.Root, manifests.ImageManifestPath, d, l.Entries[0].Digest, ErrDrift)
 	}
-	var m manifests.ImageManifest
-	if err := manifests.Decode(raw, &m); err != nil {
+	m, err := decodeImage(raw, l.Entries[0].Digest)
+	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Root, err)
 	}
-	v.image = &repo.Image{Manifest: &m, Raw: raw, Digest: l.Entries[0].Digest}
+	v.image = &repo.Image{Manifest: m, Raw: raw, Digest: l.Entries[0].Digest}
 	for _, e := range v.applied {
 		p := filepath.Join(manifestStore(n), e.Version+".json")
 		b, err := os.ReadFile(p)
@@ -64,6 +65,23 @@ func loadView(n node.Node) (*nodeView, error) {
 		v.overlays = append(v.overlays, &om)
 	}
 	return v, nil
+}
+
+// imageCache keeps decoded image manifests by digest: an apply reloads the
+// node's view after each overlay, and the image manifest, which lists every
+// file, is by far its largest part. Entries are immutable once decoded.
+var imageCache sync.Map // digest -> *manifests.ImageManifest
+
+func decodeImage(raw []byte, digest string) (*manifests.ImageManifest, error) {
+	if m, ok := imageCache.Load(digest); ok {
+		return m.(*manifests.ImageManifest), nil
+	}
+	var m manifests.ImageManifest
+	if err := manifests.Decode(raw, &m); err != nil {
+		return nil, err
+	}
+	imageCache.Store(digest, &m)
+	return &m, nil
 }
 
 // head is the node's head after its last record.

@@ -1,0 +1,103 @@
+package overlay_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	. "github.com/strata-dev/strata/overlay"
+)
+
+// benchLine builds a line with an image of files files and one overlay
+// rewriting changed of them, and a provisioned node; it returns the node,
+// the overlay and a directory for per-iteration copies.
+func benchLine(b *testing.B, files, changed int) (node, overlayPath string) {
+	b.Helper()
+	dir := b.TempDir()
+	rootfs := filepath.Join(dir, "recipe", "rootfs")
+	change := filepath.Join(dir, "change")
+	for i := 0; i < files; i++ {
+		rel := fmt.Sprintf("usr/share/bench/d%02d/f%05d", i%40, i)
+		data := []byte(fmt.Sprintf("file %d %0512d\n", i, i))
+		for _, root := range []string{rootfs, change} {
+			if root == change && i%(files/changed) != 0 {
+				continue
+			}
+			p := filepath.Join(root, rel)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				b.Fatal(err)
+			}
+			if root == change {
+				data = append(data, "changed\n"...)
+			}
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	recipe := filepath.Join(dir, "recipe", "recipe.yaml")
+	if err := os.WriteFile(recipe, []byte("line: bench\nversion: 1.0.0\nbase:\n  dir: rootfs\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
+		b.Fatal(err)
+	}
+	key, err := sign.LoadKey(filepath.Join(dir, "k.key"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := builder.Build(ctx, recipe, filepath.Join(dir, "img"), builder.WithKey(key))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := repo.Init(filepath.Join(dir, "repo"), res.Image, key); err != nil {
+		b.Fatal(err)
+	}
+	c, err := Create(ctx, filepath.Join(dir, "repo"), key, Change{Tree: change}, CreateOptions{Version: "1.0.1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	node = filepath.Join(dir, "node0")
+	if _, err := builder.Provision(ctx, res.Image, node, nil); err != nil {
+		b.Fatal(err)
+	}
+	return node, c.Path
+}
+
+// BenchmarkApply measures apply-overlay of 200 changed files on a node of
+// 4000 (make bench compares the command with tar -x of the same payload).
+func BenchmarkApply(b *testing.B) {
+	node0, ov := benchLine(b, 4000, 200)
+	work := filepath.Join(filepath.Dir(node0), "node")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		_ = os.RemoveAll(work)
+		if out, err := exec.Command("cp", "-a", node0, work).CombinedOutput(); err != nil {
+			b.Fatalf("cp: %v %s", err, out)
+		}
+		b.StartTimer()
+		if _, err := Apply(context.Background(), work, Source{Files: []string{ov}}, ApplyOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkVerifyFiles measures a full file audit of a 4000-file node.
+func BenchmarkVerifyFiles(b *testing.B) {
+	node0, _ := benchLine(b, 4000, 200)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		a, err := VerifyNode(node0, "", true)
+		if err != nil || !a.OK() {
+			b.Fatalf("verify: %v %+v", err, a)
+		}
+	}
+}
