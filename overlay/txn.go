@@ -100,14 +100,14 @@ func (t *txn) do(i int, o op) error {
 	switch o.Kind {
 	case opReplace:
 		if o.Existed {
-			if err := os.Rename(target, t.oldPath(i)); err != nil {
+			if err := rename(target, t.oldPath(i)); err != nil {
 				return err
 			}
 		}
-		return os.Rename(t.newPath(i), target)
+		return rename(t.newPath(i), target)
 	case opMkdir:
 		if o.Existed {
-			if err := os.Rename(target, t.oldPath(i)); err != nil {
+			if err := rename(target, t.oldPath(i)); err != nil {
 				return err
 			}
 		}
@@ -115,7 +115,7 @@ func (t *txn) do(i int, o op) error {
 	case opMeta:
 		return tree.SetMeta(target, o.Entry)
 	case opDelete:
-		return os.Rename(target, t.oldPath(i))
+		return rename(target, t.oldPath(i))
 	}
 	return fmt.Errorf("unknown journal op %q", o.Kind)
 }

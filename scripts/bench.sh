@@ -3,7 +3,8 @@
 # run on one machine, reported as ratios (strata time / peer time):
 #   build-image        vs  mksquashfs DIR       (same tree, same compressor)
 #   overlay create     vs  tar -c | zstd        (same change)
-#   apply-overlay      vs  zstd -d | tar -x     (same payload)
+#   apply-overlay      vs  zstd -d | tar -x     (same payload; also with
+#                           a final sync, since apply makes its writes durable)
 # Each pair runs interleaved RUNS times; the table shows medians.
 # Usage: scripts/bench.sh [path/to/strata]   (env: FILES, FILE_KB, CHANGED, RUNS)
 set -euo pipefail
@@ -87,11 +88,15 @@ rm -rf repo && cp -a repo0 repo
 ov=repo/overlays/bench-1.1.0.overlay.tar.zst
 "$S" provision --image img1/bench-1.0.0.squashfs --root node0 >/dev/null 2>&1
 for i in $(seq "$RUNS"); do
-	rm -rf node x
+	rm -rf node x y
 	cp -a node0 node
+	mkdir x y
+	sync # start every run with a clean page cache writeback state
 	time_it apply "$S" apply-overlay --root node "$ov" --restart-with none
-	mkdir x
 	time_it untar sh -c "zstd -dc change.tar.zst | tar -C x -xf -"
+	# strata makes the applied files durable (syncfs) before its ledger
+	# commits; this peer does the same for tar.
+	time_it untarsync sh -c "zstd -dc change.tar.zst | tar -C y -xf - && sync -f y"
 done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
@@ -104,3 +109,4 @@ row() { # label key peerlabel peerkey
 row "build-image" build "mksquashfs DIR" mksquashfs
 row "overlay create" create "tar -c | zstd" tarzstd
 row "apply-overlay" apply "zstd -d | tar -x" untar
+row "apply-overlay" apply "zstd -d | tar -x; sync" untarsync
