@@ -1,0 +1,133 @@
+package repo_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+)
+
+// image builds a one-file image of line line signed by a new key.
+func image(t *testing.T, line string) (string, *sign.Key, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
+		t.Fatal(err)
+	}
+	key, err := sign.LoadKey(filepath.Join(dir, "k.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe := filepath.Join(dir, "recipe.yaml")
+	body := "line: " + line + "\nversion: 1.0.0\nfiles:\n  - path: /etc/x\n    content: \"x\\n\"\n"
+	if err := os.WriteFile(recipe, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := builder.Build(context.Background(), recipe, filepath.Join(dir, "out"), builder.WithKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Image, key, filepath.Join(dir, "k.pub")
+}
+
+func TestInitOpenAndLines(t *testing.T) {
+	img, key, pub := image(t, "alpha")
+	dir := filepath.Join(t.TempDir(), "repo")
+	r, err := repo.Init(dir, img, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Index.Lines) != 1 || r.Index.Lines[0].Name != "alpha" || r.Index.Lines[0].Image.SHA256 == "" {
+		t.Fatalf("index after init: %+v", r.Index)
+	}
+	trust, err := sign.LoadPublicFile(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Open(dir, trust); err != nil {
+		t.Fatalf("open with the signing key: %v", err)
+	}
+	if _, err := repo.Init(dir, img, key); !errors.Is(err, repo.ErrExists) {
+		t.Fatalf("second init of the same line: %v, want ErrExists", err)
+	}
+	// A second line signed by the same key joins the repository.
+	dir2 := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir2, "recipe.yaml"), []byte("line: beta\nversion: 2.0.0\nfiles:\n  - path: /etc/y\n    content: \"y\\n\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := builder.Build(context.Background(), filepath.Join(dir2, "recipe.yaml"), filepath.Join(dir2, "out"), builder.WithKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = repo.Init(dir, res.Image, key); err != nil || len(r.Index.Lines) != 2 {
+		t.Fatalf("adding line beta: %v, %d lines", err, len(r.Index.Lines))
+	}
+}
+
+func TestOpenRefusesBadSignaturesAndTampering(t *testing.T) {
+	img, key, _ := image(t, "alpha")
+	dir := filepath.Join(t.TempDir(), "repo")
+	if _, err := repo.Init(dir, img, key); err != nil {
+		t.Fatal(err)
+	}
+	_, _, otherPub := image(t, "other")
+	other, err := sign.LoadPublicFile(otherPub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Open(dir, other); !errors.Is(err, sign.ErrBadSignature) {
+		t.Fatalf("open with a foreign key: %v, want ErrBadSignature", err)
+	}
+	idx := filepath.Join(dir, repo.IndexFile)
+	b, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(idx, []byte(strings.Replace(string(b), `"1.0.0"`, `"1.0.9"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Open(dir, nil); err == nil {
+		t.Fatal("open accepted an edited index")
+	}
+	if err := os.WriteFile(idx, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(repo.SigPath(idx)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Open(dir, nil); !errors.Is(err, sign.ErrUnsigned) {
+		t.Fatalf("open without index signature: %v, want ErrUnsigned", err)
+	}
+}
+
+func TestInitRefusesUntrustedKeyAndChangesNothing(t *testing.T) {
+	img, _, _ := image(t, "alpha")
+	_, stranger, _ := image(t, "other")
+	dir := filepath.Join(t.TempDir(), "repo")
+	if _, err := repo.Init(dir, img, stranger); err == nil || !strings.Contains(err.Error(), "does not trust") {
+		t.Fatalf("init with a key the image does not trust: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("refused init created %s", dir)
+	}
+}
+
+func TestImageDigestMismatchIsTampering(t *testing.T) {
+	img, key, _ := image(t, "alpha")
+	dir := filepath.Join(t.TempDir(), "repo")
+	r, err := repo.Init(dir, img, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := r.Index.Lines[0]
+	l.Image.Digest = "sha256:" + strings.Repeat("0", 64)
+	if _, err := r.Image(&l, nil); !errors.Is(err, repo.ErrTampered) {
+		t.Fatalf("image with another digest: %v, want ErrTampered", err)
+	}
+}
