@@ -29,10 +29,14 @@ demo: deps build
 bench: deps build
 	./scripts/bench.sh $(BIN)
 
+FUZZTIME ?= 30s
 fuzz:
-	$(GO) test ./overlay -run '^$$' -fuzz FuzzReadArchive -fuzztime 30s
-	$(GO) test ./manifests -run '^$$' -fuzz FuzzDecodeOverlay -fuzztime 30s
-	$(GO) test ./builder -run '^$$' -fuzz FuzzParseRecipe -fuzztime 30s
+	$(GO) test ./overlay -run '^$$' -fuzz '^FuzzReadArchive$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x
+	$(GO) test ./overlay -run '^$$' -fuzz '^FuzzDecodeOverlayManifest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./manifests -run '^$$' -fuzz '^FuzzDecodeImageManifest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./manifests -run '^$$' -fuzz '^FuzzDecodeOverlay$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./builder -run '^$$' -fuzz '^FuzzParseRecipe$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/catalog -run '^$$' -fuzz '^FuzzParseUnit$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin demo-out
