@@ -179,3 +179,43 @@ func newRollbackCmd(g *globals) *cobra.Command {
 	required(c, "root")
 	return c
 }
+
+func newRestartPendingCmd(g *globals) *cobra.Command {
+	var root, restartWith string
+	var wait time.Duration
+	c := &cobra.Command{
+		Use:   "restart-pending --root DIR [--restart-with systemd|exec:'CMD {unit} {action}']",
+		Short: "Carry out the restarts recorded as pending (restart debt) and record them",
+		Args:  args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			spec := restartWith
+			if spec == "" {
+				spec = "systemd"
+			}
+			if spec == "none" {
+				return usageError{fmt.Errorf("--restart-with none would settle nothing")}
+			}
+			r, err := restarter(spec, root)
+			if err != nil {
+				return err
+			}
+			rep, err := overlay.SettlePending(c.Context(), root, r, wait, g.progress())
+			if rep != nil && (err == nil || g.json) {
+				_ = g.output(c.OutOrStdout(), rep, func(w io.Writer) {
+					if len(rep.Pending) == 0 {
+						fmt.Fprintf(w, "node %s has no pending restarts\n", root)
+						return
+					}
+					fmt.Fprintf(w, "settled %d of %d pending restarts on %s:\n", len(rep.Restarted), len(rep.Pending), root)
+					printActions(w, rep.Restarted)
+				})
+			}
+			return err
+		},
+	}
+	c.Flags().StringVar(&root, "root", "", "node root directory")
+	c.Flags().StringVar(&restartWith, "restart-with", "", "systemd (default) or exec:'CMD {unit} {action}'")
+	c.Flags().DurationVar(&wait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
+	required(c, "root")
+	return c
+}

@@ -38,6 +38,7 @@ overlay chain folded in.
 		newProvisionCmd(g),
 		newApplyCmd(g),
 		newRollbackCmd(g),
+		newRestartPendingCmd(g),
 		newVerifyCmd(g),
 		newRegenerateCmd(g),
 	)

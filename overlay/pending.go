@@ -1,0 +1,54 @@
+package overlay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// SettleReport describes a restart-pending run.
+type SettleReport struct {
+	Root      string                    `json:"root"`
+	Pending   []manifests.ServiceAction `json:"pending"`
+	Restarted []manifests.ServiceAction `json:"restarted"`
+}
+
+// SettlePending carries out the node's restart debt — restarts recorded as
+// pending by applies and rollbacks that ran without a restarter — and
+// records them in the ledger. Each unit is acted on once, restart winning
+// over reload. A failure stops the run; what was done so far is recorded.
+func SettlePending(ctx context.Context, root string, r Restarter, lockWait time.Duration, progress func(string)) (*SettleReport, error) {
+	if progress == nil {
+		progress = func(string) {}
+	}
+	if r == nil {
+		return nil, fmt.Errorf("settling restarts on %s: no restarter given", root)
+	}
+	n := node.Node{Root: root}
+	unlock, err := n.Lock(ctx, lockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := recoverNode(n); err != nil {
+		return nil, err
+	}
+	l, err := n.ReadLedger()
+	if err != nil {
+		return nil, err
+	}
+	rep := &SettleReport{Root: root, Pending: l.PendingRestarts(), Restarted: []manifests.ServiceAction{}}
+	runErr := runPlan(ctx, r, rep.Pending, func(a manifests.ServiceAction) {
+		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))
+		if a.Unit != "" {
+			rep.Restarted = append(rep.Restarted, a)
+		}
+	})
+	if err := recordRestarts(n, rep.Restarted); err != nil {
+		return rep, err
+	}
+	return rep, runErr
+}
