@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/squashfs"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -25,11 +26,21 @@ import (
 // staged. The result is reproducible: times come from the head overlay.
 func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts ...Option) (*Result, error) {
 	s := newSettings(opts)
-	r, err := repo.Open(repoDir, nil)
+	// Signing vouches for the result: with a key, the repository and every
+	// overlay must be signed by that key, not merely by keys the
+	// repository's own image lists.
+	var trust *sign.KeySet
+	if s.key != nil {
+		var err error
+		if trust, err = s.key.PublicKeySet(); err != nil {
+			return nil, err
+		}
+	}
+	r, err := repo.Open(repoDir, trust)
 	if err != nil {
 		return nil, err
 	}
-	c, err := overlay.LoadChain(r, line, through, nil)
+	c, err := overlay.LoadChain(r, line, through, trust)
 	if err != nil {
 		return nil, err
 	}

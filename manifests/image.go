@@ -28,6 +28,19 @@ func IsNodeState(p string) bool {
 	return p == ImageManifestPath || Within(p, StateDir)
 }
 
+// protectedDirs are the directories that hold strata's own paths (the
+// state directory, the keys, the image manifest copy). Trees must keep
+// them as real directories: a symlink there would move node state or
+// trust anchors elsewhere, and deleting them would orphan the node.
+var protectedDirs = map[string]bool{
+	"var": true, "var/lib": true, "usr": true, "usr/lib": true,
+	"usr/lib/strata": true, KeysDir: true,
+}
+
+// IsProtected reports whether p is one of the directories that hold
+// strata's own paths; a tree may only have a directory there.
+func IsProtected(p string) bool { return protectedDirs[p] }
+
 // Ref names a manifest by version and digest.
 type Ref struct {
 	Version string `json:"version"`
@@ -98,6 +111,9 @@ func (m *ImageManifest) Validate() error {
 	for _, e := range m.Files {
 		if p := Parent(e.Path); p != "" && types[p] != TypeDir {
 			return fmt.Errorf("%w: image entry %s: parent %s is not a directory of the image", ErrInvalid, e.Path, p)
+		}
+		if IsProtected(e.Path) && e.Type != TypeDir {
+			return fmt.Errorf("%w: image entry /%s is a %s; strata needs a directory there", ErrUnsafePath, e.Path, e.Type)
 		}
 	}
 	if got := TreeDigest(m.Files); got != m.TreeDigest {

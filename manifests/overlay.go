@@ -83,6 +83,11 @@ func (m *OverlayManifest) Validate() error {
 	if err := validEntries(m.Entries); err != nil {
 		return err
 	}
+	for _, e := range m.Entries {
+		if IsProtected(e.Path) && e.Type != TypeDir {
+			return fmt.Errorf("%w: overlay %s makes /%s a %s; strata needs a directory there", ErrUnsafePath, m.Version, e.Path, e.Type)
+		}
+	}
 	changed := make(map[string]bool, len(m.Entries))
 	for _, e := range m.Entries {
 		changed[e.Path] = true
@@ -91,8 +96,8 @@ func (m *OverlayManifest) Validate() error {
 		if err := ValidPath(d); err != nil {
 			return err
 		}
-		if IsNodeState(d) {
-			return fmt.Errorf("%w: %s is strata node state", ErrUnsafePath, d)
+		if IsNodeState(d) || IsProtected(d) || Within(ImageManifestPath, d) || Within(StateDir, d) {
+			return fmt.Errorf("%w: overlay %s deletes /%s, which holds strata's own files", ErrUnsafePath, m.Version, d)
 		}
 		if changed[d] || i > 0 && m.Deletes[i-1] >= d {
 			return fmt.Errorf("%w: overlay %s: delete %s duplicated, unsorted or also changed", ErrInvalid, m.Version, d)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/strata-dev/strata/internal/catalog"
@@ -439,6 +438,12 @@ func commit(t *txn, l *manifests.Ledger) error {
 		return err
 	}
 	if err := t.n.WriteLedger(&next); err != nil {
+		// The rename inside WriteLedger is the commit point; a failure
+		// after it (syncing the directory) still committed. Only undo
+		// when the ledger on disk does not hold the record.
+		if l2, rerr := t.n.ReadLedger(); rerr == nil && l2.Last().Hash == next.Last().Hash {
+			return t.finish()
+		}
 		if uerr := t.undo(); uerr == nil {
 			t.abort()
 		}
@@ -450,13 +455,13 @@ func commit(t *txn, l *manifests.Ledger) error {
 	return t.finish()
 }
 
-// crashAt is read once: the crash point tests ask for, if any.
-var crashAt = sync.OnceValue(func() string { return os.Getenv("STRATA_TEST_CRASH") })
+// crashAt names the crash point tests ask for. It is empty in the
+// strata binary; the package's tests set it (export_test.go).
+var crashAt = func() string { return "" }
 
 // crashPoint lets crash tests stop a run at a named point ("op-N" after
-// journal op N, "before-ledger", "after-ledger"): when $STRATA_TEST_CRASH
-// equals name the process exits at once with status 99, as a power loss
-// would. Unset, it does nothing.
+// journal op N, "before-ledger", "after-ledger"): the process exits at once
+// with status 99, as a power loss would.
 func crashPoint(name string) error {
 	if at := crashAt(); at != "" && at == name {
 		os.Exit(99)

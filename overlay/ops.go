@@ -22,6 +22,15 @@ func checkNodePaths(n node.Node, m *manifests.OverlayManifest) error {
 	for _, e := range m.Entries {
 		paths = append(paths, e.Path)
 	}
+	if err := checkParents(n, paths); err != nil {
+		return fmt.Errorf("overlay %s: %w", m.Version, err)
+	}
+	return nil
+}
+
+// checkParents refuses paths whose parent directories on the node include
+// a symlink.
+func checkParents(n node.Node, paths []string) error {
 	checked := map[string]bool{}
 	for _, p := range paths {
 		for dir := manifests.Parent(p); dir != ""; dir = manifests.Parent(dir) {
@@ -44,7 +53,7 @@ func checkNodePaths(n node.Node, m *manifests.OverlayManifest) error {
 			if strings.HasPrefix(target, "/") || manifests.CheckLinkTarget(dir, target) != nil {
 				where = "which leaves the root"
 			}
-			return fmt.Errorf("overlay %s: %s would be written through symlink %s -> %s, %s: %w", m.Version, p, dir, target, where, ErrSymlinkPath)
+			return fmt.Errorf("%s would be written through symlink %s -> %s, %s: %w", p, dir, target, where, ErrSymlinkPath)
 		}
 	}
 	return nil

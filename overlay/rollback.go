@@ -66,6 +66,16 @@ func rollbackLocked(ctx context.Context, n node.Node, r Restarter, progress func
 	if err := manifests.Decode(b, &orig); err != nil {
 		return nil, fmt.Errorf("rolling back %s: undo data: %w", last.Version, err)
 	}
+	if err := orig.validate(); err != nil {
+		return nil, fmt.Errorf("rolling back %s: undo data: %w", last.Version, err)
+	}
+	var paths []string
+	for _, o := range orig.Ops {
+		paths = append(paths, o.Path)
+	}
+	if err := checkParents(n, paths); err != nil {
+		return nil, fmt.Errorf("rolling back %s: %w", last.Version, err)
+	}
 	t, err := begin(n)
 	if err != nil {
 		return nil, err

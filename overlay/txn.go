@@ -55,19 +55,27 @@ type txn struct {
 
 func txnDir(n node.Node) string { return filepath.Join(n.StateDir(), "txn") }
 
-func (t *txn) newPath(i int) string { return filepath.Join(t.dir, "new", strconv.Itoa(i)) }
-func (t *txn) oldPath(i int) string { return filepath.Join(t.dir, "old", strconv.Itoa(i)) }
+// txnRel is the transaction directory relative to the node root.
+const txnRel = manifests.StateDir + "/txn"
+
+func newRel(i int) string { return txnRel + "/new/" + strconv.Itoa(i) }
+func oldRel(i int) string { return txnRel + "/old/" + strconv.Itoa(i) }
+
+func (t *txn) newPath(i int) string { return t.n.Path(newRel(i)) }
 
 // begin creates an empty transaction directory.
 func begin(n node.Node) (*txn, error) {
 	dir := txnDir(n)
-	if _, err := os.Stat(dir); err == nil {
-		return nil, fmt.Errorf("node %s: an unfinished transaction exists at %s", n.Root, dir)
+	if _, err := os.Lstat(dir); err == nil {
+		return nil, fmt.Errorf("node %s: an unfinished transaction exists at %s: %w", n.Root, dir, ErrDrift)
 	}
 	for _, d := range []string{"new", "old"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("starting transaction: %w", err)
 		}
+	}
+	if err := node.SyncDir(n.StateDir()); err != nil {
+		return nil, err
 	}
 	return &txn{n: n, dir: dir}, nil
 }
@@ -84,10 +92,17 @@ func (t *txn) writeJournal() error {
 	return node.WriteFileAtomic(filepath.Join(t.dir, "journal.json"), b, 0o600)
 }
 
-// run carries out every op in order.
+// run carries out every op in order. Every path is resolved inside the
+// node root (os.Root): no op can reach outside it, whatever symlinks the
+// node holds or a forged journal names.
 func (t *txn) run() error {
+	root, err := os.OpenRoot(t.n.Root)
+	if err != nil {
+		return fmt.Errorf("opening node root: %w", err)
+	}
+	defer root.Close()
 	for i, o := range t.j.Ops {
-		if err := t.do(i, o); err != nil {
+		if err := t.do(root, i, o); err != nil {
 			return fmt.Errorf("applying %s: %w", o.Path, err)
 		}
 		_ = crashPoint("op-" + strconv.Itoa(i))
@@ -95,50 +110,68 @@ func (t *txn) run() error {
 	return nil
 }
 
-func (t *txn) do(i int, o op) error {
-	target := t.n.Path(o.Path)
+func (t *txn) do(root *os.Root, i int, o op) error {
 	switch o.Kind {
 	case opReplace:
 		if o.Existed {
-			if err := rename(target, t.oldPath(i)); err != nil {
+			if err := root.Rename(o.Path, oldRel(i)); err != nil {
 				return err
 			}
 		}
-		return rename(t.newPath(i), target)
+		return root.Rename(newRel(i), o.Path)
 	case opMkdir:
 		if o.Existed {
-			if err := rename(target, t.oldPath(i)); err != nil {
+			if err := root.Rename(o.Path, oldRel(i)); err != nil {
 				return err
 			}
 		}
-		return tree.Create(target, o.Entry, nil)
+		if err := root.Mkdir(o.Path, 0o700); err != nil {
+			return err
+		}
+		return setMeta(root, o.Path, o.Entry)
 	case opMeta:
-		return tree.SetMeta(target, o.Entry)
+		return setMeta(root, o.Path, o.Entry)
 	case opDelete:
-		return rename(target, t.oldPath(i))
+		return root.Rename(o.Path, oldRel(i))
 	}
 	return fmt.Errorf("unknown journal op %q", o.Kind)
 }
 
+// setMeta sets owner and mode of rel inside root (owner only for
+// symlinks).
+func setMeta(root *os.Root, rel string, e manifests.Entry) error {
+	if err := root.Lchown(rel, e.UID, e.GID); err != nil {
+		return err
+	}
+	if e.Type == manifests.TypeSymlink {
+		return nil
+	}
+	return root.Chmod(rel, tree.FileMode(e.Mode))
+}
+
 // undo reverts every op, newest first. It is idempotent, so it also
-// finishes an undo that a crash interrupted.
+// finishes an undo that a crash interrupted. The reverted tree is synced
+// before undo returns, so the journal may then be removed.
 func (t *txn) undo() error {
+	root, err := os.OpenRoot(t.n.Root)
+	if err != nil {
+		return fmt.Errorf("opening node root: %w", err)
+	}
+	defer root.Close()
 	var errs []error
 	for i := len(t.j.Ops) - 1; i >= 0; i-- {
 		o := t.j.Ops[i]
-		target := t.n.Path(o.Path)
-		old := t.oldPath(i)
 		if o.Kind == opMeta {
-			if err := tree.SetMeta(target, o.Old); err != nil {
+			if err := setMeta(root, o.Path, o.Old); err != nil {
 				errs = append(errs, err)
 			}
 			continue
 		}
-		if _, err := os.Lstat(old); err == nil {
-			if err := os.RemoveAll(target); err != nil {
+		if _, err := root.Lstat(oldRel(i)); err == nil {
+			if err := root.RemoveAll(o.Path); err != nil {
 				errs = append(errs, err)
 			}
-			if err := os.Rename(old, target); err != nil {
+			if err := root.Rename(oldRel(i), o.Path); err != nil {
 				errs = append(errs, err)
 			}
 			continue
@@ -148,15 +181,37 @@ func (t *txn) undo() error {
 			continue
 		}
 		if o.Kind == opReplace {
-			if _, err := os.Lstat(t.newPath(i)); err == nil {
+			if _, err := root.Lstat(newRel(i)); err == nil {
 				continue // never renamed in
 			}
 		}
-		if err := os.RemoveAll(target); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := root.RemoveAll(o.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return syncFS(t.n.Root)
+}
+
+// validate refuses a journal whose ops name unsafe paths or node state:
+// journals live in the node and could have been forged.
+func (j *journal) validate() error {
+	for _, o := range j.Ops {
+		if err := manifests.ValidPath(o.Path); err != nil {
+			return fmt.Errorf("journal op %s: %w", o.Kind, err)
+		}
+		if manifests.IsNodeState(o.Path) || manifests.IsProtected(o.Path) && o.Kind != opMeta && o.Kind != opMkdir {
+			return fmt.Errorf("journal op %s %s: %w: strata's own paths", o.Kind, o.Path, manifests.ErrUnsafePath)
+		}
+		switch o.Kind {
+		case opReplace, opMkdir, opMeta, opDelete:
+		default:
+			return fmt.Errorf("journal op %q on %s: %w", o.Kind, o.Path, manifests.ErrInvalid)
+		}
+	}
+	return nil
 }
 
 // loadTxn reads an unfinished transaction, if any.
@@ -175,6 +230,9 @@ func loadTxn(n node.Node) (*txn, error) {
 	}
 	t := &txn{n: n, dir: dir}
 	if err := manifests.Decode(b, &t.j); err != nil {
+		return nil, fmt.Errorf("reading journal %s: %w", dir, err)
+	}
+	if err := t.j.validate(); err != nil {
 		return nil, fmt.Errorf("reading journal %s: %w", dir, err)
 	}
 	return t, nil

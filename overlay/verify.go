@@ -77,7 +77,9 @@ func VerifyNode(root, repoDir string, files bool) (*Audit, error) {
 func VerifyNodeWith(root, repoDir string, files bool, trust *sign.KeySet) (*Audit, error) {
 	n := node.Node{Root: root}
 	a := &Audit{Root: root, Repo: repoDir, Findings: []Finding{}}
-	if t, err := loadTxn(n); err == nil && t != nil {
+	if t, err := loadTxn(n); err != nil {
+		a.problem("chain", "", "unreadable transaction journal: %v", err)
+	} else if t != nil {
 		a.problem("chain", "", "an interrupted transaction is pending at %s; run apply-overlay or rollback to finish it", t.dir)
 	}
 	v, err := loadView(n)

@@ -34,8 +34,32 @@ func (n Node) Path(rel string) string { return filepath.Join(n.Root, filepath.Fr
 // StateDir returns the host path of the node state directory.
 func (n Node) StateDir() string { return n.Path(manifests.StateDir) }
 
+// CheckState refuses a node whose state directory is reached through a
+// symlink (or is not a directory): state, journals and undo data must stay
+// inside the root, whatever the node's tree holds.
+func (n Node) CheckState() error {
+	parts := strings.Split(manifests.StateDir, "/")
+	for i := range parts {
+		rel := strings.Join(parts[:i+1], "/")
+		fi, err := os.Lstat(n.Path(rel))
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("node %s: /%s missing: %w", n.Root, rel, ErrNotNode)
+		}
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Root, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("node %s: /%s is not a directory (%s): %w", n.Root, rel, fi.Mode().Type(), ErrNotNode)
+		}
+	}
+	return nil
+}
+
 // ReadLedger reads and structurally checks the ledger.
 func (n Node) ReadLedger() (*manifests.Ledger, error) {
+	if err := n.CheckState(); err != nil {
+		return nil, err
+	}
 	p := n.Path(manifests.LedgerPath)
 	b, err := os.ReadFile(p)
 	if errors.Is(err, os.ErrNotExist) {
@@ -86,7 +110,10 @@ func (n Node) TrustedKeys() (*sign.KeySet, error) {
 // Lock takes the node's exclusive apply lock, waiting up to wait for a
 // holder to finish (zero: fail at once). The returned function releases it.
 func (n Node) Lock(ctx context.Context, wait time.Duration) (func(), error) {
-	if _, err := os.Stat(n.Path(manifests.LedgerPath)); err != nil {
+	if err := n.CheckState(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(n.Path(manifests.LedgerPath)); err != nil {
 		return nil, fmt.Errorf("locking node %s: %w", n.Root, ErrNotNode)
 	}
 	unlock, err := FileLock(ctx, filepath.Join(n.StateDir(), "lock"), wait)

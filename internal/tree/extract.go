@@ -1,14 +1,14 @@
 package tree
 
 import (
-	"sync"
-
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/manifests"
 )
@@ -19,43 +19,58 @@ import (
 // setuid bits survive). Directory modes are applied even when they forbid
 // writing, since strata runs as root.
 func Create(p string, e manifests.Entry, r io.Reader) error {
-	switch e.Type {
-	case manifests.TypeDir:
-		if err := os.Mkdir(p, 0o700); err != nil {
-			return fmt.Errorf("creating %s: %w", p, err)
-		}
-	case manifests.TypeSymlink:
-		if err := os.Symlink(e.Target, p); err != nil {
-			return fmt.Errorf("creating %s: %w", p, err)
-		}
-		if err := os.Lchown(p, e.UID, e.GID); err != nil {
-			return fmt.Errorf("creating %s: %w", p, err)
-		}
-		return nil
-	case manifests.TypeFile:
-		return writeFile(p, e, r)
-	default:
-		return fmt.Errorf("creating %s: type %q: %w", p, e.Type, ErrSpecialFile)
-	}
-	return SetMeta(p, e)
+	return CreateAt(unix.AT_FDCWD, p, e, r)
 }
 
-// SetMeta sets owner and mode of the file or directory at p to e's.
-func SetMeta(p string, e manifests.Entry) error {
-	if err := os.Lchown(p, e.UID, e.GID); err != nil {
-		return fmt.Errorf("setting owner of %s: %w", p, err)
+// CreateAt is Create relative to the directory open as dirfd: with a
+// single-component name, nothing outside that directory can be touched,
+// whatever symlinks lie around it.
+func CreateAt(dirfd int, name string, e manifests.Entry, r io.Reader) error {
+	switch e.Type {
+	case manifests.TypeDir:
+		if err := unix.Mkdirat(dirfd, name, 0o700); err != nil {
+			return fmt.Errorf("creating %s: %w", name, &os.PathError{Op: "mkdir", Path: name, Err: err})
+		}
+	case manifests.TypeSymlink:
+		if err := unix.Symlinkat(e.Target, dirfd, name); err != nil {
+			return fmt.Errorf("creating %s: %w", name, &os.PathError{Op: "symlink", Path: name, Err: err})
+		}
+	case manifests.TypeFile:
+		return writeFile(dirfd, name, e, r)
+	default:
+		return fmt.Errorf("creating %s: type %q: %w", name, e.Type, ErrSpecialFile)
 	}
-	if err := os.Chmod(p, FileMode(e.Mode)); err != nil {
-		return fmt.Errorf("setting mode of %s: %w", p, err)
+	return setMetaAt(dirfd, name, e)
+}
+
+// SetMeta sets owner and mode of the file or directory at p to e's (owner
+// only for a symlink).
+func SetMeta(p string, e manifests.Entry) error {
+	return setMetaAt(unix.AT_FDCWD, p, e)
+}
+
+func setMetaAt(dirfd int, name string, e manifests.Entry) error {
+	if err := unix.Fchownat(dirfd, name, e.UID, e.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("setting owner of %s: %w", name, &os.PathError{Op: "chown", Path: name, Err: err})
+	}
+	if e.Type == manifests.TypeSymlink {
+		return nil
+	}
+	if err := unix.Fchmodat(dirfd, name, chmodBits(e.Mode), 0); err != nil {
+		return fmt.Errorf("setting mode of %s: %w", name, &os.PathError{Op: "chmod", Path: name, Err: err})
 	}
 	return nil
 }
 
+// chmodBits returns m as chmod(2) wants it, setuid, setgid and sticky
+// included.
+func chmodBits(m manifests.Mode) uint32 { return uint32(m) & 07777 }
+
 // writeFile creates the file with raw system calls (no poller
 // registration, owner and mode set on the descriptor): applying an overlay
 // writes many small files, and this is its hot path.
-func writeFile(p string, e manifests.Entry, r io.Reader) (err error) {
-	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+func writeFile(dirfd int, p string, e manifests.Entry, r io.Reader) (err error) {
+	fd, err := unix.Openat(dirfd, p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("creating %s: %w", p, &os.PathError{Op: "open", Path: p, Err: err})
 	}
@@ -80,15 +95,11 @@ func writeFile(p string, e manifests.Entry, r io.Reader) (err error) {
 	if err := unix.Fchown(fd, e.UID, e.GID); err != nil {
 		return fmt.Errorf("setting owner of %s: %w", p, err)
 	}
-	if err := unix.Fchmod(fd, uint32(FileMode(e.Mode).Perm())|specialBits(e.Mode)); err != nil {
+	if err := unix.Fchmod(fd, chmodBits(e.Mode)); err != nil {
 		return fmt.Errorf("setting mode of %s: %w", p, err)
 	}
 	return nil
 }
-
-// specialBits returns the setuid, setgid and sticky bits of m as chmod(2)
-// wants them.
-func specialBits(m manifests.Mode) uint32 { return uint32(m) & 07000 }
 
 var copyBuf = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
