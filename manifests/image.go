@@ -41,6 +41,13 @@ var protectedDirs = map[string]bool{
 // strata's own paths; a tree may only have a directory there.
 func IsProtected(p string) bool { return protectedDirs[p] }
 
+// HoldsStrata reports whether removing p would remove strata's own files:
+// p is node state, one of the protected directories, or an ancestor of the
+// image manifest copy or the state directory.
+func HoldsStrata(p string) bool {
+	return IsNodeState(p) || IsProtected(p) || Within(ImageManifestPath, p) || Within(StateDir, p)
+}
+
 // Ref names a manifest by version and digest.
 type Ref struct {
 	Version string `json:"version"`

@@ -96,7 +96,7 @@ func (m *OverlayManifest) Validate() error {
 		if err := ValidPath(d); err != nil {
 			return err
 		}
-		if IsNodeState(d) || IsProtected(d) || Within(ImageManifestPath, d) || Within(StateDir, d) {
+		if HoldsStrata(d) {
 			return fmt.Errorf("%w: overlay %s deletes /%s, which holds strata's own files", ErrUnsafePath, m.Version, d)
 		}
 		if changed[d] || i > 0 && m.Deletes[i-1] >= d {

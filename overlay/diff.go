@@ -75,6 +75,9 @@ func diff(head tree.State, ch Change) (*delta, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--delete %s: %w", p, err)
 		}
+		if manifests.HoldsStrata(rel) {
+			return nil, fmt.Errorf("--delete %s: %w: it holds strata's own files", p, manifests.ErrUnsafePath)
+		}
 		if _, ok := head[rel]; !ok {
 			return nil, fmt.Errorf("--delete %s: %w in the line's head", p, tree.ErrNotExist)
 		}

@@ -1,0 +1,176 @@
+package overlay_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+	. "github.com/strata-dev/strata/overlay"
+)
+
+// Hostile nodes: whoever can write inside a node root (a container
+// tenant, say) must not be able to make strata touch anything outside it.
+
+// outside makes a host directory with one file and returns both paths.
+func outside(t *testing.T) (dir, victim string) {
+	t.Helper()
+	dir = t.TempDir()
+	victim = filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("host data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, victim
+}
+
+func assertHostIntact(t *testing.T, dir, victim string) {
+	t.Helper()
+	b, err := os.ReadFile(victim)
+	if err != nil || string(b) != "host data\n" {
+		t.Fatalf("host file %s changed: %q, %v", victim, b, err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) != 1 {
+		t.Fatalf("host directory %s now has %d entries (%v)", dir, len(ents), err)
+	}
+}
+
+func TestForgedJournalCannotReachOutsideTheRoot(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	root := f.provision()
+	dir, victim := outside(t)
+	rel, err := filepath.Rel(root, victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := filepath.Join(root, manifests.StateDir, "txn")
+	for _, d := range []string{"new", "old"} {
+		if err := os.MkdirAll(filepath.Join(txn, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forged := `{"record": {"seq": 1, "action": "apply", "line": "test", "version": "9.9.9", "digest": "x", "image": "1.0.0",
+	  "head": {"version": "9.9.9", "digest": "x"}, "tree_digest": "x", "time": "t", "prev": "", "hash": ""},
+	  "ops": [{"kind": "delete", "path": "` + rel + `", "existed": false, "entry": {"path": "", "type": "", "mode": "0000", "uid": 0, "gid": 0}, "old": {"path": "", "type": "", "mode": "0000", "uid": 0, "gid": 0}}]}`
+	if err := os.WriteFile(filepath.Join(txn, "journal.json"), []byte(forged), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = apply(root, c.Path)
+	if !errors.Is(err, manifests.ErrUnsafePath) {
+		t.Fatalf("apply over a forged journal: %v, want ErrUnsafePath", err)
+	}
+	assertHostIntact(t, dir, victim)
+	a, err := VerifyNode(root, "", false)
+	if err != nil || a.OK() {
+		t.Fatalf("audit of a node with a forged journal: %v, OK=%v; want a problem", err, a != nil && a.OK())
+	}
+}
+
+func TestRollbackRefusesSymlinkPlantedAfterApply(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	root := f.provision()
+	if _, err := apply(root, c.Path); err != nil {
+		t.Fatal(err)
+	}
+	dir, victim := outside(t)
+	app := filepath.Join(root, "etc/app")
+	if err := os.Rename(app, filepath.Join(root, "etc/app.moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dir, app); err != nil {
+		t.Fatal(err)
+	}
+	before := snap(t, root)
+	_, err := Rollback(context.Background(), root, nil, 0, nil)
+	if !errors.Is(err, ErrSymlinkPath) || !strings.Contains(err.Error(), "etc/app") {
+		t.Fatalf("rollback through a planted symlink: %v, want ErrSymlinkPath naming etc/app", err)
+	}
+	assertHostIntact(t, dir, victim)
+	assertUnchanged(t, root, before)
+}
+
+func TestStateDirectoryThroughSymlinkIsRefused(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	root := f.provision()
+	dir, victim := outside(t)
+	// Move the state away and point /var/lib at the host.
+	lib := filepath.Join(root, "var/lib")
+	if err := os.Rename(lib, filepath.Join(root, "var/lib.real")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dir, lib); err != nil {
+		t.Fatal(err)
+	}
+	_, err := apply(root, c.Path)
+	if !errors.Is(err, node.ErrNotNode) {
+		t.Fatalf("apply with /var/lib a symlink: %v, want ErrNotNode", err)
+	}
+	if _, err := Rollback(context.Background(), root, nil, 0, nil); !errors.Is(err, node.ErrNotNode) {
+		t.Fatalf("rollback with /var/lib a symlink: %v, want ErrNotNode", err)
+	}
+	assertHostIntact(t, dir, victim)
+}
+
+func TestStrataDirectoriesStayDirectories(t *testing.T) {
+	f := newFixture(t)
+	// An overlay may not delete what holds strata's own files.
+	for _, p := range []string{"/usr", "/usr/lib", "/usr/lib/strata", "/usr/lib/strata/keys", "/usr/lib/strata/image.json"} {
+		_, err := Create(context.Background(), f.repo, f.key, Change{Deletes: []string{p}}, CreateOptions{Version: "1.0.1"})
+		if !errors.Is(err, manifests.ErrUnsafePath) {
+			t.Errorf("create --delete %s: %v, want ErrUnsafePath", p, err)
+		}
+	}
+	// Nor may a crafted, signed one, and the node stays as it was.
+	root := f.provision()
+	before := snap(t, root)
+	m := headManifest(t, root, "1.0.1", nil, []string{"usr"})
+	p := filepath.Join(t.TempDir(), "bad.overlay.tar.zst")
+	craft(t, p, m, f.key, nil)
+	if _, err := apply(root, p); !errors.Is(err, manifests.ErrUnsafePath) {
+		t.Fatalf("apply of an overlay deleting /usr: %v, want ErrUnsafePath", err)
+	}
+	assertUnchanged(t, root, before)
+	// An image cannot make /var a symlink either.
+	dir := t.TempDir()
+	recipe := filepath.Join(dir, "recipe.yaml")
+	body := "line: evil\nversion: 1.0.0\nfiles:\n  - path: /var\n    symlink: /tmp\n"
+	if err := os.WriteFile(recipe, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := builder.Build(context.Background(), recipe, filepath.Join(dir, "out"), builder.WithKey(f.key)); !errors.Is(err, manifests.ErrUnsafePath) {
+		t.Fatalf("building an image whose /var is a symlink: %v, want ErrUnsafePath", err)
+	}
+}
+
+func TestRegenerateTrustsOnlyItsSigningKey(t *testing.T) {
+	f := newFixture(t)
+	f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	dir := t.TempDir()
+	if err := sign.Generate(filepath.Join(dir, "op")); err != nil {
+		t.Fatal(err)
+	}
+	op, err := sign.LoadKey(filepath.Join(dir, "op.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	_, err = builder.Regenerate(context.Background(), f.repo, "", "", out, builder.WithKey(op))
+	if !errors.Is(err, sign.ErrBadSignature) {
+		t.Fatalf("regenerating a repository signed by another key: %v, want ErrBadSignature", err)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Fatalf("refused regenerate wrote %d files", len(ents))
+	}
+	if _, err := builder.Regenerate(context.Background(), f.repo, "", "", out, builder.WithKey(f.key)); err != nil {
+		t.Fatalf("regenerating with the line's own key: %v", err)
+	}
+}
