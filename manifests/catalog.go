@@ -1,5 +1,7 @@
 package manifests
 
+import "strings"
+
 // Action is what a service needs after its files change.
 type Action string
 
@@ -8,6 +10,8 @@ const (
 	ActionRestart      Action = "restart"
 	ActionReload       Action = "reload"
 	ActionDaemonReload Action = "daemon-reload"
+	// ActionStop stops a unit whose unit file an overlay removed.
+	ActionStop Action = "stop"
 )
 
 // Service is one catalog entry: a systemd unit and every path whose change
@@ -45,4 +49,21 @@ type ServiceAction struct {
 	// service manager must re-read its configuration first.
 	DaemonReload bool     `json:"daemon_reload,omitempty"`
 	Because      []string `json:"because"`
+}
+
+// ValidUnit reports whether s is a plausible systemd unit name: 1-255
+// characters of [A-Za-z0-9:_.\\@-], not starting with '-' or '.', with a
+// unit type suffix such as ".service".
+func ValidUnit(s string) bool {
+	if len(s) == 0 || len(s) > 255 || s[0] == '-' || s[0] == '.' {
+		return false
+	}
+	for _, c := range s {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune(":_.\\@-", c)
+		if !ok {
+			return false
+		}
+	}
+	dot := strings.LastIndexByte(s, '.')
+	return dot > 0 && dot < len(s)-1
 }

@@ -142,7 +142,7 @@ func (l *Ledger) PendingRestarts() []ServiceAction {
 			due[a.Unit] = MergeAction(due[a.Unit], a)
 		}
 		for _, a := range e.Done {
-			if d, ok := due[a.Unit]; ok && (a.Action == ActionRestart || d.Action == a.Action) && (a.DaemonReload || !d.DaemonReload) {
+			if d, ok := due[a.Unit]; ok && (a.Action == ActionRestart || a.Action == ActionStop || d.Action == a.Action) && (a.DaemonReload || !d.DaemonReload) {
 				delete(due, a.Unit)
 			}
 		}
@@ -163,7 +163,10 @@ func MergeAction(a, b ServiceAction) ServiceAction {
 		return b
 	}
 	out := a
-	if b.Action == ActionRestart {
+	switch {
+	case a.Action == ActionStop || b.Action == ActionStop:
+		out.Action = ActionStop
+	case b.Action == ActionRestart:
 		out.Action = ActionRestart
 	}
 	out.DaemonReload = a.DaemonReload || b.DaemonReload

@@ -104,7 +104,7 @@ func (m *OverlayManifest) Validate() error {
 		}
 	}
 	for _, s := range m.Services {
-		if s.Unit == "" || (s.Action != ActionRestart && s.Action != ActionReload) {
+		if !ValidUnit(s.Unit) || (s.Action != ActionRestart && s.Action != ActionReload && s.Action != ActionStop) {
 			return fmt.Errorf("%w: overlay %s: service action %q for %q", ErrInvalid, m.Version, s.Action, s.Unit)
 		}
 	}

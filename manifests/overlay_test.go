@@ -82,7 +82,10 @@ func TestOverlayValidate(t *testing.T) {
 		{"delete absolute", func(m *manifests.OverlayManifest) { m.Deletes = []string{"/etc"} }, manifests.ErrUnsafePath},
 		{"service without unit", func(m *manifests.OverlayManifest) { m.Services[0].Unit = "" }, manifests.ErrInvalid},
 		{"service daemon-reload action", func(m *manifests.OverlayManifest) { m.Services[0].Action = manifests.ActionDaemonReload }, manifests.ErrInvalid},
-		{"service unknown action", func(m *manifests.OverlayManifest) { m.Services[0].Action = "stop" }, manifests.ErrInvalid},
+		{"service unknown action", func(m *manifests.OverlayManifest) { m.Services[0].Action = "kill" }, manifests.ErrInvalid},
+		{"service unit starting with a dash", func(m *manifests.OverlayManifest) { m.Services[0].Unit = "--now.service" }, manifests.ErrInvalid},
+		{"service unit without a type", func(m *manifests.OverlayManifest) { m.Services[0].Unit = "nginx" }, manifests.ErrInvalid},
+		{"service unit with a space", func(m *manifests.OverlayManifest) { m.Services[0].Unit = "a b.service" }, manifests.ErrInvalid},
 	}
 	for _, tt := range tests {
 		m := validOverlay()

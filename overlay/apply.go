@@ -6,15 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
-	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -279,7 +276,7 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 		if d := state.Digest(); d != m.TreeDigest {
 			return nil, fmt.Errorf("overlay %s: its changes give tree %s, manifest says %s: %w", m.Version, d, m.TreeDigest, ErrPayload)
 		}
-		plan := planFor(m, cat, before)
+		plan := planFor(m, cat, before, state)
 		rep.Plans = append(rep.Plans, plan)
 		if m.Catalog != nil {
 			cat = *m.Catalog
@@ -323,33 +320,6 @@ func lineageVersions(refs []manifests.Ref) string {
 		vs[i] = r.Version
 	}
 	return strings.Join(vs, ", ")
-}
-
-// planFor merges the overlay's recorded plan with the one the node's own
-// catalog gives, so neither side can drop a restart.
-func planFor(m *manifests.OverlayManifest, cat manifests.Catalog, before tree.State) Plan {
-	p := Plan{Version: m.Version, Parent: m.Parent.Version, Deletes: m.Deletes, Writes: []string{}}
-	var changed []string
-	for _, e := range m.Entries {
-		p.Writes = append(p.Writes, e.Path)
-		changed = append(changed, e.Path)
-	}
-	changed = append(changed, m.Deletes...)
-	for _, d := range m.Deletes {
-		for p := range before {
-			if p != d && manifests.Within(p, d) {
-				changed = append(changed, p)
-			}
-		}
-	}
-	sort.Strings(changed)
-	own, unclaimed := catalog.Plan(cat, changed)
-	p.Actions = mergeActions(m.Services, own)
-	p.Unclaimed = stillUnclaimed(unclaimed, p.Actions)
-	if p.Unclaimed == nil {
-		p.Unclaimed = []string{}
-	}
-	return p
 }
 
 // applyOne stages, journals and commits one overlay.

@@ -193,19 +193,7 @@ func (c *Chain) checkSigner(key *sign.Key) error {
 // planServices fills in the restart plan and, when unit files or declared
 // paths changed, the new catalog.
 func planServices(ctx context.Context, m *manifests.OverlayManifest, c *Chain, next tree.State, open tree.Opener, ch Change) error {
-	var changed []string
-	for _, e := range m.Entries {
-		changed = append(changed, e.Path)
-	}
-	changed = append(changed, m.Deletes...)
-	for _, d := range m.Deletes {
-		for p := range c.State {
-			if manifests.Within(p, d) && p != d {
-				changed = append(changed, p)
-			}
-		}
-	}
-	sort.Strings(changed)
+	changed := changedPaths(m, c.State)
 	actions, unclaimed := catalog.Plan(c.Catalog, changed)
 	if touchesUnits(changed) {
 		cat, err := catalog.Build(tree.NewFS(next, open), declaredOf(c.Catalog, next))
@@ -223,8 +211,8 @@ func planServices(ctx context.Context, m *manifests.OverlayManifest, c *Chain, n
 	for _, u := range ch.Reload {
 		actions = mergeActions(actions, []manifests.ServiceAction{{Unit: u, Action: manifests.ActionReload, Because: []string{"--reload"}}})
 	}
-	m.Services = actions
-	m.Unclaimed = unclaimed
+	m.Services = settle(actions, next)
+	m.Unclaimed = stillUnclaimed(unclaimed, m.Services)
 	if m.Services == nil {
 		m.Services = []manifests.ServiceAction{}
 	}

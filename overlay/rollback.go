@@ -90,7 +90,13 @@ func rollbackLocked(ctx context.Context, n node.Node, r Restarter, progress func
 		t.abort()
 		return nil, err
 	}
-	plan := planFor(m, v.catalog(), before)
+	after, err := v.expected()
+	if err != nil {
+		t.abort()
+		return nil, err
+	}
+	// Rolling back changes the tree from after the overlay to before it.
+	plan := planFor(m, v.catalog(), after, before)
 	t.j = journal{Ops: ops, Record: manifests.LedgerEntry{
 		Seq:        len(v.ledger.Entries),
 		Action:     manifests.LedgerRollback,

@@ -1,0 +1,62 @@
+package overlay_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strata-dev/strata/manifests"
+	. "github.com/strata-dev/strata/overlay"
+)
+
+// Removing a unit stops it (after a daemon-reload); rolling the removal
+// back restarts it. Restarting a unit that no longer exists would fail and
+// make every removal roll itself back.
+func TestRemovedUnitIsStoppedAndRollbackRestartsIt(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", Change{Deletes: []string{"/usr/lib/systemd/system/other.service"}})
+	var got []manifests.ServiceAction
+	for _, s := range c.Manifest.Services {
+		if s.Unit == "other.service" {
+			got = append(got, s)
+		}
+	}
+	if len(got) != 1 || got[0].Action != manifests.ActionStop || !got[0].DaemonReload {
+		t.Fatalf("plan for a removed unit = %+v, want stop after daemon-reload", c.Manifest.Services)
+	}
+	root := f.provision()
+	log := filepath.Join(t.TempDir(), "log")
+	r := Exec{Template: "echo {unit} {action} >> " + log}
+	if _, err := Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{Restarter: r}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Rollback(context.Background(), root, r, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := " daemon-reload\nother.service stop\n daemon-reload\nother.service restart\n"
+	if string(b) != want {
+		t.Fatalf("restart log:\n%s\nwant:\n%s", b, want)
+	}
+}
+
+// A drop-in directory replaced by a file still counts its old drop-ins as
+// changed, so the unit is daemon-reloaded and restarted.
+func TestReplacedDirectoryChildrenCountAsChanged(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/conf.d", "not a directory any more\n"))
+	var reasons []string
+	for _, s := range c.Manifest.Services {
+		if s.Unit == "app.service" {
+			reasons = s.Because
+		}
+	}
+	if !strings.Contains(strings.Join(reasons, " "), "etc/app/conf.d/a.conf") {
+		t.Fatalf("app.service reasons %v should include the removed etc/app/conf.d/a.conf (services %+v)", reasons, c.Manifest.Services)
+	}
+}
