@@ -271,7 +271,7 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 		}
 		before := state
 		if state, err = state.Apply(m.Entries, m.Deletes); err != nil {
-			return nil, fmt.Errorf("overlay %s does not fit the node's expected tree: %w", m.Version, err)
+			return nil, fmt.Errorf("overlay %s does not fit the node's expected tree: %w: %w", m.Version, ErrSequence, err)
 		}
 		if d := state.Digest(); d != m.TreeDigest {
 			return nil, fmt.Errorf("overlay %s: its changes give tree %s, manifest says %s: %w", m.Version, d, m.TreeDigest, ErrPayload)

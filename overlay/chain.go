@@ -121,7 +121,7 @@ func (c *Chain) push(a *Archive) error {
 func pickLine(r *repo.Repo, line string) (*manifests.Line, error) {
 	if line == "" {
 		if len(r.Index.Lines) != 1 {
-			return nil, fmt.Errorf("repository %s has %d lines; name one with --line", r.Dir, len(r.Index.Lines))
+			return nil, fmt.Errorf("repository %s has %d lines; name one with --line: %w", r.Dir, len(r.Index.Lines), ErrAmbiguousLine)
 		}
 		return &r.Index.Lines[0], nil
 	}

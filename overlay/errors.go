@@ -22,6 +22,9 @@ var (
 	// ErrRestart reports a failed service restart (the overlay was rolled
 	// back).
 	ErrRestart = errors.New("overlay: service restart failed")
+	// ErrAmbiguousLine reports a repository with several lines where the
+	// caller named none.
+	ErrAmbiguousLine = errors.New("overlay: which line?")
 	// ErrDrift reports a node whose tree or ledger differs from what it
 	// should be.
 	ErrDrift = errors.New("overlay: node drifted")

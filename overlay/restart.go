@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/strata-dev/strata/manifests"
 )
@@ -61,18 +62,26 @@ func run(ctx context.Context, name string, args ...string) error {
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second // a killed command's children may hold its output open
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}
 	return nil
 }
 
+// restartTimeout bounds each restart action, so a hung service manager or
+// command cannot hold the node lock forever.
+const restartTimeout = 5 * time.Minute
+
 // runPlan carries out actions: one daemon-reload first if any unit file
 // changed, then each unit once, in order. It stops at the first failure.
 func runPlan(ctx context.Context, r Restarter, actions []manifests.ServiceAction, report func(manifests.ServiceAction)) error {
 	for _, a := range actions {
 		if a.DaemonReload {
-			if err := r.DaemonReload(ctx); err != nil {
+			ctx, cancel := context.WithTimeout(ctx, restartTimeout)
+			err := r.DaemonReload(ctx)
+			cancel()
+			if err != nil {
 				return fmt.Errorf("%w: daemon-reload: %v", ErrRestart, err)
 			}
 			report(manifests.ServiceAction{Action: manifests.ActionDaemonReload})
@@ -80,7 +89,10 @@ func runPlan(ctx context.Context, r Restarter, actions []manifests.ServiceAction
 		}
 	}
 	for _, a := range actions {
-		if err := r.Act(ctx, a.Unit, a.Action); err != nil {
+		actx, cancel := context.WithTimeout(ctx, restartTimeout)
+		err := r.Act(actx, a.Unit, a.Action)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("%w: %s %s: %v", ErrRestart, a.Action, a.Unit, err)
 		}
 		report(a)

@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
+	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrAmbiguousLine) {
 		fmt.Fprintln(os.Stderr, "strata:", err)
 		return exitUsage
 	}
@@ -77,7 +77,7 @@ func exitCode(err error) int {
 		overlay.ErrSymlinkPath, overlay.ErrDrift, overlay.ErrEmpty,
 		manifests.ErrUnsafePath, manifests.ErrInvalid, manifests.ErrVersion, manifests.ErrTooLarge,
 		tree.ErrSpecialFile, tree.ErrHardlink, tree.ErrDuplicate, tree.ErrLimit,
-		repo.ErrTampered, builder.ErrRecipe, builder.ErrImageMismatch,
+		repo.ErrTampered, repo.ErrNoManifest, builder.ErrRecipe, builder.ErrImageMismatch,
 		catalog.ErrUnknownUnit, catalog.ErrBadPath, catalog.ErrSymlinkLoop,
 	} {
 		if errors.Is(err, rejected) {
