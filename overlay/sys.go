@@ -27,12 +27,3 @@ func syncFS(dir string) error {
 	}
 	return nil
 }
-
-// rename is rename(2) without os.Rename's extra lstat of the target: the
-// journal already knows what is where.
-func rename(from, to string) error {
-	if err := unix.Rename(from, to); err != nil {
-		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
-	}
-	return nil
-}

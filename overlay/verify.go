@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
-	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -218,128 +216,4 @@ func auditAgainstRepo(a *Audit, v *nodeView, repoDir string, trust *sign.KeySet)
 		a.warn("behind", "node is %d overlay(s) behind the head %s: %s", a.Behind, rh.Version, strings.Join(missing, ", "))
 	}
 	return nil
-}
-
-func auditFiles(a *Audit, v *nodeView) error {
-	a.FilesChecked = true
-	want, err := v.expected()
-	if err != nil {
-		a.problem("chain", "", "%v", err)
-		return nil
-	}
-	got, err := tree.Scan(v.n.Root, manifests.IsNodeState)
-	if err != nil {
-		return err
-	}
-	have := tree.NewState(got)
-	var drift []string
-	for p, w := range want {
-		g, ok := have[p]
-		switch {
-		case !ok:
-			drift = append(drift, p)
-			a.problem("drift", p, "/%s is missing", p)
-		case g != w:
-			drift = append(drift, p)
-			a.problem("drift", p, "/%s differs: %s", p, diffEntry(w, g))
-		}
-	}
-	for p, g := range have {
-		if _, ok := want[p]; !ok {
-			if g.Type == manifests.TypeDir && manifests.Within(manifests.StateDir, p) {
-				continue // a parent of the state directory that strata made
-			}
-			drift = append(drift, p)
-			a.problem("drift", p, "/%s is not part of the expected tree", p)
-		}
-	}
-	sort.Slice(a.Findings, func(i, j int) bool { return a.Findings[i].Path < a.Findings[j].Path })
-	d := manifests.TreeDigest(withoutStateParents(got, want))
-	if d != v.ledger.Last().TreeDigest && len(drift) == 0 {
-		a.problem("drift", "", "tree digest %s, ledger says %s", d, v.ledger.Last().TreeDigest)
-	}
-	a.TreeDigest = d
-	return nil
-}
-
-func diffEntry(want, got manifests.Entry) string {
-	var parts []string
-	if want.Type != got.Type {
-		parts = append(parts, fmt.Sprintf("type %s, expected %s", got.Type, want.Type))
-	}
-	if want.SHA256 != got.SHA256 || want.Size != got.Size {
-		parts = append(parts, "content changed")
-	}
-	if want.Mode != got.Mode {
-		parts = append(parts, fmt.Sprintf("mode %04o, expected %04o", uint32(got.Mode), uint32(want.Mode)))
-	}
-	if want.UID != got.UID || want.GID != got.GID {
-		parts = append(parts, fmt.Sprintf("owner %d:%d, expected %d:%d", got.UID, got.GID, want.UID, want.GID))
-	}
-	if want.Target != got.Target {
-		parts = append(parts, fmt.Sprintf("link target %q, expected %q", got.Target, want.Target))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// VerifyRepo audits a repository: the index signature, every image and
-// overlay signature and digest, parent links, monotonic versions, each
-// overlay's tree digest against the folded chain, and image constraints.
-// trust nil uses the keys the images list.
-func VerifyRepo(repoDir string, trust *sign.KeySet) (*Audit, error) {
-	a := &Audit{Repo: repoDir, Findings: []Finding{}}
-	r, err := repo.Open(repoDir, trust)
-	if err != nil {
-		a.problem("signature", "", "%v", err)
-		return a, nil
-	}
-	indexed := map[string]bool{}
-	for _, l := range r.Index.Lines {
-		indexed[filepath.Clean(l.Image.File)] = true
-		for _, o := range l.Overlays {
-			indexed[filepath.Clean(o.File)] = true
-		}
-		if sum, err := repo.FileSHA256(r.Path(l.Image.File)); err != nil {
-			a.problem("tampered", "", "line %s: image %s: %v", l.Name, l.Image.File, err)
-		} else if sum != l.Image.SHA256 {
-			a.problem("tampered", "", "line %s: image %s has sha256 %s, index says %s", l.Name, l.Image.File, sum, l.Image.SHA256)
-		}
-		c, err := LoadChain(r, l.Name, "", trust)
-		if err != nil {
-			a.problem("chain", "", "line %s: %v", l.Name, err)
-			continue
-		}
-		for _, o := range c.Overlays {
-			ok, err := manifests.Satisfies(c.Image.Manifest.Version, o.Manifest.Requires.Image)
-			if err != nil || !ok {
-				a.problem("constraint", "", "line %s: overlay %s requires image %s, line image is %s", l.Name, o.Manifest.Version, o.Manifest.Requires.Image, c.Image.Manifest.Version)
-			}
-		}
-		h := c.Head()
-		a.RepoHead, a.Line = &h, l.Name
-	}
-	stray, _ := filepath.Glob(filepath.Join(repoDir, "overlays", "*"))
-	for _, s := range stray {
-		rel, _ := filepath.Rel(repoDir, s)
-		if !indexed[rel] && !strings.HasPrefix(filepath.Base(s), ".") {
-			a.warn("unknown", "%s is not in the index", rel)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(repoDir, "index.json")); err != nil {
-		return nil, err
-	}
-	return a, nil
-}
-
-// withoutStateParents drops directories strata created only to hold its
-// state directory (such as /var when the image has none).
-func withoutStateParents(got []manifests.Entry, want tree.State) []manifests.Entry {
-	out := got[:0:0]
-	for _, e := range got {
-		if _, ok := want[e.Path]; !ok && e.Type == manifests.TypeDir && manifests.Within(manifests.StateDir, e.Path) {
-			continue
-		}
-		out = append(out, e)
-	}
-	return out
 }

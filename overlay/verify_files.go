@@ -1,0 +1,85 @@
+package overlay
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+func auditFiles(a *Audit, v *nodeView) error {
+	a.FilesChecked = true
+	want, err := v.expected()
+	if err != nil {
+		a.problem("chain", "", "%v", err)
+		return nil
+	}
+	got, err := tree.Scan(v.n.Root, manifests.IsNodeState)
+	if err != nil {
+		return err
+	}
+	have := tree.NewState(got)
+	var drift []string
+	for p, w := range want {
+		g, ok := have[p]
+		switch {
+		case !ok:
+			drift = append(drift, p)
+			a.problem("drift", p, "/%s is missing", p)
+		case g != w:
+			drift = append(drift, p)
+			a.problem("drift", p, "/%s differs: %s", p, diffEntry(w, g))
+		}
+	}
+	for p, g := range have {
+		if _, ok := want[p]; !ok {
+			if g.Type == manifests.TypeDir && manifests.Within(manifests.StateDir, p) {
+				continue // a parent of the state directory that strata made
+			}
+			drift = append(drift, p)
+			a.problem("drift", p, "/%s is not part of the expected tree", p)
+		}
+	}
+	sort.Slice(a.Findings, func(i, j int) bool { return a.Findings[i].Path < a.Findings[j].Path })
+	d := manifests.TreeDigest(withoutStateParents(got, want))
+	if d != v.ledger.Last().TreeDigest && len(drift) == 0 {
+		a.problem("drift", "", "tree digest %s, ledger says %s", d, v.ledger.Last().TreeDigest)
+	}
+	a.TreeDigest = d
+	return nil
+}
+
+func diffEntry(want, got manifests.Entry) string {
+	var parts []string
+	if want.Type != got.Type {
+		parts = append(parts, fmt.Sprintf("type %s, expected %s", got.Type, want.Type))
+	}
+	if want.SHA256 != got.SHA256 || want.Size != got.Size {
+		parts = append(parts, "content changed")
+	}
+	if want.Mode != got.Mode {
+		parts = append(parts, fmt.Sprintf("mode %04o, expected %04o", uint32(got.Mode), uint32(want.Mode)))
+	}
+	if want.UID != got.UID || want.GID != got.GID {
+		parts = append(parts, fmt.Sprintf("owner %d:%d, expected %d:%d", got.UID, got.GID, want.UID, want.GID))
+	}
+	if want.Target != got.Target {
+		parts = append(parts, fmt.Sprintf("link target %q, expected %q", got.Target, want.Target))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// withoutStateParents drops directories strata created only to hold its
+// state directory (such as /var when the image has none).
+func withoutStateParents(got []manifests.Entry, want tree.State) []manifests.Entry {
+	out := got[:0:0]
+	for _, e := range got {
+		if _, ok := want[e.Path]; !ok && e.Type == manifests.TypeDir && manifests.Within(manifests.StateDir, e.Path) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}

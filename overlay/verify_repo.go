@@ -1,0 +1,60 @@
+package overlay
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// VerifyRepo audits a repository: the index signature, every image and
+// overlay signature and digest, parent links, monotonic versions, each
+// overlay's tree digest against the folded chain, and image constraints.
+// trust nil uses the keys the images list.
+func VerifyRepo(repoDir string, trust *sign.KeySet) (*Audit, error) {
+	a := &Audit{Repo: repoDir, Findings: []Finding{}}
+	r, err := repo.Open(repoDir, trust)
+	if err != nil {
+		a.problem("signature", "", "%v", err)
+		return a, nil
+	}
+	indexed := map[string]bool{}
+	for _, l := range r.Index.Lines {
+		indexed[filepath.Clean(l.Image.File)] = true
+		for _, o := range l.Overlays {
+			indexed[filepath.Clean(o.File)] = true
+		}
+		if sum, err := repo.FileSHA256(r.Path(l.Image.File)); err != nil {
+			a.problem("tampered", "", "line %s: image %s: %v", l.Name, l.Image.File, err)
+		} else if sum != l.Image.SHA256 {
+			a.problem("tampered", "", "line %s: image %s has sha256 %s, index says %s", l.Name, l.Image.File, sum, l.Image.SHA256)
+		}
+		c, err := LoadChain(r, l.Name, "", trust)
+		if err != nil {
+			a.problem("chain", "", "line %s: %v", l.Name, err)
+			continue
+		}
+		for _, o := range c.Overlays {
+			ok, err := manifests.Satisfies(c.Image.Manifest.Version, o.Manifest.Requires.Image)
+			if err != nil || !ok {
+				a.problem("constraint", "", "line %s: overlay %s requires image %s, line image is %s", l.Name, o.Manifest.Version, o.Manifest.Requires.Image, c.Image.Manifest.Version)
+			}
+		}
+		h := c.Head()
+		a.RepoHead, a.Line = &h, l.Name
+	}
+	stray, _ := filepath.Glob(filepath.Join(repoDir, "overlays", "*"))
+	for _, s := range stray {
+		rel, _ := filepath.Rel(repoDir, s)
+		if !indexed[rel] && !strings.HasPrefix(filepath.Base(s), ".") {
+			a.warn("unknown", "%s is not in the index", rel)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(repoDir, "index.json")); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
