@@ -92,17 +92,17 @@ func (t *txn) writeJournal() error {
 	return node.WriteFileAtomic(filepath.Join(t.dir, "journal.json"), b, 0o600)
 }
 
-// run carries out every op in order. Every path is resolved inside the
-// node root (os.Root): no op can reach outside it, whatever symlinks the
-// node holds or a forged journal names.
+// run carries out every op in order. Every path is resolved beneath the
+// node root without following symlinks: no op can reach outside it,
+// whatever the node holds or a forged journal names.
 func (t *txn) run() error {
-	root, err := os.OpenRoot(t.n.Root)
+	d, err := openDirs(t.n.Root)
 	if err != nil {
 		return fmt.Errorf("opening node root: %w", err)
 	}
-	defer root.Close()
+	defer d.close()
 	for i, o := range t.j.Ops {
-		if err := t.do(root, i, o); err != nil {
+		if err := t.do(d, i, o); err != nil {
 			return fmt.Errorf("applying %s: %w", o.Path, err)
 		}
 		_ = crashPoint("op-" + strconv.Itoa(i))
@@ -110,29 +110,26 @@ func (t *txn) run() error {
 	return nil
 }
 
-func (t *txn) do(root *os.Root, i int, o op) error {
+func (t *txn) do(d *dirs, i int, o op) error {
 	switch o.Kind {
 	case opReplace:
 		if o.Existed {
-			if err := root.Rename(o.Path, oldRel(i)); err != nil {
+			if err := d.rename(o.Path, oldRel(i)); err != nil {
 				return err
 			}
 		}
-		return root.Rename(newRel(i), o.Path)
+		return d.rename(newRel(i), o.Path)
 	case opMkdir:
 		if o.Existed {
-			if err := root.Rename(o.Path, oldRel(i)); err != nil {
+			if err := d.rename(o.Path, oldRel(i)); err != nil {
 				return err
 			}
 		}
-		if err := root.Mkdir(o.Path, 0o700); err != nil {
-			return err
-		}
-		return setMeta(root, o.Path, o.Entry)
+		return d.mkdir(o.Path, o.Entry)
 	case opMeta:
-		return setMeta(root, o.Path, o.Entry)
+		return d.setMeta(o.Path, o.Entry)
 	case opDelete:
-		return root.Rename(o.Path, oldRel(i))
+		return d.rename(o.Path, oldRel(i))
 	}
 	return fmt.Errorf("unknown journal op %q", o.Kind)
 }

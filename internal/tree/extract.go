@@ -40,16 +40,18 @@ func CreateAt(dirfd int, name string, e manifests.Entry, r io.Reader) error {
 	default:
 		return fmt.Errorf("creating %s: type %q: %w", name, e.Type, ErrSpecialFile)
 	}
-	return setMetaAt(dirfd, name, e)
+	return SetMetaAt(dirfd, name, e)
 }
 
 // SetMeta sets owner and mode of the file or directory at p to e's (owner
 // only for a symlink).
 func SetMeta(p string, e manifests.Entry) error {
-	return setMetaAt(unix.AT_FDCWD, p, e)
+	return SetMetaAt(unix.AT_FDCWD, p, e)
 }
 
-func setMetaAt(dirfd int, name string, e manifests.Entry) error {
+// SetMetaAt is SetMeta for name relative to the directory open as dirfd.
+// A final symlink is never followed.
+func SetMetaAt(dirfd int, name string, e manifests.Entry) error {
 	if err := unix.Fchownat(dirfd, name, e.UID, e.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return fmt.Errorf("setting owner of %s: %w", name, &os.PathError{Op: "chown", Path: name, Err: err})
 	}
