@@ -7,7 +7,11 @@ S=$(realpath "${1:-bin/strata}")
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=$ROOT/demo-out
 rm -rf "$W" && mkdir -p "$W" && cd "$W"
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+if [ -t 1 ]; then
+	step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+	step() { printf '\n== %s\n' "$*"; }
+fi
 log="$W/restarts.log"
 
 step "generate a signing key"
@@ -44,6 +48,14 @@ $S overlay inspect repo/overlays/demo-1.1.0.overlay.tar.zst --pub demo.pub
 step "provision a directory node from the image"
 $S provision --image images/demo-1.0.0.squashfs --root node-a
 
+step "a gap is refused before anything changes (exit 3)"
+$S provision --image images/demo-1.0.0.squashfs --root node-gap >/dev/null 2>&1
+if $S apply-overlay --root node-gap repo/overlays/demo-1.1.0.overlay.tar.zst; then
+	echo "BUG: a gap was accepted" >&2; exit 1
+else
+	echo "refused with exit $?"
+fi
+
 step "dry run: what would apply"
 $S apply-overlay --root node-a --repo repo --dry-run
 
@@ -69,3 +81,8 @@ echo "node-a $a"; echo "node-b $b"
 
 step "final audit of the new node"
 $S verify-sequence --root node-b --repo repo --files
+
+step "roll node-a back one overlay, then catch up again"
+$S rollback --root node-a --restart-with "exec:echo {action} {unit} >> $log"
+$S apply-overlay --root node-a --repo repo --restart-with "exec:echo {action} {unit} >> $log"
+$S verify-sequence --root node-a --repo repo --files --strict
