@@ -139,7 +139,7 @@ func (l *Ledger) PendingRestarts() []ServiceAction {
 	due := map[string]ServiceAction{}
 	for _, e := range l.Entries {
 		for _, a := range e.Pending {
-			due[a.Unit] = MergeAction(due[a.Unit], a)
+			due[a.Unit] = FollowAction(due[a.Unit], a)
 		}
 		for _, a := range e.Done {
 			if d, ok := due[a.Unit]; ok && (a.Action == ActionRestart || a.Action == ActionStop || d.Action == a.Action) && (a.DaemonReload || !d.DaemonReload) {
@@ -153,6 +153,26 @@ func (l *Ledger) PendingRestarts() []ServiceAction {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Unit < out[j].Unit })
 	return out
+}
+
+// FollowAction combines an action due on a unit with one that became due
+// later: a later stop wins, a later restart or reload of a unit that was
+// to be stopped (it came back) becomes a restart, and otherwise the two
+// merge as in MergeAction.
+func FollowAction(a, b ServiceAction) ServiceAction {
+	switch {
+	case a.Unit == "":
+		return b
+	case b.Action == ActionStop:
+		out := MergeAction(a, b)
+		out.Action = ActionStop
+		return out
+	case a.Action == ActionStop:
+		out := MergeAction(b, a)
+		out.Action = ActionRestart
+		return out
+	}
+	return MergeAction(a, b)
 }
 
 // MergeAction combines two actions on the same unit: restart beats reload,

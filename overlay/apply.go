@@ -73,7 +73,10 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	defer unlock()
 	if o.DryRun {
 		if t, err := loadTxn(n); err != nil || t != nil {
-			return nil, fmt.Errorf("node %s: an interrupted transaction is pending; run apply-overlay or rollback without --dry-run to finish it (%v): %w", root, err, ErrDrift)
+			if err == nil {
+				err = ErrDrift
+			}
+			return nil, fmt.Errorf("node %s: an interrupted transaction is pending; run apply-overlay or rollback without --dry-run to finish it: %w", root, err)
 		}
 	} else if err := recoverNode(n); err != nil {
 		return nil, err

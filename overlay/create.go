@@ -211,7 +211,7 @@ func planServices(ctx context.Context, m *manifests.OverlayManifest, c *Chain, n
 	for _, u := range ch.Reload {
 		actions = mergeActions(actions, []manifests.ServiceAction{{Unit: u, Action: manifests.ActionReload, Because: []string{"--reload"}}})
 	}
-	m.Services = settle(actions, next)
+	m.Services = settle(actions, c.State, next)
 	m.Unclaimed = stillUnclaimed(unclaimed, m.Services)
 	if m.Services == nil {
 		m.Services = []manifests.ServiceAction{}

@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/tree"
@@ -41,7 +42,7 @@ func planFor(m *manifests.OverlayManifest, cat manifests.Catalog, before, after 
 		p.Writes = append(p.Writes, e.Path)
 	}
 	own, unclaimed := catalog.Plan(cat, changedPaths(m, before))
-	p.Actions = settle(mergeActions(m.Services, own), after)
+	p.Actions = settle(mergeActions(m.Services, own), before, after)
 	p.Unclaimed = stillUnclaimed(unclaimed, p.Actions)
 	if p.Unclaimed == nil {
 		p.Unclaimed = []string{}
@@ -49,17 +50,18 @@ func planFor(m *manifests.OverlayManifest, cat manifests.Catalog, before, after 
 	return p
 }
 
-// settle fits each action to whether its unit exists after the change: a
-// unit whose unit file is gone is stopped (after a daemon-reload), not
-// restarted, and a unit that is back (a rollback of its removal) is
-// restarted, not stopped.
-func settle(actions []manifests.ServiceAction, after tree.State) []manifests.ServiceAction {
+// settle fits each action to what the change did to its unit: a unit
+// whose definition the change removed is stopped (after a daemon-reload),
+// not restarted, and a unit it brought back (a rollback of a removal) is
+// restarted, not stopped. Units defined outside the tree are left alone.
+func settle(actions []manifests.ServiceAction, before, after tree.State) []manifests.ServiceAction {
 	out := make([]manifests.ServiceAction, 0, len(actions))
 	for _, a := range actions {
-		switch present := unitPresent(after, a.Unit); {
-		case !present:
+		was, is := unitPresent(before, a.Unit), unitPresent(after, a.Unit)
+		switch {
+		case was && !is:
 			a.Action, a.DaemonReload = manifests.ActionStop, true
-		case a.Action == manifests.ActionStop:
+		case is && a.Action == manifests.ActionStop:
 			a.Action, a.DaemonReload = manifests.ActionRestart, true
 		}
 		out = append(out, a)
@@ -68,11 +70,20 @@ func settle(actions []manifests.ServiceAction, after tree.State) []manifests.Ser
 }
 
 // unitPresent reports whether state defines unit in one of the unit
-// directories (a symlink to /dev/null masks it).
+// directories, directly or, for an instance such as getty@tty1.service,
+// through its template (a symlink to /dev/null masks it).
 func unitPresent(state tree.State, unit string) bool {
-	for _, d := range unitDirs {
-		if e, ok := state[d+unit]; ok {
-			return !(e.Type == manifests.TypeSymlink && e.Target == "/dev/null")
+	names := []string{unit}
+	if at := strings.IndexByte(unit, '@'); at > 0 {
+		if dot := strings.LastIndexByte(unit, '.'); dot > at {
+			names = append(names, unit[:at+1]+unit[dot:])
+		}
+	}
+	for _, name := range names {
+		for _, d := range unitDirs {
+			if e, ok := state[d+name]; ok {
+				return !(e.Type == manifests.TypeSymlink && e.Target == "/dev/null")
+			}
 		}
 	}
 	return false

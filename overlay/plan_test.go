@@ -60,3 +60,21 @@ func TestReplacedDirectoryChildrenCountAsChanged(t *testing.T) {
 		t.Fatalf("app.service reasons %v should include the removed etc/app/conf.d/a.conf (services %+v)", reasons, c.Manifest.Services)
 	}
 }
+
+// Forcing a restart of a unit the tree does not define (one generated at
+// boot, say) keeps it a restart: only units whose definition the change
+// removes are stopped.
+func TestForcedRestartOfExternalUnitStaysRestart(t *testing.T) {
+	f := newFixture(t)
+	ch := f.change("/etc/motd", "hi\n")
+	ch.Restart = []string{"generated.service", "getty@tty1.service"}
+	c := f.create("1.0.1", ch)
+	for _, s := range c.Manifest.Services {
+		if s.Action != manifests.ActionRestart {
+			t.Errorf("%s: %s, want restart", s.Unit, s.Action)
+		}
+	}
+	if len(c.Manifest.Services) != 2 {
+		t.Fatalf("services %+v, want the two forced restarts", c.Manifest.Services)
+	}
+}
