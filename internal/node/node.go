@@ -38,6 +38,11 @@ func (n Node) StateDir() string { return n.Path(manifests.StateDir) }
 // symlink (or is not a directory): state, journals and undo data must stay
 // inside the root, whatever the node's tree holds.
 func (n Node) CheckState() error {
+	if fi, err := os.Stat(n.Root); err != nil {
+		return fmt.Errorf("node %s: %w", n.Root, err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("node %s: not a directory: %w", n.Root, ErrNotNode)
+	}
 	parts := strings.Split(manifests.StateDir, "/")
 	for i := range parts {
 		rel := strings.Join(parts[:i+1], "/")
