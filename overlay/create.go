@@ -138,7 +138,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 		}
 		return c.Content(ctx, e)
 	}
-	if err := planServices(ctx, m, c, next, open, ch); err != nil {
+	if err := planServices(m, c, next, open, ch); err != nil {
 		return nil, err
 	}
 	if err := m.Validate(); err != nil {
@@ -192,7 +192,7 @@ func (c *Chain) checkSigner(key *sign.Key) error {
 
 // planServices fills in the restart plan and, when unit files or declared
 // paths changed, the new catalog.
-func planServices(ctx context.Context, m *manifests.OverlayManifest, c *Chain, next tree.State, open tree.Opener, ch Change) error {
+func planServices(m *manifests.OverlayManifest, c *Chain, next tree.State, open tree.Opener, ch Change) error {
 	changed := changedPaths(m, c.State)
 	actions, unclaimed := catalog.Plan(c.Catalog, changed)
 	if touchesUnits(changed) {
@@ -219,7 +219,6 @@ func planServices(ctx context.Context, m *manifests.OverlayManifest, c *Chain, n
 	if m.Unclaimed == nil {
 		m.Unclaimed = []string{}
 	}
-	_ = ctx
 	return nil
 }
 
