@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -52,17 +53,37 @@ func run(ctx context.Context, args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrAmbiguousLine) {
-		fmt.Fprintln(os.Stderr, "strata:", err)
-		return exitUsage
-	}
 	var ae auditFailed
 	if errors.As(err, &ae) {
-		return exitRejected
+		return exitRejected // the report is already printed
 	}
-	fmt.Fprintln(os.Stderr, "strata:", err)
-	return exitCode(err)
+	code := exitCode(err)
+	var ue usageError
+	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrAmbiguousLine) {
+		code = exitUsage
+	}
+	if wantsJSON(args) {
+		// Automation gets errors in the same shape as results.
+		b, _ := json.Marshal(map[string]any{"error": err.Error(), "exit_code": code})
+		fmt.Fprintln(os.Stderr, string(b))
+	} else {
+		fmt.Fprintln(os.Stderr, "strata:", err)
+	}
+	return code
+}
+
+// wantsJSON reports whether --json was given (parsed or not: a usage
+// error may come before flags are parsed).
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--json" || a == "--json=true" {
+			return true
+		}
+	}
+	return false
 }
 
 func exitCode(err error) int {
