@@ -38,34 +38,19 @@ func Build(ctx context.Context, recipePath, outDir string, opts ...Option) (*Res
 	if s.epoch != nil {
 		epoch = *s.epoch
 	}
+	keys, err := trustSet(r, s)
+	if err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", recipePath, err)
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, fmt.Errorf("building image: %w", err)
+	}
+	staged := &blobs{parent: outDir}
+	defer staged.Close()
 	s.progress("assembling tree from " + recipePath)
-	l := newLayout()
-	if r.Base.Dir != "" {
-		if err := l.addHostTree(r.Path(r.Base.Dir), "", r.Base.Preserve); err != nil {
-			return nil, fmt.Errorf("recipe %s: base: %w", recipePath, err)
-		}
-	}
-	for _, f := range r.Files {
-		if err := l.addFile(r, f); err != nil {
-			return nil, fmt.Errorf("recipe %s: %w", recipePath, err)
-		}
-	}
-	for _, p := range r.Remove {
-		rel, _ := TreePath(p)
-		if err := l.remove(rel); err != nil {
-			return nil, fmt.Errorf("recipe %s: remove: %w", recipePath, err)
-		}
-	}
-	keys := &sign.KeySet{}
-	if s.key != nil {
-		if err := keys.Merge(s.key.PublicKeySet()); err != nil {
-			return nil, err
-		}
-	}
-	for _, k := range r.Keys {
-		if err := keys.Merge(sign.LoadPublicFile(r.Path(k))); err != nil {
-			return nil, fmt.Errorf("recipe %s: keys: %w", recipePath, err)
-		}
+	l, err := assemble(ctx, r, s, staged, keys)
+	if err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", recipePath, err)
 	}
 	if err := l.putKeys(keys); err != nil {
 		return nil, err
@@ -101,6 +86,55 @@ func Build(ctx context.Context, recipePath, outDir string, opts ...Option) (*Res
 		Files:      files,
 	}
 	return writeImage(ctx, outDir, m, l, s, epoch)
+}
+
+// trustSet is the keys the image will trust: the build key's public half
+// plus the recipe's keys.
+func trustSet(r *Recipe, s *settings) (*sign.KeySet, error) {
+	keys := &sign.KeySet{}
+	if s.key != nil {
+		if err := keys.Merge(s.key.PublicKeySet()); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range r.Keys {
+		if err := keys.Merge(sign.LoadPublicFile(r.Path(k))); err != nil {
+			return nil, fmt.Errorf("keys: %w", err)
+		}
+	}
+	return keys, nil
+}
+
+// assemble builds the image's tree: base, files, remove, steps, then the
+// strata binary and units. An image base must be signed by a key of trust
+// (when trust is empty, by a key it lists itself).
+func assemble(ctx context.Context, r *Recipe, s *settings, staged *blobs, trust *sign.KeySet) (*layout, error) {
+	l := newLayout()
+	baseTrust := trust
+	if trust.Len() == 0 {
+		baseTrust = nil
+	}
+	if err := l.loadBase(ctx, r, s, staged, baseTrust); err != nil {
+		return nil, fmt.Errorf("base: %w", err)
+	}
+	for _, f := range r.Files {
+		if err := l.addFile(r, f); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range r.Remove {
+		rel, _ := TreePath(p)
+		if err := l.remove(rel); err != nil {
+			return nil, fmt.Errorf("remove: %w", err)
+		}
+	}
+	if err := l.applySteps(ctx, r, s); err != nil {
+		return nil, err
+	}
+	if err := l.bakeStrata(r, s); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 func compressorOf(c string) string {
@@ -147,7 +181,7 @@ func writeImage(ctx context.Context, outDir string, m *manifests.ImageManifest, 
 	name := fmt.Sprintf("%s-%s", m.Line, m.Version)
 	img := filepath.Join(outDir, name+".squashfs")
 	s.progress(fmt.Sprintf("writing %s (%d entries, %s)", img, len(l.state), m.Compressor))
-	err = squashfsWrite(ctx, img, m.Compressor, epoch, l.state.Entries(), tree.Opener(l.open))
+	err = squashfsWrite(ctx, img, m.Compressor, epoch, l.state.Entries(), tree.Opener(l.open), s.progress)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,10 @@
 package builder
 
-import "github.com/strata-dev/strata/internal/sign"
+import (
+	"os"
+
+	"github.com/strata-dev/strata/internal/sign"
+)
 
 // Option configures Build and Regenerate.
 type Option func(*settings)
@@ -9,6 +13,8 @@ type settings struct {
 	key      *sign.Key
 	progress func(string)
 	epoch    *int64
+	cacheDir string
+	strata   string
 }
 
 func newSettings(opts []Option) *settings {
@@ -22,7 +28,8 @@ func newSettings(opts []Option) *settings {
 // WithKey signs the manifest with key; the image trusts its public half.
 func WithKey(key *sign.Key) Option { return func(s *settings) { s.key = key } }
 
-// WithProgress reports each step as a short line of text.
+// WithProgress reports each step as a short line of text. Long steps
+// (debootstrap, run steps, writing a large image) report many lines.
 func WithProgress(f func(step string)) Option {
 	return func(s *settings) {
 		if f != nil {
@@ -33,3 +40,26 @@ func WithProgress(f func(step string)) Option {
 
 // WithEpoch overrides the recipe's epoch (for SOURCE_DATE_EPOCH).
 func WithEpoch(sec int64) Option { return func(s *settings) { s.epoch = &sec } }
+
+// DefaultCacheDir is where debootstrap bases and the results of run steps
+// are cached when neither WithCacheDir nor $STRATA_CACHE says otherwise.
+const DefaultCacheDir = "/var/cache/strata"
+
+// WithCacheDir sets the cache directory (default $STRATA_CACHE, else
+// DefaultCacheDir). It should lie outside any checkout.
+func WithCacheDir(dir string) Option { return func(s *settings) { s.cacheDir = dir } }
+
+// WithStrataBinary sets the strata executable a recipe's strata key bakes
+// in, overriding the recipe's strata.binary.
+func WithStrataBinary(path string) Option { return func(s *settings) { s.strata = path } }
+
+// cache returns the cache directory in effect.
+func (s *settings) cache() string {
+	if s.cacheDir != "" {
+		return s.cacheDir
+	}
+	if d := os.Getenv("STRATA_CACHE"); d != "" {
+		return d
+	}
+	return DefaultCacheDir
+}

@@ -1,6 +1,7 @@
 package builder
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -98,6 +99,28 @@ func Provision(ctx context.Context, image, root string, trust *sign.KeySet, opts
 // of what was unpacked must equal the manifest's, and the image's own copy
 // of the manifest must be byte-identical.
 func ExtractImage(ctx context.Context, image string, im *repo.Image, dir string) error {
+	return walkImage(ctx, image, im, func(e manifests.Entry, r io.Reader) error {
+		if e.Path == manifests.ImageManifestPath {
+			if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(e.Path)), im.Raw, 0o644); err != nil {
+				return fmt.Errorf("provisioning: %w", err)
+			}
+			return nil
+		}
+		if err := tree.Create(filepath.Join(dir, filepath.FromSlash(e.Path)), e, r); err != nil {
+			return fmt.Errorf("image %s: %w: %v", image, ErrImageMismatch, err)
+		}
+		return nil
+	})
+}
+
+// walkImage streams image and calls fn for every entry, checked against
+// the verified manifest im before fn sees it: type, owner, mode, size and
+// link target must be what the manifest lists, and e.SHA256 is the
+// manifest's hash, which fn must check the content against as it reads it
+// (tree.Create does). The embedded manifest must be byte-identical to
+// im.Raw; fn gets it too, already read. At the end the tree digest of
+// everything else must equal the manifest's.
+func walkImage(ctx context.Context, image string, im *repo.Image, fn func(e manifests.Entry, r io.Reader) error) error {
 	rd, err := squashfs.Open(ctx, image)
 	if err != nil {
 		return err
@@ -122,10 +145,14 @@ func ExtractImage(ctx context.Context, image string, im *repo.Image, dir string)
 				return fmt.Errorf("image %s: embedded manifest differs from %s: %w", image, repo.ManifestPath(image), ErrImageMismatch)
 			}
 			sawManifest = true
-			r = nil
+			if err := fn(e, bytes.NewReader(b)); err != nil {
+				rd.Close()
+				return err
+			}
+			continue
 		}
 		w, known := want[e.Path]
-		if !known && e.Path != manifests.ImageManifestPath {
+		if !known {
 			rd.Close()
 			return fmt.Errorf("image %s: %s is not in the manifest: %w", image, e.Path, ErrImageMismatch)
 		}
@@ -133,23 +160,16 @@ func ExtractImage(ctx context.Context, image string, im *repo.Image, dir string)
 			e.SHA256 = w.SHA256
 		}
 		// Every entry must be exactly what the manifest says before it is
-		// created: type, owner, mode, size and link target (content is
-		// hashed as it is written), so nothing lands through a symlink.
-		if e.Path != manifests.ImageManifestPath && e != w {
+		// used: type, owner, mode, size and link target (content is
+		// hashed as it is read), so nothing lands through a symlink.
+		if e != w {
 			rd.Close()
 			return fmt.Errorf("image %s: %s is %s %04o %d:%d in the image but %s %04o %d:%d in the manifest: %w",
 				image, e.Path, e.Type, uint32(e.Mode), e.UID, e.GID, w.Type, uint32(w.Mode), w.UID, w.GID, ErrImageMismatch)
 		}
-		if e.Path == manifests.ImageManifestPath {
-			if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(e.Path)), im.Raw, 0o644); err != nil {
-				rd.Close()
-				return fmt.Errorf("provisioning: %w", err)
-			}
-			continue
-		}
-		if err := tree.Create(filepath.Join(dir, filepath.FromSlash(e.Path)), e, r); err != nil {
+		if err := fn(e, r); err != nil {
 			rd.Close()
-			return fmt.Errorf("image %s: %w: %v", image, ErrImageMismatch, err)
+			return err
 		}
 		got = append(got, e)
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -37,23 +35,73 @@ type Recipe struct {
 	Remove []string `yaml:"remove"`
 	// Services declares paths per unit beyond what the catalog infers.
 	Services []ServiceDecl `yaml:"services"`
+	// Steps run in order after Files and Remove: copies, removals and
+	// commands run inside the tree.
+	Steps []Step `yaml:"steps"`
 	// Keys are extra public key files (relative to the recipe) the image
 	// trusts besides the build key.
 	Keys []string `yaml:"keys"`
+	// Strata, when set, bakes the strata binary and its units in.
+	Strata *Strata `yaml:"strata"`
 
 	dir    string
 	digest string
 }
 
-// Base is the starting tree of a recipe.
+// Base is the starting tree of a recipe: at most one of Dir, Tar, Image
+// and Debootstrap (none: an empty tree).
 type Base struct {
 	// Dir is a directory relative to the recipe. Its files are taken
 	// with owner root and modes normalised to 0644/0755 (0755 for
 	// directories) unless Preserve is set, so a checkout's umask and owner
 	// do not leak into the image.
 	Dir string `yaml:"dir"`
-	// Preserve keeps the directory's real owners and modes.
+	// Preserve keeps the directory's real owners and modes (Dir only;
+	// the other bases always keep them).
 	Preserve bool `yaml:"preserve"`
+	// Tar is a root file system tarball (uncompressed, gzip, zstd or xz).
+	Tar string `yaml:"tar"`
+	// Image is another strata image (.squashfs with its signed manifest
+	// beside it) that this recipe layers on.
+	Image string `yaml:"image"`
+	// Debootstrap bootstraps a Debian root, cached by its options.
+	Debootstrap *Debootstrap `yaml:"debootstrap"`
+}
+
+// Debootstrap are the options of a debootstrap base. Every option is part
+// of the cache key.
+type Debootstrap struct {
+	// Suite is the Debian suite or code name, such as bookworm.
+	Suite string `yaml:"suite"`
+	// Variant is a debootstrap variant (minbase, buildd, fakechroot) or
+	// empty for the default.
+	Variant string `yaml:"variant"`
+	// Include lists extra packages (their dependencies come along).
+	Include []string `yaml:"include"`
+	// Mirror is the archive URL (default DefaultMirror).
+	Mirror string `yaml:"mirror"`
+	// Arch is the Debian architecture (default: the build host's).
+	Arch string `yaml:"arch"`
+}
+
+// DefaultMirror is the Debian archive a debootstrap base uses by default.
+const DefaultMirror = "http://deb.debian.org/debian"
+
+// Step is one item of a recipe's steps: exactly one of Copy (a files item),
+// Remove (an image path) and Run (a shell command run inside the tree with
+// chroot).
+type Step struct {
+	Copy   *File  `yaml:"copy"`
+	Remove string `yaml:"remove"`
+	Run    string `yaml:"run"`
+}
+
+// Strata bakes the strata binary (at /usr/bin/strata) and its systemd
+// units into the image.
+type Strata struct {
+	// Binary is the strata executable to bake in (relative to the recipe);
+	// empty means the running executable.
+	Binary string `yaml:"binary"`
 }
 
 // File is one path to place in the image: a file from Src or Content, a
@@ -91,17 +139,8 @@ func LoadRecipe(path string) (*Recipe, error) {
 	}
 	r.dir = filepath.Dir(path)
 	r.digest = manifests.Digest(b)
-	if r.Base.Dir != "" {
-		if fi, err := os.Stat(r.Path(r.Base.Dir)); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("recipe %s: base.dir %s: %w: not a directory", path, r.Base.Dir, ErrRecipe)
-		}
-	}
-	for _, f := range r.Files {
-		if f.Src != "" {
-			if _, err := os.Stat(r.Path(f.Src)); err != nil {
-				return nil, fmt.Errorf("recipe %s: files %s: src: %w: %v", path, f.Path, ErrRecipe, err)
-			}
-		}
+	if err := r.checkHostPaths(); err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", path, err)
 	}
 	return r, nil
 }
@@ -126,106 +165,4 @@ func (r *Recipe) Path(p string) string {
 		return p
 	}
 	return filepath.Join(r.dir, p)
-}
-
-func (r *Recipe) validate() error {
-	if err := manifests.ValidLine(r.Line); err != nil {
-		return fmt.Errorf("%w: line: %v", ErrRecipe, err)
-	}
-	if _, err := manifests.ParseVersion(r.Version); err != nil {
-		return fmt.Errorf("%w: version: %v", ErrRecipe, err)
-	}
-	if r.Epoch < 0 {
-		return fmt.Errorf("%w: epoch %d is negative", ErrRecipe, r.Epoch)
-	}
-	switch r.Compressor {
-	case "", "zstd", "xz", "gzip", "lz4", "lzo":
-	default:
-		return fmt.Errorf("%w: compressor %q (want zstd, xz, gzip, lz4 or lzo)", ErrRecipe, r.Compressor)
-	}
-	for i, f := range r.Files {
-		p, err := TreePath(f.Path)
-		if err != nil {
-			return fmt.Errorf("%w: files[%d].path: %v", ErrRecipe, i, err)
-		}
-		kinds := 0
-		for _, set := range []bool{f.Src != "", f.Content != nil, f.Dir, f.Symlink != ""} {
-			if set {
-				kinds++
-			}
-		}
-		if kinds > 1 {
-			return fmt.Errorf("%w: files %s: set at most one of src, content, dir, symlink", ErrRecipe, f.Path)
-		}
-		if kinds == 0 && f.Mode == "" && f.Owner == "" {
-			return fmt.Errorf("%w: files %s: nothing to do", ErrRecipe, f.Path)
-		}
-		if f.Symlink != "" {
-			if err := manifests.CheckLinkTarget(p, f.Symlink); err != nil {
-				return fmt.Errorf("%w: files %s: %v", ErrRecipe, f.Path, err)
-			}
-		}
-		if _, err := parseMode(f.Mode); err != nil {
-			return fmt.Errorf("%w: files %s: %v", ErrRecipe, f.Path, err)
-		}
-		if _, _, err := parseOwner(f.Owner); err != nil {
-			return fmt.Errorf("%w: files %s: %v", ErrRecipe, f.Path, err)
-		}
-	}
-	for i, p := range r.Remove {
-		if _, err := TreePath(p); err != nil {
-			return fmt.Errorf("%w: remove[%d]: %v", ErrRecipe, i, err)
-		}
-	}
-	for _, s := range r.Services {
-		if !strings.Contains(s.Unit, ".") {
-			return fmt.Errorf("%w: services: unit %q needs a suffix such as .service", ErrRecipe, s.Unit)
-		}
-		for _, p := range append(append([]string{}, s.Paths...), s.Reload...) {
-			if _, err := TreePath(p); err != nil {
-				return fmt.Errorf("%w: services %s: %v", ErrRecipe, s.Unit, err)
-			}
-		}
-	}
-	return nil
-}
-
-// TreePath turns an absolute image path such as "/etc/x" into the
-// tree-relative form "etc/x", refusing relative or unsafe paths.
-func TreePath(p string) (string, error) {
-	if !strings.HasPrefix(p, "/") {
-		return "", fmt.Errorf("%w: %q must be absolute", manifests.ErrUnsafePath, p)
-	}
-	rel := strings.TrimPrefix(p, "/")
-	if err := manifests.ValidPath(rel); err != nil {
-		return "", err
-	}
-	if manifests.IsNodeState(rel) {
-		return "", fmt.Errorf("%w: %s is strata node state", manifests.ErrUnsafePath, p)
-	}
-	return rel, nil
-}
-
-func parseMode(s string) (manifests.Mode, error) {
-	if s == "" {
-		return 0, nil
-	}
-	v, err := strconv.ParseUint(s, 8, 32)
-	if err != nil || v > 07777 {
-		return 0, fmt.Errorf("mode %q is not an octal permission value", s)
-	}
-	return manifests.Mode(v), nil
-}
-
-func parseOwner(s string) (int, int, error) {
-	if s == "" {
-		return 0, 0, nil
-	}
-	u, g, ok := strings.Cut(s, ":")
-	uid, err1 := strconv.Atoi(u)
-	gid, err2 := strconv.Atoi(g)
-	if !ok || err1 != nil || err2 != nil || uid < 0 || gid < 0 {
-		return 0, 0, fmt.Errorf("owner %q must be numeric UID:GID", s)
-	}
-	return uid, gid, nil
 }

@@ -62,6 +62,42 @@ func TestParseRecipeGood(t *testing.T) {
 	}
 }
 
+const layeredGood = `line: node
+version: 1.0.0
+base:
+  debootstrap:
+    suite: bookworm
+    variant: minbase
+    include: [systemd, nginx]
+steps:
+  - copy: {path: /etc/x, content: "x"}
+  - run: apt-get install -y rsyslog
+  - remove: /etc/x
+strata: {}
+`
+
+func TestParseRecipeSteps(t *testing.T) {
+	r, err := builder.ParseRecipe([]byte(layeredGood))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.Base.Debootstrap
+	if d == nil || d.Suite != "bookworm" || d.Variant != "minbase" || len(d.Include) != 2 || d.Mirror != "" {
+		t.Fatalf("debootstrap = %+v", d)
+	}
+	if len(r.Steps) != 3 || r.Steps[0].Copy == nil || r.Steps[1].Run == "" || r.Steps[2].Remove != "/etc/x" {
+		t.Fatalf("steps = %+v", r.Steps)
+	}
+	if r.Strata == nil || r.Strata.Binary != "" {
+		t.Fatalf("strata = %+v", r.Strata)
+	}
+	for _, base := range []string{"tar: rootfs.tar.zst", "image: base.squashfs"} {
+		if _, err := builder.ParseRecipe([]byte("line: a\nversion: 1.0.0\nbase:\n  " + base + "\n")); err != nil {
+			t.Errorf("base %s: %v", base, err)
+		}
+	}
+}
+
 func TestParseRecipeErrors(t *testing.T) {
 	head := "line: demo\nversion: 1.0.0\n"
 	tests := []struct {
@@ -109,6 +145,25 @@ func TestParseRecipeErrors(t *testing.T) {
 		{"service unit without suffix", head + "services:\n  - unit: web\n", "web"},
 		{"service relative path", head + "services:\n  - unit: a.service\n    paths: [etc/a]\n", "a.service"},
 		{"service reload relative", head + "services:\n  - unit: a.service\n    reload: [etc/a]\n", "a.service"},
+		{"two base kinds", head + "base:\n  dir: rootfs\n  tar: rootfs.tar\n", "base.dir and base.tar"},
+		{"three base kinds", head + "base:\n  tar: a.tar\n  image: a.squashfs\n  debootstrap: {suite: bookworm}\n", "base.tar and base.image and base.debootstrap"},
+		{"preserve with tar", head + "base:\n  tar: a.tar\n  preserve: true\n", "base.preserve"},
+		{"image not squashfs", head + "base:\n  image: a.img\n", "base.image"},
+		{"unknown debootstrap option", head + "base:\n  debootstrap:\n    suite: bookworm\n    components: [main]\n", "components"},
+		{"debootstrap without suite", head + "base:\n  debootstrap: {variant: minbase}\n", "base.debootstrap.suite"},
+		{"debootstrap bad suite", head + "base:\n  debootstrap: {suite: \"book worm\"}\n", "base.debootstrap.suite"},
+		{"debootstrap bad variant", head + "base:\n  debootstrap: {suite: bookworm, variant: tiny}\n", "base.debootstrap.variant"},
+		{"debootstrap bad package", head + "base:\n  debootstrap: {suite: bookworm, include: [nginx, \"a,b\"]}\n", "base.debootstrap.include[1]"},
+		{"debootstrap bad mirror", head + "base:\n  debootstrap: {suite: bookworm, mirror: \"ftp://x\"}\n", "base.debootstrap.mirror"},
+		{"debootstrap bad arch", head + "base:\n  debootstrap: {suite: bookworm, arch: \"x/y\"}\n", "base.debootstrap.arch"},
+		{"step with two kinds", head + "steps:\n  - run: \"true\"\n    remove: /etc/x\n", "steps[0]"},
+		{"empty step", head + "steps:\n  - {}\n", "steps[0]"},
+		{"unknown step key", head + "steps:\n  - shell: \"true\"\n", "shell"},
+		{"step copy relative path", head + "steps:\n  - run: \"true\"\n  - copy: {path: etc/x, content: x}\n", "steps[1].copy.path"},
+		{"step copy nothing to do", head + "steps:\n  - copy: {path: /etc/x}\n", "/etc/x"},
+		{"step remove relative", head + "steps:\n  - remove: etc/x\n", "steps[0].remove"},
+		{"step remove node state", head + "steps:\n  - remove: /var/lib/strata\n", "steps[0].remove"},
+		{"unknown strata key", head + "strata: {bin: x}\n", "bin"},
 		{"not yaml", "line: [\n", ""},
 		{"empty", "", ""},
 		{"list document", "- line: demo\n", ""},
@@ -194,5 +249,21 @@ func TestLoadRecipe(t *testing.T) {
 	}
 	if _, err := builder.LoadRecipe(filepath.Join(dir, "absent.yaml")); err == nil {
 		t.Error("LoadRecipe of a missing file succeeded")
+	}
+}
+
+func TestLoadRecipeHostPaths(t *testing.T) {
+	dir := t.TempDir()
+	head := "line: a\nversion: 1.0.0\n"
+	for _, tt := range []struct{ text, mention string }{
+		{head + "base:\n  tar: no-such.tar\n", "base.tar"},
+		{head + "base:\n  image: no-such.squashfs\n", "base.image"},
+		{head + "strata: {binary: no-such-strata}\n", "strata.binary"},
+		{head + "steps:\n  - copy: {path: /etc/x, src: no-such-file}\n", "/etc/x"},
+	} {
+		_, err := builder.LoadRecipe(writeRecipe(t, dir, tt.text))
+		if !errors.Is(err, builder.ErrRecipe) || !strings.Contains(err.Error(), tt.mention) {
+			t.Errorf("%q: LoadRecipe = %v, want ErrRecipe naming %s", tt.text, err, tt.mention)
+		}
 	}
 }

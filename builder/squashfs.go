@@ -3,6 +3,7 @@ package builder
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/strata-dev/strata/internal/squashfs"
@@ -10,11 +11,41 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
-// squashfsWrite streams entries as a deterministic tar into mksquashfs.
-func squashfsWrite(ctx context.Context, out, comp string, epoch int64, entries []manifests.Entry, open tree.Opener) error {
+// bigImage is the content size from which writing an image reports its
+// progress (every tenth of the content).
+const bigImage = 64 << 20
+
+// squashfsWrite streams entries as a deterministic tar into mksquashfs,
+// reporting progress for big trees.
+func squashfsWrite(ctx context.Context, out, comp string, epoch int64, entries []manifests.Entry, open tree.Opener, progress func(string)) error {
+	var total int64
+	for _, e := range entries {
+		total += e.Size
+	}
 	return squashfs.Write(ctx, out, squashfs.WriteOptions{Compressor: comp, Epoch: epoch}, func(w io.Writer) error {
+		if total >= bigImage {
+			w = &progressWriter{w: w, total: total, report: progress}
+		}
 		return tree.WriteTar(w, entries, open, epoch)
 	})
+}
+
+// progressWriter reports each tenth of total bytes written.
+type progressWriter struct {
+	w        io.Writer
+	n, total int64
+	tenths   int64 // reported so far
+	report   func(string)
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.n += int64(n)
+	for p.tenths < 10 && p.n >= p.total*(p.tenths+1)/10 {
+		p.tenths++
+		p.report(fmt.Sprintf("writing image: %d%% of %d MiB", p.tenths*10, p.total>>20))
+	}
+	return n, err
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

@@ -4,7 +4,7 @@
 set -euo pipefail
 need=()
 for pair in mksquashfs:squashfs-tools sqfs2tar:squashfs-tools-ng rdsquashfs:squashfs-tools-ng \
-	zstd:zstd minisign:minisign; do
+	zstd:zstd minisign:minisign debootstrap:debootstrap; do
 	cmd=${pair%%:*} pkg=${pair##*:}
 	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

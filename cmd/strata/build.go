@@ -12,7 +12,7 @@ import (
 )
 
 func newBuildImageCmd(g *globals) *cobra.Command {
-	var out, keyPath string
+	var out, keyPath, cache string
 	c := &cobra.Command{
 		Use:   "build-image RECIPE --out DIR [--key K]",
 		Short: "Build DIR/<line>-<version>.squashfs and its signed manifest from a recipe",
@@ -26,6 +26,9 @@ byte-identical. $SOURCE_DATE_EPOCH overrides the recipe's epoch.`,
 				return err
 			}
 			opts := []builder.Option{builder.WithKey(key), builder.WithProgress(g.progress())}
+			if cache != "" {
+				opts = append(opts, builder.WithCacheDir(cache))
+			}
 			if s, ok := os.LookupEnv("SOURCE_DATE_EPOCH"); ok {
 				sec, err := strconv.ParseInt(s, 10, 64)
 				if err != nil {
@@ -42,6 +45,7 @@ byte-identical. $SOURCE_DATE_EPOCH overrides the recipe's epoch.`,
 	}
 	c.Flags().StringVar(&out, "out", "", "output directory")
 	c.Flags().StringVar(&keyPath, "key", "", "signing key (minisign .key); the image trusts its public half")
+	c.Flags().StringVar(&cache, "cache", "", "cache for debootstrap bases and run steps (default $STRATA_CACHE or /var/cache/strata)")
 	required(c, "out")
 	return c
 }

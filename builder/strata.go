@@ -1,0 +1,98 @@
+package builder
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Where a recipe's strata key puts the binary and its units.
+const (
+	StrataBinaryPath = "usr/bin/strata"
+	strataUnitDir    = "usr/lib/systemd/system"
+)
+
+// strataUnits are the units baked in with the binary. strata-verify
+// audits the node at boot and daily; it does nothing on a machine that
+// was never provisioned (no ledger).
+var strataUnits = map[string]string{
+	"strata-verify.service": `[Unit]
+Description=strata: audit this node against its image and overlays
+ConditionPathExists=/var/lib/strata/ledger.json
+After=local-fs.target
+
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/strata verify-sequence --root /
+
+[Install]
+WantedBy=multi-user.target
+`,
+	"strata-verify.timer": `[Unit]
+Description=strata: audit this node daily
+ConditionPathExists=/var/lib/strata/ledger.json
+
+[Timer]
+OnBootSec=15min
+OnUnitActiveSec=1d
+RandomizedDelaySec=1h
+
+[Install]
+WantedBy=timers.target
+`,
+}
+
+// strataEnabled are the install symlinks of the units: the audit runs at
+// boot and daily.
+var strataEnabled = map[string]string{
+	"etc/systemd/system/multi-user.target.wants/strata-verify.service": "/usr/lib/systemd/system/strata-verify.service",
+	"etc/systemd/system/timers.target.wants/strata-verify.timer":       "/usr/lib/systemd/system/strata-verify.timer",
+}
+
+// bakeStrata places the strata binary at /usr/bin/strata (0755, root) and
+// its units, when the recipe has a strata key. The binary is, in order of
+// precedence, WithStrataBinary's, the recipe's strata.binary, or the
+// running executable.
+func (l *layout) bakeStrata(r *Recipe, s *settings) error {
+	if r.Strata == nil {
+		return nil
+	}
+	bin := s.strata
+	if bin == "" && r.Strata.Binary != "" {
+		bin = r.Path(r.Strata.Binary)
+	}
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("strata: finding the running executable: %w", err)
+		}
+		bin = exe
+	}
+	sum, n, err := tree.HashFile(bin)
+	if err != nil {
+		return fmt.Errorf("strata.binary: %w", err)
+	}
+	e := manifests.Entry{Path: StrataBinaryPath, Type: manifests.TypeFile, Mode: 0755, Size: n, SHA256: sum}
+	if err := l.put(e, source{host: bin}); err != nil {
+		return fmt.Errorf("strata: %w", err)
+	}
+	for _, name := range sortedKeys(strataUnits) {
+		data := []byte(strataUnits[name])
+		if err := l.put(fileEntry(strataUnitDir+"/"+name, data, 0644), source{data: data}); err != nil {
+			return fmt.Errorf("strata: %w", err)
+		}
+	}
+	for _, link := range sortedKeys(strataEnabled) {
+		e := manifests.Entry{Path: link, Type: manifests.TypeSymlink, Mode: 0777, Target: strataEnabled[link]}
+		if err := l.put(e, source{}); err != nil {
+			return fmt.Errorf("strata: %w", err)
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
