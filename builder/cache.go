@@ -11,13 +11,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/manifests"
 )
 
-// ErrCache reports a cache entry that changed after it was made.
+// ErrCache reports a cache entry that changed after it was made, or a
+// cache directory others could write to.
 var ErrCache = errors.New("builder: cache entry changed since it was made")
 
 // cacheMeta is written beside a cache entry, as <key>.json.
@@ -51,6 +55,11 @@ func cached(ctx context.Context, s *settings, kind, key string, inputs any, buil
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return "", nil, fmt.Errorf("cache: %w", err)
 	}
+	for _, d := range []string{s.cache(), base} {
+		if err := checkPrivate(d); err != nil {
+			return "", nil, err
+		}
+	}
 	unlock, err := node.FileLock(ctx, filepath.Join(base, key+".lock"), 6*time.Hour)
 	if err != nil {
 		return "", nil, fmt.Errorf("cache %s: %w", base, err)
@@ -76,9 +85,20 @@ func cached(ctx context.Context, s *settings, kind, key string, inputs any, buil
 		}
 	}
 	// A directory without its record was left by a crash between the
-	// rename and the record, or by hand: rebuild it.
+	// rename and the record, or by hand: rebuild it. The old record goes
+	// first, so a crash from here on never pairs it with a new tree; so do
+	// temporary trees of builds killed before they finished.
+	if err := os.Remove(metaPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", nil, fmt.Errorf("cache entry %s: %w", metaPath, err)
+	}
 	if err := removeTree(final); err != nil {
 		return "", nil, err
+	}
+	stale, _ := filepath.Glob(filepath.Join(base, "."+key+".tmp-*"))
+	for _, st := range stale {
+		if err := removeTree(st); err != nil {
+			return "", nil, err
+		}
 	}
 	tmp, err := os.MkdirTemp(base, "."+key+".tmp-")
 	if err != nil {
@@ -98,6 +118,16 @@ func cached(ctx context.Context, s *settings, kind, key string, inputs any, buil
 	}
 	entries, err := scanRootfs(tmp)
 	if err != nil {
+		return "", nil, fmt.Errorf("cache entry %s: %w", final, err)
+	}
+	// What a run step left must be a valid tree before it is kept:
+	// otherwise every later build would fail on the cached entry.
+	for _, e := range entries {
+		if err := e.Validate(); err != nil {
+			return "", nil, fmt.Errorf("cache entry %s: the tree built is not valid: %w", final, err)
+		}
+	}
+	if err := syncTree(tmp); err != nil {
 		return "", nil, err
 	}
 	raw, err := json.MarshalIndent(cacheMeta{Inputs: inputs, TreeDigest: manifests.TreeDigest(entries)}, "", "  ")
@@ -110,9 +140,38 @@ func cached(ctx context.Context, s *settings, kind, key string, inputs any, buil
 	ok = true
 	// The record commits the entry: written last, atomically.
 	if err := node.WriteFileAtomic(metaPath, append(raw, '\n'), 0o644); err != nil {
-		return "", nil, err
+		return "", nil, fmt.Errorf("cache entry %s: %w", final, err)
 	}
 	return final, entries, nil
+}
+
+// checkPrivate refuses a cache directory that someone else could plant
+// entries in: it must be a real directory owned by the user building, and
+// writable by nobody else. Cached trees go into images as they are.
+func checkPrivate(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("cache %s: %w", dir, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("cache %s: %w: it must be a directory owned by uid %d and writable by it alone (mode %s)", dir, ErrCache, os.Geteuid(), fi.Mode())
+	}
+	return nil
+}
+
+// syncTree flushes the file system holding dir (syncfs(2)), so a cache
+// record is never written before the tree it vouches for is on disk.
+func syncTree(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
 }
 
 // removeTree removes dir and everything below it, refusing when anything

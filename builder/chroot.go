@@ -7,15 +7,27 @@ import (
 	"path/filepath"
 )
 
-// chrootScript runs on the host as the first process of fresh PID and
-// mount namespaces (see isolated). It mounts proc, a read-only sysfs, a
-// small /dev of its own (null, zero, full, random, urandom, tty, a private
-// devpts) and tmpfs on run and tmp inside the tree, then execs chroot.
-// The host's /dev is never bound in, so a command cannot touch the host's
-// devices; every mount vanishes with the namespace, failure or not.
+// chrootScript runs on the host as the first process of fresh PID, UTS,
+// IPC and mount namespaces (see isolated). It sets a fixed hostname, mounts
+// proc (with /proc/sys and /proc/sysrq-trigger read-only), a read-only
+// sysfs, a small /dev of its own (null, zero, full, random, urandom, tty, a
+// private devpts) and tmpfs on run and tmp inside the tree, then runs the
+// command under chroot with a reduced capability bounding set (no module
+// loading, reboot, clock setting, raw I/O, mknod, syslog or MAC admin),
+// as PID 2 so package scripts see a chroot. The host's /dev is never bound
+// in; every mount vanishes with the namespace, failure or not. Run steps
+// are still root in the host's network namespace: recipe commands are
+// trusted code, like a Dockerfile's RUN.
 const chrootScript = `set -eu
 root=$1
+echo strata-build > /proc/sys/kernel/hostname
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc"
+mount --bind -o ro "$root/proc/sys" "$root/proc/sys"
+mount -o remount,bind,ro "$root/proc/sys"
+if [ -e "$root/proc/sysrq-trigger" ]; then
+	mount --bind -o ro "$root/proc/sysrq-trigger" "$root/proc/sysrq-trigger"
+	mount -o remount,bind,ro "$root/proc/sysrq-trigger"
+fi
 mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$root/sys"
 mount -t tmpfs -o nosuid,mode=0755 tmpfs "$root/dev"
 mknod -m 666 "$root/dev/null" c 1 3
@@ -34,7 +46,8 @@ ln -s /proc/self/fd/1 "$root/dev/stdout"
 ln -s /proc/self/fd/2 "$root/dev/stderr"
 if [ -d "$root/run" ] && [ ! -L "$root/run" ]; then mount -t tmpfs -o nosuid,nodev,mode=0755 tmpfs "$root/run"; fi
 if [ -d "$root/tmp" ] && [ ! -L "$root/tmp" ]; then mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$root/tmp"; fi
-exec chroot "$root" /bin/sh -c "$2"
+setpriv --bounding-set -sys_module,-sys_boot,-sys_time,-sys_rawio,-mknod,-syslog,-mac_admin,-mac_override,-wake_alarm,-block_suspend \
+	chroot "$root" /bin/sh -c "$2"
 `
 
 // policyRcD keeps Debian's maintainer scripts from starting services

@@ -21,7 +21,7 @@ var ErrNeedRoot = errors.New("builder: this step needs root")
 // rulesVersion names strata's rules for cleaning a root tree (see
 // cleanRootfs); it is part of every cache key, so changing the rules
 // invalidates old entries.
-const rulesVersion = "rootfs-rules-2"
+const rulesVersion = "rootfs-rules-3+chroot-2"
 
 // debootstrapInputs is everything a debootstrap base depends on; its
 // hash is the cache key.

@@ -30,15 +30,19 @@ func buildEnv() []string {
 	}
 }
 
-// isolated returns a command that runs as the first process of new PID and
-// mount namespaces (the mount namespace private to it): whatever it
+// isolated returns a command that runs as the first process of new PID,
+// UTS, IPC and mount namespaces (the mount namespace private to it), in a
+// session of its own: whatever it
 // mounts is invisible outside and disappears with it, and when it exits,
 // or strata dies, every process it started is killed.
 func isolated(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:   syscall.CLONE_NEWPID,
+		// New PID, UTS (its own hostname) and IPC namespaces; a private
+		// mount namespace; its own session, so no controlling terminal.
+		Cloneflags:   syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC,
 		Unshareflags: syscall.CLONE_NEWNS,
+		Setsid:       true,
 		Pdeathsig:    syscall.SIGKILL,
 	}
 	cmd.Env = buildEnv()

@@ -1,8 +1,6 @@
 package builder
 
 import (
-	"os"
-
 	"github.com/strata-dev/strata/internal/sign"
 )
 
@@ -42,11 +40,12 @@ func WithProgress(f func(step string)) Option {
 func WithEpoch(sec int64) Option { return func(s *settings) { s.epoch = &sec } }
 
 // DefaultCacheDir is where debootstrap bases and the results of run steps
-// are cached when neither WithCacheDir nor $STRATA_CACHE says otherwise.
+// are cached unless WithCacheDir says otherwise (the command line also
+// reads --cache and $STRATA_CACHE).
 const DefaultCacheDir = "/var/cache/strata"
 
-// WithCacheDir sets the cache directory (default $STRATA_CACHE, else
-// DefaultCacheDir). It should lie outside any checkout.
+// WithCacheDir sets the cache directory (default DefaultCacheDir). It
+// should lie outside any checkout.
 func WithCacheDir(dir string) Option { return func(s *settings) { s.cacheDir = dir } }
 
 // WithStrataBinary sets the strata executable a recipe's strata key bakes
@@ -57,9 +56,6 @@ func WithStrataBinary(path string) Option { return func(s *settings) { s.strata 
 func (s *settings) cache() string {
 	if s.cacheDir != "" {
 		return s.cacheDir
-	}
-	if d := os.Getenv("STRATA_CACHE"); d != "" {
-		return d
 	}
 	return DefaultCacheDir
 }

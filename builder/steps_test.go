@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -109,7 +110,6 @@ func TestRunSteps(t *testing.T) {
 	for p, want := range map[string]string{
 		"etc/greeting2":        "GREETING world\n",
 		"etc/policy-seen":      "yes\n",
-		"etc/pid":              "1\n", // the command is PID 1 of its own namespace
 		"etc/resolv-seen":      first + "\n",
 		"etc/resolv.conf":      "nameserver 192.0.2.1\n",
 		"etc/machine-id":       "",
@@ -129,6 +129,11 @@ func TestRunSteps(t *testing.T) {
 		if string(got) != want {
 			t.Errorf("%s = %q, want %q", p, got, want)
 		}
+	}
+	// The command runs in a PID namespace of its own, under its first
+	// process (so it is not PID 1 and package scripts see a chroot).
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(c["etc/pid"]))); err != nil || pid <= 1 || pid > 200 {
+		t.Errorf("etc/pid = %q: want a small PID above 1, from a PID namespace of its own", c["etc/pid"])
 	}
 	if len(c["etc/uuid"]) != 37 {
 		t.Errorf("etc/uuid = %q: /proc was not mounted for the command", c["etc/uuid"])

@@ -26,6 +26,9 @@ byte-identical. $SOURCE_DATE_EPOCH overrides the recipe's epoch.`,
 				return err
 			}
 			opts := []builder.Option{builder.WithKey(key), builder.WithProgress(g.progress())}
+			if cache == "" {
+				cache = os.Getenv("STRATA_CACHE")
+			}
 			if cache != "" {
 				opts = append(opts, builder.WithCacheDir(cache))
 			}

@@ -132,7 +132,7 @@ func (n Node) Lock(ctx context.Context, wait time.Duration) (func(), error) {
 // up to wait for the holder (zero: fail at once with ErrLocked, naming the
 // holder's pid). The returned function releases it.
 func FileLock(ctx context.Context, path string, wait time.Duration) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("locking: %w", err)
 	}
