@@ -10,13 +10,14 @@ type Option func(*settings)
 type settings struct {
 	key      *sign.Key
 	progress func(string)
+	fraction func(what string, done, total int64)
 	epoch    *int64
 	cacheDir string
 	strata   string
 }
 
 func newSettings(opts []Option) *settings {
-	s := &settings{progress: func(string) {}}
+	s := &settings{progress: func(string) {}, fraction: func(string, int64, int64) {}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -58,4 +59,16 @@ func (s *settings) cache() string {
 		return s.cacheDir
 	}
 	return DefaultCacheDir
+}
+
+// WithFraction reports how far a long step with a known size has come
+// (writing a big image): what it is, bytes done and the total, often. A
+// terminal can draw a progress bar from it; WithProgress still gets a line
+// every tenth.
+func WithFraction(f func(what string, done, total int64)) Option {
+	return func(s *settings) {
+		if f != nil {
+			s.fraction = f
+		}
+	}
 }

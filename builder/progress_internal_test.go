@@ -10,7 +10,16 @@ import (
 
 func TestProgressWriter(t *testing.T) {
 	var got []string
-	p := &progressWriter{w: io.Discard, total: 100 << 20, report: func(s string) { got = append(got, s) }}
+	var fractions int
+	var last int64
+	p := &progressWriter{w: io.Discard, total: 100 << 20, report: func(s string) { got = append(got, s) },
+		fraction: func(what string, done, total int64) {
+			if what != "writing image" || done < last || done > total {
+				t.Errorf("fraction(%q, %d, %d) after %d", what, done, total, last)
+			}
+			fractions++
+			last = done
+		}}
 	for i := 0; i < 110; i++ { // a little more than total, as tar headers add
 		if _, err := p.Write(make([]byte, 1<<20)); err != nil {
 			t.Fatal(err)
@@ -18,6 +27,9 @@ func TestProgressWriter(t *testing.T) {
 	}
 	if len(got) != 10 || got[0] != "writing image: 10% of 100 MiB" || got[9] != "writing image: 100% of 100 MiB" {
 		t.Errorf("reports = %q", got)
+	}
+	if fractions != 100 || last != 100<<20 {
+		t.Errorf("%d fraction reports ending at %d, want 100 ending at the total", fractions, last)
 	}
 }
 

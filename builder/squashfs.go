@@ -17,14 +17,14 @@ const bigImage = 64 << 20
 
 // squashfsWrite streams entries as a deterministic tar into mksquashfs,
 // reporting progress for big trees.
-func squashfsWrite(ctx context.Context, out, comp string, epoch int64, entries []manifests.Entry, open tree.Opener, progress func(string)) error {
+func squashfsWrite(ctx context.Context, out, comp string, epoch int64, entries []manifests.Entry, open tree.Opener, s *settings) error {
 	var total int64
 	for _, e := range entries {
 		total += e.Size
 	}
 	return squashfs.Write(ctx, out, squashfs.WriteOptions{Compressor: comp, Epoch: epoch}, func(w io.Writer) error {
 		if total >= bigImage {
-			w = &progressWriter{w: w, total: total, report: progress}
+			w = &progressWriter{w: w, total: total, report: s.progress, fraction: s.fraction}
 		}
 		return tree.WriteTar(w, entries, open, epoch)
 	})
@@ -35,12 +35,18 @@ type progressWriter struct {
 	w        io.Writer
 	n, total int64
 	tenths   int64 // reported so far
+	percent  int64 // fraction reported so far, in percent
 	report   func(string)
+	fraction func(string, int64, int64)
 }
 
 func (p *progressWriter) Write(b []byte) (int, error) {
 	n, err := p.w.Write(b)
 	p.n += int64(n)
+	if pc := min(p.n*100/p.total, 100); pc > p.percent {
+		p.percent = pc
+		p.fraction("writing image", min(p.n, p.total), p.total)
+	}
 	for p.tenths < 10 && p.n >= p.total*(p.tenths+1)/10 {
 		p.tenths++
 		p.report(fmt.Sprintf("writing image: %d%% of %d MiB", p.tenths*10, p.total>>20))

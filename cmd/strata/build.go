@@ -25,7 +25,7 @@ byte-identical. $SOURCE_DATE_EPOCH overrides the recipe's epoch.`,
 			if err != nil {
 				return err
 			}
-			opts := []builder.Option{builder.WithKey(key), builder.WithProgress(g.progress())}
+			opts := []builder.Option{builder.WithKey(key), builder.WithProgress(g.progress()), builder.WithFraction(g.fraction())}
 			if cache == "" {
 				cache = os.Getenv("STRATA_CACHE")
 			}

@@ -50,6 +50,9 @@ func run(ctx context.Context, args []string) int {
 	cmd := newRoot()
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
+	if stderrReporter != nil {
+		stderrReporter.finish()
+	}
 	if err == nil {
 		return exitOK
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 
@@ -57,6 +56,9 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 
 // output prints v as JSON with --json, or calls text otherwise.
 func (g *globals) output(w io.Writer, v any, text func(w io.Writer)) error {
+	if stderrReporter != nil {
+		stderrReporter.finish() // no status line under the result
+	}
 	if g.json {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -66,14 +68,34 @@ func (g *globals) output(w io.Writer, v any, text func(w io.Writer)) error {
 	return nil
 }
 
-// progress returns a progress callback printing to stderr, silent with
-// --json.
+// progress returns a progress callback printing to stderr (see reporter),
+// silent with --json.
 func (g *globals) progress() func(string) {
 	if g.json {
 		return nil
 	}
-	return func(s string) { fmt.Fprintln(os.Stderr, "strata:", s) }
+	return g.reporter().line
 }
+
+// fraction returns a progress-bar callback: a bar on a terminal, nothing
+// elsewhere or with --json.
+func (g *globals) fraction() func(string, int64, int64) {
+	if g.json {
+		return nil
+	}
+	return g.reporter().fraction
+}
+
+func (g *globals) reporter() *reporter {
+	if stderrReporter == nil {
+		stderrReporter = newReporter(os.Stderr)
+	}
+	return stderrReporter
+}
+
+// stderrReporter is the command's progress display, once one is needed;
+// main clears its status line before the command's last words.
+var stderrReporter *reporter
 
 func required(c *cobra.Command, names ...string) {
 	for _, n := range names {
