@@ -4,10 +4,14 @@
 set -euo pipefail
 need=()
 for pair in mksquashfs:squashfs-tools sqfs2tar:squashfs-tools-ng rdsquashfs:squashfs-tools-ng \
-	zstd:zstd minisign:minisign debootstrap:debootstrap; do
+	zstd:zstd minisign:minisign debootstrap:debootstrap \
+	mkfs.ext4:e2fsprogs e2fsck:e2fsprogs debugfs:e2fsprogs mkfs.fat:dosfstools fsck.vfat:dosfstools \
+	mcopy:mtools mmd:mtools unshare:util-linux; do
 	cmd=${pair%%:*} pkg=${pair##*:}
-	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+	PATH=$PATH:/usr/sbin:/sbin command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
+# Disk provisioning puts systemd-boot on the ESP.
+[ -e /usr/lib/systemd/boot/efi/systemd-bootx64.efi ] || need+=(systemd-boot-efi)
 if [ "${#need[@]}" -gt 0 ]; then
 	mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 	echo "deps: installing ${need[*]}" >&2

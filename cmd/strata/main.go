@@ -103,6 +103,7 @@ func exitCode(err error) int {
 		manifests.ErrUnsafePath, manifests.ErrInvalid, manifests.ErrVersion, manifests.ErrTooLarge,
 		tree.ErrSpecialFile, tree.ErrHardlink, tree.ErrDuplicate, tree.ErrLimit,
 		repo.ErrTampered, repo.ErrNoManifest, builder.ErrRecipe, builder.ErrImageMismatch,
+		builder.ErrDiskTooSmall, builder.ErrDiskMounted, builder.ErrCache,
 		catalog.ErrUnknownUnit, catalog.ErrBadPath, catalog.ErrSymlinkLoop,
 	} {
 		if errors.Is(err, rejected) {

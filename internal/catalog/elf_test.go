@@ -33,7 +33,7 @@ var hostLibDirs = []string{
 func elfTree(t *testing.T, progs ...string) (root, interp string, machine elf.Machine) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
-		t.Skip("needs a Linux host for ELF programs")
+		t.Fatal("needs a Linux host for ELF programs")
 	}
 	root = t.TempDir()
 	put := func(rel string, data []byte) {
@@ -74,7 +74,7 @@ func elfTree(t *testing.T, progs ...string) (root, interp string, machine elf.Ma
 		queue = append(queue, needed...)
 	}
 	if interp == "" {
-		t.Skip("host programs are not dynamically linked")
+		t.Fatal("host programs are not dynamically linked")
 	}
 	data, _ := readHostELF(t, interp)
 	put("opt/ld/"+path.Base(interp), data)
@@ -107,11 +107,11 @@ func readHostELF(t *testing.T, p string) ([]byte, *elf.File) {
 	t.Helper()
 	data, err := os.ReadFile(p)
 	if err != nil {
-		t.Skipf("host program missing: %v", err)
+		t.Fatalf("host program missing: %v", err)
 	}
 	ef, err := elf.NewFile(strings.NewReader(string(data)))
 	if err != nil {
-		t.Skipf("%s is not ELF: %v", p, err)
+		t.Fatalf("%s is not ELF: %v", p, err)
 	}
 	return data, ef
 }
@@ -123,7 +123,7 @@ func findHostLib(t *testing.T, name string) string {
 			return filepath.Join(d, name)
 		}
 	}
-	t.Skipf("host library %s not found", name)
+	t.Fatalf("host library %s not found", name)
 	return ""
 }
 
@@ -182,7 +182,7 @@ func TestBuildELFTransitive(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(libs) < 2 {
-		t.Skip("host ls loads no library besides libc")
+		t.Fatal("host ls loads no library besides libc")
 	}
 	mkdir(t, filepath.Join(root, sysd))
 	if err := os.WriteFile(filepath.Join(root, sysd, "ls.service"), []byte("[Service]\nExecStart=ls\n"), 0o644); err != nil {

@@ -1,0 +1,287 @@
+package builder
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Errors ProvisionDisk reports.
+var (
+	// ErrDiskTooSmall reports a disk smaller than the layout needs.
+	ErrDiskTooSmall = errors.New("builder: disk too small")
+	// ErrDiskMounted reports a block device (or one of its partitions)
+	// that is mounted.
+	ErrDiskMounted = errors.New("builder: block device is mounted")
+)
+
+// DiskOptions configures ProvisionDisk.
+type DiskOptions struct {
+	// Size is the disk size in bytes. For a file, 0 means the layout's
+	// minimum with DefaultStateSize of state; for a block device, 0 means
+	// the whole device (a larger Size is refused).
+	Size int64
+	// NodeID names the node; with the image digest it determines every
+	// GUID on the disk. Empty: a random one (reported in the result).
+	NodeID string
+	// Hostname, if set, is written to the state partition's identity.
+	Hostname string
+	// AuthorizedKeys, if set, is written as the node's SSH authorized_keys.
+	AuthorizedKeys []byte
+	// BootEFI is systemd-boot's EFI binary (default DefaultBootEFI).
+	BootEFI string
+	// Progress, if set, gets a short line per step.
+	Progress func(step string)
+}
+
+// DiskResult describes a provisioned disk.
+type DiskResult struct {
+	Disk   string                `json:"disk"`
+	Device bool                  `json:"block_device"`
+	NodeID string                `json:"node_id"`
+	Layout *DiskLayout           `json:"layout"`
+	Ledger manifests.LedgerEntry `json:"ledger"`
+	// Kernel and Initrd are the image paths copied to the ESP; empty (and
+	// BootEntry false) when the image has no kernel: the ESP then holds
+	// systemd-boot and loader.conf but no boot entry.
+	Kernel    string `json:"kernel,omitempty"`
+	Initrd    string `json:"initrd,omitempty"`
+	BootEntry bool   `json:"boot_entry"`
+	// Note says what the caller should know but is no error (a device
+	// whose partition table the kernel did not re-read).
+	Note string `json:"note,omitempty"`
+}
+
+// ProvisionDisk writes a bootable GPT disk for a node to disk, a raw image
+// file or a block device, from a signed squashfs image (layout: see
+// DiskLayout's constants). The image is verified first — its manifest's
+// signature (against trust, or nil: the keys it lists), then every entry
+// and every file's content against the manifest, as Provision does — and
+// the bytes copied to root A must hash the same as the bytes verified.
+// A file is written beside disk and renamed over it when complete; a block
+// device is written in place and refused if it or a partition of it is
+// mounted.
+func ProvisionDisk(ctx context.Context, image, diskPath string, trust *sign.KeySet, opts DiskOptions) (*DiskResult, error) {
+	progress := opts.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	im, err := repo.LoadImage(image, trust)
+	if err != nil {
+		return nil, err
+	}
+	imgSum, imgSize, err := hashFile(image)
+	if err != nil {
+		return nil, err
+	}
+	res := &DiskResult{Disk: diskPath, NodeID: opts.NodeID}
+	if res.NodeID == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("provisioning %s: node id: %w", diskPath, err)
+		}
+		res.NodeID = hex.EncodeToString(b[:])
+	}
+	size, device, err := diskTarget(diskPath, opts.Size)
+	if err != nil {
+		return nil, err
+	}
+	res.Device = device
+	if res.Layout, err = planDisk(size, imgSize, im.Digest, res.NodeID); err != nil {
+		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
+	}
+	work, err := os.MkdirTemp("", "strata-disk-")
+	if err != nil {
+		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
+	}
+	defer os.RemoveAll(work)
+
+	progress(fmt.Sprintf("verifying %s", image))
+	boot, err := verifyForDisk(ctx, image, im, work)
+	if err != nil {
+		return nil, err
+	}
+
+	target := diskPath
+	if !device {
+		target = filepath.Join(filepath.Dir(diskPath), "."+filepath.Base(diskPath)+".provisioning")
+		_ = os.Remove(target)
+		defer os.Remove(target) // a no-op once renamed
+	}
+	progress(fmt.Sprintf("writing the partition table and ESP of %s (%s)", diskPath, FormatSize(res.Layout.Size)))
+	if err := writeTable(target, device, res.Layout); err != nil {
+		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
+	}
+	boot.rootA = res.Layout.Part(PartRootA).GUID
+	if err := writeESP(ctx, target, res.Layout.Part(PartESP), boot, opts.BootEFI, work); err != nil {
+		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
+	}
+	res.Kernel, res.Initrd, res.BootEntry = boot.kernel, boot.initrd, boot.kernel != ""
+
+	progress(fmt.Sprintf("copying %s into root A", image))
+	if err := writeRoots(target, device, res.Layout, image, imgSum); err != nil {
+		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
+	}
+
+	progress("writing the state partition")
+	e, err := writeState(ctx, target, res.Layout.Part(PartState), im, image, res.NodeID, opts, work)
+	if err != nil {
+		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
+	}
+	res.Ledger = e
+	if err := syncPath(target); err != nil {
+		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
+	}
+	if device {
+		res.Note = rereadTable(diskPath)
+	} else if err := os.Rename(target, diskPath); err != nil {
+		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
+	}
+	progress(fmt.Sprintf("disk %s: %s %s, root A %s", diskPath, e.Line, e.Head.Version, res.Layout.Part(PartRootA).GUID))
+	return res, nil
+}
+
+// diskTarget inspects disk: a block device (its size; refused if mounted)
+// or a regular file, possibly absent (size as asked).
+func diskTarget(diskPath string, size int64) (int64, bool, error) {
+	fi, err := os.Stat(diskPath)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return size, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("provisioning %s: %w", diskPath, err)
+	case fi.Mode().IsRegular():
+		return size, false, nil
+	case fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0:
+		return 0, false, fmt.Errorf("provisioning %s: not a regular file or block device (%s)", diskPath, fi.Mode().Type())
+	}
+	if err := checkNotMounted(diskPath, fi); err != nil {
+		return 0, true, err
+	}
+	f, err := os.Open(diskPath)
+	if err != nil {
+		return 0, true, fmt.Errorf("provisioning %s: %w", diskPath, err)
+	}
+	defer f.Close()
+	devSize, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, true, fmt.Errorf("provisioning %s: size: %w", diskPath, err)
+	}
+	if size > devSize {
+		return 0, true, fmt.Errorf("provisioning %s: --size %s exceeds the device's %s: %w", diskPath, FormatSize(size), FormatSize(devSize), ErrDiskTooSmall)
+	}
+	if size == 0 {
+		size = devSize
+	}
+	return size, true, nil
+}
+
+// writeTable creates the disk file (or opens the device, exclusively:
+// the kernel refuses that while a partition is mounted) and writes the
+// protective MBR and both GPTs with go-diskfs's gpt.Table. The kernel is
+// asked to re-read a device's table only at the end (rereadTable).
+func writeTable(target string, device bool, l *DiskLayout) error {
+	flags := os.O_RDWR | os.O_CREATE | os.O_EXCL
+	if device {
+		flags = os.O_RDWR | os.O_EXCL // exclusive open of a block device
+	}
+	f, err := os.OpenFile(target, flags, 0o644)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", target, err)
+	}
+	defer f.Close()
+	if !device {
+		if err := f.Truncate(l.Size); err != nil {
+			return fmt.Errorf("sizing %s: %w", target, err)
+		}
+	}
+	if err := l.table().Write(f, l.Size); err != nil {
+		return fmt.Errorf("writing the partition table of %s: %w", target, err)
+	}
+	return f.Close()
+}
+
+// rereadTable asks the kernel to re-read the device's partition table
+// (BLKRRPART), reporting a failure (a loop device without partition
+// scanning, a busy disk) as a note rather than an error: the table on disk
+// is complete either way.
+func rereadTable(dev string) string {
+	f, err := os.OpenFile(dev, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Sprintf("partition table not re-read: %v", err)
+	}
+	defer f.Close()
+	if err := unix.IoctlSetInt(int(f.Fd()), unix.BLKRRPART, 0); err != nil {
+		return fmt.Sprintf("the kernel did not re-read the partition table of %s (%v): re-attach or reboot to see the partitions", dev, err)
+	}
+	return ""
+}
+
+// writeRoots copies the image into root A, checking the bytes hash as
+// verified, and clears the start of root B (stale signatures on a device).
+func writeRoots(target string, device bool, l *DiskLayout, image, sum string) error {
+	out, err := os.OpenFile(target, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", target, err)
+	}
+	defer out.Close()
+	in, err := os.Open(image)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", image, err)
+	}
+	defer in.Close()
+	a := l.Part(PartRootA)
+	h := sha256.New()
+	n, err := io.Copy(io.NewOffsetWriter(out, a.Offset), io.TeeReader(io.LimitReader(in, a.Size+1), h))
+	if err != nil {
+		return fmt.Errorf("copying %s into root A of %s: %w", image, target, err)
+	}
+	if n > a.Size || hex.EncodeToString(h.Sum(nil)) != sum {
+		return fmt.Errorf("copying %s into root A of %s: the image changed after it was verified: %w", image, target, ErrImageMismatch)
+	}
+	if device {
+		b := l.Part(PartRootB)
+		if _, err := out.WriteAt(make([]byte, MiB), b.Offset); err != nil {
+			return fmt.Errorf("clearing root B of %s: %w", target, err)
+		}
+	}
+	return out.Close()
+}
+
+func hashFile(p string) (string, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("reading image %s: %w", p, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("reading image %s: %w", p, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+func syncPath(p string) error {
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", p, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", p, err)
+	}
+	return f.Close()
+}

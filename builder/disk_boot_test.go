@@ -1,0 +1,90 @@
+package builder_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	diskfs "github.com/diskfs/go-diskfs"
+
+	"github.com/strata-dev/strata/builder"
+)
+
+// TestProvisionDiskKernel provisions an image with two kernels: the newer
+// one, its initrd and a loader entry for root A land on the ESP.
+func TestProvisionDiskKernel(t *testing.T) {
+	requireDiskTools(t)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "rootfs/etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	recipe := `line: kern
+version: 1.0.0
+epoch: 1767225600
+base:
+  dir: rootfs
+files:
+  - path: /boot/vmlinuz-6.1.0-9
+    content: "old kernel\n"
+  - path: /boot/initrd.img-6.1.0-9
+    content: "old initrd\n"
+  - path: /boot/vmlinuz-6.1.0-10
+    content: "new kernel\n"
+  - path: /boot/initrd.img-6.1.0-10
+    content: "new initrd\n"
+`
+	if err := os.WriteFile(filepath.Join(dir, "recipe.yaml"), []byte(recipe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key := testKey(t)
+	res, err := builder.Build(context.Background(), filepath.Join(dir, "recipe.yaml"), filepath.Join(dir, "out"), builder.WithKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trust, _ := key.PublicKeySet()
+	d := filepath.Join(dir, "disk.img")
+	r, err := builder.ProvisionDisk(context.Background(), res.Image, d, trust, builder.DiskOptions{Size: 512 << 20, NodeID: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sorted as strings, "6.1.0-9" > "6.1.0-10": versions compare as versions.
+	if !r.BootEntry || r.Kernel != "boot/vmlinuz-6.1.0-10" || r.Initrd != "boot/initrd.img-6.1.0-10" {
+		t.Fatalf("boot files %+v", r)
+	}
+	run(t, "fsck.vfat", "-n", extract(t, d, r.Layout.Part(builder.PartESP)))
+	entry := espRead(t, d, "/loader/entries/strata.conf")
+	if !strings.Contains(entry, "root=PARTUUID="+strings.ToLower(r.Layout.Part(builder.PartRootA).GUID)+" ro rootfstype=squashfs") {
+		t.Fatalf("loader entry:\n%s", entry)
+	}
+	if k, i := espRead(t, d, "/strata/vmlinuz"), espRead(t, d, "/strata/initrd.img"); k != "new kernel\n" || i != "new initrd\n" {
+		t.Fatalf("ESP kernel %q initrd %q", k, i)
+	}
+	if l := espRead(t, d, "/loader/loader.conf"); !strings.Contains(l, "default strata.conf") {
+		t.Fatalf("loader.conf:\n%s", l)
+	}
+}
+
+func espRead(t *testing.T, p, name string) string {
+	t.Helper()
+	d, err := diskfs.Open(p, diskfs.WithOpenMode(diskfs.ReadOnly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	fs, err := d.GetFilesystem(builder.PartESP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.OpenFile(name, os.O_RDONLY)
+	if err != nil {
+		t.Fatalf("ESP %s: %v", name, err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatalf("ESP %s: %v", name, err)
+	}
+	return string(b)
+}

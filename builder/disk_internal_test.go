@@ -1,0 +1,87 @@
+package builder
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestVersionLess(t *testing.T) {
+	for _, c := range [][2]string{{"6.1.0-9", "6.1.0-10"}, {"5.10", "6.1"}, {"6.1", "6.1.1"}, {"6.1.0-9-amd64", "6.1.0-10-amd64"}, {"a", "b"}} {
+		if !versionLess(c[0], c[1]) || versionLess(c[1], c[0]) {
+			t.Errorf("%s < %s is not what versionLess says", c[0], c[1])
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"4G": 4 << 30, "512M": 512 << 20, "512MiB": 512 << 20, "1t": 1 << 40, "65536": 65536, "64K": 64 << 10} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "G", "-1G", "4X", "1.5G", "99999999999T"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) accepted", in)
+		}
+	}
+}
+
+func TestPlanDisk(t *testing.T) {
+	l, err := planDisk(0, 10<<20, "sha256:x", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Size != MinDiskSize(10<<20)-MinStateSize+DefaultStateSize || l.Part(PartState).Size != DefaultStateSize {
+		t.Fatalf("default layout %+v", l)
+	}
+	end := gptReserve
+	for _, p := range l.Partitions {
+		if p.Offset != end || p.Offset%MiB != 0 || p.Size%MiB != 0 {
+			t.Fatalf("partition %+v not contiguous and MiB-aligned", p)
+		}
+		end += p.Size
+	}
+	if end+gptReserve != l.Size || l.Part(PartRootA).Size != MinRootSize || l.Part(PartRootB).Size != MinRootSize {
+		t.Fatalf("layout %+v", l)
+	}
+	if RootSize(100<<20) != 200<<20 {
+		t.Fatalf("RootSize(100MiB) = %d", RootSize(100<<20))
+	}
+	if _, err := planDisk(MinDiskSize(10<<20)-MiB, 10<<20, "d", "n"); !errors.Is(err, ErrDiskTooSmall) {
+		t.Fatalf("one MiB short: %v", err)
+	}
+}
+
+// TestCheckNotMounted checks the mount check against the host's mounted
+// block devices (read-only: nothing is written).
+func TestCheckNotMounted(t *testing.T) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	checked := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		for i, x := range fields {
+			if x != "-" || i+2 >= len(fields) || !strings.HasPrefix(fields[i+2], "/dev/") {
+				continue
+			}
+			fi, err := os.Stat(fields[i+2])
+			if err != nil || fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0 {
+				continue
+			}
+			if err := checkNotMounted(fields[i+2], fi); !errors.Is(err, ErrDiskMounted) {
+				t.Errorf("%s is mounted, yet checkNotMounted says %v", fields[i+2], err)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("found no mounted block device to check against")
+	}
+}
