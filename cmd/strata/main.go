@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	code := exitCode(err)
 	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrAmbiguousLine) {
+	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) {
 		code = exitUsage
 	}
 	if wantsJSON(args) {

@@ -15,10 +15,10 @@ import (
 )
 
 func newProvisionCmd(g *globals) *cobra.Command {
-	var image, root, pub, diskPath, size, keyFile string
+	var image, root, pub, diskPath, size, keyFile, repoDir, line, through, signKey string
 	var do builder.DiskOptions
 	c := &cobra.Command{
-		Use:   "provision --image IMAGE.squashfs --root DIR | --disk PATH [--size SIZE] [--hostname H] [--ssh-authorized-key FILE] [--node-id ID]",
+		Use:   "provision (--image IMAGE.squashfs | --repo REPO [--through V] --key K) (--root DIR | --disk PATH [--size SIZE] [--hostname H] [--ssh-authorized-key FILE] [--node-id ID])",
 		Short: "Make a directory node or a bootable node disk from a signed image",
 		Long: `Provision a node from a signed image, verified first (signature, then every
 entry and file against the manifest).
@@ -30,7 +30,12 @@ or a partition of it is mounted): an EFI system partition with systemd-boot
 image, an empty root B of the same size and an ext4 state partition with the
 ledger and the node identity. --size (e.g. 4G) defaults to the smallest
 layout with 1 GiB of state for a file, the whole device for a block device.
-See docs/images.md, "Disk images".`,
+See docs/images.md, "Disk images".
+
+--repo REPO instead of --image provisions at the line's head (or at
+--through V): the line's image when no overlay follows it, otherwise a fresh
+image regenerated with the chain folded in and signed with --key, so the new
+machine joins the sequence at its head.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if (root == "") == (diskPath == "") {
@@ -39,9 +44,29 @@ See docs/images.md, "Disk images".`,
 			if diskPath == "" && (size != "" || keyFile != "" || do.Hostname != "" || do.NodeID != "") {
 				return usageError{fmt.Errorf("--size, --hostname, --ssh-authorized-key and --node-id need --disk")}
 			}
+			if (image == "") == (repoDir == "") {
+				return usageError{fmt.Errorf("give --image IMAGE or --repo REPO (not both)")}
+			}
+			if repoDir == "" && (through != "" || line != "") {
+				return usageError{fmt.Errorf("--through and --line need --repo")}
+			}
 			trust, err := optionalPub(pub)
 			if err != nil {
 				return err
+			}
+			if repoDir != "" {
+				key, err := loadKey(signKey)
+				if err != nil {
+					return err
+				}
+				work, err := os.MkdirTemp("", "strata-provision-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(work)
+				if image, err = builder.HeadImage(c.Context(), repoDir, line, through, work, key, builder.WithProgress(g.progress())); err != nil {
+					return err
+				}
 			}
 			if root != "" {
 				e, err := builder.Provision(c.Context(), image, root, trust, builder.WithProgress(g.progress()))
@@ -79,7 +104,10 @@ See docs/images.md, "Disk images".`,
 	f.StringVar(&keyFile, "ssh-authorized-key", "", "with --disk: file of SSH public keys root may log in with")
 	f.StringVar(&do.NodeID, "node-id", "", "with --disk: node id, which with the image fixes every GUID (default: random)")
 	f.StringVar(&pub, "pub", "", "public key the image must be signed with (default: the keys the image lists)")
-	required(c, "image")
+	f.StringVar(&repoDir, "repo", "", "provision at the head of this repository's line instead of --image")
+	f.StringVar(&line, "line", "", "with --repo: the line (when the repository has several)")
+	f.StringVar(&through, "through", "", "with --repo: provision at this version instead of the head")
+	f.StringVar(&signKey, "key", "", "with --repo: key that signs the regenerated image (and that the repository must be signed with)")
 	return c
 }
 
