@@ -5,6 +5,10 @@
 #   overlay create     vs  tar -c | zstd        (same change)
 #   apply-overlay      vs  zstd -d | tar -x     (same payload; also with
 #                           a final sync, since apply makes its writes durable)
+#   build-image of images/debian-node (cached base) vs mksquashfs of its tree
+#   provision --disk   vs  dd conv=sparse of the disk it wrote (the same
+#                           non-zero bytes into a file of the same size)
+# (DEBIAN=0 leaves out the Debian rows.)
 # Each pair runs interleaved RUNS times; the table shows medians.
 # Usage: scripts/bench.sh [path/to/strata]   (env: FILES, FILE_KB, CHANGED, RUNS)
 set -euo pipefail
@@ -99,6 +103,29 @@ for i in $(seq "$RUNS"); do
 	time_it untarsync sh -c "zstd -dc change.tar.zst | tar -C y -xf - && sync -f y"
 done
 
+# The Debian node image (issue 3): build-image from the cached base and
+# run steps vs mksquashfs of the same tree with the same compressor, and
+# provision --disk vs dd writing the same number of bytes. Needs root; the
+# first build (untimed) fills the cache if it is cold (network, a minute).
+DEBIAN=${DEBIAN:-1}
+if [ "$DEBIAN" = 1 ]; then
+	export STRATA_CACHE=${STRATA_CACHE:-/var/cache/strata-test}
+	recipe_dn="$(dirname "$S")/../images/debian-node/recipe.yaml"
+	[ -f "$recipe_dn" ] || recipe_dn="$(cd "$(dirname "$0")/.." && pwd)/images/debian-node/recipe.yaml"
+	"$S" build-image "$recipe_dn" --out dn0 --key k.key >/dev/null 2>&1
+	img=dn0/debian-node-1.0.0.squashfs
+	rdsquashfs -u / -p dntree "$img" >/dev/null 2>&1 # the same tree, owners and modes kept
+	dnsize=$(du -sm dntree | cut -f1)
+	disksize=$(( ($(stat -c %s "$img") * 4 / 1048576 + 1024) ))M
+	for i in $(seq "$RUNS"); do
+		rm -rf dn1 dn2.squashfs disk1.img disk2.img
+		time_it dnbuild "$S" build-image "$recipe_dn" --out dn1 --key k.key
+		time_it dnmksq mksquashfs dntree dn2.squashfs -comp zstd -noappend -quiet -no-progress
+		time_it disk "$S" provision --image "$img" --disk disk1.img --size "$disksize" --node-id bench
+		time_it dd dd if=disk1.img of=disk2.img bs=4M conv=sparse status=none
+	done
+fi
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
 printf '\nstrata benchmark: %d files, %d MB tree, %d changed files, %d runs (medians)\n\n' "$FILES" "$size" "$CHANGED" "$RUNS"
 printf '%-16s %10s   %-22s %10s   %6s\n' "strata" "seconds" "peer" "seconds" "ratio"
@@ -110,3 +137,8 @@ row "build-image" build "mksquashfs DIR" mksquashfs
 row "overlay create" create "tar -c | zstd" tarzstd
 row "apply-overlay" apply "zstd -d | tar -x" untar
 row "apply-overlay" apply "zstd -d | tar -x; sync" untarsync
+if [ "$DEBIAN" = 1 ]; then
+	printf '\nDebian node image: %d MB tree, disk of %s\n\n' "$dnsize" "$disksize"
+	row "build-image" dnbuild "mksquashfs DIR" dnmksq
+	row "provision --disk" disk "dd conv=sparse" dd
+fi
