@@ -109,17 +109,7 @@ func (l *layout) addHostTree(dir, dest string, preserve bool) error {
 	return nil
 }
 
-func normalise(e *manifests.Entry) {
-	e.UID, e.GID = 0, 0
-	switch {
-	case e.Type == manifests.TypeSymlink:
-		e.Mode = 0777
-	case e.Type == manifests.TypeDir || e.Mode&0111 != 0:
-		e.Mode = 0755
-	default:
-		e.Mode = 0644
-	}
-}
+func normalise(e *manifests.Entry) { *e = tree.Normalise(*e) }
 
 // addFile applies one recipe files step.
 func (l *layout) addFile(r *Recipe, f File) error {

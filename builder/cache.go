@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -127,7 +125,7 @@ func cached(ctx context.Context, s *settings, kind, key string, inputs any, buil
 			return "", nil, fmt.Errorf("cache entry %s: the tree built is not valid: %w", final, err)
 		}
 	}
-	if err := syncTree(tmp); err != nil {
+	if err := node.SyncFS(tmp); err != nil {
 		return "", nil, err
 	}
 	raw, err := json.MarshalIndent(cacheMeta{Inputs: inputs, TreeDigest: manifests.TreeDigest(entries)}, "", "  ")
@@ -156,20 +154,6 @@ func checkPrivate(dir string) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("cache %s: %w: it must be a directory owned by uid %d and writable by it alone (mode %s)", dir, ErrCache, os.Geteuid(), fi.Mode())
-	}
-	return nil
-}
-
-// syncTree flushes the file system holding dir (syncfs(2)), so a cache
-// record is never written before the tree it vouches for is on disk.
-func syncTree(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -48,23 +47,8 @@ func writeState(ctx context.Context, target string, p DiskPartRef, im *repo.Imag
 			return manifests.LedgerEntry{}, fmt.Errorf("staging the state partition: %w", err)
 		}
 	}
-	m := im.Manifest
-	e := manifests.LedgerEntry{
-		Action:     manifests.LedgerProvision,
-		Line:       m.Line,
-		Version:    m.Version,
-		Digest:     im.Digest,
-		Image:      m.Version,
-		Head:       manifests.Ref{Version: m.Version, Digest: im.Digest},
-		TreeDigest: m.TreeDigest,
-		Time:       time.Now().UTC().Format(time.RFC3339),
-	}
-	if m.Head != nil {
-		e.Image = m.Base.Version
-		e.Head = *m.Head
-	}
-	l := &manifests.Ledger{Schema: manifests.Schema, Kind: manifests.KindLedger}
-	if err := l.Append(e); err != nil {
+	l, err := provisionLedger(im)
+	if err != nil {
 		return manifests.LedgerEntry{}, err
 	}
 	if err := nd.WriteLedger(l); err != nil {

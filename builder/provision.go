@@ -55,22 +55,8 @@ func Provision(ctx context.Context, image, root string, trust *sign.KeySet, opts
 		return nil, err
 	}
 	m := im.Manifest
-	e := manifests.LedgerEntry{
-		Action:     manifests.LedgerProvision,
-		Line:       m.Line,
-		Version:    m.Version,
-		Digest:     im.Digest,
-		Image:      m.Version,
-		Head:       manifests.Ref{Version: m.Version, Digest: im.Digest},
-		TreeDigest: m.TreeDigest,
-		Time:       time.Now().UTC().Format(time.RFC3339),
-	}
-	if m.Head != nil {
-		e.Image = m.Base.Version
-		e.Head = *m.Head
-	}
-	l := &manifests.Ledger{Schema: manifests.Schema, Kind: manifests.KindLedger}
-	if err := l.Append(e); err != nil {
+	l, err := provisionLedger(im)
+	if err != nil {
 		return nil, err
 	}
 	nd := node.Node{Root: tmp}
@@ -89,7 +75,7 @@ func Provision(ctx context.Context, image, root string, trust *sign.KeySet, opts
 		return nil, fmt.Errorf("provisioning %s: %w", root, err)
 	}
 	ok = true
-	s.progress(fmt.Sprintf("node %s at %s %s (tree %s)", root, m.Line, e.Head.Version, m.TreeDigest))
+	s.progress(fmt.Sprintf("node %s at %s %s (tree %s)", root, m.Line, l.Last().Head.Version, m.TreeDigest))
 	last := l.Last()
 	return &last, nil
 }
@@ -183,4 +169,30 @@ func walkImage(ctx context.Context, image string, im *repo.Image, fn func(e mani
 		return fmt.Errorf("image %s: tree digest %s, manifest says %s: %w", image, d, im.Manifest.TreeDigest, ErrImageMismatch)
 	}
 	return nil
+}
+
+// provisionLedger starts a node's ledger with the record of the image it is
+// provisioned from: for a regenerated image, its base version and the head
+// it contains.
+func provisionLedger(im *repo.Image) (*manifests.Ledger, error) {
+	m := im.Manifest
+	e := manifests.LedgerEntry{
+		Action:     manifests.LedgerProvision,
+		Line:       m.Line,
+		Version:    m.Version,
+		Digest:     im.Digest,
+		Image:      m.Version,
+		Head:       manifests.Ref{Version: m.Version, Digest: im.Digest},
+		TreeDigest: m.TreeDigest,
+		Time:       time.Now().UTC().Format(time.RFC3339),
+	}
+	if m.Head != nil {
+		e.Image = m.Base.Version
+		e.Head = *m.Head
+	}
+	l := &manifests.Ledger{Schema: manifests.Schema, Kind: manifests.KindLedger}
+	if err := l.Append(e); err != nil {
+		return nil, err
+	}
+	return l, nil
 }

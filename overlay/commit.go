@@ -87,7 +87,7 @@ func commit(t *txn, l *manifests.Ledger) error {
 	}
 	// Everything the ops wrote must be on disk before the ledger says it
 	// is: one syncfs flushes the staged files and the renames together.
-	if err := syncFS(t.n.Root); err != nil {
+	if err := node.SyncFS(t.n.Root); err != nil {
 		if uerr := t.undo(); uerr == nil {
 			t.abort()
 		}

@@ -137,16 +137,7 @@ func adopt(head tree.State, e manifests.Entry) manifests.Entry {
 		e.Mode, e.UID, e.GID = old.Mode, old.UID, old.GID
 		return e
 	}
-	e.UID, e.GID = 0, 0
-	switch {
-	case e.Type == manifests.TypeSymlink:
-		e.Mode = 0777
-	case e.Type == manifests.TypeDir || e.Mode&0111 != 0:
-		e.Mode = 0755
-	default:
-		e.Mode = 0644
-	}
-	return e
+	return tree.Normalise(e)
 }
 
 // imagePath turns "/etc/x" into "etc/x", refusing relative and unsafe

@@ -1,7 +1,6 @@
 package overlay
 
 import (
-	"fmt"
 	"os"
 	"path"
 	"syscall"
@@ -16,19 +15,6 @@ func owner(fi os.FileInfo) (int, int) {
 		return int(st.Uid), int(st.Gid)
 	}
 	return 0, 0
-}
-
-// syncFS flushes the filesystem holding dir (syncfs(2)).
-func syncFS(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
 }
 
 // dirs resolves directories of a node root for the journal's hot path:

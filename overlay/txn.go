@@ -189,7 +189,7 @@ func (t *txn) undo() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return syncFS(t.n.Root)
+	return node.SyncFS(t.n.Root)
 }
 
 // validate refuses a journal whose ops name unsafe paths or node state:

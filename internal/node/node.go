@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -207,6 +209,20 @@ func SyncDir(dir string) error {
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	return nil
+}
+
+// SyncFS flushes the whole file system holding dir (syncfs(2)): one call
+// makes every earlier write and rename on it durable.
+func SyncFS(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing %s: %w", dir, err)
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
 		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil

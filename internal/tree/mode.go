@@ -62,3 +62,20 @@ func Header(e manifests.Entry, mtime int64) *tar.Header {
 	}
 	return h
 }
+
+// Normalise gives e the owner and mode a file gets when its source says
+// nothing trustworthy about them (a checkout, a file added by hand):
+// root:root, 0755 for directories and anything with an execute bit, 0644
+// for other files, 0777 for symlinks.
+func Normalise(e manifests.Entry) manifests.Entry {
+	e.UID, e.GID = 0, 0
+	switch {
+	case e.Type == manifests.TypeSymlink:
+		e.Mode = 0777
+	case e.Type == manifests.TypeDir || e.Mode&0111 != 0:
+		e.Mode = 0755
+	default:
+		e.Mode = 0644
+	}
+	return e
+}
