@@ -3,137 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/strata-dev/strata/builder"
-	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/overlay"
 )
-
-func newProvisionCmd(g *globals) *cobra.Command {
-	var image, root, pub, diskPath, size, keyFile, repoDir, line, through, signKey string
-	var do builder.DiskOptions
-	c := &cobra.Command{
-		Use:   "provision (--image IMAGE.squashfs | --repo REPO [--through V] --key K) (--root DIR | --disk PATH [--size SIZE] [--hostname H] [--ssh-authorized-key FILE] [--node-id ID])",
-		Short: "Make a directory node or a bootable node disk from a signed image",
-		Long: `Provision a node from a signed image, verified first (signature, then every
-entry and file against the manifest).
-
---root DIR makes a directory node. --disk PATH writes a GPT disk, a raw image
-file (created, or replaced when complete) or a block device (refused when it
-or a partition of it is mounted): an EFI system partition with systemd-boot
-(and the image's kernel and initrd, if it has them), root A holding the
-image, an empty root B of the same size and an ext4 state partition with the
-ledger and the node identity. --size (e.g. 4G) defaults to the smallest
-layout with 1 GiB of state for a file, the whole device for a block device.
-See docs/images.md, "Disk images".
-
---repo REPO instead of --image provisions at the line's head (or at
---through V): the line's image when no overlay follows it, otherwise a fresh
-image regenerated with the chain folded in and signed with --key, so the new
-machine joins the sequence at its head.`,
-		Args: args(cobra.NoArgs),
-		RunE: func(c *cobra.Command, _ []string) error {
-			if (root == "") == (diskPath == "") {
-				return usageError{fmt.Errorf("give --root DIR or --disk PATH (not both)")}
-			}
-			if diskPath == "" && (size != "" || keyFile != "" || do.Hostname != "" || do.NodeID != "") {
-				return usageError{fmt.Errorf("--size, --hostname, --ssh-authorized-key and --node-id need --disk")}
-			}
-			if (image == "") == (repoDir == "") {
-				return usageError{fmt.Errorf("give --image IMAGE or --repo REPO (not both)")}
-			}
-			if repoDir == "" && (through != "" || line != "") {
-				return usageError{fmt.Errorf("--through and --line need --repo")}
-			}
-			trust, err := optionalPub(pub)
-			if err != nil {
-				return err
-			}
-			if repoDir != "" {
-				key, err := loadKey(signKey)
-				if err != nil {
-					return err
-				}
-				work, err := os.MkdirTemp("", "strata-provision-")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(work)
-				if image, err = builder.HeadImage(c.Context(), repoDir, line, through, work, key, builder.WithProgress(g.progress())); err != nil {
-					return err
-				}
-			}
-			if root != "" {
-				e, err := builder.Provision(c.Context(), image, root, trust, builder.WithProgress(g.progress()))
-				if err != nil {
-					return err
-				}
-				return g.output(c.OutOrStdout(), e, func(w io.Writer) {
-					fmt.Fprintf(w, "provisioned %s: line %s image %s head %s tree %s\n", root, e.Line, e.Version, e.Head.Version, e.TreeDigest)
-				})
-			}
-			if size != "" {
-				if do.Size, err = builder.ParseSize(size); err != nil {
-					return usageError{fmt.Errorf("--size: %w", err)}
-				}
-			}
-			if keyFile != "" {
-				if do.AuthorizedKeys, err = os.ReadFile(keyFile); err != nil {
-					return fmt.Errorf("--ssh-authorized-key: %w", err)
-				}
-			}
-			do.Progress = g.progress()
-			res, err := builder.ProvisionDisk(c.Context(), image, diskPath, trust, do)
-			if err != nil {
-				return err
-			}
-			return g.output(c.OutOrStdout(), res, func(w io.Writer) { printDisk(w, res) })
-		},
-	}
-	f := c.Flags()
-	f.StringVar(&image, "image", "", "signed image to provision from")
-	f.StringVar(&root, "root", "", "directory to create the node in (absent or empty)")
-	f.StringVar(&diskPath, "disk", "", "disk image file or block device to write")
-	f.StringVar(&size, "size", "", "with --disk: disk size, e.g. 4G (default: see above)")
-	f.StringVar(&do.Hostname, "hostname", "", "with --disk: the node's hostname")
-	f.StringVar(&keyFile, "ssh-authorized-key", "", "with --disk: file of SSH public keys root may log in with")
-	f.StringVar(&do.NodeID, "node-id", "", "with --disk: node id, which with the image fixes every GUID (default: random)")
-	f.StringVar(&pub, "pub", "", "public key the image must be signed with (default: the keys the image lists)")
-	f.StringVar(&repoDir, "repo", "", "provision at the head of this repository's line instead of --image")
-	f.StringVar(&line, "line", "", "with --repo: the line (when the repository has several)")
-	f.StringVar(&through, "through", "", "with --repo: provision at this version instead of the head")
-	f.StringVar(&signKey, "key", "", "with --repo: key that signs the regenerated image (and that the repository must be signed with)")
-	return c
-}
-
-func printDisk(w io.Writer, res *builder.DiskResult) {
-	e := res.Ledger
-	fmt.Fprintf(w, "provisioned disk %s (%s, node %s): line %s image %s head %s tree %s\n",
-		res.Disk, builder.FormatSize(res.Layout.Size), res.NodeID, e.Line, e.Version, e.Head.Version, e.TreeDigest)
-	for _, p := range res.Layout.Partitions {
-		fmt.Fprintf(w, "  %d %-5s %9s at %9s  PARTUUID %s\n", p.Index, p.Name, builder.FormatSize(p.Size), builder.FormatSize(p.Offset), strings.ToLower(p.GUID))
-	}
-	if res.BootEntry {
-		fmt.Fprintf(w, "  boot entry: /%s, /%s\n", res.Kernel, res.Initrd)
-	} else {
-		fmt.Fprintln(w, "  no kernel in the image: the ESP has systemd-boot but no boot entry")
-	}
-	if res.Note != "" {
-		fmt.Fprintf(w, "  note: %s\n", res.Note)
-	}
-}
-
-func optionalPub(pub string) (*sign.KeySet, error) {
-	if pub == "" {
-		return nil, nil
-	}
-	return sign.LoadPublicFile(pub)
-}
 
 // restarter parses --restart-with.
 func restarter(spec string, root string) (overlay.Restarter, error) {
