@@ -4,7 +4,7 @@ GO       ?= go
 BIN      := bin/strata
 PKGS     := ./...
 
-.PHONY: all build deps test test-debian unit lint demo bench fuzz clean
+.PHONY: all build deps test test-debian test-boot unit lint demo bench fuzz clean
 
 all: build
 
@@ -14,16 +14,26 @@ build:
 deps:
 	./scripts/deps.sh
 
-# Every test, the Debian node image included (tag debian): it builds
-# images/debian-node twice and compares. Needs root; its first run on a
-# machine needs network and about a minute (debootstrap, apt-get), later
-# runs reuse the cache ($$STRATA_TEST_CACHE, default /var/cache/strata-test).
-test: deps lint
+# Every test, the Debian node image included (tag debian: it builds
+# images/debian-node twice and compares), then the boot test (below). Needs
+# root; the first run on a machine needs network and a few minutes
+# (debootstrap, apt-get), later runs reuse the cache (/var/cache/strata-test;
+# $$STRATA_TEST_CACHE for the Go test, $$STRATA_CACHE for the boot test) and
+# take about two.
+test: deps lint build
 	$(GO) test -count=1 -tags debian -timeout 60m $(PKGS)
+	./scripts/boot-test.sh $(BIN)
 
 # Only the Debian image test, verbose.
 test-debian: deps
 	$(GO) test -count=1 -tags debian -run Debian -timeout 60m -v ./builder
+
+# Boot test: builds images/debian-bootable, provisions a disk from it and
+# boots it under qemu-system-x86_64 + OVMF (software emulation), checking
+# over the serial console for multi-user.target and a passing
+# `strata verify-sequence`. Needs root; see scripts/boot-test.sh.
+test-boot: build
+	./scripts/boot-test.sh $(BIN)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -145,7 +145,8 @@ func leadingRun(s string) string {
 // writeESP makes the FAT32 ESP (partition p of target) with mkfs.fat and
 // fills it with mtools: systemd-boot (also as the removable-media fallback
 // loader), loader.conf and, when the image has a kernel, the kernel, the
-// initrd and a loader entry booting root A read-only. (go-diskfs 1.9.4's
+// initrd and a loader entry booting root A read-only, with the kernel
+// console on the first serial port as well as the screen. (go-diskfs 1.9.4's
 // FAT32 writer leaves wrong ".." entries in subdirectories of the root and
 // an unset free-cluster count, which fsck.vfat reports.)
 func writeESP(ctx context.Context, target string, p DiskPartRef, b *bootFiles, bootEFI, work string) error {
@@ -172,7 +173,7 @@ func writeESP(ctx context.Context, target string, p DiskPartRef, b *bootFiles, b
 	puts := map[string]string{espFallback: bootEFI, espBoot: bootEFI}
 	if b.kernel != "" {
 		puts[espKernel], puts[espInitrd] = b.kernelFile, b.initrdFile
-		texts[espEntry] = fmt.Sprintf("title %s\nlinux %s\ninitrd %s\noptions root=PARTUUID=%s ro rootfstype=squashfs\n",
+		texts[espEntry] = fmt.Sprintf("title %s\nlinux %s\ninitrd %s\noptions root=PARTUUID=%s ro rootfstype=squashfs console=tty0 console=ttyS0,115200\n",
 			b.title, espKernel, espInitrd, strings.ToLower(b.rootA))
 	}
 	for dst, text := range texts {

@@ -10,8 +10,11 @@ for pair in mksquashfs:squashfs-tools sqfs2tar:squashfs-tools-ng rdsquashfs:squa
 	cmd=${pair%%:*} pkg=${pair##*:}
 	PATH=$PATH:/usr/sbin:/sbin command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
-# Disk provisioning puts systemd-boot on the ESP.
+# Disk provisioning puts systemd-boot on the ESP; the boot test runs qemu
+# with OVMF.
 [ -e /usr/lib/systemd/boot/efi/systemd-bootx64.efi ] || need+=(systemd-boot-efi)
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
+[ -e /usr/share/OVMF/OVMF_CODE.fd ] || need+=(ovmf)
 if [ "${#need[@]}" -gt 0 ]; then
 	mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 	echo "deps: installing ${need[*]}" >&2
