@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -36,7 +37,9 @@ type DiskOptions struct {
 	// NodeID names the node; with the image digest it determines every
 	// GUID on the disk. Empty: a random one (reported in the result).
 	NodeID string
-	// Hostname, if set, is written to the state partition's identity.
+	// Hostname, if set, is written to the state partition's identity and
+	// given to systemd on the kernel command line (systemd.hostname=).
+	// It must be a valid host name (RFC 1123 labels).
 	Hostname string
 	// AuthorizedKeys, if set, is written as the node's SSH authorized_keys.
 	AuthorizedKeys []byte
@@ -77,6 +80,9 @@ func ProvisionDisk(ctx context.Context, image, diskPath string, trust *sign.KeyS
 	progress := opts.Progress
 	if progress == nil {
 		progress = func(string) {}
+	}
+	if opts.Hostname != "" && !validHostname(opts.Hostname) {
+		return nil, fmt.Errorf("provisioning %s: hostname %q: %w: want RFC 1123 labels (letters, digits, '-', dots between)", diskPath, opts.Hostname, manifests.ErrInvalid)
 	}
 	im, err := repo.LoadImage(image, trust)
 	if err != nil {
@@ -125,6 +131,7 @@ func ProvisionDisk(ctx context.Context, image, diskPath string, trust *sign.KeyS
 		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
 	}
 	boot.rootA = res.Layout.Part(PartRootA).GUID
+	boot.hostname = opts.Hostname
 	if err := writeESP(ctx, target, res.Layout.Part(PartESP), boot, opts.BootEFI, work); err != nil {
 		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
 	}
@@ -284,4 +291,24 @@ func syncPath(p string) error {
 		return fmt.Errorf("syncing %s: %w", p, err)
 	}
 	return f.Close()
+}
+
+// validHostname reports whether h is a host name of RFC 1123 labels: 1-63
+// letters, digits or '-' each, not starting or ending with '-', joined by
+// dots, 253 characters at most.
+func validHostname(h string) bool {
+	if len(h) == 0 || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -38,6 +38,9 @@ type bootFiles struct {
 	kernel, initrd         string
 	kernelFile, initrdFile string
 	title, rootA           string
+	// hostname, when set, is passed to systemd on the kernel command line
+	// (systemd.hostname=), since the image's /etc/hostname is read-only.
+	hostname string
 }
 
 // bootCandidate reports whether image path p may be a kernel or an
@@ -173,8 +176,11 @@ func writeESP(ctx context.Context, target string, p DiskPartRef, b *bootFiles, b
 	puts := map[string]string{espFallback: bootEFI, espBoot: bootEFI}
 	if b.kernel != "" {
 		puts[espKernel], puts[espInitrd] = b.kernelFile, b.initrdFile
-		texts[espEntry] = fmt.Sprintf("title %s\nlinux %s\ninitrd %s\noptions root=PARTUUID=%s ro rootfstype=squashfs console=tty0 console=ttyS0,115200\n",
-			b.title, espKernel, espInitrd, strings.ToLower(b.rootA))
+		opts := fmt.Sprintf("root=PARTUUID=%s ro rootfstype=squashfs console=tty0 console=ttyS0,115200", strings.ToLower(b.rootA))
+		if b.hostname != "" {
+			opts += " systemd.hostname=" + b.hostname
+		}
+		texts[espEntry] = fmt.Sprintf("title %s\nlinux %s\ninitrd %s\noptions %s\n", b.title, espKernel, espInitrd, opts)
 	}
 	for dst, text := range texts {
 		src := filepath.Join(work, path.Base(dst))

@@ -46,7 +46,7 @@ files:
 	}
 	trust, _ := key.PublicKeySet()
 	d := filepath.Join(dir, "disk.img")
-	r, err := builder.ProvisionDisk(context.Background(), res.Image, d, trust, builder.DiskOptions{Size: 512 << 20, NodeID: "k"})
+	r, err := builder.ProvisionDisk(context.Background(), res.Image, d, trust, builder.DiskOptions{Size: 512 << 20, NodeID: "k", Hostname: "edge-7.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +56,15 @@ files:
 	}
 	run(t, "fsck.vfat", "-n", extract(t, d, r.Layout.Part(builder.PartESP)))
 	entry := espRead(t, d, "/loader/entries/strata.conf")
-	if !strings.Contains(entry, "root=PARTUUID="+strings.ToLower(r.Layout.Part(builder.PartRootA).GUID)+" ro rootfstype=squashfs") {
+	if !strings.Contains(entry, "root=PARTUUID="+strings.ToLower(r.Layout.Part(builder.PartRootA).GUID)+" ro rootfstype=squashfs") ||
+		!strings.Contains(entry, " console=ttyS0,115200") || !strings.Contains(entry, " systemd.hostname=edge-7.example\n") {
 		t.Fatalf("loader entry:\n%s", entry)
+	}
+	// A host name that could smuggle kernel arguments is refused.
+	for _, bad := range []string{"a b", "x init=/bin/sh", "-lead", "trail-", "a..b"} {
+		if _, err := builder.ProvisionDisk(context.Background(), res.Image, filepath.Join(dir, "bad.img"), trust, builder.DiskOptions{Size: 512 << 20, Hostname: bad}); err == nil {
+			t.Errorf("hostname %q accepted", bad)
+		}
 	}
 	if k, i := espRead(t, d, "/strata/vmlinuz"), espRead(t, d, "/strata/initrd.img"); k != "new kernel\n" || i != "new initrd\n" {
 		t.Fatalf("ESP kernel %q initrd %q", k, i)

@@ -49,7 +49,7 @@ t1=$(date +%s)
 
 echo "== provision"
 rm -f "$WORK/disk.img"
-"$BIN" provision --image "$IMAGE" --disk "$WORK/disk.img" --size 3G --node-id boot1
+"$BIN" provision --image "$IMAGE" --disk "$WORK/disk.img" --size 3G --node-id boot1 --hostname strata-boot1
 cp /usr/share/OVMF/OVMF_VARS.fd "$WORK/vars.fd"
 t2=$(date +%s)
 
@@ -63,15 +63,17 @@ qemu-system-x86_64 -machine q35 -m 2048 -smp 2 -nographic \
 	-net none </dev/null >"$WORK/qemu.out" 2>&1 &
 QEMU_PID=$!
 
-ok_verify=0 ok_target=0 failed=0
+ok_verify=0 ok_target=0 ok_host=0 failed=0
 deadline=$(($(date +%s) + TIMEOUT))
 while [ "$(date +%s)" -lt "$deadline" ] && kill -0 "$QEMU_PID" 2>/dev/null; do
 	text=$(tr -d '\r' <"$LOG" | sed 's/\x1b\[[0-9;]*m//g')
 	grep -aq 'OK: sequence verified' <<<"$text" && ok_verify=1
 	grep -aqE 'Reached target (multi-user\.target|.*Multi-User System)' <<<"$text" && ok_target=1
+	# The host name given at provisioning (kernel command line).
+	grep -aq 'strata-boot1' <<<"$text" && ok_host=1
 	# A failed unit, a failed audit or a panic fails the test at once.
 	grep -aqE '\[FAILED\]|FAILED: |Kernel panic' <<<"$text" && failed=1
-	if [ $failed = 1 ] || { [ $ok_verify = 1 ] && [ $ok_target = 1 ]; }; then break; fi
+	if [ $failed = 1 ] || { [ $ok_verify = 1 ] && [ $ok_target = 1 ] && [ $ok_host = 1 ]; }; then break; fi
 	sleep 5
 done
 t3=$(date +%s)
@@ -79,13 +81,13 @@ cleanup
 QEMU_PID=
 
 echo "== timings: build $((t1 - t0))s, provision $((t2 - t1))s, boot $((t3 - t2))s"
-if [ $ok_verify = 1 ] && [ $ok_target = 1 ] && [ $failed = 0 ]; then
-	tr -d '\r' <"$LOG" | sed 's/\x1b\[[0-9;]*m//g' | grep -aE 'strata\[|Reached target.*Multi-User' | tail -n 20
-	echo "PASS: multi-user.target reached, strata verify-sequence OK"
+if [ $ok_verify = 1 ] && [ $ok_target = 1 ] && [ $ok_host = 1 ] && [ $failed = 0 ]; then
+	tr -d '\r' <"$LOG" | sed 's/\x1b\[[0-9;]*m//g' | grep -aE 'strata\[|Reached target.*Multi-User|strata-boot1' | tail -n 20
+	echo "PASS: multi-user.target reached, strata verify-sequence OK, hostname strata-boot1"
 	[ -n "${BOOT_WORK:-}" ] || rm -rf "$WORK"
 	exit 0
 fi
-echo "FAIL: multi-user=$ok_target verify=$ok_verify failure-seen=$failed; console:"
+echo "FAIL: multi-user=$ok_target verify=$ok_verify hostname=$ok_host failure-seen=$failed; console:"
 tr -d '\r' <"$LOG" | sed 's/\x1b\[[0-9;]*m//g' | grep -aE '\[FAILED\]|FAILED: |Kernel panic|strata\[' || true
 echo "-- last lines:"
 tr -d '\r' <"$LOG" | sed 's/\x1b\[[0-9;]*m//g' | tail -n 40
