@@ -16,6 +16,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -88,7 +89,7 @@ func ProvisionDisk(ctx context.Context, image, diskPath string, trust *sign.KeyS
 	if err != nil {
 		return nil, err
 	}
-	imgSum, imgSize, err := hashFile(image)
+	imgSum, imgSize, err := tree.HashFile(image)
 	if err != nil {
 		return nil, err
 	}
@@ -265,20 +266,6 @@ func writeRoots(target string, device bool, l *DiskLayout, image, sum string) er
 		}
 	}
 	return out.Close()
-}
-
-func hashFile(p string) (string, int64, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", 0, fmt.Errorf("reading image %s: %w", p, err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, fmt.Errorf("reading image %s: %w", p, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 func syncPath(p string) error {

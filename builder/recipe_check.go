@@ -203,14 +203,11 @@ func (r *Recipe) checkHostPaths() error {
 	return nil
 }
 
-// TreePath turns an absolute image path such as "/etc/x" into the
-// tree-relative form "etc/x", refusing relative or unsafe paths.
+// TreePath is manifests.ImagePath for recipes, which also may not name
+// strata's node state.
 func TreePath(p string) (string, error) {
-	if !strings.HasPrefix(p, "/") {
-		return "", fmt.Errorf("%w: %q must be absolute", manifests.ErrUnsafePath, p)
-	}
-	rel := strings.TrimPrefix(p, "/")
-	if err := manifests.ValidPath(rel); err != nil {
+	rel, err := manifests.ImagePath(p)
+	if err != nil {
 		return "", err
 	}
 	if manifests.IsNodeState(rel) {

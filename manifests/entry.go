@@ -149,3 +149,17 @@ func CheckLinkTarget(p, target string) error {
 	}
 	return nil
 }
+
+// ImagePath turns an absolute image path as operators write it ("/etc/x")
+// into the tree-relative form ("etc/x"), refusing relative and unsafe
+// paths.
+func ImagePath(p string) (string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return "", fmt.Errorf("%w: %q must be an absolute image path", ErrUnsafePath, p)
+	}
+	rel := strings.TrimPrefix(p, "/")
+	if err := ValidPath(rel); err != nil {
+		return "", err
+	}
+	return rel, nil
+}

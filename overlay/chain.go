@@ -132,7 +132,7 @@ func pickLine(r *repo.Repo, line string) (*manifests.Line, error) {
 // and manifest digests the index records.
 func openIndexed(r *repo.Repo, ref manifests.OverlayRef, trust *sign.KeySet) (*Archive, error) {
 	p := r.Path(ref.File)
-	sum, err := repo.FileSHA256(p)
+	sum, _, err := tree.HashFile(p)
 	if err != nil {
 		return nil, err
 	}

@@ -161,7 +161,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err := writeArchive(out, raw, sig, m, open, algo); err != nil {
 		return nil, err
 	}
-	sum, err := repo.FileSHA256(out)
+	sum, _, err := tree.HashFile(out)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -40,7 +39,7 @@ func diff(head tree.State, ch Change) (*delta, error) {
 		}
 	}
 	for _, a := range ch.Adds {
-		dest, err := imagePath(a.Dest)
+		dest, err := manifests.ImagePath(a.Dest)
 		if err != nil {
 			return nil, fmt.Errorf("--add %s: %w", a.Dest, err)
 		}
@@ -71,7 +70,7 @@ func diff(head tree.State, ch Change) (*delta, error) {
 	}
 	d := &delta{src: map[string]string{}}
 	for _, p := range ch.Deletes {
-		rel, err := imagePath(p)
+		rel, err := manifests.ImagePath(p)
 		if err != nil {
 			return nil, fmt.Errorf("--delete %s: %w", p, err)
 		}
@@ -138,17 +137,4 @@ func adopt(head tree.State, e manifests.Entry) manifests.Entry {
 		return e
 	}
 	return tree.Normalise(e)
-}
-
-// imagePath turns "/etc/x" into "etc/x", refusing relative and unsafe
-// paths.
-func imagePath(p string) (string, error) {
-	if !strings.HasPrefix(p, "/") {
-		return "", fmt.Errorf("%w: %q must be an absolute image path", manifests.ErrUnsafePath, p)
-	}
-	rel := strings.TrimPrefix(p, "/")
-	if err := manifests.ValidPath(rel); err != nil {
-		return "", err
-	}
-	return rel, nil
 }

@@ -1,11 +1,13 @@
 package overlay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
@@ -163,4 +165,19 @@ func (t *txn) finish() error {
 		}
 	}
 	return os.RemoveAll(t.dir)
+}
+
+// lockNode takes the node's apply lock and finishes or undoes whatever
+// transaction a crash left, so the caller starts from a settled node.
+func lockNode(ctx context.Context, root string, wait time.Duration) (node.Node, func(), error) {
+	n := node.Node{Root: root}
+	unlock, err := n.Lock(ctx, wait)
+	if err != nil {
+		return n, nil, err
+	}
+	if err := recoverNode(n); err != nil {
+		unlock()
+		return n, nil, err
+	}
+	return n, unlock, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -27,15 +26,11 @@ func SettlePending(ctx context.Context, root string, r Restarter, lockWait time.
 	if r == nil {
 		return nil, fmt.Errorf("settling restarts on %s: no restarter given", root)
 	}
-	n := node.Node{Root: root}
-	unlock, err := n.Lock(ctx, lockWait)
+	n, unlock, err := lockNode(ctx, root, lockWait)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := recoverNode(n); err != nil {
-		return nil, err
-	}
 	l, err := n.ReadLedger()
 	if err != nil {
 		return nil, err

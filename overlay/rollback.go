@@ -31,15 +31,11 @@ func Rollback(ctx context.Context, root string, r Restarter, lockWait time.Durat
 	if progress == nil {
 		progress = func(string) {}
 	}
-	n := node.Node{Root: root}
-	unlock, err := n.Lock(ctx, lockWait)
+	n, unlock, err := lockNode(ctx, root, lockWait)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := recoverNode(n); err != nil {
-		return nil, err
-	}
 	return rollbackLocked(ctx, n, r, progress)
 }
 

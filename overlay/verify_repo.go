@@ -7,6 +7,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -27,7 +28,7 @@ func VerifyRepo(repoDir string, trust *sign.KeySet) (*Audit, error) {
 		for _, o := range l.Overlays {
 			indexed[filepath.Clean(o.File)] = true
 		}
-		if sum, err := repo.FileSHA256(r.Path(l.Image.File)); err != nil {
+		if sum, _, err := tree.HashFile(r.Path(l.Image.File)); err != nil {
 			a.problem("tampered", "", "line %s: image %s: %v", l.Name, l.Image.File, err)
 		} else if sum != l.Image.SHA256 {
 			a.problem("tampered", "", "line %s: image %s has sha256 %s, index says %s", l.Name, l.Image.File, sum, l.Image.SHA256)

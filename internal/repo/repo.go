@@ -160,20 +160,6 @@ func (r *Repo) Save(key *sign.Key) error {
 	return node.WriteFileAtomic(p, b, 0o644)
 }
 
-// FileSHA256 returns the hex SHA-256 of a file.
-func FileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("hashing %s: %w", path, err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hashing %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 func copyFile(src, dst string) (string, error) {
 	in, err := os.Open(src)
 	if err != nil {
