@@ -18,6 +18,10 @@ const (
 	LedgerRollback LedgerAction = "rollback"
 	// LedgerRestart records restarts carried out later to settle debt.
 	LedgerRestart LedgerAction = "restart"
+	// LedgerFailed records an overlay that was tried and taken back (its
+	// services failed, or a crash interrupted it): the head is unchanged,
+	// Error says what went wrong and Pending holds restarts still due.
+	LedgerFailed LedgerAction = "failed"
 )
 
 // Ledger is a node's append-only record of what was applied to it. Each
@@ -49,9 +53,11 @@ type LedgerEntry struct {
 	Pending []ServiceAction `json:"pending,omitempty"`
 	// Done are restarts carried out (restart records).
 	Done []ServiceAction `json:"done,omitempty"`
-	Time string          `json:"time"`
-	Prev string          `json:"prev"`
-	Hash string          `json:"hash"`
+	// Error is why a failed record's overlay was taken back.
+	Error string `json:"error,omitempty"`
+	Time  string `json:"time"`
+	Prev  string `json:"prev"`
+	Hash  string `json:"hash"`
 }
 
 // EntryHash returns the hash of e with its Hash field cleared.

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -65,20 +64,24 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	if progress == nil {
 		progress = func(string) {}
 	}
-	n := node.Node{Root: root}
+	b, err := openBackend(root)
+	if err != nil {
+		return nil, err
+	}
+	n := b.Node()
 	unlock, err := n.Lock(ctx, o.LockWait)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	if o.DryRun {
-		if t, err := loadTxn(n); err != nil || t != nil {
+		if what, err := b.Interrupted(); err != nil || what != "" {
 			if err == nil {
 				err = ErrDrift
 			}
-			return nil, fmt.Errorf("node %s: an interrupted transaction is pending; run apply-overlay or rollback without --dry-run to finish it: %w", root, err)
+			return nil, fmt.Errorf("node %s: %s; run apply-overlay or rollback without --dry-run to finish it: %w", root, what, err)
 		}
-	} else if err := recoverNode(n); err != nil {
+	} else if err := recoverTxn(ctx, b); err != nil {
 		return nil, err
 	}
 	v, err := loadView(n)
@@ -106,7 +109,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	// payloads of the later overlays of a batch are verified now, so a bad
 	// one stops the batch before the node changes at all.
 	for _, a := range todo {
-		if err := checkNodePaths(n, a.Manifest); err != nil {
+		if err := b.Check(a.Manifest); err != nil {
 			return rep, err
 		}
 	}
@@ -119,15 +122,12 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	for _, a := range todo {
 		plan := &rep.Plans[indexOf(rep.Plans, a.Manifest.Version)]
 		progress(fmt.Sprintf("applying %s %s (%d writes, %d deletes)", a.Manifest.Line, a.Manifest.Version, len(plan.Writes), len(plan.Deletes)))
-		if err := applyOne(ctx, v, a, plan); err != nil {
+		if err := applyOne(ctx, b, v, a, plan, o.Restarter, progress); err != nil {
 			return rep, err
 		}
 		rep.To = manifests.Ref{Version: a.Manifest.Version, Digest: a.Digest}
 		if o.Restarter == nil {
 			progress(fmt.Sprintf("restarts of %s left pending: %s", a.Manifest.Version, describe(plan.Actions)))
-		} else if err := restartOrRollback(ctx, n, o.Restarter, a, plan, progress); err != nil {
-			rep.To = a.Manifest.Parent
-			return rep, err
 		}
 		if v, err = loadView(n); err != nil {
 			return rep, err
@@ -137,28 +137,6 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 		rep.Pending = v.ledger.PendingRestarts()
 	}
 	return rep, err
-}
-
-// restartOrRollback runs an applied overlay's restart plan and records it;
-// when a restart fails, it rolls the overlay back (restarting what that
-// touches) and returns the failure.
-func restartOrRollback(ctx context.Context, n node.Node, r Restarter, a *Archive, plan *Plan, progress func(string)) error {
-	err := runPlan(ctx, r, plan.Actions, func(sa manifests.ServiceAction) {
-		progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit))
-		plan.Restarted = append(plan.Restarted, sa)
-	})
-	if err == nil {
-		return recordRestarts(n, plan.Actions)
-	}
-	progress(fmt.Sprintf("restart failed, rolling back %s: %v", a.Manifest.Version, err))
-	rep, rerr := rollbackLocked(ctx, n, r, progress)
-	switch {
-	case rerr != nil && rep == nil:
-		return fmt.Errorf("%w; rolling back %s failed too: %v", err, a.Manifest.Version, rerr)
-	case rerr != nil:
-		return fmt.Errorf("overlay %s rolled back: %w; restarts after the rollback failed too: %v", a.Manifest.Version, err, rerr)
-	}
-	return fmt.Errorf("overlay %s rolled back: %w", a.Manifest.Version, err)
 }
 
 func indexOf(plans []Plan, version string) int {

@@ -3,6 +3,7 @@ package overlay_test
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -953,7 +954,7 @@ func TestCraftedBaseApplies(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", p, b, err, want)
 		}
 	}
-	a, err := VerifyNode(e.root, "", true)
+	a, err := VerifyNode(context.Background(), e.root, "", true)
 	if err != nil || !a.OK() {
 		t.Fatalf("verify: %v %+v", err, a)
 	}

@@ -95,7 +95,7 @@ func BenchmarkVerifyFiles(b *testing.B) {
 	node0, _ := benchLine(b, 4000, 200)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		a, err := VerifyNode(node0, "", true)
+		a, err := VerifyNode(context.Background(), node0, "", true)
 		if err != nil || !a.OK() {
 			b.Fatalf("verify: %v %+v", err, a)
 		}

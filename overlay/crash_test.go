@@ -61,6 +61,9 @@ func helperMain(t *testing.T, root string) {
 	case "apply":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
 		_, err = Apply(ctx, root, Source{Files: files}, ApplyOptions{})
+	case "apply-restart":
+		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
+		_, err = Apply(ctx, root, Source{Files: files}, ApplyOptions{Restarter: Exec{Template: "true"}})
 	case "rollback":
 		_, err = Rollback(ctx, root, nil, 0, nil)
 	default:
@@ -454,4 +457,69 @@ func TestCrashMidOpsRollbackUndone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A crash while the services of a switched change restart: the next run
+// takes the change back and, since the services may have seen it, records
+// a failed attempt with the restarts due.
+func TestCrashDuringRestartsRecordsFailedAttempt(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	root := f.provision()
+	before := snap(t, root)
+	crashHelper(t, root, "restarting", "apply-restart", c.Path)
+	if _, err := Rollback(context.Background(), root, nil, 0, nil); !errors.Is(err, ErrNothingToRollback) {
+		t.Fatalf("rollback after the crash: %v, want ErrNothingToRollback (the change was never committed)", err)
+	}
+	if got := snap(t, root).digest; got != before.digest {
+		t.Errorf("digest %s after recovery, want the old %s", got, before.digest)
+	}
+	l := sqLedger(t, root)
+	if got := sqActions(l); !sqEqual(got, []string{"provision 1.0.0", "failed 1.0.1"}) {
+		t.Fatalf("ledger = %v, want the failed attempt", got)
+	}
+	if p := l.PendingRestarts(); len(p) != 1 || p[0].Unit != "app.service" {
+		t.Errorf("pending = %+v, want app.service due", p)
+	}
+	requireExists(t, filepath.Join(root, manifests.StateDir, "restarting"), false)
+	sqRequireOK(t, sqAudit(t, root, f.repo, true))
+}
+
+// A crash inside a replacing op, after the old object moved away and
+// before the new one moved in (the path is missing then): the next run
+// restores the old tree exactly and the apply then succeeds.
+func TestCrashInsideOpApplyRollsBack(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", sqRichChange(f))
+	nops := len(c.Manifest.Deletes) + len(c.Manifest.Entries)
+	fired := 0
+	for i := range nops {
+		point := "op-" + strconv.Itoa(i) + "-half"
+		root := f.provision()
+		before := snap(t, root)
+		code, out := runHelper(t, root, point, "apply", c.Path)
+		switch code {
+		case 0:
+			continue // op i replaces nothing: no point inside it
+		case crashExitCode:
+			fired++
+		default:
+			t.Fatalf("%s: helper exited %d:\n%s", point, code, out)
+		}
+		requireInterrupted(t, root)
+		if _, err := Rollback(context.Background(), root, nil, 0, nil); !errors.Is(err, ErrNothingToRollback) {
+			t.Fatalf("%s: rollback after the crash: %v, want ErrNothingToRollback", point, err)
+		}
+		if got := snap(t, root); got.digest != before.digest || got.ledger != before.ledger {
+			t.Fatalf("%s: recovery left digest %s, want the pre-apply %s (ledger unchanged)", point, got.digest, before.digest)
+		}
+		if _, err := Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}); err != nil {
+			t.Fatalf("%s: apply after recovery: %v", point, err)
+		}
+		sqRequireOK(t, sqAudit(t, root, f.repo, true))
+	}
+	if fired == 0 {
+		t.Fatal("no op of the change has a point inside it: the test covers nothing")
+	}
+	t.Logf("crashed inside %d of %d ops", fired, nops)
 }

@@ -1,6 +1,10 @@
 package overlay
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/strata-dev/strata/internal/node"
+)
 
 // Errors reported by this package; match them with errors.Is.
 var (
@@ -16,7 +20,7 @@ var (
 	// ErrEmpty reports a change that changes nothing.
 	ErrEmpty = errors.New("overlay: empty change")
 	// ErrSymlinkPath reports a write through a symlinked directory.
-	ErrSymlinkPath = errors.New("overlay: path passes through a symlink")
+	ErrSymlinkPath = node.ErrSymlinkPath
 	// ErrNothingToRollback reports a node with no applied overlay.
 	ErrNothingToRollback = errors.New("overlay: nothing to roll back")
 	// ErrRestart reports a failed service restart (the overlay was rolled
@@ -27,5 +31,5 @@ var (
 	ErrAmbiguousLine = errors.New("overlay: which line?")
 	// ErrDrift reports a node whose tree or ledger differs from what it
 	// should be.
-	ErrDrift = errors.New("overlay: node drifted")
+	ErrDrift = node.ErrDrift
 )

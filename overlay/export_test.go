@@ -1,9 +1,6 @@
 package overlay
 
 import (
-	"os"
-	"sync"
-
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -25,10 +22,4 @@ func NodeExpectation(root string) (line string, head manifests.Ref, lineage []ma
 		lineage = append(lineage, e.Head)
 	}
 	return v.ledger.Entries[0].Line, v.head(), lineage, state, nil
-}
-
-// The crash tests re-run the test binary with STRATA_TEST_CRASH set to a
-// crash point; only test binaries honour it.
-func init() {
-	crashAt = sync.OnceValue(func() string { return os.Getenv("STRATA_TEST_CRASH") })
 }

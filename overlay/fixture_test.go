@@ -279,7 +279,7 @@ func TestFixtureRoundTrip(t *testing.T) {
 	if len(rep.Plans) != 1 || len(rep.Plans[0].Actions) != 1 || rep.Plans[0].Actions[0].Unit != "app.service" {
 		t.Fatalf("plan = %+v, want a restart of app.service", rep.Plans)
 	}
-	a, err := VerifyNode(root, f.repo, true)
+	a, err := VerifyNode(context.Background(), root, f.repo, true)
 	if err != nil || !a.OK() {
 		t.Fatalf("verify: %v %+v", err, a)
 	}

@@ -67,7 +67,7 @@ func TestForgedJournalCannotReachOutsideTheRoot(t *testing.T) {
 		t.Fatalf("apply over a forged journal: %v, want ErrUnsafePath", err)
 	}
 	assertHostIntact(t, dir, victim)
-	a, err := VerifyNode(root, "", false)
+	a, err := VerifyNode(context.Background(), root, "", false)
 	if err != nil || a.OK() {
 		t.Fatalf("audit of a node with a forged journal: %v, OK=%v; want a problem", err, a != nil && a.OK())
 	}

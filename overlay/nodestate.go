@@ -2,7 +2,6 @@ package overlay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,12 +25,6 @@ type nodeView struct {
 	overlays []*manifests.OverlayManifest
 }
 
-func manifestStore(n node.Node) string { return filepath.Join(n.StateDir(), "overlays") }
-
-func undoDir(n node.Node, version string) string {
-	return filepath.Join(n.StateDir(), "undo", version)
-}
-
 // loadView reads the ledger and checks the stored manifests against it.
 func loadView(n node.Node) (*nodeView, error) {
 	l, err := n.ReadLedger()
@@ -52,7 +45,7 @@ func loadView(n node.Node) (*nodeView, error) {
 	}
 	v.image = &repo.Image{Manifest: m, Raw: raw, Digest: l.Entries[0].Digest}
 	for _, e := range v.applied {
-		p := filepath.Join(manifestStore(n), e.Version+".json")
+		p := filepath.Join(n.ManifestStore(), e.Version+".json")
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return nil, fmt.Errorf("node %s: overlay %s in the ledger: %w", n.Root, e.Version, err)
@@ -118,66 +111,61 @@ func (v *nodeView) expectedAfter(k int) (tree.State, error) {
 	return s, nil
 }
 
-// recoverNode finishes or undoes a transaction a crash left behind.
-func recoverNode(n node.Node) error {
-	t, err := loadTxn(n)
-	if err != nil || t == nil {
-		return err
+// lockNode takes the node's apply lock and settles whatever a crash left,
+// so the caller starts from a settled node.
+func lockNode(ctx context.Context, root string, wait time.Duration) (Backend, func(), error) {
+	b, err := openBackend(root)
+	if err != nil {
+		return nil, nil, err
 	}
-	if t.j.Record.Action == "" {
-		return os.RemoveAll(t.dir)
+	unlock, err := b.Node().Lock(ctx, wait)
+	if err != nil {
+		return nil, nil, err
 	}
+	if err := recoverTxn(ctx, b); err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return b, unlock, nil
+}
+
+// recoverTxn has the backend recover from a crash. An apply it took back
+// while its services were being restarted is recorded as failed, with its
+// restarts due: the services may have seen the change.
+func recoverTxn(ctx context.Context, b Backend) error {
+	n := b.Node()
 	l, err := n.ReadLedger()
 	if err != nil {
 		return err
 	}
-	last := l.Last()
-	r := t.j.Record
-	if last.Seq == r.Seq && last.Action == r.Action && last.Version == r.Version && last.Digest == r.Digest {
-		return t.finish()
-	}
-	if err := t.undo(); err != nil {
-		return fmt.Errorf("node %s: rolling back an interrupted %s of %s: %w", n.Root, r.Action, r.Version, err)
-	}
-	return os.RemoveAll(t.dir)
-}
-
-// finish keeps what a committed transaction displaced: an apply's old
-// objects become the overlay's undo data; a rollback's are dropped along
-// with the undo data it consumed.
-func (t *txn) finish() error {
-	r := t.j.Record
-	_ = os.RemoveAll(filepath.Join(t.dir, "new"))
-	if r.Action == manifests.LedgerApply {
-		dst := undoDir(t.n, r.Version)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-			return err
-		}
-		_ = os.RemoveAll(dst)
-		return os.Rename(t.dir, dst)
-	}
-	if err := os.RemoveAll(undoDir(t.n, r.Version)); err != nil {
+	undone, err := b.Recover(ctx, l)
+	if err != nil {
 		return err
 	}
-	for _, suffix := range []string{".json", ".json.minisig"} {
-		if err := os.Remove(filepath.Join(manifestStore(t.n), r.Version+suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	restarting, err := n.Restarting()
+	if err != nil {
+		return err
+	}
+	if undone != nil && undone.Action == manifests.LedgerApply && restarting == undone.Version {
+		if l, err = n.Commit(l, failedRecord(l, *undone, "interrupted while its services restarted", undone.Pending)); err != nil {
 			return err
 		}
 	}
-	return os.RemoveAll(t.dir)
+	if last := l.Last(); last.Action == manifests.LedgerRollback {
+		// A rollback committed before the crash: its manifest goes.
+		if err := n.DropManifest(last.Version); err != nil {
+			return err
+		}
+	}
+	return n.ClearRestarting()
 }
 
-// lockNode takes the node's apply lock and finishes or undoes whatever
-// transaction a crash left, so the caller starts from a settled node.
-func lockNode(ctx context.Context, root string, wait time.Duration) (node.Node, func(), error) {
-	n := node.Node{Root: root}
-	unlock, err := n.Lock(ctx, wait)
-	if err != nil {
-		return n, nil, err
+// failedRecord records that the overlay of attempt was taken back.
+func failedRecord(l *manifests.Ledger, attempt manifests.LedgerEntry, why string, pending []manifests.ServiceAction) manifests.LedgerEntry {
+	last := l.Last()
+	return manifests.LedgerEntry{
+		Action: manifests.LedgerFailed, Line: attempt.Line, Version: attempt.Version, Digest: attempt.Digest,
+		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest,
+		Pending: pending, Error: why, Time: time.Now().UTC().Format(time.RFC3339),
 	}
-	if err := recoverNode(n); err != nil {
-		unlock()
-		return n, nil, err
-	}
-	return n, unlock, nil
 }

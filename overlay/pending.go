@@ -26,11 +26,12 @@ func SettlePending(ctx context.Context, root string, r Restarter, lockWait time.
 	if r == nil {
 		return nil, fmt.Errorf("settling restarts on %s: no restarter given", root)
 	}
-	n, unlock, err := lockNode(ctx, root, lockWait)
+	b, unlock, err := lockNode(ctx, root, lockWait)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	n := b.Node()
 	l, err := n.ReadLedger()
 	if err != nil {
 		return nil, err
@@ -42,7 +43,7 @@ func SettlePending(ctx context.Context, root string, r Restarter, lockWait time.
 			rep.Restarted = append(rep.Restarted, a)
 		}
 	})
-	if err := recordRestarts(n, rep.Restarted); err != nil {
+	if err := recordRestarts(n, l, rep.Restarted); err != nil {
 		return rep, err
 	}
 	return rep, runErr

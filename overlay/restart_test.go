@@ -184,9 +184,10 @@ func TestRestartNilRestarterRecordsPending(t *testing.T) {
 	}
 }
 
-// A restart that fails every time: the overlay is rolled back and the
-// ledger shows the apply and its rollback.
-func TestRestartFailureRollsBack(t *testing.T) {
+// A restart that fails every time: the change is taken back before it
+// commits and the ledger records the failed attempt, with the restart
+// that failed again on the old tree left due.
+func TestRestartFailureTakesBack(t *testing.T) {
 	f := newFixture(t)
 	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
 	root := f.provision()
@@ -200,8 +201,12 @@ func TestRestartFailureRollsBack(t *testing.T) {
 	if rep == nil || rep.To != rep.From {
 		t.Errorf("report = %+v, want To back at From", rep)
 	}
-	if got := sqActions(sqLedger(t, root)); !sqEqual(got, []string{"provision 1.0.0", "apply 1.0.1", "rollback 1.0.1"}) {
-		t.Errorf("ledger = %v, want apply and rollback", got)
+	l := sqLedger(t, root)
+	if got := sqActions(l); !sqEqual(got, []string{"provision 1.0.0", "failed 1.0.1"}) {
+		t.Errorf("ledger = %v, want the failed attempt", got)
+	}
+	if last := l.Last(); !strings.Contains(last.Error, "app will not start") || last.Head != l.Entries[0].Head || len(last.Pending) != 1 {
+		t.Errorf("failed record = %+v, want the error, the old head and app.service due", last)
 	}
 	if got := sqApplied(t, root); len(got) != 0 {
 		t.Errorf("applied = %v", got)
@@ -209,23 +214,23 @@ func TestRestartFailureRollsBack(t *testing.T) {
 	sqRequireOK(t, sqAudit(t, root, f.repo, true))
 }
 
-// The rollback itself committed; only its own restart failed again. The
-// error must not claim that the rollback failed.
-func TestRestartFailureMessageWhenRollbackSucceeds(t *testing.T) {
+// Taking the change back worked; only the restart on the old tree failed
+// again. The error must not claim that taking it back failed.
+func TestRestartFailureMessageWhenTakeBackSucceeds(t *testing.T) {
 	f := newFixture(t)
 	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
 	root := f.provision()
 	r, _ := rsLogger(t, "case {unit} in app.service) exit 1;; esac; ")
 	_, err := rsApply(root, r, c.Path)
-	sqErr(t, err, ErrRestart, "overlay 1.0.1", "rolled back", "app.service")
-	if strings.Contains(err.Error(), "rollback also failed") {
-		t.Errorf("error %q says the rollback failed, but the node was rolled back (ledger %v)", err, sqActions(sqLedger(t, root)))
+	sqErr(t, err, ErrRestart, "overlay 1.0.1", "taken back", "app.service", "failed too")
+	if strings.Contains(err.Error(), "taking 1.0.1 back failed") {
+		t.Errorf("error %q says taking the change back failed, but it was taken back (ledger %v)", err, sqActions(sqLedger(t, root)))
 	}
 }
 
-// A restart that fails once: the rollback's restart of the old files
-// succeeds and settles the restart debt.
-func TestRestartFailureOnceRollbackRestarts(t *testing.T) {
+// A restart that fails once: the restart on the old files succeeds and
+// leaves no restart debt.
+func TestRestartFailureOnceTakeBackRestarts(t *testing.T) {
 	f := newFixture(t)
 	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
 	root := f.provision()
@@ -233,14 +238,14 @@ func TestRestartFailureOnceRollbackRestarts(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "failed-once")
 	r, log := rsLogger(t, "if [ ! -e '"+mark+"' ]; then touch '"+mark+"'; exit 1; fi; ")
 	_, err := rsApply(root, r, c.Path)
-	sqErr(t, err, ErrRestart, "1.0.1", "rolled back", "app.service")
+	sqErr(t, err, ErrRestart, "1.0.1", "taken back", "app.service")
 	if got := snap(t, root).digest; got != before.digest {
 		t.Errorf("digest %s, want the previous %s", got, before.digest)
 	}
 	if got := rsLines(t, log); !sqEqual(got, []string{"app.service restart"}) {
-		t.Errorf("restart log = %q, want the rollback's restart of app.service", got)
+		t.Errorf("restart log = %q, want the restart of app.service on the old tree", got)
 	}
-	if got := sqActions(sqLedger(t, root)); !sqEqual(got, []string{"provision 1.0.0", "apply 1.0.1", "rollback 1.0.1", "restart 1.0.1"}) {
+	if got := sqActions(sqLedger(t, root)); !sqEqual(got, []string{"provision 1.0.0", "failed 1.0.1"}) {
 		t.Errorf("ledger = %v", got)
 	}
 	rsRequireNoDebt(t, root)

@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/strata-dev/strata/internal/node"
-	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -31,15 +27,16 @@ func Rollback(ctx context.Context, root string, r Restarter, lockWait time.Durat
 	if progress == nil {
 		progress = func(string) {}
 	}
-	n, unlock, err := lockNode(ctx, root, lockWait)
+	b, unlock, err := lockNode(ctx, root, lockWait)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	return rollbackLocked(ctx, n, r, progress)
+	return rollbackLocked(ctx, b, r, progress)
 }
 
-func rollbackLocked(ctx context.Context, n node.Node, r Restarter, progress func(string)) (*RollbackReport, error) {
+func rollbackLocked(ctx context.Context, b Backend, r Restarter, progress func(string)) (*RollbackReport, error) {
+	n := b.Node()
 	v, err := loadView(n)
 	if err != nil {
 		return nil, err
@@ -53,47 +50,17 @@ func rollbackLocked(ctx context.Context, n node.Node, r Restarter, progress func
 	if len(v.applied) > 1 {
 		prev = v.applied[len(v.applied)-2]
 	}
-	undo := undoDir(n, last.Version)
-	b, err := os.ReadFile(filepath.Join(undo, "journal.json"))
-	if err != nil {
-		return nil, fmt.Errorf("rolling back %s: undo data: %w", last.Version, err)
-	}
-	var orig journal
-	if err := manifests.Decode(b, &orig); err != nil {
-		return nil, fmt.Errorf("rolling back %s: undo data: %w", last.Version, err)
-	}
-	if err := orig.validate(); err != nil {
-		return nil, fmt.Errorf("rolling back %s: undo data: %w", last.Version, err)
-	}
-	var paths []string
-	for _, o := range orig.Ops {
-		paths = append(paths, o.Path)
-	}
-	if err := checkParents(n, paths); err != nil {
-		return nil, fmt.Errorf("rolling back %s: %w", last.Version, err)
-	}
-	t, err := begin(n)
-	if err != nil {
-		return nil, err
-	}
-	ops, err := inverseOps(t, orig, undo)
-	if err != nil {
-		t.abort()
-		return nil, err
-	}
 	before, err := v.expectedAfter(len(v.overlays) - 1)
 	if err != nil {
-		t.abort()
 		return nil, err
 	}
 	after, err := v.expected()
 	if err != nil {
-		t.abort()
 		return nil, err
 	}
 	// Rolling back changes the tree from after the overlay to before it.
 	plan := planFor(m, v.catalog(), after, before)
-	t.j = journal{Ops: ops, Record: manifests.LedgerEntry{
+	rec := manifests.LedgerEntry{
 		Seq:        len(v.ledger.Entries),
 		Action:     manifests.LedgerRollback,
 		Line:       last.Line,
@@ -104,9 +71,20 @@ func rollbackLocked(ctx context.Context, n node.Node, r Restarter, progress func
 		TreeDigest: prev.TreeDigest,
 		Pending:    plan.Actions,
 		Time:       time.Now().UTC().Format(time.RFC3339),
-	}}
+	}
+	t, err := b.StageRevert(ctx, &node.Change{Manifest: m, Record: rec})
+	if err != nil {
+		return nil, err
+	}
 	progress(fmt.Sprintf("rolling back %s to %s", last.Version, prev.Head.Version))
-	if err := commit(t, v.ledger); err != nil {
+	if err := t.Switch(ctx); err != nil {
+		return nil, err
+	}
+	l, err := t.Commit(ctx, v.ledger)
+	if err != nil {
+		return nil, errors.Join(err, t.Abort(ctx))
+	}
+	if err := n.DropManifest(last.Version); err != nil {
 		return nil, err
 	}
 	rep := &RollbackReport{Root: n.Root, Reverted: last.Head, Head: prev.Head, Actions: plan.Actions}
@@ -120,74 +98,5 @@ func rollbackLocked(ctx context.Context, n node.Node, r Restarter, progress func
 	if err != nil {
 		return rep, err
 	}
-	return rep, recordRestarts(n, plan.Actions)
-}
-
-// inverseOps builds the ops that undo orig, staging copies of the objects
-// orig displaced (the undo data stays intact until the rollback commits).
-func inverseOps(t *txn, orig journal, undo string) ([]op, error) {
-	var ops []op
-	for i := len(orig.Ops) - 1; i >= 0; i-- {
-		o := orig.Ops[i]
-		saved := filepath.Join(undo, "old", strconv.Itoa(i))
-		_, err := os.Lstat(saved)
-		hasSaved := err == nil
-		cur, exists, err := current(t.n, o.Path)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case o.Kind == opMeta:
-			ops = append(ops, op{Kind: opMeta, Path: o.Path, Entry: o.Old, Existed: true, Old: o.Entry})
-		case hasSaved:
-			j := len(ops)
-			if err := copyTree(saved, t.newPath(j)); err != nil {
-				return nil, fmt.Errorf("staging undo data for %s: %w", o.Path, err)
-			}
-			ops = append(ops, op{Kind: opReplace, Path: o.Path, Entry: o.Old, Existed: exists, Old: cur})
-		case exists:
-			ops = append(ops, op{Kind: opDelete, Path: o.Path, Existed: true, Old: cur})
-		}
-	}
-	return ops, nil
-}
-
-// copyTree copies the object at src (a file, symlink or whole directory)
-// to dst with owners and modes.
-func copyTree(src, dst string) error {
-	top, err := tree.StatEntry(src, ".")
-	if err != nil {
-		return err
-	}
-	if err := copyOne(src, dst, top); err != nil {
-		return err
-	}
-	if top.Type != manifests.TypeDir {
-		return nil
-	}
-	entries, err := tree.Scan(src, nil)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if err := copyOne(filepath.Join(src, e.Path), filepath.Join(dst, e.Path), e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func copyOne(src, dst string, e manifests.Entry) error {
-	if e.Type != manifests.TypeFile {
-		return tree.Create(dst, e, nil)
-	}
-	f, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := tree.Create(dst, e, f); err != nil {
-		return errors.Join(err)
-	}
-	return nil
+	return rep, recordRestarts(n, l, plan.Actions)
 }

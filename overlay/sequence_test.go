@@ -77,7 +77,7 @@ func sqMustApply(t *testing.T, root string, files ...string) *ApplyReport {
 // sqAudit runs VerifyNode and fails the test if the audit could not run.
 func sqAudit(t *testing.T, root, repoDir string, files bool) *Audit {
 	t.Helper()
-	a, err := VerifyNode(root, repoDir, files)
+	a, err := VerifyNode(context.Background(), root, repoDir, files)
 	if err != nil {
 		t.Fatalf("VerifyNode: %v", err)
 	}

@@ -1,12 +1,12 @@
 package overlay
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -63,8 +63,8 @@ func (a *Audit) warn(kind, format string, args ...any) {
 // repository's signed index when repoDir is set, and with files set, every
 // file of the tree against the expected state. It changes nothing. The
 // error is for audits that could not run; what they found is in Audit.
-func VerifyNode(root, repoDir string, files bool) (*Audit, error) {
-	return VerifyNodeWith(root, repoDir, files, nil)
+func VerifyNode(ctx context.Context, root, repoDir string, files bool) (*Audit, error) {
+	return VerifyNodeWith(ctx, root, repoDir, files, nil)
 }
 
 // VerifyNodeWith is VerifyNode with the auditor's own trust: when trust is
@@ -72,13 +72,17 @@ func VerifyNode(root, repoDir string, files bool) (*Audit, error) {
 // in effect (kept on the node since provisioning and apply) must verify
 // against it, and the repository index is checked against it instead of
 // the keys the node carries, which root on the node could replace.
-func VerifyNodeWith(root, repoDir string, files bool, trust *sign.KeySet) (*Audit, error) {
-	n := node.Node{Root: root}
+func VerifyNodeWith(ctx context.Context, root, repoDir string, files bool, trust *sign.KeySet) (*Audit, error) {
+	b, err := openBackend(root)
+	if err != nil {
+		return nil, err
+	}
+	n := b.Node()
 	a := &Audit{Root: root, Repo: repoDir, Findings: []Finding{}}
-	if t, err := loadTxn(n); err != nil {
+	if what, err := b.Interrupted(); err != nil {
 		a.problem("chain", "", "unreadable transaction journal: %v", err)
-	} else if t != nil {
-		a.problem("chain", "", "an interrupted transaction is pending at %s; run apply-overlay or rollback to finish it", t.dir)
+	} else if what != "" {
+		a.problem("chain", "", "%s; run apply-overlay or rollback to finish it", what)
 	}
 	v, err := loadView(n)
 	if err != nil {
@@ -110,7 +114,7 @@ func VerifyNodeWith(root, repoDir string, files bool, trust *sign.KeySet) (*Audi
 		}
 	}
 	if files {
-		if err := auditFiles(a, v); err != nil {
+		if err := auditFiles(ctx, a, v, b); err != nil {
 			return nil, err
 		}
 	}
@@ -128,10 +132,10 @@ func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
 		a.problem("signature", "", "image manifest %s: %v", v.image.Manifest.Version, err)
 	}
 	for _, e := range v.applied {
-		sig, err := os.ReadFile(filepath.Join(manifestStore(v.n), e.Version+".json.minisig"))
+		sig, err := os.ReadFile(filepath.Join(v.n.ManifestStore(), e.Version+".json.minisig"))
 		if err == nil {
 			var raw []byte
-			if raw, err = os.ReadFile(filepath.Join(manifestStore(v.n), e.Version+".json")); err == nil {
+			if raw, err = os.ReadFile(filepath.Join(v.n.ManifestStore(), e.Version+".json")); err == nil {
 				_, err = trust.Verify(raw, sig)
 			}
 		}

@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,14 +10,14 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
-func auditFiles(a *Audit, v *nodeView) error {
+func auditFiles(ctx context.Context, a *Audit, v *nodeView, b Backend) error {
 	a.FilesChecked = true
 	want, err := v.expected()
 	if err != nil {
 		a.problem("chain", "", "%v", err)
 		return nil
 	}
-	got, err := tree.Scan(v.n.Root, manifests.IsNodeState)
+	got, err := b.Scan(ctx)
 	if err != nil {
 		return err
 	}

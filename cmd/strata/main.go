@@ -37,7 +37,7 @@ const exitHelp = `Exit codes:
   3  rejected: verification failed or the audit found a problem
      (signature, sequence, tampering, drift, unsafe path, bad recipe)
   4  the node is locked by another strata process
-  5  a service restart failed (apply-overlay: the overlay was rolled back;
+  5  a service restart failed (apply-overlay: the overlay was taken back;
      rollback, restart-pending: the node changed, the restart did not)`
 
 func main() {

@@ -42,7 +42,7 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 				if perr != nil {
 					return perr
 				}
-				a, err = overlay.VerifyNodeWith(root, repoDir, files, trust)
+				a, err = overlay.VerifyNodeWith(c.Context(), root, repoDir, files, trust)
 			case repoDir != "":
 				trust, perr := optionalPub(pub)
 				if perr != nil {

@@ -1,4 +1,4 @@
-package overlay
+package dirfs
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -51,6 +52,8 @@ type txn struct {
 	n   node.Node
 	dir string
 	j   journal
+	// switched is set once the ops ran.
+	switched bool
 }
 
 func txnDir(n node.Node) string { return filepath.Join(n.StateDir(), "txn") }
@@ -67,7 +70,7 @@ func (t *txn) newPath(i int) string { return t.n.Path(newRel(i)) }
 func begin(n node.Node) (*txn, error) {
 	dir := txnDir(n)
 	if _, err := os.Lstat(dir); err == nil {
-		return nil, fmt.Errorf("node %s: an unfinished transaction exists at %s: %w", n.Root, dir, ErrDrift)
+		return nil, fmt.Errorf("node %s: an unfinished transaction exists at %s: %w", n.Root, dir, node.ErrDrift)
 	}
 	for _, d := range []string{"new", "old"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
@@ -105,7 +108,7 @@ func (t *txn) run() error {
 		if err := t.do(d, i, o); err != nil {
 			return fmt.Errorf("applying %s: %w", o.Path, err)
 		}
-		_ = crashPoint("op-" + strconv.Itoa(i))
+		fault.Point("op-" + strconv.Itoa(i))
 	}
 	return nil
 }
@@ -117,6 +120,9 @@ func (t *txn) do(d *dirs, i int, o op) error {
 			if err := d.rename(o.Path, oldRel(i)); err != nil {
 				return err
 			}
+			// Between the two renames the path is missing: a crash here
+			// is the one inside an op that recovery must also handle.
+			fault.Point("op-" + strconv.Itoa(i) + "-half")
 		}
 		return d.rename(newRel(i), o.Path)
 	case opMkdir:

@@ -1,9 +1,8 @@
-package overlay
+package dirfs
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -53,7 +52,7 @@ func checkParents(n node.Node, paths []string) error {
 			if strings.HasPrefix(target, "/") || manifests.CheckLinkTarget(dir, target) != nil {
 				where = "which leaves the root"
 			}
-			return fmt.Errorf("%s would be written through symlink %s -> %s, %s: %w", p, dir, target, where, ErrSymlinkPath)
+			return fmt.Errorf("%s would be written through symlink %s -> %s, %s: %w", p, dir, target, where, node.ErrSymlinkPath)
 		}
 	}
 	return nil
@@ -71,7 +70,7 @@ func planOps(n node.Node, m *manifests.OverlayManifest) ([]op, map[string]int, e
 			return nil, nil, err
 		}
 		if !exists {
-			return nil, nil, fmt.Errorf("overlay %s deletes %s, which the node does not have: %w", m.Version, d, ErrDrift)
+			return nil, nil, fmt.Errorf("overlay %s deletes %s, which the node does not have: %w", m.Version, d, node.ErrDrift)
 		}
 		ops = append(ops, op{Kind: opDelete, Path: d, Existed: true, Old: old})
 	}
@@ -119,8 +118,4 @@ func current(n node.Node, rel string) (manifests.Entry, bool, error) {
 		e.Type = manifests.TypeFile
 	}
 	return e, true, nil
-}
-
-func createEntry(p string, e manifests.Entry, r io.Reader) error {
-	return tree.Create(p, e, r)
 }

@@ -1,0 +1,215 @@
+package dirfs
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/strata-dev/strata/internal/fault"
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Backend changes the tree of a directory node.
+type Backend struct {
+	n node.Node
+}
+
+// New returns the backend of the directory node n.
+func New(n node.Node) *Backend { return &Backend{n: n} }
+
+// Node returns the node the backend changes.
+func (b *Backend) Node() node.Node { return b.n }
+
+func undoDir(n node.Node, version string) string {
+	return filepath.Join(n.StateDir(), "undo", version)
+}
+
+// Interrupted describes a transaction a crash left unfinished, or returns
+// "" when there is none. It changes nothing.
+func (b *Backend) Interrupted() (string, error) {
+	t, err := loadTxn(b.n)
+	if err != nil || t == nil {
+		return "", err
+	}
+	return fmt.Sprintf("an interrupted transaction is pending at %s", t.dir), nil
+}
+
+// Recover finishes or takes back a transaction a crash left: forward when
+// the ledger l holds its record, back when not. When it takes back a
+// change that had reached the tree, it returns that change's record.
+func (b *Backend) Recover(ctx context.Context, l *manifests.Ledger) (*manifests.LedgerEntry, error) {
+	t, err := loadTxn(b.n)
+	if err != nil || t == nil {
+		return nil, err
+	}
+	if t.j.Record.Action == "" {
+		return nil, os.RemoveAll(t.dir)
+	}
+	last := l.Last()
+	r := t.j.Record
+	if last.Seq == r.Seq && last.Action == r.Action && last.Version == r.Version && last.Digest == r.Digest {
+		return nil, t.finish()
+	}
+	if err := t.undo(); err != nil {
+		return nil, fmt.Errorf("node %s: rolling back an interrupted %s of %s: %w", b.n.Root, r.Action, r.Version, err)
+	}
+	if err := os.RemoveAll(t.dir); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Check refuses an overlay that would write or delete through a symlinked
+// directory on the node.
+func (b *Backend) Check(m *manifests.OverlayManifest) error {
+	return checkNodePaths(b.n, m)
+}
+
+// Scan lists the node's tree, without strata's state directory.
+func (b *Backend) Scan(ctx context.Context) ([]manifests.Entry, error) {
+	return tree.Scan(b.n.Root, manifests.IsNodeState)
+}
+
+// Stage writes ch's payload aside in a new transaction and plans its
+// journal against the node's current tree.
+func (b *Backend) Stage(ctx context.Context, ch *node.Change) (node.Txn, error) {
+	m := ch.Manifest
+	if err := checkNodePaths(b.n, m); err != nil {
+		return nil, err
+	}
+	t, err := begin(b.n)
+	if err != nil {
+		return nil, err
+	}
+	ops, index, err := planOps(b.n, m)
+	if err != nil {
+		t.abort()
+		return nil, err
+	}
+	err = ch.Payload(ctx, func(e manifests.Entry, r io.Reader) error {
+		i := index[e.Path]
+		if ops[i].Kind != opReplace {
+			return nil
+		}
+		// Content is checked by Payload at the member's end, with an error
+		// that names the member; Create only writes it.
+		e.SHA256 = ""
+		return tree.Create(t.newPath(i), e, r)
+	})
+	if err != nil {
+		t.abort()
+		return nil, err
+	}
+	t.j = journal{Ops: ops, Record: ch.Record}
+	return t, nil
+}
+
+// StageRevert stages undoing the node's last overlay, ch.Manifest, from
+// the undo data its apply kept; ch.Record is the rollback record.
+func (b *Backend) StageRevert(ctx context.Context, ch *node.Change) (node.Txn, error) {
+	version := ch.Manifest.Version
+	undo := undoDir(b.n, version)
+	raw, err := os.ReadFile(filepath.Join(undo, "journal.json"))
+	if err != nil {
+		return nil, fmt.Errorf("rolling back %s: undo data: %w", version, err)
+	}
+	var orig journal
+	if err := manifests.Decode(raw, &orig); err != nil {
+		return nil, fmt.Errorf("rolling back %s: undo data: %w", version, err)
+	}
+	if err := orig.validate(); err != nil {
+		return nil, fmt.Errorf("rolling back %s: undo data: %w", version, err)
+	}
+	var paths []string
+	for _, o := range orig.Ops {
+		paths = append(paths, o.Path)
+	}
+	if err := checkParents(b.n, paths); err != nil {
+		return nil, fmt.Errorf("rolling back %s: %w", version, err)
+	}
+	t, err := begin(b.n)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := inverseOps(t, orig, undo)
+	if err != nil {
+		t.abort()
+		return nil, err
+	}
+	t.j = journal{Ops: ops, Record: ch.Record}
+	return t, nil
+}
+
+// Switch writes the journal, runs its ops and syncs the file system; any
+// failure undoes what ran.
+func (t *txn) Switch(ctx context.Context) error {
+	if err := t.writeJournal(); err != nil {
+		t.abort()
+		return err
+	}
+	if err := t.run(); err != nil {
+		if uerr := t.undo(); uerr != nil {
+			return fmt.Errorf("%w; undo failed, the next run will retry: %v", err, uerr)
+		}
+		t.abort()
+		return err
+	}
+	// Everything the ops wrote must be on disk before the ledger says it
+	// is: one syncfs flushes the staged files and the renames together.
+	if err := node.SyncFS(t.n.Root); err != nil {
+		if uerr := t.undo(); uerr == nil {
+			t.abort()
+		}
+		return err
+	}
+	t.switched = true
+	return nil
+}
+
+// Commit appends the record to the ledger, then keeps what the change
+// displaced as undo data (an apply) or drops the undo data it consumed (a
+// rollback).
+func (t *txn) Commit(ctx context.Context, l *manifests.Ledger) (*manifests.Ledger, error) {
+	fault.Point("before-ledger")
+	next, err := t.n.Commit(l, t.j.Record)
+	if err != nil {
+		return nil, err
+	}
+	fault.Point("after-ledger")
+	return next, t.finish()
+}
+
+// Abort undoes a switched change and removes the transaction.
+func (t *txn) Abort(ctx context.Context) error {
+	if t.switched {
+		if err := t.undo(); err != nil {
+			return fmt.Errorf("taking back %s: %w", t.j.Record.Version, err)
+		}
+	}
+	t.abort()
+	return nil
+}
+
+// finish keeps what a committed transaction displaced: an apply's old
+// objects become the overlay's undo data; a rollback's are dropped along
+// with the undo data it consumed.
+func (t *txn) finish() error {
+	r := t.j.Record
+	_ = os.RemoveAll(filepath.Join(t.dir, "new"))
+	if r.Action == manifests.LedgerApply {
+		dst := undoDir(t.n, r.Version)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+			return err
+		}
+		_ = os.RemoveAll(dst)
+		return os.Rename(t.dir, dst)
+	}
+	if err := os.RemoveAll(undoDir(t.n, r.Version)); err != nil {
+		return err
+	}
+	return os.RemoveAll(t.dir)
+}

@@ -1,0 +1,148 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Errors about a node's tree, shared by every backend.
+var (
+	// ErrDrift reports a node whose tree or ledger differs from what it
+	// should be.
+	ErrDrift = errors.New("overlay: node drifted")
+	// ErrSymlinkPath reports a write through a symlinked directory.
+	ErrSymlinkPath = errors.New("overlay: path passes through a symlink")
+)
+
+// ManifestStore is the directory that keeps the signed manifests of the
+// overlays in effect (VERSION.json and VERSION.json.minisig).
+func (n Node) ManifestStore() string { return filepath.Join(n.StateDir(), "overlays") }
+
+// StoreManifest keeps an overlay's signed manifest with the node state, so
+// audits can check the node's history without the repository.
+func (n Node) StoreManifest(version string, raw, sig []byte) error {
+	store := filepath.Join(n.ManifestStore(), version+".json")
+	if err := WriteFileAtomic(store+".minisig", sig, 0o644); err != nil {
+		return err
+	}
+	return WriteFileAtomic(store, raw, 0o644)
+}
+
+// DropManifest removes a stored manifest (after its overlay was rolled
+// back).
+func (n Node) DropManifest(version string) error {
+	for _, suffix := range []string{".json", ".json.minisig"} {
+		p := filepath.Join(n.ManifestStore(), version+suffix)
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("dropping manifest: %w", err)
+		}
+	}
+	return nil
+}
+
+// Commit appends rec to the ledger l read before and writes it: the one
+// place a ledger grows. The rename inside is the commit point; when a
+// later step fails (syncing the directory) the ledger on disk is read back,
+// and a ledger that holds rec counts as committed. It returns the new
+// ledger, or an error if rec is not on disk.
+func (n Node) Commit(l *manifests.Ledger, rec manifests.LedgerEntry) (*manifests.Ledger, error) {
+	next := &manifests.Ledger{Schema: l.Schema, Kind: l.Kind, Entries: append([]manifests.LedgerEntry{}, l.Entries...)}
+	if err := next.Append(rec); err != nil {
+		return nil, err
+	}
+	if err := n.WriteLedger(next); err != nil {
+		if l2, rerr := n.ReadLedger(); rerr == nil && l2.Last().Hash == next.Last().Hash {
+			return next, nil
+		}
+		return nil, err
+	}
+	return next, nil
+}
+
+// Change is one overlay's effect on a node, verified by the caller:
+// the engine checks signatures, sequence and the expected trees; a
+// backend only carries the change out.
+type Change struct {
+	Manifest *manifests.OverlayManifest
+	// Payload streams the payload members in manifest order, each checked
+	// against its entry by the time fn returns for the next one (and the
+	// last at the end); fn sees every entry.
+	Payload func(ctx context.Context, fn func(manifests.Entry, io.Reader) error) error
+	// Record is the ledger record whose write commits the change.
+	Record manifests.LedgerEntry
+}
+
+// Txn is a change a backend staged: nothing on the node's tree is visible
+// until Switch, and nothing is recorded until Commit.
+type Txn interface {
+	// Switch makes the change visible on the node's tree.
+	Switch(ctx context.Context) error
+	// Commit appends the change's record to the ledger l (the commit
+	// point) and returns the new ledger.
+	Commit(ctx context.Context, l *manifests.Ledger) (*manifests.Ledger, error)
+	// Abort takes back a change that did not commit, switched or not.
+	Abort(ctx context.Context) error
+}
+
+// restartingFile marks that the services of a switched, not yet committed
+// change are being restarted: if strata dies there, the services may run
+// what the next run takes back, so they must be restarted again.
+func (n Node) restartingFile() string { return filepath.Join(n.StateDir(), "restarting") }
+
+// MarkRestarting records durably that the restarts of version begin.
+func (n Node) MarkRestarting(version string) error {
+	return WriteFileAtomic(n.restartingFile(), []byte(version+"\n"), 0o600)
+}
+
+// ClearRestarting removes the mark MarkRestarting left.
+func (n Node) ClearRestarting() error {
+	if err := os.Remove(n.restartingFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("clearing restart mark: %w", err)
+	}
+	return nil
+}
+
+// Restarting returns the version whose restarts a crash interrupted, or "".
+func (n Node) Restarting() (string, error) {
+	b, err := ReadSmallFile(n.restartingFile(), 256)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// ReadSmallFile reads a regular file of at most limit bytes without
+// following a symlink at path: node state may have been planted.
+func ReadSmallFile(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("reading %s: not a regular file (%s)", path, fi.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("reading %s: larger than %d bytes", path, limit)
+	}
+	return b, nil
+}
