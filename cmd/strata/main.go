@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
@@ -103,7 +104,7 @@ func exitCode(err error) int {
 		manifests.ErrUnsafePath, manifests.ErrInvalid, manifests.ErrVersion, manifests.ErrTooLarge,
 		tree.ErrSpecialFile, tree.ErrHardlink, tree.ErrDuplicate, tree.ErrLimit,
 		repo.ErrTampered, repo.ErrNoManifest, builder.ErrRecipe, builder.ErrImageMismatch,
-		builder.ErrDiskTooSmall, builder.ErrDiskMounted, builder.ErrCache,
+		disk.ErrTooSmall, disk.ErrMounted, builder.ErrCache,
 		catalog.ErrUnknownUnit, catalog.ErrBadPath, catalog.ErrSymlinkLoop,
 	} {
 		if errors.Is(err, rejected) {
