@@ -19,8 +19,8 @@ import (
 )
 
 // ErrImageMismatch reports an image whose content disagrees with its
-// signed manifest.
-var ErrImageMismatch = errors.New("builder: image does not match its manifest")
+// signed manifest (of the manifests.ErrRejected class).
+var ErrImageMismatch = manifests.Rejection("builder: image does not match its manifest")
 
 // Provision makes a directory node at root from a signed image: the
 // image's tree plus a ledger naming it. The image is verified (signature,

@@ -1,22 +1,26 @@
 package overlay
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/strata-dev/strata/manifests"
+)
 
 // Errors reported by this package; match them with errors.Is.
 var (
 	// ErrSequence reports an overlay that does not continue the node's or
 	// line's head: a gap, a reorder or a fork.
-	ErrSequence = errors.New("overlay: out of sequence")
+	ErrSequence = manifests.Rejection("overlay: out of sequence")
 	// ErrConstraint reports an image constraint the base does not meet.
-	ErrConstraint = errors.New("overlay: image constraint not satisfied")
+	ErrConstraint = manifests.Rejection("overlay: image constraint not satisfied")
 	// ErrPayload reports payload members that disagree with the manifest.
-	ErrPayload = errors.New("overlay: payload does not match manifest")
+	ErrPayload = manifests.Rejection("overlay: payload does not match manifest")
 	// ErrFormat reports an archive that is not a strata overlay.
-	ErrFormat = errors.New("overlay: not a strata overlay archive")
+	ErrFormat = manifests.Rejection("overlay: not a strata overlay archive")
 	// ErrEmpty reports a change that changes nothing.
-	ErrEmpty = errors.New("overlay: empty change")
+	ErrEmpty = manifests.Rejection("overlay: empty change")
 	// ErrSymlinkPath reports a write through a symlinked directory.
-	ErrSymlinkPath = errors.New("overlay: path passes through a symlink")
+	ErrSymlinkPath = manifests.Rejection("overlay: path passes through a symlink")
 	// ErrNothingToRollback reports a node with no applied overlay.
 	ErrNothingToRollback = errors.New("overlay: nothing to roll back")
 	// ErrRestart reports a failed service restart (the overlay was rolled
@@ -27,5 +31,5 @@ var (
 	ErrAmbiguousLine = errors.New("overlay: which line?")
 	// ErrDrift reports a node whose tree or ledger differs from what it
 	// should be.
-	ErrDrift = errors.New("overlay: node drifted")
+	ErrDrift = manifests.Rejection("overlay: node drifted")
 )

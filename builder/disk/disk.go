@@ -21,13 +21,13 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
-// Errors Provision reports.
+// Errors Provision reports, both of the manifests.ErrRejected class.
 var (
 	// ErrTooSmall reports a disk smaller than the layout needs.
-	ErrTooSmall = errors.New("disk: too small")
+	ErrTooSmall = manifests.Rejection("disk: too small")
 	// ErrMounted reports a block device (or one of its partitions)
 	// that is mounted.
-	ErrMounted = errors.New("disk: block device is mounted")
+	ErrMounted = manifests.Rejection("disk: block device is mounted")
 )
 
 // Options configures Provision.
