@@ -21,7 +21,7 @@ func (l *layout) addImage(ctx context.Context, image string, st *blobs, trust *s
 	if err != nil {
 		return fmt.Errorf("base image: %w", err)
 	}
-	return walkImage(ctx, image, im, func(e manifests.Entry, r io.Reader) error {
+	return WalkImage(ctx, image, im, func(e manifests.Entry, r io.Reader) error {
 		if dropFromRootfs(e.Path) {
 			return nil
 		}

@@ -19,8 +19,8 @@ import (
 )
 
 // ErrImageMismatch reports an image whose content disagrees with its
-// signed manifest.
-var ErrImageMismatch = errors.New("builder: image does not match its manifest")
+// signed manifest (of the manifests.ErrRejected class).
+var ErrImageMismatch = manifests.Rejection("builder: image does not match its manifest")
 
 // Provision makes a directory node at root from a signed image: the
 // image's tree plus a ledger naming it. The image is verified (signature,
@@ -55,7 +55,7 @@ func Provision(ctx context.Context, image, root string, trust *sign.KeySet, opts
 		return nil, err
 	}
 	m := im.Manifest
-	l, err := provisionLedger(im)
+	l, err := ProvisionLedger(im)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func Provision(ctx context.Context, image, root string, trust *sign.KeySet, opts
 // of what was unpacked must equal the manifest's, and the image's own copy
 // of the manifest must be byte-identical.
 func ExtractImage(ctx context.Context, image string, im *repo.Image, dir string) error {
-	return walkImage(ctx, image, im, func(e manifests.Entry, r io.Reader) error {
+	return WalkImage(ctx, image, im, func(e manifests.Entry, r io.Reader) error {
 		if e.Path == manifests.ImageManifestPath {
 			if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(e.Path)), im.Raw, 0o644); err != nil {
 				return fmt.Errorf("provisioning: %w", err)
@@ -99,14 +99,15 @@ func ExtractImage(ctx context.Context, image string, im *repo.Image, dir string)
 	})
 }
 
-// walkImage streams image and calls fn for every entry, checked against
+// WalkImage streams image and calls fn for every entry, checked against
 // the verified manifest im before fn sees it: type, owner, mode, size and
 // link target must be what the manifest lists, and e.SHA256 is the
 // manifest's hash, which fn must check the content against as it reads it
 // (tree.Create does). The embedded manifest must be byte-identical to
 // im.Raw; fn gets it too, already read. At the end the tree digest of
-// everything else must equal the manifest's.
-func walkImage(ctx context.Context, image string, im *repo.Image, fn func(e manifests.Entry, r io.Reader) error) error {
+// everything else must equal the manifest's. A disagreement with the
+// manifest wraps ErrImageMismatch; fn's errors are returned as they are.
+func WalkImage(ctx context.Context, image string, im *repo.Image, fn func(e manifests.Entry, r io.Reader) error) error {
 	rd, err := squashfs.Open(ctx, image)
 	if err != nil {
 		return err
@@ -171,10 +172,10 @@ func walkImage(ctx context.Context, image string, im *repo.Image, fn func(e mani
 	return nil
 }
 
-// provisionLedger starts a node's ledger with the record of the image it is
+// ProvisionLedger starts a node's ledger with the record of the image it is
 // provisioned from: for a regenerated image, its base version and the head
 // it contains.
-func provisionLedger(im *repo.Image) (*manifests.Ledger, error) {
+func ProvisionLedger(im *repo.Image) (*manifests.Ledger, error) {
 	m := im.Manifest
 	e := manifests.LedgerEntry{
 		Action:     manifests.LedgerProvision,

@@ -2,7 +2,6 @@ package builder
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,8 +11,9 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
-// ErrRecipe reports a recipe that cannot be used.
-var ErrRecipe = errors.New("builder: bad recipe")
+// ErrRecipe reports a recipe that cannot be used (of the
+// manifests.ErrRejected class).
+var ErrRecipe = manifests.Rejection("builder: bad recipe")
 
 // Recipe says how to build an image. See docs/images.md for every key.
 type Recipe struct {

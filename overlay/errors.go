@@ -4,21 +4,22 @@ import (
 	"errors"
 
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/manifests"
 )
 
 // Errors reported by this package; match them with errors.Is.
 var (
 	// ErrSequence reports an overlay that does not continue the node's or
 	// line's head: a gap, a reorder or a fork.
-	ErrSequence = errors.New("overlay: out of sequence")
+	ErrSequence = manifests.Rejection("overlay: out of sequence")
 	// ErrConstraint reports an image constraint the base does not meet.
-	ErrConstraint = errors.New("overlay: image constraint not satisfied")
+	ErrConstraint = manifests.Rejection("overlay: image constraint not satisfied")
 	// ErrPayload reports payload members that disagree with the manifest.
-	ErrPayload = errors.New("overlay: payload does not match manifest")
+	ErrPayload = manifests.Rejection("overlay: payload does not match manifest")
 	// ErrFormat reports an archive that is not a strata overlay.
-	ErrFormat = errors.New("overlay: not a strata overlay archive")
+	ErrFormat = manifests.Rejection("overlay: not a strata overlay archive")
 	// ErrEmpty reports a change that changes nothing.
-	ErrEmpty = errors.New("overlay: empty change")
+	ErrEmpty = manifests.Rejection("overlay: empty change")
 	// ErrSymlinkPath reports a write through a symlinked directory.
 	ErrSymlinkPath = node.ErrSymlinkPath
 	// ErrNothingToRollback reports a node with no applied overlay.

@@ -44,6 +44,10 @@ func TestDependencyRules(t *testing.T) {
 				(imp == module+"/overlay" || imp == module+"/builder" || imp == module+"/cmd/strata") {
 				t.Errorf("%s imports %s; internal packages sit below the feature packages", pkg, imp)
 			}
+			// The disk package builds on builder, never the other way.
+			if pkg == module+"/builder" && imp == module+"/builder/disk" {
+				t.Errorf("builder imports %s; builder/disk sits above builder", imp)
+			}
 			// Nothing imports the command.
 			if imp == module+"/cmd/strata" {
 				t.Errorf("%s imports the command package", pkg)

@@ -11,11 +11,7 @@ import (
 	"syscall"
 
 	"github.com/strata-dev/strata/builder"
-	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/node"
-	"github.com/strata-dev/strata/internal/repo"
-	"github.com/strata-dev/strata/internal/sign"
-	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
 )
@@ -89,26 +85,18 @@ func wantsJSON(args []string) bool {
 	return false
 }
 
+// exitCode maps an error to the process's exit status: the node lock and a
+// failed restart first, then the class of errors that reject an input
+// (manifests.ErrRejected: signatures, sequence, tampering, unsafe paths,
+// bad recipes, ...), else a plain error.
 func exitCode(err error) int {
 	switch {
 	case errors.Is(err, node.ErrLocked):
 		return exitLocked
 	case errors.Is(err, overlay.ErrRestart):
 		return exitRestart
-	}
-	for _, rejected := range []error{
-		sign.ErrBadSignature, sign.ErrUnsigned, sign.ErrNoKeys,
-		overlay.ErrSequence, overlay.ErrConstraint, overlay.ErrPayload, overlay.ErrFormat,
-		overlay.ErrSymlinkPath, overlay.ErrDrift, overlay.ErrEmpty,
-		manifests.ErrUnsafePath, manifests.ErrInvalid, manifests.ErrVersion, manifests.ErrTooLarge,
-		tree.ErrSpecialFile, tree.ErrHardlink, tree.ErrDuplicate, tree.ErrLimit,
-		repo.ErrTampered, repo.ErrNoManifest, builder.ErrRecipe, builder.ErrImageMismatch,
-		builder.ErrDiskTooSmall, builder.ErrDiskMounted, builder.ErrCache,
-		catalog.ErrUnknownUnit, catalog.ErrBadPath, catalog.ErrSymlinkLoop,
-	} {
-		if errors.Is(err, rejected) {
-			return exitRejected
-		}
+	case errors.Is(err, manifests.ErrRejected):
+		return exitRejected
 	}
 	return exitError
 }

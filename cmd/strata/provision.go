@@ -8,12 +8,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/sign"
 )
 
 func newProvisionCmd(g *globals) *cobra.Command {
 	var image, root, pub, diskPath, size, keyFile, repoDir, line, through, signKey string
-	var do builder.DiskOptions
+	var do disk.Options
 	c := &cobra.Command{
 		Use:   "provision (--image IMAGE.squashfs | --repo REPO [--through V] --key K) (--root DIR | --disk PATH [--size SIZE] [--hostname H] [--ssh-authorized-key FILE] [--node-id ID])",
 		Short: "Make a directory node or a bootable node disk from a signed image",
@@ -75,7 +76,7 @@ machine joins the sequence at its head.`,
 				})
 			}
 			if size != "" {
-				if do.Size, err = builder.ParseSize(size); err != nil {
+				if do.Size, err = disk.ParseSize(size); err != nil {
 					return usageError{fmt.Errorf("--size: %w", err)}
 				}
 			}
@@ -85,7 +86,7 @@ machine joins the sequence at its head.`,
 				}
 			}
 			do.Progress = g.progress()
-			res, err := builder.ProvisionDisk(c.Context(), image, diskPath, trust, do)
+			res, err := disk.Provision(c.Context(), image, diskPath, trust, do)
 			if err != nil {
 				return err
 			}
@@ -115,12 +116,12 @@ func optionalPub(pub string) (*sign.KeySet, error) {
 	return sign.LoadPublicFile(pub)
 }
 
-func printDisk(w io.Writer, res *builder.DiskResult) {
+func printDisk(w io.Writer, res *disk.Result) {
 	e := res.Ledger
 	fmt.Fprintf(w, "provisioned disk %s (%s, node %s): line %s image %s head %s tree %s\n",
-		res.Disk, builder.FormatSize(res.Layout.Size), res.NodeID, e.Line, e.Version, e.Head.Version, e.TreeDigest)
+		res.Disk, disk.FormatSize(res.Layout.Size), res.NodeID, e.Line, e.Version, e.Head.Version, e.TreeDigest)
 	for _, p := range res.Layout.Partitions {
-		fmt.Fprintf(w, "  %d %-5s %9s at %9s  PARTUUID %s\n", p.Index, p.Name, builder.FormatSize(p.Size), builder.FormatSize(p.Offset), strings.ToLower(p.GUID))
+		fmt.Fprintf(w, "  %d %-5s %9s at %9s  PARTUUID %s\n", p.Index, p.Name, disk.FormatSize(p.Size), disk.FormatSize(p.Offset), strings.ToLower(p.GUID))
 	}
 	if res.BootEntry {
 		fmt.Fprintf(w, "  boot entry: /%s, /%s\n", res.Kernel, res.Initrd)

@@ -23,17 +23,18 @@
 // it.
 package catalog
 
-import "errors"
+import "github.com/strata-dev/strata/manifests"
 
-// Sentinel errors. Callers test for them with errors.Is.
+// Sentinel errors. Callers test for them with errors.Is; all are of the
+// manifests.ErrRejected class.
 var (
 	// ErrSymlinkLoop reports a path whose resolution follows more than 40
 	// symbolic links.
-	ErrSymlinkLoop = errors.New("catalog: too many levels of symbolic links")
+	ErrSymlinkLoop = manifests.Rejection("catalog: too many levels of symbolic links")
 	// ErrUnknownUnit reports a declared path for a unit the tree does not
 	// define.
-	ErrUnknownUnit = errors.New("catalog: unknown unit")
+	ErrUnknownUnit = manifests.Rejection("catalog: unknown unit")
 	// ErrBadPath reports a declared path that is not a clean tree path, or
 	// an X-Strata path that is not absolute.
-	ErrBadPath = errors.New("catalog: bad declared path")
+	ErrBadPath = manifests.Rejection("catalog: bad declared path")
 )

@@ -17,9 +17,9 @@ import (
 var (
 	// ErrDrift reports a node whose tree or ledger differs from what it
 	// should be.
-	ErrDrift = errors.New("overlay: node drifted")
+	ErrDrift = manifests.Rejection("overlay: node drifted")
 	// ErrSymlinkPath reports a write through a symlinked directory.
-	ErrSymlinkPath = errors.New("overlay: path passes through a symlink")
+	ErrSymlinkPath = manifests.Rejection("overlay: path passes through a symlink")
 )
 
 // ManifestStore is the directory that keeps the signed manifests of the

@@ -10,8 +10,9 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
-// ErrNoManifest reports an image without its manifest or signature.
-var ErrNoManifest = errors.New("repo: image manifest missing")
+// ErrNoManifest reports an image without its manifest or signature (of
+// the manifests.ErrRejected class).
+var ErrNoManifest = manifests.Rejection("repo: image manifest missing")
 
 // ManifestPath returns the manifest path that belongs to a squashfs image:
 // "x.squashfs" becomes "x.image.json".

@@ -18,8 +18,9 @@ import (
 var (
 	// ErrExists reports a repository or line that already exists.
 	ErrExists = errors.New("repo: already exists")
-	// ErrTampered reports a file whose digest does not match the index.
-	ErrTampered = errors.New("repo: file does not match the index")
+	// ErrTampered reports a file whose digest does not match the index
+	// (of the manifests.ErrRejected class).
+	ErrTampered = manifests.Rejection("repo: file does not match the index")
 )
 
 // IndexFile is the index's name inside a repository.

@@ -3,7 +3,6 @@ package sign
 import (
 	"bytes"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,16 +11,18 @@ import (
 	"syscall"
 
 	"aead.dev/minisign"
+
+	"github.com/strata-dev/strata/manifests"
 )
 
-// Errors reported by this package.
+// Errors reported by this package, all of the manifests.ErrRejected class.
 var (
 	// ErrBadSignature reports a signature that no trusted key verifies.
-	ErrBadSignature = errors.New("sign: signature not valid for any trusted key")
+	ErrBadSignature = manifests.Rejection("sign: signature not valid for any trusted key")
 	// ErrUnsigned reports a missing signature.
-	ErrUnsigned = errors.New("sign: not signed")
+	ErrUnsigned = manifests.Rejection("sign: not signed")
 	// ErrNoKeys reports an empty trust set.
-	ErrNoKeys = errors.New("sign: no trusted keys")
+	ErrNoKeys = manifests.Rejection("sign: no trusted keys")
 )
 
 // Key is a private signing key.

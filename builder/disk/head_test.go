@@ -1,4 +1,4 @@
-package builder_test
+package disk_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
@@ -38,12 +39,12 @@ func TestProvisionDiskAtHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	trust, _ := key.PublicKeySet()
-	disk := filepath.Join(dir, "head.img")
-	r, err := builder.ProvisionDisk(ctx, img, disk, trust, builder.DiskOptions{NodeID: "n"})
+	diskFile := filepath.Join(dir, "head.img")
+	r, err := disk.Provision(ctx, img, diskFile, trust, disk.Options{NodeID: "n"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := extract(t, disk, r.Layout.Part(builder.PartState))
+	state := extract(t, diskFile, r.Layout.Part(disk.PartState))
 	var l manifests.Ledger
 	if err := manifests.Decode([]byte(run(t, "debugfs", "-R", "cat /"+manifests.LedgerPath, state)), &l); err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func TestProvisionDiskAtHead(t *testing.T) {
 	if e.Head.Version != "1.0.1" || e.Head.Digest != c.Digest || e.Image != "1.0.0" || e.TreeDigest != c.Manifest.TreeDigest {
 		t.Fatalf("ledger on the state partition: %+v, want head 1.0.1 (%s) on image 1.0.0", e, c.Digest)
 	}
-	if got := mountedDigest(t, disk, r.Layout.Part(builder.PartRootA)); got != c.Manifest.TreeDigest {
+	if got := mountedDigest(t, diskFile, r.Layout.Part(disk.PartRootA)); got != c.Manifest.TreeDigest {
 		t.Fatalf("root A tree digest %s, want the head's %s", got, c.Manifest.TreeDigest)
 	}
 	// Without a key the head cannot be regenerated and signed.

@@ -1,4 +1,4 @@
-package builder_test
+package disk_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	diskfs "github.com/diskfs/go-diskfs"
 
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/builder/disk"
 )
 
 // TestProvisionDiskKernel provisions an image with two kernels: the newer
@@ -46,7 +47,7 @@ files:
 	}
 	trust, _ := key.PublicKeySet()
 	d := filepath.Join(dir, "disk.img")
-	r, err := builder.ProvisionDisk(context.Background(), res.Image, d, trust, builder.DiskOptions{Size: 512 << 20, NodeID: "k", Hostname: "edge-7.example"})
+	r, err := disk.Provision(context.Background(), res.Image, d, trust, disk.Options{Size: 512 << 20, NodeID: "k", Hostname: "edge-7.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,15 +55,15 @@ files:
 	if !r.BootEntry || r.Kernel != "boot/vmlinuz-6.1.0-10" || r.Initrd != "boot/initrd.img-6.1.0-10" {
 		t.Fatalf("boot files %+v", r)
 	}
-	run(t, "fsck.vfat", "-n", extract(t, d, r.Layout.Part(builder.PartESP)))
+	run(t, "fsck.vfat", "-n", extract(t, d, r.Layout.Part(disk.PartESP)))
 	entry := espRead(t, d, "/loader/entries/strata.conf")
-	if !strings.Contains(entry, "root=PARTUUID="+strings.ToLower(r.Layout.Part(builder.PartRootA).GUID)+" ro rootfstype=squashfs") ||
+	if !strings.Contains(entry, "root=PARTUUID="+strings.ToLower(r.Layout.Part(disk.PartRootA).GUID)+" ro rootfstype=squashfs") ||
 		!strings.Contains(entry, " console=ttyS0,115200") || !strings.Contains(entry, " systemd.hostname=edge-7.example\n") {
 		t.Fatalf("loader entry:\n%s", entry)
 	}
 	// A host name that could smuggle kernel arguments is refused.
 	for _, bad := range []string{"a b", "x init=/bin/sh", "-lead", "trail-", "a..b"} {
-		if _, err := builder.ProvisionDisk(context.Background(), res.Image, filepath.Join(dir, "bad.img"), trust, builder.DiskOptions{Size: 512 << 20, Hostname: bad}); err == nil {
+		if _, err := disk.Provision(context.Background(), res.Image, filepath.Join(dir, "bad.img"), trust, disk.Options{Size: 512 << 20, Hostname: bad}); err == nil {
 			t.Errorf("hostname %q accepted", bad)
 		}
 	}
@@ -81,7 +82,7 @@ func espRead(t *testing.T, p, name string) string {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	fs, err := d.GetFilesystem(builder.PartESP)
+	fs, err := d.GetFilesystem(disk.PartESP)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package builder
+package disk
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
@@ -39,7 +40,7 @@ const (
 // node identity — and makes the ext4 filesystem from it at the partition's
 // offset with mkfs.ext4 -d (go-diskfs 1.9.4's ext4 writer cannot yet create
 // directories).
-func writeState(ctx context.Context, target string, p DiskPartRef, im *repo.Image, image, nodeID string, opts DiskOptions, work string) (manifests.LedgerEntry, error) {
+func writeState(ctx context.Context, target string, p Partition, im *repo.Image, image, nodeID string, opts Options, work string) (manifests.LedgerEntry, error) {
 	stage := filepath.Join(work, "state")
 	nd := node.Node{Root: stage}
 	for _, d := range []string{manifests.StateDir, StateIdentityDir} {
@@ -47,7 +48,7 @@ func writeState(ctx context.Context, target string, p DiskPartRef, im *repo.Imag
 			return manifests.LedgerEntry{}, fmt.Errorf("staging the state partition: %w", err)
 		}
 	}
-	l, err := provisionLedger(im)
+	l, err := builder.ProvisionLedger(im)
 	if err != nil {
 		return manifests.LedgerEntry{}, err
 	}
@@ -111,7 +112,7 @@ func checkNotMounted(p string, fi os.FileInfo) error {
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) > 4 && devs[fields[2]] {
-			return fmt.Errorf("provisioning %s: device %s is mounted at %s: %w", p, fields[2], fields[4], ErrDiskMounted)
+			return fmt.Errorf("provisioning %s: device %s is mounted at %s: %w", p, fields[2], fields[4], ErrMounted)
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -1,4 +1,4 @@
-package builder
+package disk
 
 import (
 	"context"
@@ -14,23 +14,24 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
-// Errors ProvisionDisk reports.
+// Errors Provision reports, both of the manifests.ErrRejected class.
 var (
-	// ErrDiskTooSmall reports a disk smaller than the layout needs.
-	ErrDiskTooSmall = errors.New("builder: disk too small")
-	// ErrDiskMounted reports a block device (or one of its partitions)
+	// ErrTooSmall reports a disk smaller than the layout needs.
+	ErrTooSmall = manifests.Rejection("disk: too small")
+	// ErrMounted reports a block device (or one of its partitions)
 	// that is mounted.
-	ErrDiskMounted = errors.New("builder: block device is mounted")
+	ErrMounted = manifests.Rejection("disk: block device is mounted")
 )
 
-// DiskOptions configures ProvisionDisk.
-type DiskOptions struct {
+// Options configures Provision.
+type Options struct {
 	// Size is the disk size in bytes. For a file, 0 means the layout's
 	// minimum with DefaultStateSize of state; for a block device, 0 means
 	// the whole device (a larger Size is refused).
@@ -50,12 +51,12 @@ type DiskOptions struct {
 	Progress func(step string)
 }
 
-// DiskResult describes a provisioned disk.
-type DiskResult struct {
+// Result describes a provisioned disk.
+type Result struct {
 	Disk   string                `json:"disk"`
 	Device bool                  `json:"block_device"`
 	NodeID string                `json:"node_id"`
-	Layout *DiskLayout           `json:"layout"`
+	Layout *Layout               `json:"layout"`
 	Ledger manifests.LedgerEntry `json:"ledger"`
 	// Kernel and Initrd are the image paths copied to the ESP; empty (and
 	// BootEntry false) when the image has no kernel: the ESP then holds
@@ -68,16 +69,16 @@ type DiskResult struct {
 	Note string `json:"note,omitempty"`
 }
 
-// ProvisionDisk writes a bootable GPT disk for a node to disk, a raw image
+// Provision writes a bootable GPT disk for a node to diskPath, a raw image
 // file or a block device, from a signed squashfs image (layout: see
-// DiskLayout's constants). The image is verified first — its manifest's
+// Layout's constants). The image is verified first — its manifest's
 // signature (against trust, or nil: the keys it lists), then every entry
-// and every file's content against the manifest, as Provision does — and
+// and every file's content against the manifest, as builder.Provision does — and
 // the bytes copied to root A must hash the same as the bytes verified.
-// A file is written beside disk and renamed over it when complete; a block
+// A file is written beside diskPath and renamed over it when complete; a block
 // device is written in place and refused if it or a partition of it is
 // mounted.
-func ProvisionDisk(ctx context.Context, image, diskPath string, trust *sign.KeySet, opts DiskOptions) (*DiskResult, error) {
+func Provision(ctx context.Context, image, diskPath string, trust *sign.KeySet, opts Options) (*Result, error) {
 	progress := opts.Progress
 	if progress == nil {
 		progress = func(string) {}
@@ -93,7 +94,7 @@ func ProvisionDisk(ctx context.Context, image, diskPath string, trust *sign.KeyS
 	if err != nil {
 		return nil, err
 	}
-	res := &DiskResult{Disk: diskPath, NodeID: opts.NodeID}
+	res := &Result{Disk: diskPath, NodeID: opts.NodeID}
 	if res.NodeID == "" {
 		var b [16]byte
 		if _, err := rand.Read(b[:]); err != nil {
@@ -106,7 +107,7 @@ func ProvisionDisk(ctx context.Context, image, diskPath string, trust *sign.KeyS
 		return nil, err
 	}
 	res.Device = device
-	if res.Layout, err = planDisk(size, imgSize, im.Digest, res.NodeID); err != nil {
+	if res.Layout, err = planLayout(size, imgSize, im.Digest, res.NodeID); err != nil {
 		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
 	}
 	work, err := os.MkdirTemp("", "strata-disk-")
@@ -116,7 +117,7 @@ func ProvisionDisk(ctx context.Context, image, diskPath string, trust *sign.KeyS
 	defer os.RemoveAll(work)
 
 	progress(fmt.Sprintf("verifying %s", image))
-	boot, err := verifyForDisk(ctx, image, im, work)
+	boot, err := verifyImage(ctx, image, im, work)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +189,7 @@ func diskTarget(diskPath string, size int64) (int64, bool, error) {
 		return 0, true, fmt.Errorf("provisioning %s: size: %w", diskPath, err)
 	}
 	if size > devSize {
-		return 0, true, fmt.Errorf("provisioning %s: --size %s exceeds the device's %s: %w", diskPath, FormatSize(size), FormatSize(devSize), ErrDiskTooSmall)
+		return 0, true, fmt.Errorf("provisioning %s: --size %s exceeds the device's %s: %w", diskPath, FormatSize(size), FormatSize(devSize), ErrTooSmall)
 	}
 	if size == 0 {
 		size = devSize
@@ -200,7 +201,7 @@ func diskTarget(diskPath string, size int64) (int64, bool, error) {
 // the kernel refuses that while a partition is mounted) and writes the
 // protective MBR and both GPTs with go-diskfs's gpt.Table. The kernel is
 // asked to re-read a device's table only at the end (rereadTable).
-func writeTable(target string, device bool, l *DiskLayout) error {
+func writeTable(target string, device bool, l *Layout) error {
 	flags := os.O_RDWR | os.O_CREATE | os.O_EXCL
 	if device {
 		flags = os.O_RDWR | os.O_EXCL // exclusive open of a block device
@@ -239,7 +240,7 @@ func rereadTable(dev string) string {
 
 // writeRoots copies the image into root A, checking the bytes hash as
 // verified, and clears the start of root B (stale signatures on a device).
-func writeRoots(target string, device bool, l *DiskLayout, image, sum string) error {
+func writeRoots(target string, device bool, l *Layout, image, sum string) error {
 	out, err := os.OpenFile(target, os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", target, err)
@@ -257,7 +258,7 @@ func writeRoots(target string, device bool, l *DiskLayout, image, sum string) er
 		return fmt.Errorf("copying %s into root A of %s: %w", image, target, err)
 	}
 	if n > a.Size || hex.EncodeToString(h.Sum(nil)) != sum {
-		return fmt.Errorf("copying %s into root A of %s: the image changed after it was verified: %w", image, target, ErrImageMismatch)
+		return fmt.Errorf("copying %s into root A of %s: the image changed after it was verified: %w", image, target, builder.ErrImageMismatch)
 	}
 	if device {
 		b := l.Part(PartRootB)

@@ -1,4 +1,4 @@
-package builder_test
+package disk_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -39,7 +40,7 @@ func TestProvisionDiskDevice(t *testing.T) {
 			t.Errorf("detaching %s: %v: %s", dev, err, out)
 		}
 	})
-	r, err := builder.ProvisionDisk(context.Background(), res.Image, dev, trust, builder.DiskOptions{NodeID: "dev"})
+	r, err := disk.Provision(context.Background(), res.Image, dev, trust, disk.Options{NodeID: "dev"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,14 +51,14 @@ func TestProvisionDiskDevice(t *testing.T) {
 		t.Fatalf("%s is no longer a block device: %v", dev, err)
 	}
 	tbl := readGPT(t, backing)
-	if len(tbl.Partitions) != 4 || !strings.EqualFold(tbl.Partitions[1].GUID, builder.DiskGUID(res.Digest, "dev", "rootA")) {
+	if len(tbl.Partitions) != 4 || !strings.EqualFold(tbl.Partitions[1].GUID, disk.GUID(res.Digest, "dev", "rootA")) {
 		t.Fatalf("GPT on the device: %+v", tbl.Partitions)
 	}
-	if got := mountedDigest(t, dev, r.Layout.Part(builder.PartRootA)); got != res.ManifestData.TreeDigest {
+	if got := mountedDigest(t, dev, r.Layout.Part(disk.PartRootA)); got != res.ManifestData.TreeDigest {
 		t.Fatalf("root A tree digest %s, manifest says %s", got, res.ManifestData.TreeDigest)
 	}
-	run(t, "fsck.vfat", "-n", extract(t, backing, r.Layout.Part(builder.PartESP)))
-	state := extract(t, backing, r.Layout.Part(builder.PartState))
+	run(t, "fsck.vfat", "-n", extract(t, backing, r.Layout.Part(disk.PartESP)))
+	state := extract(t, backing, r.Layout.Part(disk.PartState))
 	run(t, "e2fsck", "-fn", state)
 	if l := run(t, "debugfs", "-R", "cat /"+manifests.LedgerPath, state); !strings.Contains(l, res.Digest) {
 		t.Fatalf("ledger on the device's state partition:\n%s", l)

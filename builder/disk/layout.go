@@ -1,4 +1,4 @@
-package builder
+package disk
 
 import (
 	"crypto/sha256"
@@ -9,7 +9,7 @@ import (
 	"github.com/diskfs/go-diskfs/partition/gpt"
 )
 
-// The disk layout ProvisionDisk writes, in order on a GPT disk with
+// The disk layout Provision writes, in order on a GPT disk with
 // 512-byte sectors, every partition aligned to 1 MiB:
 //
 //	1  esp    EFI System, FAT32, ESPSize: systemd-boot, loader entry, kernel, initrd
@@ -50,18 +50,18 @@ const (
 
 var partNames = [...]string{PartESP: "esp", PartRootA: "rootA", PartRootB: "rootB", PartState: "state"}
 
-// DiskLayout is where each partition lies, in bytes.
-type DiskLayout struct {
-	Size       int64         `json:"size"`
-	DiskGUID   string        `json:"disk_guid"`
-	Partitions []DiskPartRef `json:"partitions"`
+// Layout is where each partition lies, in bytes.
+type Layout struct {
+	Size       int64       `json:"size"`
+	DiskGUID   string      `json:"disk_guid"`
+	Partitions []Partition `json:"partitions"`
 }
 
 // Part returns partition i (PartESP ... PartState).
-func (l *DiskLayout) Part(i int) DiskPartRef { return l.Partitions[i-1] }
+func (l *Layout) Part(i int) Partition { return l.Partitions[i-1] }
 
-// DiskPartRef is one partition of a DiskLayout.
-type DiskPartRef struct {
+// Partition is one partition of a Layout.
+type Partition struct {
 	Index  int    `json:"index"`
 	Name   string `json:"name"`
 	Type   string `json:"type"`
@@ -73,42 +73,42 @@ type DiskPartRef struct {
 // RootSize is the size of each root partition for an image of n bytes.
 func RootSize(n int64) int64 { return max(roundMiB(2*n), MinRootSize) }
 
-// MinDiskSize is the smallest disk that holds the layout for an image of
+// MinSize is the smallest disk that holds the layout for an image of
 // n bytes.
-func MinDiskSize(n int64) int64 {
+func MinSize(n int64) int64 {
 	return gptReserve + ESPSize + 2*RootSize(n) + MinStateSize + gptReserve
 }
 
 func roundMiB(n int64) int64 { return (n + MiB - 1) / MiB * MiB }
 
-// planDisk lays the partitions out on a disk of size bytes (rounded down
+// planLayout lays the partitions out on a disk of size bytes (rounded down
 // to a MiB) for an image of imageSize bytes, with GUIDs derived from
 // imageDigest and nodeID. size 0 means the minimum plus DefaultStateSize.
-func planDisk(size, imageSize int64, imageDigest, nodeID string) (*DiskLayout, error) {
+func planLayout(size, imageSize int64, imageDigest, nodeID string) (*Layout, error) {
 	if size == 0 {
-		size = MinDiskSize(imageSize) - MinStateSize + DefaultStateSize
+		size = MinSize(imageSize) - MinStateSize + DefaultStateSize
 	}
 	size = size / MiB * MiB
-	if need := MinDiskSize(imageSize); size < need {
+	if need := MinSize(imageSize); size < need {
 		return nil, fmt.Errorf("disk of %s is too small: the layout needs at least %s (ESP %s, 2 roots of %s, state %s, GPT %s): %w",
-			FormatSize(size), FormatSize(need), FormatSize(ESPSize), FormatSize(RootSize(imageSize)), FormatSize(MinStateSize), FormatSize(2*gptReserve), ErrDiskTooSmall)
+			FormatSize(size), FormatSize(need), FormatSize(ESPSize), FormatSize(RootSize(imageSize)), FormatSize(MinStateSize), FormatSize(2*gptReserve), ErrTooSmall)
 	}
-	l := &DiskLayout{Size: size, DiskGUID: DiskGUID(imageDigest, nodeID, "disk")}
+	l := &Layout{Size: size, DiskGUID: GUID(imageDigest, nodeID, "disk")}
 	root := RootSize(imageSize)
 	sizes := [5]int64{PartESP: ESPSize, PartRootA: root, PartRootB: root}
 	sizes[PartState] = size - gptReserve - ESPSize - 2*root - gptReserve
 	types := [5]gpt.Type{PartESP: TypeESP, PartRootA: TypeRootX8664, PartRootB: TypeRootX8664, PartState: TypeLinuxData}
 	off := gptReserve
 	for i := PartESP; i <= PartState; i++ {
-		l.Partitions = append(l.Partitions, DiskPartRef{Index: i, Name: partNames[i], Type: string(types[i]),
-			GUID: DiskGUID(imageDigest, nodeID, partNames[i]), Offset: off, Size: sizes[i]})
+		l.Partitions = append(l.Partitions, Partition{Index: i, Name: partNames[i], Type: string(types[i]),
+			GUID: GUID(imageDigest, nodeID, partNames[i]), Offset: off, Size: sizes[i]})
 		off += sizes[i]
 	}
 	return l, nil
 }
 
 // table is the GPT of the layout.
-func (l *DiskLayout) table() *gpt.Table {
+func (l *Layout) table() *gpt.Table {
 	t := &gpt.Table{LogicalSectorSize: sectorSize, PhysicalSectorSize: sectorSize, ProtectiveMBR: true, GUID: l.DiskGUID}
 	for _, p := range l.Partitions {
 		t.Partitions = append(t.Partitions, &gpt.Partition{
@@ -124,7 +124,7 @@ func (l *DiskLayout) table() *gpt.Table {
 // sha256("strata-disk\x00" digest "\x00" node "\x00" role), stamped as an
 // RFC 9562 version 8 (custom) UUID. The same image and node always get the
 // same GUIDs; different nodes or images get different ones.
-func DiskGUID(imageDigest, nodeID, role string) string {
+func GUID(imageDigest, nodeID, role string) string {
 	h := sha256.Sum256([]byte("strata-disk\x00" + imageDigest + "\x00" + nodeID + "\x00" + role))
 	b := h[:16]
 	b[6] = b[6]&0x0f | 0x80

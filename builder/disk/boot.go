@@ -1,4 +1,4 @@
-package builder
+package disk
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -22,7 +23,7 @@ import (
 // package installs it.
 const DefaultBootEFI = "/usr/lib/systemd/boot/efi/systemd-bootx64.efi"
 
-// ESP paths of what ProvisionDisk writes there.
+// ESP paths of what Provision writes there.
 const (
 	espFallback = "/EFI/BOOT/BOOTX64.EFI"
 	espBoot     = "/EFI/systemd/systemd-bootx64.efi"
@@ -59,15 +60,15 @@ func bootCandidate(p string) (kernel bool, version string, ok bool) {
 	return false, "", false
 }
 
-// verifyForDisk checks the image against its verified manifest entry by
-// entry (walkImage) and every file's content against the manifest's
+// verifyImage checks the image against its verified manifest entry by
+// entry (builder.WalkImage) and every file's content against the manifest's
 // SHA-256, keeping copies of kernels and initrds in work. It picks the
 // highest kernel version and its initrd.
-func verifyForDisk(ctx context.Context, image string, im *repo.Image, work string) (*bootFiles, error) {
+func verifyImage(ctx context.Context, image string, im *repo.Image, work string) (*bootFiles, error) {
 	kernels := map[string]string{} // version -> image path
 	initrds := map[string]string{}
 	files := map[string]string{} // image path -> work copy
-	err := walkImage(ctx, image, im, func(e manifests.Entry, r io.Reader) error {
+	err := builder.WalkImage(ctx, image, im, func(e manifests.Entry, r io.Reader) error {
 		if e.Type != manifests.TypeFile || e.Path == manifests.ImageManifestPath {
 			return nil
 		}
@@ -93,7 +94,7 @@ func verifyForDisk(ctx context.Context, image string, im *repo.Image, work strin
 			return fmt.Errorf("verifying %s: /%s: %w", image, e.Path, err)
 		}
 		if n != e.Size || hex.EncodeToString(h.Sum(nil)) != e.SHA256 {
-			return fmt.Errorf("image %s: content of /%s does not match the manifest: %w", image, e.Path, ErrImageMismatch)
+			return fmt.Errorf("image %s: content of /%s does not match the manifest: %w", image, e.Path, builder.ErrImageMismatch)
 		}
 		return nil
 	})
@@ -152,7 +153,7 @@ func leadingRun(s string) string {
 // console on the first serial port as well as the screen. (go-diskfs 1.9.4's
 // FAT32 writer leaves wrong ".." entries in subdirectories of the root and
 // an unset free-cluster count, which fsck.vfat reports.)
-func writeESP(ctx context.Context, target string, p DiskPartRef, b *bootFiles, bootEFI, work string) error {
+func writeESP(ctx context.Context, target string, p Partition, b *bootFiles, bootEFI, work string) error {
 	if bootEFI == "" {
 		bootEFI = DefaultBootEFI
 	}

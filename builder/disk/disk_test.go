@@ -1,4 +1,4 @@
-package builder_test
+package disk_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/diskfs/go-diskfs/partition/gpt"
 
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -40,7 +41,7 @@ func TestDiskScanHelper(t *testing.T) {
 func requireDiskTools(t *testing.T) {
 	t.Helper()
 	requireTools(t)
-	for _, tool := range []string{"mkfs.ext4", "e2fsck", "debugfs", "fsck.vfat", "unshare", "mount", builder.DefaultBootEFI} {
+	for _, tool := range []string{"mkfs.ext4", "e2fsck", "debugfs", "fsck.vfat", "unshare", "mount", disk.DefaultBootEFI} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is required (run make deps): %v", tool, err)
 		}
@@ -54,9 +55,9 @@ func TestProvisionDisk(t *testing.T) {
 	trust, _ := key.PublicKeySet()
 	ctx := context.Background()
 	dir := t.TempDir()
-	opts := builder.DiskOptions{Size: 512 << 20, NodeID: "node-1", Hostname: "demo1", AuthorizedKeys: []byte("ssh-ed25519 AAAA test\n")}
+	opts := disk.Options{Size: 512 << 20, NodeID: "node-1", Hostname: "demo1", AuthorizedKeys: []byte("ssh-ed25519 AAAA test\n")}
 	d1 := filepath.Join(dir, "one.img")
-	r1, err := builder.ProvisionDisk(ctx, res.Image, d1, trust, opts)
+	r1, err := disk.Provision(ctx, res.Image, d1, trust, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,23 +68,23 @@ func TestProvisionDisk(t *testing.T) {
 	if len(tbl.Partitions) != 4 {
 		t.Fatalf("%d partitions, want 4", len(tbl.Partitions))
 	}
-	wantTypes := []gpt.Type{builder.TypeESP, builder.TypeRootX8664, builder.TypeRootX8664, builder.TypeLinuxData}
+	wantTypes := []gpt.Type{disk.TypeESP, disk.TypeRootX8664, disk.TypeRootX8664, disk.TypeLinuxData}
 	for i, p := range tbl.Partitions {
 		want := r1.Layout.Partitions[i]
-		if p.Type != wantTypes[i] || !strings.EqualFold(p.GUID, builder.DiskGUID(res.Digest, "node-1", want.Name)) ||
+		if p.Type != wantTypes[i] || !strings.EqualFold(p.GUID, disk.GUID(res.Digest, "node-1", want.Name)) ||
 			int64(p.Start)*512 != want.Offset || int64(p.Size) != want.Size || p.Name != want.Name {
 			t.Fatalf("partition %d: %+v, want %+v", i+1, p, want)
 		}
 	}
-	if !strings.EqualFold(tbl.GUID, builder.DiskGUID(res.Digest, "node-1", "disk")) {
+	if !strings.EqualFold(tbl.GUID, disk.GUID(res.Digest, "node-1", "disk")) {
 		t.Fatalf("disk GUID %s", tbl.GUID)
 	}
-	if builder.DiskGUID(res.Digest, "node-2", "rootA") == builder.DiskGUID(res.Digest, "node-1", "rootA") {
+	if disk.GUID(res.Digest, "node-2", "rootA") == disk.GUID(res.Digest, "node-1", "rootA") {
 		t.Fatal("node ids do not change the GUIDs")
 	}
 	// Provisioning again gives the same partition table, byte for byte.
 	d2 := filepath.Join(dir, "two.img")
-	if _, err := builder.ProvisionDisk(ctx, res.Image, d2, trust, opts); err != nil {
+	if _, err := disk.Provision(ctx, res.Image, d2, trust, opts); err != nil {
 		t.Fatal(err)
 	}
 	size := r1.Layout.Size
@@ -94,15 +95,15 @@ func TestProvisionDisk(t *testing.T) {
 	}
 
 	// Root A is the image, with the image's tree.
-	a := r1.Layout.Part(builder.PartRootA)
+	a := r1.Layout.Part(disk.PartRootA)
 	if got := mountedDigest(t, d1, a); got != res.ManifestData.TreeDigest {
 		t.Fatalf("root A tree digest %s, manifest says %s", got, res.ManifestData.TreeDigest)
 	}
 	// The ESP and the state filesystem check clean.
-	esp := extract(t, d1, r1.Layout.Part(builder.PartESP))
+	esp := extract(t, d1, r1.Layout.Part(disk.PartESP))
 	run(t, "fsck.vfat", "-n", esp)
 	espFiles(t, d1, "/EFI/BOOT/BOOTX64.EFI", "/EFI/systemd/systemd-bootx64.efi", "/loader/loader.conf")
-	state := extract(t, d1, r1.Layout.Part(builder.PartState))
+	state := extract(t, d1, r1.Layout.Part(disk.PartState))
 	run(t, "e2fsck", "-fn", state)
 	// The ledger on the state partition names the image.
 	var l manifests.Ledger
@@ -112,7 +113,7 @@ func TestProvisionDisk(t *testing.T) {
 	if e := l.Last(); len(l.Entries) != 1 || e.Action != manifests.LedgerProvision || e.Digest != res.Digest || e.TreeDigest != res.ManifestData.TreeDigest {
 		t.Fatalf("ledger on the state partition: %+v", l)
 	}
-	for p, want := range map[string]string{builder.StateNodeIDPath: "node-1\n", builder.StateHostnamePath: "demo1\n", builder.StateAuthorizedKeysPath: string(opts.AuthorizedKeys)} {
+	for p, want := range map[string]string{disk.StateNodeIDPath: "node-1\n", disk.StateHostnamePath: "demo1\n", disk.StateAuthorizedKeysPath: string(opts.AuthorizedKeys)} {
 		if got := run(t, "debugfs", "-R", "cat /"+p, state); got != want {
 			t.Fatalf("%s on the state partition: %q, want %q", p, got, want)
 		}
@@ -127,8 +128,8 @@ func TestProvisionDiskRefusals(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	d := filepath.Join(dir, "small.img")
-	_, err := builder.ProvisionDisk(ctx, res.Image, d, trust, builder.DiskOptions{Size: 100 << 20, NodeID: "n"})
-	if !errors.Is(err, builder.ErrDiskTooSmall) || !strings.Contains(err.Error(), "100MiB") || !strings.Contains(err.Error(), "450MiB") {
+	_, err := disk.Provision(ctx, res.Image, d, trust, disk.Options{Size: 100 << 20, NodeID: "n"})
+	if !errors.Is(err, disk.ErrTooSmall) || !strings.Contains(err.Error(), "100MiB") || !strings.Contains(err.Error(), "450MiB") {
 		t.Fatalf("too small a disk: %v", err)
 	}
 	if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
@@ -142,7 +143,7 @@ func TestProvisionDiskRefusals(t *testing.T) {
 	if err := os.WriteFile(strings.TrimSuffix(img, ".squashfs")+".image.json", raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := builder.ProvisionDisk(ctx, img, d, trust, builder.DiskOptions{NodeID: "n"}); err == nil {
+	if _, err := disk.Provision(ctx, img, d, trust, disk.Options{NodeID: "n"}); err == nil {
 		t.Fatal("provisioned from a corrupted manifest")
 	}
 	// A squashfs that differs from its (valid) manifest.
@@ -152,7 +153,7 @@ func TestProvisionDiskRefusals(t *testing.T) {
 	if err := os.WriteFile(img, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := builder.ProvisionDisk(ctx, img, d, trust, builder.DiskOptions{NodeID: "n"}); err == nil {
+	if _, err := disk.Provision(ctx, img, d, trust, disk.Options{NodeID: "n"}); err == nil {
 		t.Fatal("provisioned from a corrupted squashfs")
 	}
 	if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
@@ -185,7 +186,7 @@ func espFiles(t *testing.T, p string, names ...string) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	fs, err := d.GetFilesystem(builder.PartESP)
+	fs, err := d.GetFilesystem(disk.PartESP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,10 +219,10 @@ func readRange(t *testing.T, p string, off, n int64) []byte {
 	return b
 }
 
-// extract copies partition p of disk to a file of its own.
-func extract(t *testing.T, disk string, p builder.DiskPartRef) string {
+// extract copies partition p of the disk image file to a file of its own.
+func extract(t *testing.T, file string, p disk.Partition) string {
 	t.Helper()
-	in, err := os.Open(disk)
+	in, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,17 +239,18 @@ func extract(t *testing.T, disk string, p builder.DiskPartRef) string {
 	return out
 }
 
-// mountedDigest mounts partition p of disk read-only in a private mount
-// namespace and returns the tree digest of what it holds (node state and
-// the embedded manifest left out, as in the image manifest's digest).
-func mountedDigest(t *testing.T, disk string, p builder.DiskPartRef) string {
+// mountedDigest mounts partition p of file (a disk image or a device)
+// read-only in a private mount namespace and returns the tree digest of
+// what it holds (node state and the embedded manifest left out, as in the
+// image manifest's digest).
+func mountedDigest(t *testing.T, file string, p disk.Partition) string {
 	t.Helper()
 	mnt := t.TempDir()
 	script := `mount -t squashfs -o loop,ro,offset=$3,sizelimit=$4 "$1" "$2" || exit 1
 "$5" -test.run='^TestDiskScanHelper$' -test.count=1; rc=$?
 umount "$2"; exit $rc`
 	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
-		disk, mnt, fmt.Sprint(p.Offset), fmt.Sprint(p.Size), os.Args[0])
+		file, mnt, fmt.Sprint(p.Offset), fmt.Sprint(p.Size), os.Args[0])
 	cmd.Env = append(os.Environ(), scanEnv+"="+mnt)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -1,4 +1,4 @@
-package builder
+package disk
 
 import (
 	"bufio"
@@ -30,11 +30,11 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestPlanDisk(t *testing.T) {
-	l, err := planDisk(0, 10<<20, "sha256:x", "n")
+	l, err := planLayout(0, 10<<20, "sha256:x", "n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Size != MinDiskSize(10<<20)-MinStateSize+DefaultStateSize || l.Part(PartState).Size != DefaultStateSize {
+	if l.Size != MinSize(10<<20)-MinStateSize+DefaultStateSize || l.Part(PartState).Size != DefaultStateSize {
 		t.Fatalf("default layout %+v", l)
 	}
 	end := gptReserve
@@ -50,7 +50,7 @@ func TestPlanDisk(t *testing.T) {
 	if RootSize(100<<20) != 200<<20 {
 		t.Fatalf("RootSize(100MiB) = %d", RootSize(100<<20))
 	}
-	if _, err := planDisk(MinDiskSize(10<<20)-MiB, 10<<20, "d", "n"); !errors.Is(err, ErrDiskTooSmall) {
+	if _, err := planLayout(MinSize(10<<20)-MiB, 10<<20, "d", "n"); !errors.Is(err, ErrTooSmall) {
 		t.Fatalf("one MiB short: %v", err)
 	}
 }
@@ -75,7 +75,7 @@ func TestCheckNotMounted(t *testing.T) {
 			if err != nil || fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0 {
 				continue
 			}
-			if err := checkNotMounted(fields[i+2], fi); !errors.Is(err, ErrDiskMounted) {
+			if err := checkNotMounted(fields[i+2], fi); !errors.Is(err, ErrMounted) {
 				t.Errorf("%s is mounted, yet checkNotMounted says %v", fields[i+2], err)
 			}
 			checked++

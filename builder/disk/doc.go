@@ -1,0 +1,16 @@
+// Package disk writes bootable node disks from signed strata images.
+//
+// Provision lays out a GPT disk (a raw image file or a block device) with
+// four partitions (see Layout): an EFI system partition with systemd-boot
+// and, when the image has one, its kernel, initrd and a loader entry; root
+// A holding the squashfs image byte for byte; an empty root B of the same
+// size for a later full-image update; and an ext4 state partition with the
+// node's ledger and identity. The image is verified against its signed
+// manifest as it streams (builder.WalkImage) before anything is written,
+// and the bytes copied to root A must hash the same as the bytes verified.
+// The same image and node id always give the same partition table.
+//
+// The partition table is written with go-diskfs; the ESP and the state
+// file system are made with mkfs.fat, mtools and mkfs.ext4, whose writers
+// fsck accepts.
+package disk

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/internal/catalog"
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/squashfs"
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// TestExitCode pins the exit status of every sentinel error: the ones that
+// reject an input (the manifests.ErrRejected class) exit 3, wrapped or
+// joined; the lock and a failed restart take precedence.
+func TestExitCode(t *testing.T) {
+	rejected := []error{
+		sign.ErrBadSignature, sign.ErrUnsigned, sign.ErrNoKeys,
+		overlay.ErrSequence, overlay.ErrConstraint, overlay.ErrPayload, overlay.ErrFormat,
+		overlay.ErrSymlinkPath, overlay.ErrDrift, overlay.ErrEmpty,
+		manifests.ErrUnsafePath, manifests.ErrInvalid, manifests.ErrVersion, manifests.ErrTooLarge,
+		tree.ErrSpecialFile, tree.ErrHardlink, tree.ErrDuplicate, tree.ErrLimit,
+		repo.ErrTampered, repo.ErrNoManifest, builder.ErrRecipe, builder.ErrImageMismatch,
+		disk.ErrTooSmall, disk.ErrMounted, builder.ErrCache,
+		catalog.ErrUnknownUnit, catalog.ErrBadPath, catalog.ErrSymlinkLoop,
+	}
+	for _, s := range rejected {
+		for _, err := range []error{s, fmt.Errorf("op %s: %w", "/p", s), errors.Join(errors.New("other"), fmt.Errorf("op: %w", s))} {
+			if got := exitCode(err); got != exitRejected {
+				t.Errorf("exitCode(%v) = %d, want %d", err, got, exitRejected)
+			}
+		}
+	}
+	plain := []error{
+		errors.New("plain"), repo.ErrExists, overlay.ErrNothingToRollback, node.ErrNotNode,
+		tree.ErrNotExist, tree.ErrNotDir, squashfs.ErrTool, builder.ErrNeedRoot,
+		fmt.Errorf("op: %v", manifests.ErrInvalid), // %v drops the class
+	}
+	for _, err := range plain {
+		if got := exitCode(err); got != exitError {
+			t.Errorf("exitCode(%v) = %d, want %d", err, got, exitError)
+		}
+	}
+	if got := exitCode(errors.Join(node.ErrLocked, sign.ErrUnsigned)); got != exitLocked {
+		t.Errorf("locked and rejected: %d, want %d", got, exitLocked)
+	}
+	if got := exitCode(errors.Join(sign.ErrUnsigned, overlay.ErrRestart)); got != exitRestart {
+		t.Errorf("restart failed and rejected: %d, want %d", got, exitRestart)
+	}
+}
