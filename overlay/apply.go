@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -97,7 +98,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 		return nil, err
 	}
 	rep := &ApplyReport{Root: root, DryRun: o.DryRun, From: v.head(), To: v.head()}
-	todo, err := checkSequence(v, archives, rep)
+	todo, states, err := checkSequence(v, archives, rep)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +123,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	for _, a := range todo {
 		plan := &rep.Plans[indexOf(rep.Plans, a.Manifest.Version)]
 		progress(fmt.Sprintf("applying %s %s (%d writes, %d deletes)", a.Manifest.Line, a.Manifest.Version, len(plan.Writes), len(plan.Deletes)))
-		if err := applyOne(ctx, b, v, a, plan, o.Restarter, progress); err != nil {
+		if err := applyOne(ctx, b, v, a, states[a.Manifest.Version], plan, o.Restarter, progress); err != nil {
 			return rep, err
 		}
 		rep.To = manifests.Ref{Version: a.Manifest.Version, Digest: a.Digest}
@@ -212,8 +213,9 @@ func gather(v *nodeView, src Source, trust *sign.KeySet) ([]*Archive, error) {
 }
 
 // checkSequence checks the overlays continue the node's head one after the
-// other, fills in their plans and returns those not yet applied.
-func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archive, error) {
+// other, fills in their plans and returns those not yet applied, with the
+// expected trees before and after each (by version).
+func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archive, map[string][2]tree.State, error) {
 	applied := map[string]string{}
 	for _, e := range v.applied {
 		applied[e.Version] = e.Digest
@@ -223,38 +225,40 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 	cat := v.catalog()
 	state, err := v.expected()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var todo []*Archive
+	states := map[string][2]tree.State{}
 	for _, a := range archives {
 		m := a.Manifest
 		if m.Line != v.ledger.Entries[0].Line {
-			return nil, fmt.Errorf("overlay %s belongs to line %s, node is on line %s: %w", m.Version, m.Line, v.ledger.Entries[0].Line, ErrSequence)
+			return nil, nil, fmt.Errorf("overlay %s belongs to line %s, node is on line %s: %w", m.Version, m.Line, v.ledger.Entries[0].Line, ErrSequence)
 		}
 		if d, ok := applied[m.Version]; ok && len(todo) == 0 {
 			if d != a.Digest {
-				return nil, fmt.Errorf("overlay %s (%s) forks the node's applied %s (%s): %w", m.Version, a.Digest, m.Version, d, ErrSequence)
+				return nil, nil, fmt.Errorf("overlay %s (%s) forks the node's applied %s (%s): %w", m.Version, a.Digest, m.Version, d, ErrSequence)
 			}
 			rep.Plans = append(rep.Plans, Plan{Version: m.Version, Parent: m.Parent.Version, AlreadyApplied: true})
 			continue
 		}
 		if err := checkParent(m, cur); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ok, err := manifests.Satisfies(image, m.Requires.Image)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !ok {
-			return nil, fmt.Errorf("overlay %s requires image %s, node's base image is %s: %w", m.Version, m.Requires.Image, image, ErrConstraint)
+			return nil, nil, fmt.Errorf("overlay %s requires image %s, node's base image is %s: %w", m.Version, m.Requires.Image, image, ErrConstraint)
 		}
 		before := state
 		if state, err = state.Apply(m.Entries, m.Deletes); err != nil {
-			return nil, fmt.Errorf("overlay %s does not fit the node's expected tree: %w: %w", m.Version, ErrSequence, err)
+			return nil, nil, fmt.Errorf("overlay %s does not fit the node's expected tree: %w: %w", m.Version, ErrSequence, err)
 		}
 		if d := state.Digest(); d != m.TreeDigest {
-			return nil, fmt.Errorf("overlay %s: its changes give tree %s, manifest says %s: %w", m.Version, d, m.TreeDigest, ErrPayload)
+			return nil, nil, fmt.Errorf("overlay %s: its changes give tree %s, manifest says %s: %w", m.Version, d, m.TreeDigest, ErrPayload)
 		}
+		states[m.Version] = [2]tree.State{before, state}
 		plan := planFor(m, cat, before, state)
 		rep.Plans = append(rep.Plans, plan)
 		if m.Catalog != nil {
@@ -263,7 +267,7 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 		cur = manifests.Ref{Version: m.Version, Digest: a.Digest}
 		todo = append(todo, a)
 	}
-	return todo, nil
+	return todo, states, nil
 }
 
 func checkParent(m *manifests.OverlayManifest, head manifests.Ref) error {

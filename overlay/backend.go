@@ -2,9 +2,11 @@ package overlay
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/node/dirfs"
+	"github.com/strata-dev/strata/internal/node/overlayfs"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -34,8 +36,52 @@ type Backend interface {
 
 var _ Backend = (*dirfs.Backend)(nil)
 
-// openBackend returns the backend of the node at root.
+var _ Backend = (*overlayfs.Backend)(nil)
+
+// openBackend returns the backend the state of the node at root names.
 func openBackend(root string) (Backend, error) {
 	n := node.Node{Root: root}
+	if err := n.CheckState(); err != nil {
+		return nil, err
+	}
+	name, err := n.Backend()
+	if err != nil {
+		return nil, err
+	}
+	if name == node.BackendOverlayfs {
+		return overlayfs.New(n), nil
+	}
 	return dirfs.New(n), nil
+}
+
+// Activate builds the overlayfs stacks of the node at root from its
+// ledger (run: the runtime directory, default ROOT/run). An initramfs runs
+// it before PID 1 starts; on a running node it settles an interrupted
+// switch and rebuilds the stacks.
+func Activate(ctx context.Context, root, run string) error {
+	n := node.Node{Root: root}
+	if err := n.CheckState(); err != nil {
+		return err
+	}
+	name, err := n.Backend()
+	if err != nil {
+		return err
+	}
+	if name != node.BackendOverlayfs {
+		return fmt.Errorf("activating %s: the node's backend is %s, not overlayfs: %w", root, name, ErrDrift)
+	}
+	var opts []overlayfs.Option
+	if run != "" {
+		opts = append(opts, overlayfs.WithRun(run))
+	}
+	b := overlayfs.New(n, opts...)
+	unlock, err := n.Lock(ctx, 0)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := recoverTxn(ctx, b); err != nil {
+		return err
+	}
+	return b.Activate(ctx)
 }

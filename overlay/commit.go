@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -16,7 +17,7 @@ import (
 // then commit. When a restart fails the change is taken back, the same
 // units are restarted on the old tree, and the ledger records the failed
 // attempt.
-func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, plan *Plan, r Restarter, progress func(string)) error {
+func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2]tree.State, plan *Plan, r Restarter, progress func(string)) error {
 	n := b.Node()
 	m := a.Manifest
 	last := v.ledger.Last()
@@ -32,7 +33,7 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, plan *Pla
 		Pending:    plan.Actions,
 		Time:       time.Now().UTC().Format(time.RFC3339),
 	}
-	t, err := b.Stage(ctx, &node.Change{Manifest: m, Payload: a.Payload, Record: rec})
+	t, err := b.Stage(ctx, &node.Change{Manifest: m, Payload: a.Payload, Record: rec, Before: states[0], After: states[1]})
 	if err != nil {
 		return err
 	}

@@ -43,22 +43,14 @@ const (
 func writeState(ctx context.Context, target string, p Partition, im *repo.Image, image, nodeID string, opts Options, work string) (manifests.LedgerEntry, error) {
 	stage := filepath.Join(work, "state")
 	nd := node.Node{Root: stage}
-	for _, d := range []string{manifests.StateDir, StateIdentityDir} {
-		if err := os.MkdirAll(nd.Path(d), 0o755); err != nil {
-			return manifests.LedgerEntry{}, fmt.Errorf("staging the state partition: %w", err)
-		}
-	}
-	l, err := builder.ProvisionLedger(im)
+	l, err := builder.WriteState(image, im, stage)
 	if err != nil {
 		return manifests.LedgerEntry{}, err
 	}
-	if err := nd.WriteLedger(l); err != nil {
-		return manifests.LedgerEntry{}, err
+	if err := os.MkdirAll(nd.Path(StateIdentityDir), 0o755); err != nil {
+		return manifests.LedgerEntry{}, fmt.Errorf("staging the state partition: %w", err)
 	}
 	files := map[string][]byte{StateNodeIDPath: []byte(nodeID + "\n")}
-	if sig, err := os.ReadFile(repo.SigPath(repo.ManifestPath(image))); err == nil {
-		files[manifests.ImageSigPath] = sig
-	}
 	if opts.Hostname != "" {
 		files[StateHostnamePath] = []byte(opts.Hostname + "\n")
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -78,6 +79,9 @@ type Change struct {
 	Payload func(ctx context.Context, fn func(manifests.Entry, io.Reader) error) error
 	// Record is the ledger record whose write commits the change.
 	Record manifests.LedgerEntry
+	// Before and After are the node's expected trees before and after
+	// the change (owners and modes of parent directories come from them).
+	Before, After tree.State
 }
 
 // Txn is a change a backend staged: nothing on the node's tree is visible
@@ -145,4 +149,33 @@ func ReadSmallFile(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("reading %s: larger than %d bytes", path, limit)
 	}
 	return b, nil
+}
+
+// BackendOverlayfs is what the backend file of a node whose managed
+// hierarchies are overlayfs stacks says.
+const BackendOverlayfs = "overlayfs"
+
+func (n Node) backendFile() string { return filepath.Join(n.StateDir(), "backend") }
+
+// Backend returns the name of the node's backend: "dir" unless its state
+// names another.
+func (n Node) Backend() (string, error) {
+	b, err := ReadSmallFile(n.backendFile(), 64)
+	if errors.Is(err, os.ErrNotExist) {
+		return "dir", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("node %s: %w", n.Root, err)
+	}
+	switch name := strings.TrimSpace(string(b)); name {
+	case "dir", BackendOverlayfs:
+		return name, nil
+	default:
+		return "", fmt.Errorf("node %s: unknown backend %q in %s: %w", n.Root, name, n.backendFile(), manifests.ErrInvalid)
+	}
+}
+
+// SetBackend records the node's backend (at provisioning).
+func (n Node) SetBackend(name string) error {
+	return WriteFileAtomic(n.backendFile(), []byte(name+"\n"), 0o644)
 }

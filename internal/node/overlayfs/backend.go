@@ -1,0 +1,339 @@
+package overlayfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/strata-dev/strata/internal/fault"
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// DefaultHierarchies are the managed hierarchies of a node whose image
+// names none: the parts of the tree overlays may change.
+var DefaultHierarchies = []string{"etc", "usr", "opt"}
+
+// ErrOutside reports a change outside the node's managed hierarchies.
+var ErrOutside = manifests.Rejection("overlayfs: path outside the managed hierarchies")
+
+// Backend changes a node whose managed hierarchies are overlayfs stacks.
+type Backend struct {
+	n    node.Node
+	run  string
+	hier []string
+}
+
+// Option configures a Backend.
+type Option func(*Backend)
+
+// WithRun sets the runtime directory (default ROOT/run) below which the
+// image clone is mounted (RUN/strata/image). An initramfs passes its own
+// /run, which becomes the node's /run after the switch to the root.
+func WithRun(dir string) Option { return func(b *Backend) { b.run = dir } }
+
+// WithHierarchies sets the managed hierarchies (tree paths of top-level
+// directories; default DefaultHierarchies).
+func WithHierarchies(h []string) Option { return func(b *Backend) { b.hier = h } }
+
+// New returns the backend of node n.
+func New(n node.Node, opts ...Option) *Backend {
+	b := &Backend{n: n, run: filepath.Join(n.Root, "run"), hier: DefaultHierarchies}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
+
+// Node returns the node the backend changes.
+func (b *Backend) Node() node.Node { return b.n }
+
+func (b *Backend) layersDir() string              { return filepath.Join(b.n.StateDir(), "layers") }
+func (b *Backend) layerDir(version string) string { return filepath.Join(b.layersDir(), version) }
+func (b *Backend) newLayerDir(version string) string {
+	return filepath.Join(b.layersDir(), ".new-"+version)
+}
+func (b *Backend) journalPath() string { return filepath.Join(b.layersDir(), "txn.json") }
+
+// ImageDir is where the image's own tree stays reachable.
+func (b *Backend) ImageDir() string { return filepath.Join(b.run, "strata", "image") }
+
+// managed returns the hierarchies the image has as directories.
+func (b *Backend) managed() []string {
+	base := b.n.Root
+	if ms, err := mounts(); err == nil && isMountPoint(ms, b.ImageDir()) {
+		base = b.ImageDir()
+	}
+	var out []string
+	for _, h := range b.hier {
+		if fi, err := os.Lstat(filepath.Join(base, h)); err == nil && fi.IsDir() {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// hierarchyOf returns the managed hierarchy p lies in, or "".
+func hierarchyOf(hier []string, p string) string {
+	for _, h := range hier {
+		if manifests.Within(p, h) {
+			return h
+		}
+	}
+	return ""
+}
+
+// Check refuses an overlay that changes anything outside the managed
+// hierarchies, or deletes a hierarchy itself.
+func (b *Backend) Check(m *manifests.OverlayManifest) error {
+	hier := b.managed()
+	for _, d := range m.Deletes {
+		if h := hierarchyOf(hier, d); h == "" || d == h {
+			return fmt.Errorf("overlay %s deletes /%s: %w (managed: /%s)", m.Version, d, ErrOutside, strings.Join(hier, ", /"))
+		}
+	}
+	for _, e := range m.Entries {
+		if h := hierarchyOf(hier, e.Path); h == "" || (e.Path == h && e.Type != manifests.TypeDir) {
+			return fmt.Errorf("overlay %s writes /%s: %w (managed: /%s)", m.Version, e.Path, ErrOutside, strings.Join(hier, ", /"))
+		}
+	}
+	return nil
+}
+
+// journal is the record of a switch in progress: which layer is added
+// or dropped, and the ledger record whose write commits it.
+type journal struct {
+	Kind   string                `json:"kind"` // "apply" or "rollback"
+	Record manifests.LedgerEntry `json:"record"`
+}
+
+func (b *Backend) readJournal() (*journal, error) {
+	raw, err := node.ReadSmallFile(b.journalPath(), 1<<20)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading layer journal: %w", err)
+	}
+	var j journal
+	if err := manifests.Decode(raw, &j); err != nil {
+		return nil, fmt.Errorf("reading layer journal %s: %w", b.journalPath(), err)
+	}
+	if _, err := manifests.ParseVersion(j.Record.Version); err != nil || (j.Kind != "apply" && j.Kind != "rollback") {
+		return nil, fmt.Errorf("layer journal %s names %s of %q: %w", b.journalPath(), j.Kind, j.Record.Version, manifests.ErrInvalid)
+	}
+	return &j, nil
+}
+
+// Interrupted describes a switch a crash left unfinished.
+func (b *Backend) Interrupted() (string, error) {
+	j, err := b.readJournal()
+	if err != nil || j == nil {
+		return "", err
+	}
+	return fmt.Sprintf("an interrupted %s of layer %s is pending (%s)", j.Kind, j.Record.Version, b.journalPath()), nil
+}
+
+// applied returns the versions of the layers in effect per ledger l.
+func applied(l *manifests.Ledger) []string {
+	var out []string
+	for _, e := range l.Applied() {
+		out = append(out, e.Version)
+	}
+	return out
+}
+
+// Recover settles a crash: a switch whose record is in ledger l is
+// finished, any other is taken back; stacks in place are rebuilt from the
+// ledger, and half-written layers are removed.
+func (b *Backend) Recover(ctx context.Context, l *manifests.Ledger) (*manifests.LedgerEntry, error) {
+	j, err := b.readJournal()
+	if err != nil {
+		return nil, err
+	}
+	var undone *manifests.LedgerEntry
+	if j != nil {
+		last, r := l.Last(), j.Record
+		committed := last.Seq == r.Seq && last.Action == r.Action && last.Version == r.Version && last.Digest == r.Digest
+		switch {
+		case j.Kind == "apply" && !committed:
+			undone = &r
+		case j.Kind == "rollback" && committed:
+		}
+	}
+	if err := b.restackLive(applied(l)); err != nil {
+		return nil, err
+	}
+	if err := b.prune(applied(l)); err != nil {
+		return nil, err
+	}
+	if j != nil {
+		if err := os.Remove(b.journalPath()); err != nil {
+			return nil, fmt.Errorf("removing layer journal: %w", err)
+		}
+	}
+	return undone, node.SyncFS(b.n.StateDir())
+}
+
+// prune removes every layer directory that is not one of keep.
+func (b *Backend) prune(keep []string) error {
+	ents, err := os.ReadDir(b.layersDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listing layers: %w", err)
+	}
+	want := map[string]bool{"txn.json": true}
+	for _, v := range keep {
+		want[v] = true
+	}
+	for _, e := range ents {
+		if !want[e.Name()] {
+			if err := os.RemoveAll(filepath.Join(b.layersDir(), e.Name())); err != nil {
+				return fmt.Errorf("removing layer %s: %w", e.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Stage writes ch's layer beside the others.
+func (b *Backend) Stage(ctx context.Context, ch *node.Change) (node.Txn, error) {
+	if err := b.Check(ch.Manifest); err != nil {
+		return nil, err
+	}
+	v := ch.Manifest.Version
+	if err := os.MkdirAll(b.layersDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("writing layer %s: %w", v, err)
+	}
+	for _, p := range []string{b.newLayerDir(v), b.layerDir(v)} {
+		if err := os.RemoveAll(p); err != nil {
+			return nil, fmt.Errorf("writing layer %s: %w", v, err)
+		}
+	}
+	t := &txn{b: b, j: journal{Kind: "apply", Record: ch.Record}}
+	if err := writeLayer(ctx, b.newLayerDir(v), ch); err != nil {
+		_ = os.RemoveAll(b.newLayerDir(v))
+		return nil, err
+	}
+	if err := node.SyncFS(b.layersDir()); err != nil {
+		_ = os.RemoveAll(b.newLayerDir(v))
+		return nil, err
+	}
+	fault.Point("layer-written")
+	return t, nil
+}
+
+// StageRevert prepares dropping the top layer, ch.Manifest's.
+func (b *Backend) StageRevert(ctx context.Context, ch *node.Change) (node.Txn, error) {
+	if fi, err := os.Lstat(b.layerDir(ch.Manifest.Version)); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("rolling back %s: its layer %s is missing: %w", ch.Manifest.Version, b.layerDir(ch.Manifest.Version), node.ErrDrift)
+	}
+	return &txn{b: b, j: journal{Kind: "rollback", Record: ch.Record}}, nil
+}
+
+// txn is one switch of the layer list.
+type txn struct {
+	b        *Backend
+	j        journal
+	switched bool
+}
+
+// layersWith returns the versions in effect after the switch (with) or
+// before it (without).
+func (t *txn) layers(with bool) ([]string, error) {
+	l, err := t.b.n.ReadLedger()
+	if err != nil {
+		return nil, err
+	}
+	cur := applied(l)
+	v := t.j.Record.Version
+	switch {
+	case t.j.Kind == "apply" && with:
+		return append(cur, v), nil
+	case t.j.Kind == "rollback" && with:
+		if n := len(cur); n > 0 && cur[n-1] == v {
+			return cur[:n-1], nil
+		}
+		return nil, fmt.Errorf("rolling back %s: it is not the top layer: %w", v, node.ErrDrift)
+	}
+	return cur, nil
+}
+
+// Switch records the journal and makes the new layer list the one in
+// effect: renamed into place, and the stacks in place rebuilt.
+func (t *txn) Switch(ctx context.Context) error {
+	b, v := t.b, t.j.Record.Version
+	raw, err := manifests.Encode(t.j)
+	if err != nil {
+		return err
+	}
+	if err := node.WriteFileAtomic(b.journalPath(), raw, 0o600); err != nil {
+		return err
+	}
+	if t.j.Kind == "apply" {
+		if err := os.Rename(b.newLayerDir(v), b.layerDir(v)); err != nil {
+			return errors.Join(fmt.Errorf("adding layer %s: %w", v, err), t.Abort(ctx))
+		}
+		if err := node.SyncDir(b.layersDir()); err != nil {
+			return errors.Join(err, t.Abort(ctx))
+		}
+	}
+	t.switched = true
+	layers, err := t.layers(true)
+	if err == nil {
+		err = b.restackLive(layers)
+	}
+	if err != nil {
+		return errors.Join(err, t.Abort(ctx))
+	}
+	fault.Point("switched")
+	return nil
+}
+
+// Commit appends the record to the ledger; a rollback's layer then goes.
+func (t *txn) Commit(ctx context.Context, l *manifests.Ledger) (*manifests.Ledger, error) {
+	fault.Point("before-ledger")
+	next, err := t.b.n.Commit(l, t.j.Record)
+	if err != nil {
+		return nil, err
+	}
+	fault.Point("after-ledger")
+	if t.j.Kind == "rollback" {
+		if err := os.RemoveAll(t.b.layerDir(t.j.Record.Version)); err != nil {
+			return next, fmt.Errorf("removing layer %s: %w", t.j.Record.Version, err)
+		}
+	}
+	if err := os.Remove(t.b.journalPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return next, fmt.Errorf("removing layer journal: %w", err)
+	}
+	return next, nil
+}
+
+// Abort puts the stacks back as the ledger has them and removes a new
+// layer.
+func (t *txn) Abort(ctx context.Context) error {
+	b, v := t.b, t.j.Record.Version
+	var errs []error
+	if t.switched {
+		layers, err := t.layers(false)
+		if err == nil {
+			err = b.restackLive(layers)
+		}
+		errs = append(errs, err)
+	}
+	if t.j.Kind == "apply" {
+		errs = append(errs, os.RemoveAll(b.newLayerDir(v)), os.RemoveAll(b.layerDir(v)))
+	}
+	if err := os.Remove(b.journalPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("taking back layer %s: %w", v, err)
+	}
+	return nil
+}

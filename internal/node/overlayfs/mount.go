@@ -1,0 +1,191 @@
+package overlayfs
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// moveMountBeneath is MOVE_MOUNT_BENEATH (Linux 6.5).
+const moveMountBeneath = 0x00000200
+
+// mountInfo is one line of /proc/self/mountinfo.
+type mountInfo struct {
+	id, parent int
+	point      string
+	fstype     string
+	source     string
+	options    string // super block options
+}
+
+// mounts reads the calling process's mount table.
+func mounts() ([]mountInfo, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("reading mount table: %w", err)
+	}
+	defer f.Close()
+	var out []mountInfo
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if len(fields) < 5 || sep < 0 || len(fields) < sep+4 {
+			continue
+		}
+		var m mountInfo
+		fmt.Sscan(fields[0], &m.id)
+		fmt.Sscan(fields[1], &m.parent)
+		m.point = unescapeMount(fields[4])
+		m.fstype = fields[sep+1]
+		m.source = fields[sep+2]
+		m.options = fields[sep+3]
+		out = append(out, m)
+	}
+	return out, sc.Err()
+}
+
+// unescapeMount undoes the octal escapes of mountinfo paths.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var c byte
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &c); err == nil {
+				b.WriteByte(c)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// topMount returns the mount visible at point (the last one mounted
+// there), if any.
+func topMount(ms []mountInfo, point string) (mountInfo, bool) {
+	var top mountInfo
+	found := false
+	for _, m := range ms {
+		if m.point == point {
+			top, found = m, true
+		}
+	}
+	return top, found
+}
+
+// mountStack builds an overlayfs of lowers (top first) as a detached,
+// read-only mount and returns its descriptor. Relative lower paths are
+// resolved from dir, which keeps the option string short.
+func mountStack(dir string, lowers []string) (int, error) {
+	for _, l := range lowers {
+		if strings.ContainsAny(l, ":,\\\n") {
+			return -1, fmt.Errorf("overlay lower %q: unsupported character", l)
+		}
+	}
+	opt := strings.Join(lowers, ":")
+	if len(opt) > 3800 {
+		return -1, fmt.Errorf("overlay of %d layers: lower directory list of %d bytes is too long for one mount", len(lowers), len(opt))
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return -1, err
+	}
+	// Fsconfig resolves relative paths against the working directory of
+	// the process; only this goroutine's call depends on it, and strata
+	// does not change directories elsewhere.
+	if err := os.Chdir(dir); err != nil {
+		return -1, err
+	}
+	defer os.Chdir(cwd)
+	fs, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen overlay: %w", err)
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigSetString(fs, "source", "strata"); err != nil {
+		return -1, fmt.Errorf("overlay source: %w", err)
+	}
+	if err := unix.FsconfigSetString(fs, "lowerdir", opt); err != nil {
+		return -1, fmt.Errorf("overlay lowerdir %s: %w", opt, err)
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("creating overlay of %s: %w", opt, err)
+	}
+	mfd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount overlay of %s: %w", opt, err)
+	}
+	return mfd, nil
+}
+
+// attach puts the detached mount mfd at target. When target already has
+// a mount on top, the new one goes beneath it and the old one is
+// detached: lookups see the old stack, then the new one, never neither.
+// Kernels without MOVE_MOUNT_BENEATH get the new stack mounted over the
+// old one, which stays underneath until the next boot.
+func attach(mfd int, target string, replace bool) error {
+	if !replace {
+		if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("mounting stack on %s: %w", target, err)
+		}
+		return nil
+	}
+	err := unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH|moveMountBeneath)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("mounting stack over %s: %w", target, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mounting stack beneath %s: %w", target, err)
+	}
+	if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the old stack of %s: %w", target, err)
+	}
+	return nil
+}
+
+// cloneRoot mounts a non-recursive clone of the mount at root (the image,
+// without the stacks or anything else mounted below it) read-only at dir.
+func cloneRoot(root, dir string) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, root, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("cloning the image mount %s: %w", root, err)
+	}
+	defer unix.Close(fd)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("making the image clone read-only: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mounting the image clone at %s: %w", dir, err)
+	}
+	return nil
+}
+
+// isMountPoint reports whether dir has a mount of its own.
+func isMountPoint(ms []mountInfo, dir string) bool {
+	_, ok := topMount(ms, filepath.Clean(dir))
+	return ok
+}

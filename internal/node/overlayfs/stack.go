@@ -1,0 +1,145 @@
+package overlayfs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Live reports whether the node's stacks are active: the image clone is
+// mounted (by Activate).
+func (b *Backend) Live() (bool, error) {
+	ms, err := mounts()
+	if err != nil {
+		return false, err
+	}
+	return isMountPoint(ms, b.ImageDir()), nil
+}
+
+// Activate makes the node's managed hierarchies the stacks its ledger
+// says: the image clone is mounted first when it is not, then each stack
+// is built (or rebuilt) from the layers in effect. It is what a node's
+// initramfs runs before PID 1, and it is idempotent.
+func (b *Backend) Activate(ctx context.Context) error {
+	l, err := b.n.ReadLedger()
+	if err != nil {
+		return err
+	}
+	if j, err := b.readJournal(); err != nil {
+		return err
+	} else if j != nil {
+		// A crash interrupted a switch: settle it from the ledger first.
+		if _, err := b.Recover(ctx, l); err != nil {
+			return err
+		}
+	}
+	ms, err := mounts()
+	if err != nil {
+		return err
+	}
+	if !isMountPoint(ms, b.ImageDir()) {
+		if err := cloneRoot(b.n.Root, b.ImageDir()); err != nil {
+			return err
+		}
+	}
+	return b.restack(applied(l))
+}
+
+// restackLive rebuilds the stacks when the node is active; an inactive
+// node (a disk not booted, a tree not activated) takes its layers at the
+// next Activate.
+func (b *Backend) restackLive(layers []string) error {
+	live, err := b.Live()
+	if err != nil || !live {
+		return err
+	}
+	return b.restack(layers)
+}
+
+// restack puts, on each managed hierarchy, the stack of layers (oldest
+// first) above the image, replacing the stack in place atomically.
+func (b *Backend) restack(layers []string) error {
+	for _, v := range layers {
+		if fi, err := os.Lstat(b.layerDir(v)); err != nil || !fi.IsDir() {
+			return fmt.Errorf("stacking layer %s: %s is missing", v, b.layerDir(v))
+		}
+	}
+	ms, err := mounts()
+	if err != nil {
+		return err
+	}
+	for _, h := range b.managed() {
+		target := filepath.Join(b.n.Root, h)
+		var lowers []string
+		for i := len(layers) - 1; i >= 0; i-- {
+			if fi, err := os.Lstat(filepath.Join(b.layerDir(layers[i]), h)); err == nil && fi.IsDir() {
+				lowers = append(lowers, layers[i]+"/"+h)
+			}
+		}
+		top, mounted := topMount(ms, target)
+		ours := mounted && top.fstype == "overlay" && top.source == "strata"
+		if len(lowers) == 0 {
+			if ours {
+				if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
+					return fmt.Errorf("removing the stack of /%s: %w", h, err)
+				}
+			}
+			continue
+		}
+		lowers = append(lowers, filepath.Join(b.ImageDir(), h))
+		mfd, err := mountStack(b.layersDir(), lowers)
+		if err != nil {
+			return fmt.Errorf("stacking /%s: %w", h, err)
+		}
+		err = attach(mfd, target, ours)
+		unix.Close(mfd)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Scan lists the node's tree as it is in effect: the managed hierarchies
+// from their stacks, everything else from the image (the rest of the root
+// is read-only; what is mounted over it, such as /var, is the node's own
+// data, not part of the tree). The node must be active.
+func (b *Backend) Scan(ctx context.Context) ([]manifests.Entry, error) {
+	live, err := b.Live()
+	if err != nil {
+		return nil, err
+	}
+	if !live {
+		return nil, fmt.Errorf("scanning node %s: its stacks are not active (run strata activate)", b.n.Root)
+	}
+	hier := b.managed()
+	out, err := tree.Scan(b.ImageDir(), func(p string) bool {
+		return manifests.IsNodeState(p) || hierarchyOf(hier, p) != ""
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range hier {
+		top, err := tree.StatEntry(filepath.Join(b.n.Root, h), ".")
+		if err != nil {
+			return nil, err
+		}
+		top.Path = h
+		out = append(out, top)
+		sub, err := tree.Scan(filepath.Join(b.n.Root, h), func(p string) bool { return manifests.IsNodeState(h + "/" + p) })
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range sub {
+			e.Path = h + "/" + e.Path
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}

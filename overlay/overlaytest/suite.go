@@ -1,0 +1,409 @@
+package overlaytest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/fault"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// Factory makes a fresh node of the backend under test from the signed
+// image and returns its root. It registers its own cleanup.
+type Factory func(t *testing.T, image string) string
+
+// The suite's image: a small tree with a service, configuration under
+// /etc, a program under /usr and an empty /var for node state.
+const recipe = `line: conform
+version: 1.0.0
+epoch: 1700000000
+base:
+  dir: rootfs
+files:
+  - path: /etc/app/secret
+    content: "s3cret\n"
+    mode: "0600"
+  - path: /etc/link
+    symlink: app
+  - path: /var
+    dir: true
+services:
+  - unit: app.service
+    paths: [/etc/app/app.conf]
+    reload: [/etc/app/conf.d]
+`
+
+var rootfs = map[string]string{
+	"etc/app/app.conf":                   "port 80\n",
+	"etc/app/conf.d/a.conf":              "a\n",
+	"etc/app/old.d/x":                    "x\n",
+	"etc/motd":                           "hello\n",
+	"usr/bin/app":                        "#!/bin/sh\nexec sleep infinity\n",
+	"usr/lib/systemd/system/app.service": "[Service]\nExecStart=/usr/bin/app\n",
+	"usr/share/doc/readme":               "docs\n",
+}
+
+// env is one run's image, key and repository.
+type env struct {
+	dir, image, repo string
+	key              *sign.Key
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	e := &env{dir: dir, repo: filepath.Join(dir, "repo")}
+	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if e.key, err = sign.LoadKey(filepath.Join(dir, "k.key")); err != nil {
+		t.Fatal(err)
+	}
+	rdir := filepath.Join(dir, "recipe")
+	for p, content := range rootfs {
+		full := filepath.Join(rdir, "rootfs", p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mode := os.FileMode(0o644)
+		if strings.HasPrefix(p, "usr/bin/") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(full, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(rdir, "recipe.yaml"), []byte(recipe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := builder.Build(context.Background(), filepath.Join(rdir, "recipe.yaml"), filepath.Join(dir, "images"), builder.WithKey(e.key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.image = res.Image
+	if _, err := repo.Init(e.repo, e.image, e.key); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) file(t *testing.T, content string) string {
+	t.Helper()
+	f, err := os.CreateTemp(e.dir, "src-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(content); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
+}
+
+// rich is a change of every kind: a modified file, a new nested
+// directory, a new symlink, a deleted file and a deleted directory.
+func (e *env) rich(t *testing.T) overlay.Change {
+	return overlay.Change{
+		Adds: []overlay.Add{
+			{Dest: "/etc/app/app.conf", Src: e.file(t, "port 81\n")},
+			{Dest: "/etc/new/deep/x", Src: e.file(t, "new\n")},
+			{Dest: "/usr/bin/app", Src: e.file(t, "#!/bin/sh\nexec sleep 1000\n")},
+		},
+		Deletes: []string{"/etc/motd", "/etc/app/old.d"},
+	}
+}
+
+func (e *env) create(t *testing.T, version string, ch overlay.Change) *overlay.Created {
+	t.Helper()
+	c, err := overlay.Create(context.Background(), e.repo, e.key, ch, overlay.CreateOptions{Version: version})
+	if err != nil {
+		t.Fatalf("creating %s: %v", version, err)
+	}
+	return c
+}
+
+// state is what a test compares: the audit's view of the tree and the
+// ledger bytes.
+type state struct{ digest, ledger string }
+
+func snap(t *testing.T, root string) state {
+	t.Helper()
+	a, err := overlay.VerifyNode(context.Background(), root, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := os.ReadFile(filepath.Join(root, manifests.LedgerPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state{digest: a.TreeDigest, ledger: string(l)}
+}
+
+func requireAudit(t *testing.T, root, repoDir string) *overlay.Audit {
+	t.Helper()
+	a, err := overlay.VerifyNode(context.Background(), root, repoDir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.OK() {
+		t.Fatalf("audit of %s found problems: %+v", root, a.Findings)
+	}
+	return a
+}
+
+func apply(root string, files ...string) (*overlay.ApplyReport, error) {
+	return overlay.Apply(context.Background(), root, overlay.Source{Files: files}, overlay.ApplyOptions{})
+}
+
+// Run runs every case of the suite against nodes newFactory makes.
+func Run(t *testing.T, newNode Factory) {
+	if root := os.Getenv(helperRootEnv); root != "" {
+		helper(t, root)
+		return
+	}
+	t.Run("Apply", func(t *testing.T) {
+		e := newEnv(t)
+		root := newNode(t, e.image)
+		before := snap(t, root)
+		c := e.create(t, "1.0.1", e.rich(t))
+		if _, err := apply(root, c.Path); err != nil {
+			t.Fatal(err)
+		}
+		a := requireAudit(t, root, e.repo)
+		if a.TreeDigest != c.Manifest.TreeDigest || a.TreeDigest == before.digest {
+			t.Fatalf("tree digest %s, want the overlay's %s", a.TreeDigest, c.Manifest.TreeDigest)
+		}
+		got, err := os.ReadFile(filepath.Join(root, "etc/app/app.conf"))
+		if err != nil || string(got) != "port 81\n" {
+			t.Fatalf("etc/app/app.conf = %q, %v", got, err)
+		}
+		for _, gone := range []string{"etc/motd", "etc/app/old.d/x", "etc/app/old.d"} {
+			if _, err := os.Lstat(filepath.Join(root, gone)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s still there after its delete: %v", gone, err)
+			}
+		}
+		t.Run("ReapplyIsNoop", func(t *testing.T) {
+			mid := snap(t, root)
+			rep, err := apply(root, c.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Plans) != 1 || !rep.Plans[0].AlreadyApplied {
+				t.Fatalf("plans = %+v, want 1.0.1 already applied", rep.Plans)
+			}
+			if after := snap(t, root); after != mid {
+				t.Fatal("a re-apply changed the node")
+			}
+		})
+		t.Run("RollbackIsExact", func(t *testing.T) {
+			if _, err := overlay.Rollback(context.Background(), root, nil, 0, nil); err != nil {
+				t.Fatal(err)
+			}
+			a := requireAudit(t, root, e.repo)
+			if a.TreeDigest != before.digest {
+				t.Fatalf("tree digest after rollback %s, want the image's %s", a.TreeDigest, before.digest)
+			}
+		})
+	})
+	t.Run("GapRefusedNodeUntouched", func(t *testing.T) {
+		e := newEnv(t)
+		root := newNode(t, e.image)
+		e.create(t, "1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/motd", Src: e.file(t, "one\n")}}})
+		c2 := e.create(t, "1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/motd", Src: e.file(t, "two\n")}}})
+		before := snap(t, root)
+		_, err := apply(root, c2.Path)
+		if !errors.Is(err, overlay.ErrSequence) || !strings.Contains(err.Error(), "1.0.1") {
+			t.Fatalf("apply of 1.0.2 on 1.0.0: %v, want ErrSequence naming the missing 1.0.1", err)
+		}
+		if after := snap(t, root); after != before {
+			t.Fatal("a refused gap changed the node")
+		}
+		if _, err := overlay.Apply(context.Background(), root, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}); err != nil {
+			t.Fatalf("catching up from the repository: %v", err)
+		}
+		if a := requireAudit(t, root, e.repo); a.Behind != 0 || a.TreeDigest != c2.Manifest.TreeDigest {
+			t.Fatalf("after catching up: behind %d, digest %s, want 0 and %s", a.Behind, a.TreeDigest, c2.Manifest.TreeDigest)
+		}
+	})
+	t.Run("TamperedPayloadRefused", func(t *testing.T) {
+		e := newEnv(t)
+		root := newNode(t, e.image)
+		c := e.create(t, "1.0.1", e.rich(t))
+		bad := filepath.Join(t.TempDir(), "bad.overlay.tar.zst")
+		raw, err := os.ReadFile(c.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw[len(raw)-20] ^= 0xff
+		if err := os.WriteFile(bad, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		before := snap(t, root)
+		if _, err := apply(root, bad); err == nil {
+			t.Fatal("a tampered overlay was applied")
+		}
+		if after := snap(t, root); after != before {
+			t.Fatal("a refused overlay changed the node")
+		}
+	})
+	t.Run("AuditFindsTampering", func(t *testing.T) {
+		e := newEnv(t)
+		root := newNode(t, e.image)
+		c := e.create(t, "1.0.1", e.rich(t))
+		if _, err := apply(root, c.Path); err != nil {
+			t.Fatal(err)
+		}
+		tamper(t, root, "etc/app/app.conf")
+		a, err := overlay.VerifyNode(context.Background(), root, "", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range a.Findings {
+			found = found || f.Kind == "drift" && f.Path == "etc/app/app.conf"
+		}
+		if a.OK() || !found {
+			t.Fatalf("audit after tampering with etc/app/app.conf: %+v", a.Findings)
+		}
+	})
+	t.Run("CrashAtEveryPoint", func(t *testing.T) { crashes(t, newEnv(t), newNode) })
+}
+
+// tamper changes the content of rel where the node keeps it: in the tree,
+// or, when the tree is read-only, in the top layer that holds it.
+func tamper(t *testing.T, root, rel string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(root, rel), []byte("tampered\n"), 0o644); err == nil {
+		return
+	}
+	layers, _ := filepath.Glob(filepath.Join(root, manifests.StateDir, "layers", "*", rel))
+	if len(layers) == 0 {
+		t.Fatalf("cannot tamper with %s: read-only and in no layer", rel)
+	}
+	if err := os.WriteFile(layers[len(layers)-1], []byte("tampered\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const (
+	helperRootEnv  = "STRATA_CONFORM_ROOT"
+	helperOpEnv    = "STRATA_CONFORM_OP"
+	helperFilesEnv = "STRATA_CONFORM_FILES"
+)
+
+// points are the fault points a backend may have; the suite tries each
+// and counts those the backend reached.
+func points(nops int) []string {
+	out := []string{"layer-written", "switched", "before-ledger", "after-ledger", "restarting"}
+	for i := range nops {
+		out = append(out, "op-"+itoa(i), "op-"+itoa(i)+"-half")
+	}
+	return out
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// crashes kills an apply and a rollback at every fault point the backend
+// reaches, in a helper process, and checks that the next run leaves the
+// node at the old or the new head, never a mix, with a clean audit.
+func crashes(t *testing.T, e *env, newNode Factory) {
+	c := e.create(t, "1.0.1", e.rich(t))
+	nops := len(c.Manifest.Entries) + len(c.Manifest.Deletes)
+	fired := map[string]int{}
+	for _, op := range []string{"apply", "rollback"} {
+		for _, p := range points(min(nops, 10)) {
+			root := newNode(t, e.image)
+			base := snap(t, root)
+			if op == "rollback" {
+				if _, err := apply(root, c.Path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := snap(t, root)
+			code, out := runHelper(t, root, p, op, c.Path)
+			if code == 0 {
+				continue // the backend has no such point on this path
+			}
+			if code != fault.ExitCode {
+				t.Fatalf("%s crashing at %s: helper exited %d:\n%s", op, p, code, out)
+			}
+			fired[op]++
+			// The next run settles the node: an audit must then find
+			// either the old head or the new one, exactly.
+			if _, err := overlay.SettlePending(context.Background(), root, overlay.Exec{Template: "true"}, 0, nil); err != nil {
+				t.Fatalf("%s crashed at %s: the next run: %v", op, p, err)
+			}
+			a := requireAudit(t, root, e.repo)
+			after := snap(t, root)
+			switch {
+			case op == "apply" && a.TreeDigest == base.digest, op == "apply" && a.TreeDigest == c.Manifest.TreeDigest:
+			case op == "rollback" && a.TreeDigest == base.digest, op == "rollback" && a.TreeDigest == before.digest:
+			default:
+				t.Fatalf("%s crashed at %s: tree %s is neither the old nor the new head", op, p, after.digest)
+			}
+			// And the node goes on: the apply (again) and a rollback work.
+			if _, err := apply(root, c.Path); err != nil {
+				t.Fatalf("%s crashed at %s: apply afterwards: %v", op, p, err)
+			}
+			if _, err := overlay.Rollback(context.Background(), root, nil, 0, nil); err != nil {
+				t.Fatalf("%s crashed at %s: rollback afterwards: %v", op, p, err)
+			}
+			if got := snap(t, root).digest; got != base.digest {
+				t.Fatalf("%s crashed at %s: after apply and rollback the tree is %s, want %s", op, p, got, base.digest)
+			}
+		}
+	}
+	if fired["apply"] < 3 || fired["rollback"] < 2 {
+		t.Fatalf("fault points reached: %v; the backend must have points before and after its commit", fired)
+	}
+	t.Logf("crashed at %d apply and %d rollback points", fired["apply"], fired["rollback"])
+}
+
+var testName = regexp.MustCompile(`[^A-Za-z0-9_/]`)
+
+// runHelper runs op on root in a new process of this test binary that
+// exits at point.
+func runHelper(t *testing.T, root, point, op string, files ...string) (int, string) {
+	t.Helper()
+	top := strings.SplitN(t.Name(), "/", 2)[0]
+	cmd := exec.Command(os.Args[0], "-test.run=^"+testName.ReplaceAllString(top, "")+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperRootEnv+"="+root, helperOpEnv+"="+op,
+		helperFilesEnv+"="+strings.Join(files, string(os.PathListSeparator)), fault.Env+"="+point)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatalf("running helper: %v", err)
+	}
+	return 0, string(out)
+}
+
+func helper(t *testing.T, root string) {
+	var err error
+	switch op := os.Getenv(helperOpEnv); op {
+	case "apply":
+		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
+		_, err = overlay.Apply(context.Background(), root, overlay.Source{Files: files}, overlay.ApplyOptions{Restarter: overlay.Exec{Template: "true"}})
+	case "rollback":
+		_, err = overlay.Rollback(context.Background(), root, nil, 0, nil)
+	default:
+		t.Fatalf("unknown helper op %q", op)
+	}
+	if err != nil {
+		t.Fatalf("helper %s: %v", os.Getenv(helperOpEnv), err)
+	}
+}
