@@ -24,7 +24,7 @@ import (
 type Factory func(t *testing.T, image string) string
 
 // The suite's image: a small tree with a service, configuration under
-// /etc, a program under /usr and an empty /var for node state.
+// /etc, a program under /usr, and empty /var (node state) and /run.
 const recipe = `line: conform
 version: 1.0.0
 epoch: 1700000000
@@ -37,6 +37,8 @@ files:
   - path: /etc/link
     symlink: app
   - path: /var
+    dir: true
+  - path: /run
     dir: true
 services:
   - unit: app.service

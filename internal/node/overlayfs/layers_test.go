@@ -1,0 +1,140 @@
+package overlayfs_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// stackOf returns the fstype and source of the top mount at dir.
+func stackOf(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var fstype, source string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		for i, x := range fields {
+			if x == "-" && len(fields) > i+2 && fields[4] == dir {
+				fstype, source = fields[i+1], fields[i+2]
+			}
+		}
+	}
+	return fstype, source
+}
+
+// A node that boots an image: each overlay is a layer in the state (a
+// deletion a whiteout), /etc and /usr become stacks, the root stays
+// read-only, a reboot (everything unmounted, activate again) brings the
+// same tree back before anything else runs, and a rollback drops the
+// stack when no layer is left.
+func TestLayersStacksAndReboot(t *testing.T) {
+	dir := t.TempDir()
+	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
+		t.Fatal(err)
+	}
+	key, err := sign.LoadKey(filepath.Join(dir, "k.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdir := filepath.Join(dir, "recipe")
+	if err := os.MkdirAll(filepath.Join(rdir, "rootfs/etc/app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p, c := range map[string]string{"rootfs/etc/app/app.conf": "port 80\n", "rootfs/etc/motd": "hi\n"} {
+		if err := os.WriteFile(filepath.Join(rdir, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recipe := "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /usr/share/x\n    content: \"x\\n\"\n"
+	if err := os.WriteFile(filepath.Join(rdir, "recipe.yaml"), []byte(recipe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := builder.Build(context.Background(), filepath.Join(rdir, "recipe.yaml"), filepath.Join(dir, "img"), builder.WithKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := filepath.Join(dir, "repo")
+	if _, err := repo.Init(rp, res.Image, key); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "new.conf")
+	if err := os.WriteFile(src, []byte("port 81\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := overlay.Create(context.Background(), rp, key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app/app.conf", Src: src}}, Deletes: []string{"/etc/motd"}}, overlay.CreateOptions{Version: "1.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := newNode(t, res.Image)
+	state := filepath.Join(filepath.Dir(root), "state")
+	if _, err := overlay.Apply(context.Background(), root, overlay.Source{Files: []string{c.Path}}, overlay.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	layer := filepath.Join(state, "var", manifests.StateDir[len("var/"):], "layers", "1.0.1")
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(layer, "etc/motd"), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != 0 {
+		t.Fatalf("etc/motd in the layer: %+v, %v; want a whiteout (char 0/0)", st, err)
+	}
+	if fstype, source := stackOf(t, filepath.Join(root, "etc")); fstype != "overlay" || source != "strata" {
+		t.Fatalf("/etc is %s from %s, want a strata overlay stack", fstype, source)
+	}
+	if fstype, _ := stackOf(t, filepath.Join(root, "usr")); fstype == "overlay" {
+		t.Fatal("/usr is stacked, but no layer touches it")
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/app/app.conf"), []byte("x"), 0o644); err == nil {
+		t.Fatal("the stacked /etc is writable")
+	}
+	want := c.Manifest.TreeDigest
+	check := func(when string) {
+		t.Helper()
+		a, err := overlay.VerifyNode(context.Background(), root, rp, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !a.OK() || a.TreeDigest != want {
+			t.Fatalf("%s: audit %+v, digest %s, want %s", when, a.Findings, a.TreeDigest, want)
+		}
+	}
+	check("after apply")
+	// Reboot: nothing mounted any more, then the initramfs's steps.
+	if out, err := exec.Command("umount", "-R", root).CombinedOutput(); err != nil {
+		t.Fatalf("unmounting the node: %v: %s", err, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "etc/app/app.conf")); len(b) != 0 {
+		t.Fatal("the node is still mounted")
+	}
+	boot(t, res.Image, state, root)
+	if b, err := os.ReadFile(filepath.Join(root, "etc/app/app.conf")); err != nil || string(b) != "port 81\n" {
+		t.Fatalf("after reboot etc/app/app.conf = %q, %v", b, err)
+	}
+	check("after reboot")
+	if _, err := overlay.Rollback(context.Background(), root, nil, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if fstype, _ := stackOf(t, filepath.Join(root, "etc")); fstype == "overlay" {
+		t.Fatal("/etc is still stacked with no layer left")
+	}
+	if _, err := os.Lstat(layer); !os.IsNotExist(err) {
+		t.Fatalf("layer 1.0.1 still in the state after its rollback: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "etc/motd")); err != nil || string(b) != "hi\n" {
+		t.Fatalf("after rollback etc/motd = %q, %v", b, err)
+	}
+}
