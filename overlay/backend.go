@@ -54,11 +54,34 @@ func openBackend(root string) (Backend, error) {
 	return dirfs.New(n), nil
 }
 
+// ActivateReport describes an activation.
+type ActivateReport struct {
+	Root string        `json:"root"`
+	Head manifests.Ref `json:"head"`
+	// Layers are the overlays stacked, oldest first.
+	Layers []string `json:"layers"`
+}
+
 // Activate builds the overlayfs stacks of the node at root from its
 // ledger (run: the runtime directory, default ROOT/run). An initramfs runs
 // it before PID 1 starts; on a running node it settles an interrupted
 // switch and rebuilds the stacks.
-func Activate(ctx context.Context, root, run string) error {
+func Activate(ctx context.Context, root, run string) (*ActivateReport, error) {
+	if err := activate(ctx, root, run); err != nil {
+		return nil, err
+	}
+	l, err := node.Node{Root: root}.ReadLedger()
+	if err != nil {
+		return nil, err
+	}
+	rep := &ActivateReport{Root: root, Head: l.Last().Head, Layers: []string{}}
+	for _, e := range l.Applied() {
+		rep.Layers = append(rep.Layers, e.Version)
+	}
+	return rep, nil
+}
+
+func activate(ctx context.Context, root, run string) error {
 	n := node.Node{Root: root}
 	if err := n.CheckState(); err != nil {
 		return err

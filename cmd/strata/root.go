@@ -36,6 +36,7 @@ overlay chain folded in.
 		newOverlayCmd(g),
 		newProvisionCmd(g),
 		newApplyCmd(g),
+		newActivateCmd(g),
 		newRollbackCmd(g),
 		newRestartPendingCmd(g),
 		newVerifyCmd(g),

@@ -75,7 +75,7 @@ func boot(t *testing.T, image, state, root string) {
 	t.Cleanup(func() { _ = exec.Command("umount", "-R", "-l", root).Run() })
 	mount(t, "--bind", filepath.Join(state, "var"), filepath.Join(root, "var"))
 	mount(t, "-t", "tmpfs", "tmpfs", filepath.Join(root, "run"))
-	if err := overlay.Activate(context.Background(), root, ""); err != nil {
+	if _, err := overlay.Activate(context.Background(), root, ""); err != nil {
 		t.Fatal(err)
 	}
 }
