@@ -74,10 +74,13 @@ func (u Unit) Active() bool {
 }
 
 // Running reports whether u has a process that could hold old files
-// mapped: a main process, or a sub-state other than "exited" (a oneshot
-// with RemainAfterExit=yes) and "dead".
+// mapped: a main process, or for a service a sub-state other than
+// "exited" (a oneshot with RemainAfterExit=yes) and "dead".
 func (u Unit) Running() bool {
-	return u.MainPID > 0 || u.Active() && u.SubState != "exited" && u.SubState != "dead" && u.Type != "oneshot"
+	if u.MainPID > 0 {
+		return true
+	}
+	return strings.HasSuffix(u.ID, ".service") && u.Active() && u.SubState != "exited" && u.SubState != "dead" && u.Type != "oneshot"
 }
 
 // HasName reports whether name is the unit's ID or one of its aliases.
