@@ -69,7 +69,7 @@ func setProperty(u *Unit, key, val string) error {
 		u.ID = val
 	case "Names":
 		u.Names = nil
-		for _, n := range strings.Fields(val) {
+		for _, n := range splitWords(val) {
 			if manifests.ValidUnit(n) {
 				u.Names = append(u.Names, n)
 			}
@@ -98,6 +98,39 @@ func setProperty(u *Unit, key, val string) error {
 		return fmt.Errorf("%s: %w", key, err)
 	}
 	return nil
+}
+
+// splitWords splits a list property the way systemctl show prints it:
+// space-separated words, a word with special characters (a backslash, as
+// in "dev-disk-by\\x2duuid-1.device") double-quoted with C escapes. A
+// word that does not unquote is dropped.
+func splitWords(s string) []string {
+	var words []string
+	for i := 0; i < len(s); {
+		if s[i] == ' ' || s[i] == '\t' {
+			i++
+			continue
+		}
+		j := i
+		if s[i] == '"' {
+			for j = i + 1; j < len(s) && s[j] != '"'; j++ {
+				if s[j] == '\\' {
+					j++
+				}
+			}
+			j = min(j+1, len(s))
+			if w, err := strconv.Unquote(s[i:j]); err == nil {
+				words = append(words, w)
+			}
+		} else {
+			for j < len(s) && s[j] != ' ' && s[j] != '\t' {
+				j++
+			}
+			words = append(words, s[i:j])
+		}
+		i = j
+	}
+	return words
 }
 
 func parseBool(s string) (bool, error) {

@@ -86,6 +86,8 @@ func TestParseShowOdd(t *testing.T) {
 		{"Id with option shape dropped", "Id=--force.service\n", nil},
 		{"bad alias names dropped", "Id=a.service\nNames=a.service -b.service c d.service $(x).service\n", []Unit{
 			{ID: "a.service", Names: []string{"a.service", "d.service"}}}},
+		{"quoted escaped alias (systemd 252)", "Id=x\\x2dy.service\nNames=\"x\\\\x2dy.service\" b.service \"c d.service\" \"unterminated\n",
+			[]Unit{{ID: `x\x2dy.service`, Names: []string{`x\x2dy.service`, "b.service"}}}},
 		{"value with '='", "Id=a.service\nSubState=x=y\n", []Unit{{ID: "a.service", SubState: "x=y"}}},
 		{"unknown keys ignored", "Id=a.service\nFoo=bar\nExecStart={ path=/bin/x ; }\n", []Unit{{ID: "a.service"}}},
 		{"missing fields are zero", "Id=a.service\n", []Unit{{ID: "a.service"}}},

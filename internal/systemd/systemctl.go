@@ -116,7 +116,7 @@ func (s *Systemctl) Do(ctx context.Context, verb Verb, unit string) error {
 	}
 	w := &capWriter{max: errorOutputLimit}
 	if err := s.run(ctx, w, w, args); err != nil {
-		return fmt.Errorf("systemctl %s %s: %w: %s", verb, unit, err, w.String())
+		return fmt.Errorf("%w: %s", err, w.String()) // err names the command line
 	}
 	return nil
 }
