@@ -80,11 +80,16 @@
 // [WithCommand], for example through nsenter into a test node), checks
 // every unit name with manifests.ValidUnit and puts it after "--", reads
 // at most [DefaultOutputLimit] bytes, and honours the context. It targets
-// systemd 252 (Debian bookworm), whose `systemctl list-units` has no JSON
-// output (`--output` only selects journal formats there): it lists the
-// loaded units with `list-units --all --plain --no-legend --full` and
-// reads their properties with `show -p ... --`, blank-line separated
-// KEY=VALUE records.
+// systemd 252 (Debian bookworm). There, `systemctl list-units --all
+// --output=json` does print a JSON array (tried against 252.39, although
+// its --help describes --output for journal formats only), but with only
+// unit, load, active, sub and description; the properties Resolve needs
+// (Names, Type, MainPID, RefuseManualStart/Stop) come from `systemctl
+// show -p ... -- UNIT...` in any case. So Systemctl lists names with
+// `list-units --all --plain --no-legend --full` (first column only) and
+// reads `show` output: blank-line separated KEY=VALUE records, with list
+// values such as Names double-quoted and C-escaped when a name has a
+// backslash.
 //
 // The package performs no output of its own.
 package systemd
