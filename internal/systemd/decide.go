@@ -97,4 +97,3 @@ func verbFor(a manifests.Action) Verb {
 	}
 	return VerbTryRestart
 }
-
