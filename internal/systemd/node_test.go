@@ -66,7 +66,7 @@ func nodeRoot(t *testing.T) string {
 		}
 	}
 	if _, err := exec.LookPath("debootstrap"); err != nil {
-		t.Skipf("no cached Debian root with systemd under /var/cache/strata-test and no debootstrap to build %s: install debootstrap or set STRATA_TEST_SYSTEMD_ROOT", nodeCache)
+		t.Fatalf("no cached Debian root with systemd under /var/cache/strata-test and no debootstrap to build %s: install debootstrap or set STRATA_TEST_SYSTEMD_ROOT", nodeCache)
 	}
 	tmp := nodeCache + ".tmp"
 	os.RemoveAll(tmp)
@@ -87,11 +87,11 @@ func nodeRoot(t *testing.T) string {
 func bootNode(t *testing.T, root string) (*Systemctl, func(args ...string)) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("TestSystemdNode needs root (namespaces and mounts)")
+		t.Fatal("TestSystemdNode needs root (namespaces and mounts)")
 	}
 	for _, tool := range []string{"unshare", "nsenter", "chroot"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("TestSystemdNode needs %s: %v", tool, err)
+			t.Fatalf("TestSystemdNode needs %s (make deps): %v", tool, err)
 		}
 	}
 	dir := t.TempDir()
