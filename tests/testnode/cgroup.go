@@ -50,8 +50,8 @@ func ownCgroup2() (string, error) {
 	return "", errors.New("finding the cgroup2 hierarchy: no cgroup2 mount covers this process's cgroup " + path)
 }
 
-// newCgroup creates a fresh cgroup for a node and opens it (for
-// CLONE_INTO_CGROUP).
+// newCgroup creates a fresh cgroup for a node, named PID-NAME-RANDOM
+// after this process, and opens it (for CLONE_INTO_CGROUP).
 func newCgroup(name string) (string, *os.File, error) {
 	own, err := ownCgroup2()
 	if err != nil {
@@ -61,7 +61,7 @@ func newCgroup(name string) (string, *os.File, error) {
 	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", nil, fmt.Errorf("creating cgroup %s: %w", parent, err)
 	}
-	dir, err := os.MkdirTemp(parent, name+"-")
+	dir, err := os.MkdirTemp(parent, fmt.Sprintf("%d-%s-", os.Getpid(), name))
 	if err != nil {
 		return "", nil, fmt.Errorf("creating a cgroup below %s: %w", parent, err)
 	}

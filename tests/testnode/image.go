@@ -58,7 +58,7 @@ func buildDebian(ctx context.Context, t testing.TB) (*Image, error) {
 		return nil, fmt.Errorf("testnode: building the Debian image: go env GOMOD: %w", err)
 	}
 	top := filepath.Dir(strings.TrimSpace(string(gomod)))
-	dir, err := os.MkdirTemp("", "strata-testnode-image-")
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-image-", WorkPrefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("testnode: building the Debian image: %w", err)
 	}

@@ -124,15 +124,11 @@ func launch(s *launchSpec, status *os.File) error {
 // a console that is a log file).
 func mountNode(s *launchSpec) (*launchStatus, error) {
 	r := s.Root
-	if out, err := exec.Command("mount", "-t", "squashfs", "-o", "loop,ro", s.Image, r).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("mounting %s on %s: %w: %s", s.Image, r, err, strings.TrimSpace(string(out)))
-	}
-	st := &launchStatus{}
-	loop, err := mountSource(r)
+	loop, err := mountImage(s.Image, r)
 	if err != nil {
 		return nil, err
 	}
-	st.Loop = loop
+	st := &launchStatus{Loop: loop}
 	if fi, err := os.Stat(filepath.Join(r, "state")); err == nil && fi.IsDir() {
 		if err := bind(s.State, filepath.Join(r, "state"), 0); err != nil {
 			return nil, err
@@ -189,25 +185,6 @@ func bind(src, dst string, flags uintptr) error {
 		}
 	}
 	return nil
-}
-
-// mountSource returns the source (for a loop mount, the loop device) of
-// the mount at dir, from this process's mountinfo.
-func mountSource(dir string) (string, error) {
-	ms, err := readMountinfo("/proc/self/mountinfo")
-	if err != nil {
-		return "", err
-	}
-	src := ""
-	for _, m := range ms {
-		if m.Point == dir {
-			src = m.Source // the last one is on top
-		}
-	}
-	if src == "" {
-		return "", fmt.Errorf("finding the mount on %s: not in /proc/self/mountinfo", dir)
-	}
-	return src, nil
 }
 
 // loopbackUp brings up lo in the node's new network namespace.

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -31,8 +32,11 @@ type Config struct {
 	State string
 	// Activate, when set, is run (argv, no shell) in the node's mount
 	// namespace after the mounts and before systemd starts, with the
-	// node root at Node.MountedRoot. A failure aborts the start with an
-	// error that contains its output.
+	// host's root directory and environment. "{root}" in an argument
+	// stands for the mounted node root (Node.MountedRoot), for example
+	// {"/path/to/strata", "activate", "--root", "{root}"}. A failure
+	// aborts the start with an error that contains its output; the
+	// output of the current boot is Node.ActivationOutput.
 	Activate []string
 	// Env is added to systemd's environment (container=other is always
 	// set).
@@ -74,6 +78,12 @@ type boot struct {
 	status  launchStatus
 }
 
+// WorkPrefix starts the name of every node's work directory in
+// os.TempDir(): WorkPrefix, the test binary's PID, "-", the node's name,
+// "-" and a random suffix. The loop devices of the node's image are set
+// up from hard links in it, so `losetup -a` tells which nodes hold one.
+const WorkPrefix = "strata-testnode-"
+
 var validName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // Start boots a node and registers t.Cleanup to stop it and check that its
@@ -93,6 +103,7 @@ func Start(ctx context.Context, t testing.TB, cfg Config) (*Node, error) {
 	if fi, err := os.Stat(filepath.Join(cfg.State, "var")); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("testnode: starting node %s: state %s has no var directory (SeedState fills it): %v", cfg.Name, cfg.State, err)
 	}
+	sweepStale()
 	var err error
 	if cfg.Image, err = filepath.Abs(cfg.Image); err != nil {
 		return nil, err
@@ -103,7 +114,7 @@ func Start(ctx context.Context, t testing.TB, cfg Config) (*Node, error) {
 	if cfg.SystemdArgs == nil {
 		cfg.SystemdArgs = DefaultSystemdArgs
 	}
-	work, err := os.MkdirTemp("", "strata-testnode-"+cfg.Name+"-")
+	work, err := os.MkdirTemp("", fmt.Sprintf("%s%d-%s-", WorkPrefix, os.Getpid(), cfg.Name))
 	if err != nil {
 		return nil, fmt.Errorf("testnode: starting node %s: %w", cfg.Name, err)
 	}
@@ -257,9 +268,13 @@ func (n *Node) launch(ctx context.Context) (err error) {
 	if b.cgroup, b.cgfd, err = newCgroup(n.cfg.Name); err != nil {
 		return fail(err)
 	}
+	var activate []string
+	for _, a := range n.cfg.Activate {
+		activate = append(activate, strings.ReplaceAll(a, "{root}", n.MountedRoot()))
+	}
 	spec, err := json.Marshal(launchSpec{
 		Name: n.cfg.Name, Image: b.backing, Root: n.MountedRoot(), State: n.cfg.State, Console: n.ConsoleLog(),
-		Activate: n.cfg.Activate, Env: n.cfg.Env,
+		Activate: activate, Env: n.cfg.Env,
 		Args: append([]string{"systemd.hostname=" + n.cfg.Name}, n.cfg.SystemdArgs...),
 	})
 	if err != nil {
