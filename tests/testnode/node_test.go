@@ -108,7 +108,7 @@ func TestNodeServices(t *testing.T) {
 	if err := testnode.SeedState(ctx, debianImage(t), state); err != nil {
 		t.Fatal(err)
 	}
-	n := startNode(ctx, t, testnode.Config{Name: "svc", State: state,
+	n := startNode(ctx, t, testnode.Config{Name: "svc", State: state, Env: []string{"TESTNODE_MARK=svc-env"},
 		Activate: []string{"mkdir", "{root}/run/activated"}})
 
 	requireRunning(ctx, t, n, "nginx.service")
@@ -122,6 +122,10 @@ func TestNodeServices(t *testing.T) {
 	}
 	if pid1 := strings.TrimSpace(execOK(ctx, t, n, "cat", "/proc/1/comm")); pid1 != "systemd" {
 		t.Errorf("PID 1 inside the node is %q, want systemd", pid1)
+	}
+	env := strings.Split(execOK(ctx, t, n, "cat", "/proc/1/environ"), "\x00")
+	if !slices.Contains(env, "container=other") || !slices.Contains(env, "TESTNODE_MARK=svc-env") {
+		t.Errorf("systemd's environment %q lacks container=other or Config.Env", env)
 	}
 	if _, errOut, err := n.Exec(ctx, "touch", "/usr/testnode-write"); err == nil || !bytes.Contains(errOut, []byte("Read-only file system")) {
 		t.Errorf("writing below /usr inside the node: %v %s, want a read-only file system", err, errOut)
