@@ -67,7 +67,10 @@ func (n *Node) WaitRunning(ctx context.Context) error {
 			t.Logf("node %s is degraded: failed units %q %v", n.cfg.Name, failed, ferr)
 			return nil
 		case state == "" || state == "offline" || state == "unknown":
-			// systemd is not listening yet.
+			// systemd is not listening yet, or is gone.
+			if err := n.exited(); err != nil {
+				return err
+			}
 		default:
 			failed, _ := n.FailedUnits(ctx)
 			return fmt.Errorf("testnode: waiting for node %s: system is %s (failed units %q): %w", n.cfg.Name, state, failed, err)
@@ -113,5 +116,22 @@ func (n *Node) logTails(t testing.TB) {
 			data = data[len(data)-4000:]
 		}
 		t.Logf("node %s: %s (end):\n%s", n.cfg.Name, filepath.Base(f), data)
+	}
+}
+
+// exited returns an error when the node's current boot is over (its
+// systemd exited or was never started).
+func (n *Node) exited() error {
+	n.mu.Lock()
+	b := n.cur
+	n.mu.Unlock()
+	if b == nil {
+		return fmt.Errorf("testnode: node %s is not running", n.cfg.Name)
+	}
+	select {
+	case <-b.done:
+		return fmt.Errorf("testnode: the systemd of node %s exited: %v (console: %s)", n.cfg.Name, b.cmd.ProcessState, n.ConsoleLog())
+	default:
+		return nil
 	}
 }
