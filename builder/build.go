@@ -71,6 +71,11 @@ func Build(ctx context.Context, recipePath, outDir string, opts ...Option) (*Res
 	if err != nil {
 		return nil, fmt.Errorf("recipe %s: service catalog: %w", recipePath, err)
 	}
+	for _, svc := range r.Services {
+		if err := catalog.SetCommands(&cat, svc.Unit, svc.Validate, svc.Check); err != nil {
+			return nil, fmt.Errorf("recipe %s: service catalog: %w", recipePath, err)
+		}
+	}
 	files := l.state.Entries()
 	m := &manifests.ImageManifest{
 		Schema:     manifests.Schema,

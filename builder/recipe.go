@@ -124,6 +124,13 @@ type ServiceDecl struct {
 	Paths []string `yaml:"paths"`
 	// Reload paths only reload it.
 	Reload []string `yaml:"reload"`
+	// Validate checks the unit's configuration (argv, for example
+	// [/usr/sbin/nginx, -t]); a live node runs it on a changed tree before
+	// switching to it.
+	Validate []string `yaml:"validate"`
+	// Check tells whether the running unit is healthy (argv); a live node
+	// runs it after restarting the unit.
+	Check []string `yaml:"check"`
 }
 
 // LoadRecipe reads and validates a recipe file. Unknown keys, bad

@@ -52,6 +52,14 @@ func (r *Recipe) validate() error {
 				return fmt.Errorf("%w: services %s: %v", ErrRecipe, s.Unit, err)
 			}
 		}
+		for key, cmd := range map[string][]string{"validate": s.Validate, "check": s.Check} {
+			if cmd == nil {
+				continue
+			}
+			if err := manifests.ValidCommand(cmd); err != nil {
+				return fmt.Errorf("%w: services %s: %s: %v", ErrRecipe, s.Unit, key, err)
+			}
+		}
 	}
 	return nil
 }

@@ -110,6 +110,8 @@ func TestParseRecipeErrors(t *testing.T) {
 		{"unknown file key", head + "files:\n  - path: /etc/x\n    contnet: x\n", "contnet"},
 		{"unknown base key", head + "base:\n  directory: x\n", "directory"},
 		{"unknown service key", head + "services:\n  - unit: a.service\n    restart: [/etc/a]\n", "restart"},
+		{"relative validate program", head + "services:\n  - unit: a.service\n    validate: [nginx, -t]\n", "validate"},
+		{"empty check", head + "services:\n  - unit: a.service\n    check: []\n", "check"},
 		{"missing line", "version: 1.0.0\n", "line"},
 		{"bad line name", "line: Demo\nversion: 1.0.0\n", "line"},
 		{"line with slash", "line: a/b\nversion: 1.0.0\n", "line"},

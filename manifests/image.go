@@ -109,6 +109,9 @@ func (m *ImageManifest) Validate() error {
 	if err := validEntries(m.Files); err != nil {
 		return err
 	}
+	if err := m.Catalog.Validate(); err != nil {
+		return err
+	}
 	// A whole tree: every parent is a directory of the tree, so nothing
 	// can be placed through a symlink.
 	types := make(map[string]EntryType, len(m.Files))

@@ -58,6 +58,11 @@ func (m *OverlayManifest) Validate() error {
 	if !ValidDigest(m.Parent.Digest) || !ValidDigest(m.TreeDigest) {
 		return fmt.Errorf("%w: overlay %s: bad parent or tree digest", ErrInvalid, m.Version)
 	}
+	if m.Catalog != nil {
+		if err := m.Catalog.Validate(); err != nil {
+			return fmt.Errorf("overlay %s: %w", m.Version, err)
+		}
+	}
 	if len(m.Lineage) == 0 || m.Lineage[len(m.Lineage)-1] != m.Parent {
 		return fmt.Errorf("%w: overlay %s: lineage must end at the parent", ErrInvalid, m.Version)
 	}

@@ -200,6 +200,7 @@ func planServices(m *manifests.OverlayManifest, c *Chain, next tree.State, open 
 		if err != nil {
 			return fmt.Errorf("creating overlay %s: service catalog: %w", m.Version, err)
 		}
+		catalog.CarryCommands(&cat, c.Catalog)
 		m.Catalog = &cat
 		more, _ := catalog.Plan(cat, changed)
 		actions = mergeActions(actions, more)

@@ -125,3 +125,27 @@ func strataPath(v string) (string, error) {
 	}
 	return p, nil
 }
+
+// SetCommands sets the validation and health-check commands of unit in
+// cat (nil leaves one unset). The unit must be in the catalog.
+func SetCommands(cat *manifests.Catalog, unit string, validate, check []string) error {
+	if validate == nil && check == nil {
+		return nil
+	}
+	for i := range cat.Services {
+		if s := &cat.Services[i]; s.Unit == unit {
+			s.Validate, s.Check = validate, check
+			return nil
+		}
+	}
+	return fmt.Errorf("%w %s: validate or check command declared", ErrUnknownUnit, unit)
+}
+
+// CarryCommands copies the commands of the services of from onto the
+// same units in cat: a catalog rebuilt after a change keeps what the
+// recipe declared.
+func CarryCommands(cat *manifests.Catalog, from manifests.Catalog) {
+	for _, s := range from.Services {
+		_ = SetCommands(cat, s.Unit, s.Validate, s.Check)
+	}
+}
