@@ -55,6 +55,10 @@ type LedgerEntry struct {
 	Done []ServiceAction `json:"done,omitempty"`
 	// Error is why a failed record's overlay was taken back.
 	Error string `json:"error,omitempty"`
+	// Reboot are units a change touched that could not be restarted
+	// safely on the running node (the bus, PID 1's own daemons, units
+	// refusing manual restarts): they take the change at the next boot.
+	Reboot []ServiceAction `json:"reboot,omitempty"`
 	Time  string `json:"time"`
 	Prev  string `json:"prev"`
 	Hash  string `json:"hash"`

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -46,6 +47,12 @@ type Plan struct {
 	// Restarted lists the actions carried out (empty on dry runs and with
 	// no restarter).
 	Restarted []manifests.ServiceAction `json:"restarted,omitempty"`
+	// Validated lists the units whose validation command passed.
+	Validated []string `json:"validated,omitempty"`
+	// Live is the plan as resolved against the running service manager
+	// (the systemd restarter): what is restarted, reloaded, re-executed,
+	// deferred to a reboot or skipped, and why.
+	Live *systemd.Resolved `json:"live,omitempty"`
 }
 
 // ApplyReport describes an apply run.
@@ -104,7 +111,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	}
 	if o.DryRun {
 		rep.Pending = v.ledger.PendingRestarts()
-		return rep, nil
+		return rep, resolveDry(ctx, o.Restarter, v, todo, states, rep)
 	}
 	// Staging verifies each payload just before its overlay commits; the
 	// payloads of the later overlays of a batch are verified now, so a bad
@@ -303,4 +310,27 @@ func lineageVersions(refs []manifests.Ref) string {
 		vs[i] = r.Version
 	}
 	return strings.Join(vs, ", ")
+}
+
+// resolveDry shows, on a node whose restarter is the running systemd,
+// what each plan would do there: resolved against the units running now.
+func resolveDry(ctx context.Context, r Restarter, v *nodeView, todo []*Archive, states map[string][2]tree.State, rep *ApplyReport) error {
+	s, ok := r.(Systemd)
+	if !ok {
+		return nil
+	}
+	cat := v.catalog()
+	for _, a := range todo {
+		m := a.Manifest
+		if m.Catalog != nil {
+			cat = *m.Catalog
+		}
+		plan := &rep.Plans[indexOf(rep.Plans, m.Version)]
+		res, err := s.resolve(ctx, planRequest{actions: plan.Actions, catalog: cat, changed: changedPaths(m, states[m.Version][0])})
+		if err != nil {
+			return err
+		}
+		plan.Live = res
+	}
+	return nil
 }

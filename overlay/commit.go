@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/strata-dev/strata/internal/fault"
@@ -12,11 +13,22 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
+// stagedRunner is a backend that can run a command against a staged
+// change before it switches: the overlayfs backend runs it in a private
+// mount namespace that already sees the new stacks at the real paths.
+type stagedRunner interface {
+	RunStaged(ctx context.Context, t node.Txn, argv []string) (string, error)
+}
+
+// validationTimeout bounds a service's validation command.
+const validationTimeout = time.Minute
+
 // applyOne carries one verified overlay through the backend: stage it,
-// keep its signed manifest, switch the tree, run the restart plan, and only
-// then commit. When a restart fails the change is taken back, the same
-// units are restarted on the old tree, and the ledger records the failed
-// attempt.
+// validate the affected services' configuration against it, keep its
+// signed manifest, switch the tree, run the restart plan and check health,
+// and only then commit. When a restart or the health check fails the
+// change is taken back, the same units are restarted on the old tree, and
+// the ledger records the failed attempt.
 func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2]tree.State, plan *Plan, r Restarter, progress func(string)) error {
 	n := b.Node()
 	m := a.Manifest
@@ -37,23 +49,32 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 	if err != nil {
 		return err
 	}
+	cat := v.catalog()
+	if m.Catalog != nil {
+		cat = *m.Catalog
+	}
+	if err := validate(ctx, b, t, plan, cat, progress); err != nil {
+		return errors.Join(err, t.Abort(ctx))
+	}
 	if err := n.StoreManifest(m.Version, a.Raw, a.Sig); err != nil {
 		return errors.Join(err, t.Abort(ctx))
 	}
 	if err := t.Switch(ctx); err != nil {
 		return err
 	}
+	req := planRequest{actions: plan.Actions, catalog: cat, changed: changedPaths(m, states[0])}
 	if r != nil {
 		if err := n.MarkRestarting(m.Version); err != nil {
 			return errors.Join(err, t.Abort(ctx))
 		}
 		fault.Point("restarting")
-		err := runPlan(ctx, r, plan.Actions, func(sa manifests.ServiceAction) {
+		res, err := runPlan(ctx, r, req, func(sa manifests.ServiceAction) {
 			progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit))
 			plan.Restarted = append(plan.Restarted, sa)
 		})
+		plan.Live = res
 		if err != nil {
-			return takeBack(ctx, n, t, v.ledger, rec, r, plan.Actions, err, progress)
+			return takeBack(ctx, n, t, v.ledger, rec, r, planRequest{actions: plan.Actions, catalog: v.catalog(), changed: req.changed}, err, progress)
 		}
 	}
 	l, err := t.Commit(ctx, v.ledger)
@@ -63,23 +84,49 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 	if r == nil {
 		return nil
 	}
-	if err := recordRestarts(n, l, plan.Actions); err != nil {
+	if err := recordRestarts(n, l, plan.Actions, rebootDue(plan.Live)); err != nil {
 		return err
 	}
 	return n.ClearRestarting()
 }
 
-// takeBack undoes a switched change whose restarts failed (cause), restarts
-// the same units on the old tree and records the failed attempt.
-func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger, rec manifests.LedgerEntry, r Restarter, actions []manifests.ServiceAction, cause error, progress func(string)) error {
+// validate runs the validation command of every service the plan touches
+// against the staged change, when the backend can; a failure refuses the
+// overlay before the node's tree changes.
+func validate(ctx context.Context, b Backend, t node.Txn, plan *Plan, cat manifests.Catalog, progress func(string)) error {
+	sr, ok := b.(stagedRunner)
+	if !ok {
+		return nil
+	}
+	for _, a := range plan.Actions {
+		cmd := serviceOf(cat, a.Unit).Validate
+		if cmd == nil || a.Action == manifests.ActionStop {
+			continue
+		}
+		progress(fmt.Sprintf("validating %s: %s", a.Unit, strings.Join(cmd, " ")))
+		vctx, cancel := context.WithTimeout(ctx, validationTimeout)
+		out, err := sr.RunStaged(vctx, t, cmd)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("overlay %s: %s does not validate (%s): %w: %s: %w", plan.Version, a.Unit, strings.Join(cmd, " "), err, out, ErrValidation)
+		}
+		plan.Validated = append(plan.Validated, a.Unit)
+	}
+	return nil
+}
+
+// takeBack undoes a switched change whose restarts or health check failed
+// (cause), restarts the same units on the old tree and records the failed
+// attempt.
+func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger, rec manifests.LedgerEntry, r Restarter, req planRequest, cause error, progress func(string)) error {
 	progress(fmt.Sprintf("restart failed, taking %s back: %v", rec.Version, cause))
 	if err := t.Abort(ctx); err != nil {
 		return fmt.Errorf("%w; taking %s back failed too, the next run retries: %v", cause, rec.Version, err)
 	}
 	var pending []manifests.ServiceAction
-	rerr := runPlan(ctx, r, actions, func(sa manifests.ServiceAction) { progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit)) })
+	_, rerr := runPlan(ctx, r, req, func(sa manifests.ServiceAction) { progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit)) })
 	if rerr != nil {
-		pending = actions
+		pending = req.actions
 	}
 	_, err := n.Commit(l, failedRecord(l, rec, cause.Error(), pending))
 	if err == nil {
@@ -94,16 +141,18 @@ func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger,
 	return fmt.Errorf("overlay %s taken back: %w", rec.Version, cause)
 }
 
-// recordRestarts appends a restart record for actions carried out.
-func recordRestarts(n node.Node, l *manifests.Ledger, done []manifests.ServiceAction) error {
-	if len(done) == 0 {
+// recordRestarts appends a restart record: done settles those actions'
+// debt; reboot lists units that take the change only at the next boot.
+func recordRestarts(n node.Node, l *manifests.Ledger, done, reboot []manifests.ServiceAction) error {
+	if len(done) == 0 && len(reboot) == 0 {
 		return nil
 	}
 	last := l.Last()
 	_, err := n.Commit(l, manifests.LedgerEntry{
 		Action: manifests.LedgerRestart, Line: last.Line, Version: last.Version, Digest: last.Digest,
-		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest, Done: done,
+		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest, Done: done, Reboot: reboot,
 		Time: time.Now().UTC().Format(time.RFC3339),
 	})
 	return err
 }
+

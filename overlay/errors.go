@@ -24,6 +24,9 @@ var (
 	ErrSymlinkPath = node.ErrSymlinkPath
 	// ErrNothingToRollback reports a node with no applied overlay.
 	ErrNothingToRollback = errors.New("overlay: nothing to roll back")
+	// ErrValidation reports a service whose validation command refused a
+	// changed configuration; the node did not change.
+	ErrValidation = manifests.Rejection("overlay: service configuration does not validate")
 	// ErrRestart reports a failed service restart (the overlay was rolled
 	// back).
 	ErrRestart = errors.New("overlay: service restart failed")

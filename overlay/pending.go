@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -13,6 +14,8 @@ type SettleReport struct {
 	Root      string                    `json:"root"`
 	Pending   []manifests.ServiceAction `json:"pending"`
 	Restarted []manifests.ServiceAction `json:"restarted"`
+	// Live is the debt as resolved against the running service manager.
+	Live *systemd.Resolved `json:"live,omitempty"`
 }
 
 // SettlePending carries out the node's restart debt — restarts recorded as
@@ -37,13 +40,27 @@ func SettlePending(ctx context.Context, root string, r Restarter, lockWait time.
 		return nil, err
 	}
 	rep := &SettleReport{Root: root, Pending: l.PendingRestarts(), Restarted: []manifests.ServiceAction{}}
-	runErr := runPlan(ctx, r, rep.Pending, func(a manifests.ServiceAction) {
+	cat := manifests.Catalog{}
+	if v, err := loadView(n); err == nil {
+		cat = v.catalog()
+	}
+	res, runErr := runPlan(ctx, r, planRequest{actions: rep.Pending, catalog: cat}, func(a manifests.ServiceAction) {
 		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))
 		if a.Unit != "" {
 			rep.Restarted = append(rep.Restarted, a)
 		}
 	})
-	if err := recordRestarts(n, l, rep.Restarted); err != nil {
+	settled := rep.Restarted
+	if res != nil {
+		// Resolved against the running manager: what ran were instances
+		// and aliases' units; the whole debt is settled when it all ran.
+		settled = nil
+		if runErr == nil {
+			settled = rep.Pending
+		}
+		rep.Live = res
+	}
+	if err := recordRestarts(n, l, settled, rebootDue(res)); err != nil {
 		return rep, err
 	}
 	return rep, runErr

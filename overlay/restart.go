@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -17,21 +18,6 @@ type Restarter interface {
 	DaemonReload(ctx context.Context) error
 	// Act restarts or reloads one unit.
 	Act(ctx context.Context, unit string, action manifests.Action) error
-}
-
-// Systemd drives the host's systemd through systemctl.
-type Systemd struct{}
-
-var _ Restarter = Systemd{}
-
-// DaemonReload runs `systemctl daemon-reload`.
-func (Systemd) DaemonReload(ctx context.Context) error {
-	return run(ctx, "systemctl", "daemon-reload")
-}
-
-// Act runs `systemctl restart|reload UNIT`.
-func (Systemd) Act(ctx context.Context, unit string, action manifests.Action) error {
-	return run(ctx, "systemctl", string(action), unit)
 }
 
 // Exec runs a command template per action through /bin/sh: "{unit}" and
@@ -73,29 +59,62 @@ func run(ctx context.Context, name string, args ...string) error {
 // command cannot hold the node lock forever.
 const restartTimeout = 5 * time.Minute
 
-// runPlan carries out actions: one daemon-reload first if any unit file
-// changed, then each unit once, in order. It stops at the first failure.
-func runPlan(ctx context.Context, r Restarter, actions []manifests.ServiceAction, report func(manifests.ServiceAction)) error {
-	for _, a := range actions {
+// planRequest is a restart plan and what resolving it on a live node
+// needs: the catalog in effect and the paths the change touched.
+type planRequest struct {
+	actions []manifests.ServiceAction
+	catalog manifests.Catalog
+	changed []string
+}
+
+// runPlan carries out a plan. The Systemd restarter resolves it against
+// the running manager first and returns that resolution; others carry it
+// out as recorded: one daemon-reload first if any unit file changed, then
+// each unit once, in order. It stops at the first failure.
+func runPlan(ctx context.Context, r Restarter, req planRequest, report func(manifests.ServiceAction)) (*systemd.Resolved, error) {
+	if s, ok := r.(Systemd); ok {
+		res, err := s.resolve(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return res, s.run(ctx, res, req.catalog, report)
+	}
+	for _, a := range req.actions {
 		if a.DaemonReload {
 			ctx, cancel := context.WithTimeout(ctx, restartTimeout)
 			err := r.DaemonReload(ctx)
 			cancel()
 			if err != nil {
-				return fmt.Errorf("%w: daemon-reload: %v", ErrRestart, err)
+				return nil, fmt.Errorf("%w: daemon-reload: %v", ErrRestart, err)
 			}
 			report(manifests.ServiceAction{Action: manifests.ActionDaemonReload})
 			break
 		}
 	}
-	for _, a := range actions {
+	for _, a := range req.actions {
 		actx, cancel := context.WithTimeout(ctx, restartTimeout)
 		err := r.Act(actx, a.Unit, a.Action)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("%w: %s %s: %v", ErrRestart, a.Action, a.Unit, err)
+			return nil, fmt.Errorf("%w: %s %s: %v", ErrRestart, a.Action, a.Unit, err)
 		}
 		report(a)
 	}
-	return nil
+	return nil, nil
+}
+
+// rebootDue lists what a resolution deferred to the next boot.
+func rebootDue(res *systemd.Resolved) []manifests.ServiceAction {
+	if res == nil {
+		return nil
+	}
+	var out []manifests.ServiceAction
+	for _, h := range res.Deferred {
+		why := string(h.Reason)
+		if h.Detail != "" {
+			why += ": " + h.Detail
+		}
+		out = append(out, manifests.ServiceAction{Unit: h.Unit, Action: h.Action, Because: append([]string{why}, h.Because...)})
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -18,6 +19,8 @@ type RollbackReport struct {
 	Head      manifests.Ref             `json:"head"`
 	Actions   []manifests.ServiceAction `json:"actions"`
 	Restarted []manifests.ServiceAction `json:"restarted,omitempty"`
+	// Live is the plan as resolved against the running service manager.
+	Live *systemd.Resolved `json:"live,omitempty"`
 }
 
 // Rollback reverts the last applied overlay of the node at root from the
@@ -91,12 +94,13 @@ func rollbackLocked(ctx context.Context, b Backend, r Restarter, progress func(s
 	if r == nil {
 		return rep, nil
 	}
-	err = runPlan(ctx, r, plan.Actions, func(a manifests.ServiceAction) {
+	res, err := runPlan(ctx, r, planRequest{actions: plan.Actions, catalog: v.catalog(), changed: changedPaths(m, before)}, func(a manifests.ServiceAction) {
 		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))
 		rep.Restarted = append(rep.Restarted, a)
 	})
+	rep.Live = res
 	if err != nil {
 		return rep, err
 	}
-	return rep, recordRestarts(n, l, plan.Actions)
+	return rep, recordRestarts(n, l, plan.Actions, rebootDue(res))
 }

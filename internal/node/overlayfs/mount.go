@@ -23,9 +23,10 @@ type mountInfo struct {
 	options    string // super block options
 }
 
-// mounts reads the calling process's mount table.
+// mounts reads the mount table of the calling thread (a thread may have
+// a private mount namespace: see RunStaged).
 func mounts() ([]mountInfo, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	f, err := os.Open("/proc/thread-self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("reading mount table: %w", err)
 	}

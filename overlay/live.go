@@ -1,0 +1,166 @@
+package overlay
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/strata-dev/strata/internal/systemd"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Systemd drives the node's own systemd. A plan is resolved against the
+// running manager before anything is done (package internal/systemd):
+// only active units act (try-restart, try-reload-or-restart), templates
+// become their running instances, aliases act once, PID 1 re-executes
+// when its own files change, and units that cannot restart safely are
+// deferred to the next boot. Then the units that acted must be healthy.
+type Systemd struct {
+	// Command is the systemctl argv (default: systemctl), for example an
+	// nsenter prefix to reach a node's systemd from outside.
+	Command []string
+	// Settle is how long restarted units get before the health check
+	// (zero: DefaultSettle).
+	Settle time.Duration
+}
+
+// DefaultSettle is how long restarted units get before the health check.
+const DefaultSettle = 2 * time.Second
+
+// checkTimeout bounds a service's health-check command.
+const checkTimeout = time.Minute
+
+var _ Restarter = Systemd{}
+
+func (s Systemd) ctl() *systemd.Systemctl {
+	if len(s.Command) > 0 {
+		return systemd.NewSystemctl(systemd.WithCommand(s.Command...))
+	}
+	return systemd.NewSystemctl()
+}
+
+// DaemonReload runs systemctl daemon-reload.
+func (s Systemd) DaemonReload(ctx context.Context) error {
+	return s.ctl().Do(ctx, systemd.VerbDaemonReload, "")
+}
+
+// Act restarts (try-restart), reloads (try-reload-or-restart) or stops
+// one unit.
+func (s Systemd) Act(ctx context.Context, unit string, action manifests.Action) error {
+	verb := systemd.VerbTryRestart
+	switch action {
+	case manifests.ActionReload:
+		verb = systemd.VerbTryReloadOrRestart
+	case manifests.ActionStop:
+		verb = systemd.VerbStop
+	}
+	return s.ctl().Do(ctx, verb, unit)
+}
+
+// resolve decides what the plan means on the running system.
+func (s Systemd) resolve(ctx context.Context, req planRequest) (*systemd.Resolved, error) {
+	units, err := s.ctl().Units(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the running units: %w", ErrRestart, err)
+	}
+	r := systemd.Resolve(systemd.Request{Actions: req.actions, Catalog: req.catalog, Changed: req.changed}, units)
+	return &r, nil
+}
+
+// run carries out a resolved plan and checks the health of what acted.
+func (s Systemd) run(ctx context.Context, res *systemd.Resolved, cat manifests.Catalog, report func(manifests.ServiceAction)) error {
+	ctl := s.ctl()
+	err := systemd.Run(ctx, ctl, *res, func(st systemd.Step) {
+		report(manifests.ServiceAction{Unit: st.Unit, Action: manifests.Action(st.Action), Because: st.Because})
+	}, systemd.WithStepTimeout(restartTimeout))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrRestart, err)
+	}
+	return s.health(ctx, ctl, res, cat)
+}
+
+// health waits for the units that acted to settle, then requires each to
+// be active and its declared check command to succeed.
+func (s Systemd) health(ctx context.Context, ctl *systemd.Systemctl, res *systemd.Resolved, cat manifests.Catalog) error {
+	var units []string
+	from := map[string]string{}
+	for _, st := range res.Steps {
+		if st.Action != systemd.VerbStop {
+			units = append(units, st.Unit)
+			from[st.Unit] = st.From
+		}
+	}
+	if len(units) == 0 {
+		return nil
+	}
+	settle := s.Settle
+	if settle == 0 {
+		settle = DefaultSettle
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(settle):
+	}
+	shown, err := ctl.Show(ctx, units...)
+	if err != nil {
+		return fmt.Errorf("%w: health check: %w", ErrRestart, err)
+	}
+	for _, u := range shown {
+		if u.ActiveState != "active" {
+			return fmt.Errorf("%w: health check: %s is %s (%s) after its restart", ErrRestart, u.ID, u.ActiveState, u.SubState)
+		}
+	}
+	for _, u := range units {
+		cmd := serviceOf(cat, from[u]).Check
+		if cmd == nil {
+			continue
+		}
+		if out, err := runCommand(ctx, cmd, checkTimeout); err != nil {
+			return fmt.Errorf("%w: health check of %s: %s: %w: %s", ErrRestart, u, strings.Join(cmd, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// serviceOf returns unit's catalog entry (zero if none).
+func serviceOf(cat manifests.Catalog, unit string) manifests.Service {
+	for _, s := range cat.Services {
+		if s.Unit == unit {
+			return s
+		}
+	}
+	return manifests.Service{}
+}
+
+// runCommand runs a declared command (argv, never a shell) with a time
+// limit and returns its output, bounded.
+func runCommand(ctx context.Context, argv []string, limit time.Duration) (string, error) {
+	if err := manifests.ValidCommand(argv); err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = &limitWriter{w: &out, n: 64 << 10}, &limitWriter{w: &out, n: 64 << 10}
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	return strings.TrimSpace(out.String()), err
+}
+
+// limitWriter keeps the first n bytes and drops the rest.
+type limitWriter struct {
+	w *bytes.Buffer
+	n int
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if room := l.n - l.w.Len(); room > 0 {
+		l.w.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
