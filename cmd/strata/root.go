@@ -37,6 +37,7 @@ overlay chain folded in.
 		newProvisionCmd(g),
 		newApplyCmd(g),
 		newActivateCmd(g),
+		newStatusCmd(g),
 		newRollbackCmd(g),
 		newRestartPendingCmd(g),
 		newVerifyCmd(g),

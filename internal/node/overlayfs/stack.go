@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -46,6 +47,11 @@ func (b *Backend) Activate(ctx context.Context) error {
 	if !isMountPoint(ms, b.ImageDir()) {
 		if err := cloneRoot(b.n.Root, b.ImageDir()); err != nil {
 			return err
+		}
+		// The first activation since boot: /run is new at every boot.
+		stamp := []byte(time.Now().UTC().Format(time.RFC3339) + "\n")
+		if err := os.WriteFile(filepath.Join(b.run, "strata", "activated"), stamp, 0o644); err != nil {
+			return fmt.Errorf("recording the activation: %w", err)
 		}
 	}
 	return b.restack(applied(l))

@@ -1,0 +1,125 @@
+package overlay
+
+import (
+	"context"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Status is what a node is and what it owes.
+type Status struct {
+	Root    string `json:"root"`
+	Backend string `json:"backend"`
+	Line    string `json:"line"`
+	// Image is the image the node was provisioned from (or its head, for
+	// a regenerated image).
+	Image manifests.Ref `json:"image"`
+	Head  manifests.Ref `json:"head"`
+	// Layers are the overlays in effect, oldest first.
+	Layers []string `json:"layers"`
+	// Active reports, for an overlayfs node, whether its stacks are in
+	// place (activated since boot).
+	Active *bool `json:"active,omitempty"`
+	// Interrupted describes what a crash left for the next run.
+	Interrupted string `json:"interrupted,omitempty"`
+	// Pending are restarts due (restart debt).
+	Pending []manifests.ServiceAction `json:"pending_restarts"`
+	// Reboot are units that take a change only at the next boot.
+	Reboot []manifests.ServiceAction `json:"reboot_required"`
+	// LastFailure is the newest failed attempt, if the node's head has not
+	// moved since.
+	LastFailure *manifests.LedgerEntry `json:"last_failure,omitempty"`
+}
+
+// NodeStatus reads the status of the node at root. It changes nothing.
+func NodeStatus(ctx context.Context, root string) (*Status, error) {
+	b, err := openBackend(root)
+	if err != nil {
+		return nil, err
+	}
+	n := b.Node()
+	l, err := n.ReadLedger()
+	if err != nil {
+		return nil, err
+	}
+	st := &Status{Root: root, Line: l.Entries[0].Line, Image: l.Entries[0].Head, Head: l.Last().Head,
+		Layers: []string{}, Pending: l.PendingRestarts(), Reboot: []manifests.ServiceAction{}}
+	if st.Backend, err = n.Backend(); err != nil {
+		return nil, err
+	}
+	for _, e := range l.Applied() {
+		st.Layers = append(st.Layers, e.Version)
+	}
+	if lv, ok := b.(interface{ Live() (bool, error) }); ok {
+		active, err := lv.Live()
+		if err != nil {
+			return nil, err
+		}
+		st.Active = &active
+	}
+	if st.Interrupted, err = b.Interrupted(); err != nil {
+		return nil, err
+	}
+	st.Reboot = rebootRequired(l, bootTime(root))
+	for i := len(l.Entries) - 1; i > 0; i-- {
+		e := l.Entries[i]
+		if e.Action == manifests.LedgerApply || e.Action == manifests.LedgerRollback {
+			break
+		}
+		if e.Action == manifests.LedgerFailed {
+			st.LastFailure = &e
+			break
+		}
+	}
+	return st, nil
+}
+
+// rebootRequired lists the units restart records deferred to a reboot
+// since the node last booted, one per unit.
+func rebootRequired(l *manifests.Ledger, booted time.Time) []manifests.ServiceAction {
+	due := map[string]manifests.ServiceAction{}
+	for _, e := range l.Entries {
+		t, err := time.Parse(time.RFC3339, e.Time)
+		if err != nil || t.Before(booted) {
+			continue
+		}
+		for _, a := range e.Reboot {
+			due[a.Unit] = manifests.MergeAction(due[a.Unit], a)
+		}
+	}
+	out := []manifests.ServiceAction{}
+	for _, a := range due {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Unit < out[j].Unit })
+	return out
+}
+
+// bootTime is when the node at root last booted: when its stacks were
+// activated (RUN/strata/activated, on the per-boot /run) when it has
+// them, else the kernel's boot time.
+func bootTime(root string) time.Time {
+	if raw, err := node.ReadSmallFile(filepath.Join(root, "run", "strata", "activated"), 64); err == nil {
+		if t, err := time.Parse(time.RFC3339, strings.TrimSpace(string(raw))); err == nil {
+			return t
+		}
+	}
+	raw, err := node.ReadSmallFile("/proc/stat", 1<<20)
+	if err != nil {
+		return time.Time{}
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "btime "); ok {
+			if secs, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64); err == nil {
+				return time.Unix(secs, 0)
+			}
+		}
+	}
+	return time.Time{}
+}
