@@ -59,9 +59,9 @@ type LedgerEntry struct {
 	// safely on the running node (the bus, PID 1's own daemons, units
 	// refusing manual restarts): they take the change at the next boot.
 	Reboot []ServiceAction `json:"reboot,omitempty"`
-	Time  string `json:"time"`
-	Prev  string `json:"prev"`
-	Hash  string `json:"hash"`
+	Time   string          `json:"time"`
+	Prev   string          `json:"prev"`
+	Hash   string          `json:"hash"`
 }
 
 // EntryHash returns the hash of e with its Hash field cleared.

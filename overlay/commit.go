@@ -155,4 +155,3 @@ func recordRestarts(n node.Node, l *manifests.Ledger, done, reboot []manifests.S
 	})
 	return err
 }
-
