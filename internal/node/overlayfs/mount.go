@@ -137,31 +137,96 @@ func mountStack(dir string, lowers []string) (int, error) {
 }
 
 // attach puts the detached mount mfd at target. When target already has
-// a mount on top, the new one goes beneath it and the old one is
-// detached: lookups see the old stack, then the new one, never neither.
-// Kernels without MOVE_MOUNT_BENEATH get the new stack mounted over the
-// old one, which stays underneath until the next boot.
-func attach(mfd int, target string, replace bool) error {
-	if !replace {
+// a stack of ours on top (replace), the new one goes beneath it and the
+// old one is detached: lookups see the old stack, then the new one, never
+// neither. Kernels without MOVE_MOUNT_BENEATH get the new stack mounted
+// over the old one, which stays underneath until the next boot. Mounts
+// below target (systemd's transient /etc/machine-id, for one) are cloned
+// onto the new stack first, so they survive the switch.
+func attach(mfd int, target string, replace bool, ms []mountInfo) error {
+	subs, err := cloneSubmounts(target, ms)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, s := range subs {
+			unix.Close(s.fd)
+		}
+	}()
+	beneath := false
+	if replace {
+		err := unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH|moveMountBeneath)
+		switch {
+		case err == nil:
+			beneath = true
+		case !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS):
+			return fmt.Errorf("mounting stack beneath %s: %w", target, err)
+		}
+	}
+	if !beneath {
 		if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("mounting stack on %s: %w", target, err)
 		}
-		return nil
 	}
-	err := unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH|moveMountBeneath)
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-		if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return fmt.Errorf("mounting stack over %s: %w", target, err)
+	for _, s := range subs {
+		err := unix.MoveMount(s.fd, "", mfd, s.rel, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+			return fmt.Errorf("carrying the mount on %s/%s over to the new stack: %w", target, s.rel, err)
 		}
-		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("mounting stack beneath %s: %w", target, err)
-	}
-	if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detaching the old stack of %s: %w", target, err)
+	if beneath {
+		if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("detaching the old stack of %s: %w", target, err)
+		}
 	}
 	return nil
+}
+
+// submount is a clone of a mount below a stack, to attach at rel.
+type submount struct {
+	fd  int
+	rel string
+}
+
+// cloneSubmounts clones (with what is mounted below them) the mounts
+// directly below the mount visible at target whose mount points lie
+// inside target.
+func cloneSubmounts(target string, ms []mountInfo) ([]submount, error) {
+	parent, ok := containing(ms, target)
+	if !ok {
+		return nil, nil
+	}
+	var out []submount
+	for _, m := range ms {
+		rel, inside := strings.CutPrefix(m.point, target+"/")
+		if m.parent != parent.id || !inside || rel == "" {
+			continue
+		}
+		fd, err := unix.OpenTree(unix.AT_FDCWD, m.point, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			for _, s := range out {
+				unix.Close(s.fd)
+			}
+			return nil, fmt.Errorf("cloning the mount on %s: %w", m.point, err)
+		}
+		out = append(out, submount{fd: fd, rel: rel})
+	}
+	return out, nil
+}
+
+// containing returns the mount that path lies in: the last mounted one
+// whose mount point is path or its nearest parent.
+func containing(ms []mountInfo, path string) (mountInfo, bool) {
+	var best mountInfo
+	found := false
+	for _, m := range ms {
+		if m.point == path || m.point == "/" || strings.HasPrefix(path, m.point+"/") {
+			if !found || len(m.point) >= len(best.point) {
+				best, found = m, true
+			}
+		}
+	}
+	return best, found
 }
 
 // cloneRoot mounts a non-recursive clone of the mount at root (the image,

@@ -103,7 +103,7 @@ func (b *Backend) restack(layers []string) error {
 		if err != nil {
 			return fmt.Errorf("stacking /%s: %w", h, err)
 		}
-		err = attach(mfd, target, ours)
+		err = attach(mfd, target, ours, ms)
 		unix.Close(mfd)
 		if err != nil {
 			return err
@@ -132,20 +132,39 @@ func (b *Backend) Scan(ctx context.Context) ([]manifests.Entry, error) {
 		return nil, err
 	}
 	for _, h := range hier {
-		top, err := tree.StatEntry(filepath.Join(b.n.Root, h), ".")
+		sub, err := scanStack(filepath.Join(b.n.Root, h), h)
 		if err != nil {
 			return nil, err
 		}
-		top.Path = h
-		out = append(out, top)
-		sub, err := tree.Scan(filepath.Join(b.n.Root, h), func(p string) bool { return manifests.IsNodeState(h + "/" + p) })
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range sub {
-			e.Path = h + "/" + e.Path
-			out = append(out, e)
-		}
+		out = append(out, sub...)
+	}
+	return out, nil
+}
+
+// scanStack lists the tree at dir (as tree path h) as its own mount has
+// it, without what is mounted below it: a non-recursive clone is read, so
+// systemd's transient /etc/machine-id, say, is not taken for drift.
+func scanStack(dir, h string) ([]manifests.Entry, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("scanning %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	// The trailing slash makes the walk follow the descriptor's link.
+	root := fmt.Sprintf("/proc/thread-self/fd/%d/", fd)
+	top, err := tree.StatEntry(root, ".")
+	if err != nil {
+		return nil, fmt.Errorf("scanning %s: %w", dir, err)
+	}
+	top.Path = h
+	out := []manifests.Entry{top}
+	sub, err := tree.Scan(root, func(p string) bool { return manifests.IsNodeState(h + "/" + p) })
+	if err != nil {
+		return nil, fmt.Errorf("scanning %s: %w", dir, err)
+	}
+	for _, e := range sub {
+		e.Path = h + "/" + e.Path
+		out = append(out, e)
 	}
 	return out, nil
 }

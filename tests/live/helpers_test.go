@@ -1,0 +1,254 @@
+//go:build debian
+
+package live_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/tests/testnode"
+)
+
+func TestMain(m *testing.M) { testnode.Main(m) }
+
+// counts collects, across scenarios, how many units were restarted or
+// reloaded and how many were expected (scenario 10: they must be equal).
+var counts struct {
+	sync.Mutex
+	lines []string
+}
+
+func count(t *testing.T, acted []string) {
+	counts.Lock()
+	defer counts.Unlock()
+	counts.lines = append(counts.lines, t.Name()+": "+strings.Join(acted, " "))
+}
+
+// lab is one scenario's world: the image, a repository of its line and a
+// running node.
+type lab struct {
+	t     *testing.T
+	img   *testnode.Image
+	key   *sign.Key
+	repo  string
+	state string
+	node  *testnode.Node
+	src   string
+}
+
+func newLab(t *testing.T, name string) *lab {
+	t.Helper()
+	img, err := testnode.DebianImage(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := sign.LoadKey(img.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	l := &lab{t: t, img: img, key: key, repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "state"), src: filepath.Join(dir, "src")}
+	if _, err := repo.Init(l.repo, img.Squashfs, key); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := testnode.SeedState(ctx, img.Squashfs, l.state); err != nil {
+		t.Fatal(err)
+	}
+	im, err := repo.LoadImage(img.Squashfs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := builder.WriteState(img.Squashfs, im, l.state); err != nil {
+		t.Fatal(err)
+	}
+	l.node, err = testnode.Start(ctx, t, testnode.Config{Name: name, Image: img.Squashfs, State: l.state,
+		Activate: []string{img.Strata, "activate", "--root", "{root}"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.wait()
+	return l
+}
+
+func (l *lab) wait() {
+	l.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := l.node.WaitRunning(ctx); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// file writes content to a new host file and returns its path.
+func (l *lab) file(content string) string {
+	l.t.Helper()
+	if err := os.MkdirAll(l.src, 0o755); err != nil {
+		l.t.Fatal(err)
+	}
+	f, err := os.CreateTemp(l.src, "f-")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(content); err != nil {
+		l.t.Fatal(err)
+	}
+	return f.Name()
+}
+
+// create publishes the next overlay of the line and copies it into the
+// node (its /var/tmp), returning the node-side path.
+func (l *lab) create(version string, ch overlay.Change) (*overlay.Created, string) {
+	l.t.Helper()
+	c, err := overlay.Create(context.Background(), l.repo, l.key, ch, overlay.CreateOptions{Version: version})
+	if err != nil {
+		l.t.Fatalf("creating %s: %v", version, err)
+	}
+	raw, err := os.ReadFile(c.Path)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	name := filepath.Base(c.Path)
+	if err := os.WriteFile(filepath.Join(l.state, "var/tmp", name), raw, 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+	return c, "/var/tmp/" + name
+}
+
+// strata runs strata inside the node and returns stdout, stderr and the
+// exit code.
+func (l *lab) strata(args ...string) (string, string, int) {
+	l.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, errOut, err := l.node.Exec(ctx, append([]string{"/usr/bin/strata"}, args...)...)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), string(errOut), 0
+	case errors.As(err, &ee):
+		return string(out), string(errOut), ee.ExitCode()
+	}
+	l.t.Fatalf("strata %v: %v\n%s", args, err, errOut)
+	return "", "", -1
+}
+
+// apply applies node-side overlay files with the node's systemd and
+// returns the report (nil when it failed), stderr and the exit code.
+func (l *lab) apply(files ...string) (*overlay.ApplyReport, string, int) {
+	l.t.Helper()
+	out, errOut, code := l.strata(append([]string{"apply-overlay", "--root", "/", "--json"}, files...)...)
+	if code != 0 {
+		return nil, errOut, code
+	}
+	var rep overlay.ApplyReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		l.t.Fatalf("apply report: %v\n%s", err, out)
+	}
+	return &rep, errOut, 0
+}
+
+func (l *lab) mustApply(files ...string) *overlay.ApplyReport {
+	l.t.Helper()
+	rep, errOut, code := l.apply(files...)
+	if code != 0 {
+		l.t.Fatalf("apply-overlay %v exited %d:\n%s", files, code, errOut)
+	}
+	return rep
+}
+
+func (l *lab) units() map[string]testnode.UnitState {
+	l.t.Helper()
+	u, err := l.node.Units(context.Background())
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return u
+}
+
+func (l *lab) unit(name string) testnode.UnitState {
+	l.t.Helper()
+	u, err := l.node.Unit(context.Background(), name)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return u
+}
+
+// sh runs a fixed command line in the node through bash (test code only,
+// fixed strings: no data from outside reaches it).
+func (l *lab) sh(script string) string {
+	l.t.Helper()
+	out, errOut, err := l.node.Exec(context.Background(), "/bin/bash", "-c", script)
+	if err != nil {
+		l.t.Fatalf("%s: %v\n%s", script, err, errOut)
+	}
+	return string(out)
+}
+
+// get fetches http://127.0.0.1:PORT/ inside the node.
+func (l *lab) get(port string) string {
+	l.t.Helper()
+	return l.sh(`exec 3<>/dev/tcp/127.0.0.1/` + port + `; printf 'GET / HTTP/1.0\r\nHost: x\r\n\r\n' >&3; cat <&3`)
+}
+
+// audit runs verify-sequence --files inside the node and fails the test
+// unless it passes.
+func (l *lab) audit() {
+	l.t.Helper()
+	out, errOut, code := l.strata("verify-sequence", "--root", "/", "--files")
+	if code != 0 {
+		l.t.Fatalf("verify-sequence --files exited %d:\n%s%s", code, out, errOut)
+	}
+}
+
+// ledger reads the node's ledger through the state directory.
+func (l *lab) ledger() *manifests.Ledger {
+	l.t.Helper()
+	raw, err := os.ReadFile(filepath.Join(l.state, "var/lib/strata/ledger.json"))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var led manifests.Ledger
+	if err := manifests.Decode(raw, &led); err != nil {
+		l.t.Fatal(err)
+	}
+	return &led
+}
+
+// requireChanged fails unless exactly want (sorted unit names) were
+// restarted between before and now.
+func (l *lab) requireChanged(before map[string]testnode.UnitState, want ...string) {
+	l.t.Helper()
+	got := testnode.Changed(before, l.units())
+	sort.Strings(want)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		l.t.Fatalf("restarted units %v, want exactly %v\n%v", got, want, testnode.Changes(before, l.units()))
+	}
+}
+
+// acted lists "ACTION UNIT" of what an apply report says ran.
+func acted(rep *overlay.ApplyReport) []string {
+	var out []string
+	for _, p := range rep.Plans {
+		for _, a := range p.Restarted {
+			out = append(out, string(a.Action)+" "+a.Unit)
+		}
+	}
+	return out
+}

@@ -1,0 +1,108 @@
+//go:build debian
+
+package live_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// nginxSite is a valid extra server block, answering with body.
+func nginxSite(port, body string) string {
+	return "server {\n  listen 127.0.0.1:" + port + ";\n  location / { return 200 \"" + body + "\\n\"; }\n}\n"
+}
+
+// Scenario 1: a config change under /etc/nginx reloads nginx (same
+// MainPID, the new config answers over loopback) and touches nothing else.
+func TestNginxConfigReloads(t *testing.T) {
+	l := newLab(t, "live-reload")
+	nginx := l.unit("nginx.service")
+	before := l.units()
+	_, file := l.create("1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/nginx/conf.d/strata-live.conf", Src: l.file(nginxSite("8081", "layered-1"))}}})
+	rep := l.mustApply(file)
+	if got := strings.Join(acted(rep), ", "); got != "try-reload-or-restart nginx.service" {
+		t.Fatalf("acted: %s, want only the reload of nginx", got)
+	}
+	if p := rep.Plans[0]; len(p.Validated) != 1 || p.Validated[0] != "nginx.service" {
+		t.Errorf("validated %v, want nginx.service (nginx -t on the staged layer)", p.Validated)
+	}
+	if got := l.unit("nginx.service"); got.MainPID != nginx.MainPID || got.InvocationID != nginx.InvocationID {
+		t.Errorf("nginx MainPID %d -> %d, invocation %s -> %s: restarted, not reloaded", nginx.MainPID, got.MainPID, nginx.InvocationID, got.InvocationID)
+	}
+	if body := l.get("8081"); !strings.Contains(body, "layered-1") {
+		t.Fatalf("GET :8081 after the reload:\n%s", body)
+	}
+	l.requireChanged(before)
+	count(t, acted(rep))
+	l.audit()
+}
+
+// Scenario 3: a unit file changes: daemon-reload, and that unit restarts
+// with the new definition; nothing else restarts.
+func TestUnitFileChangeRestarts(t *testing.T) {
+	l := newLab(t, "live-unitfile")
+	before := l.units()
+	_, file := l.create("1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/systemd/system/rsyslog.service.d/strata-live.conf", Src: l.file("[Service]\nEnvironment=STRATA_LIVE=3\n")}}})
+	rep := l.mustApply(file)
+	if got := strings.Join(acted(rep), ", "); got != "daemon-reload , try-restart rsyslog.service" {
+		t.Fatalf("acted: %s, want daemon-reload and the restart of rsyslog", got)
+	}
+	if env := l.sh("systemctl show -p Environment rsyslog.service"); !strings.Contains(env, "STRATA_LIVE=3") {
+		t.Fatalf("rsyslog runs without its new definition: %s", env)
+	}
+	l.requireChanged(before, "rsyslog.service")
+	count(t, acted(rep))
+	l.audit()
+}
+
+// Scenario 4: a config that fails validation is refused before the live
+// tree changes; no unit is touched, the ledger does not move.
+func TestInvalidConfigRefused(t *testing.T) {
+	l := newLab(t, "live-invalid")
+	before := l.units()
+	ledger := l.ledger()
+	_, file := l.create("1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/nginx/conf.d/broken.conf", Src: l.file("this is not nginx;\n")}}})
+	_, errOut, code := l.apply(file)
+	if code != 3 || !strings.Contains(errOut, "nginx.service does not validate") {
+		t.Fatalf("apply of a broken nginx config exited %d, want 3 naming nginx.service:\n%s", code, errOut)
+	}
+	if out := l.sh("ls /etc/nginx/conf.d/"); strings.Contains(out, "broken.conf") {
+		t.Fatal("the refused config reached the live /etc")
+	}
+	if got := l.ledger(); len(got.Entries) != len(ledger.Entries) {
+		t.Fatalf("the ledger moved: %d records, had %d", len(got.Entries), len(ledger.Entries))
+	}
+	l.requireChanged(before)
+	count(t, nil)
+	l.audit()
+}
+
+// Scenario 5: a change that passes validation but makes its service
+// fail: switched back automatically, the service runs the old definition,
+// the ledger records the failed attempt, exit 5.
+func TestFailingServiceTakenBack(t *testing.T) {
+	l := newLab(t, "live-failing")
+	_, file := l.create("1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/systemd/system/rsyslog.service.d/strata-broken.conf", Src: l.file("[Service]\nExecStartPre=/bin/false\n")}}})
+	_, errOut, code := l.apply(file)
+	if code != 5 || !strings.Contains(errOut, "taken back") {
+		t.Fatalf("apply exited %d, want 5 (taken back):\n%s", code, errOut)
+	}
+	if u := l.unit("rsyslog.service"); u.ActiveState != "active" {
+		t.Fatalf("rsyslog is %s/%s after the switch back", u.ActiveState, u.SubState)
+	}
+	if out := l.sh("systemctl cat rsyslog.service"); strings.Contains(out, "strata-broken") {
+		t.Fatalf("rsyslog still has the broken drop-in:\n%s", out)
+	}
+	led := l.ledger()
+	if last := led.Last(); last.Action != manifests.LedgerFailed || last.Version != "1.0.1" || last.Head != led.Entries[0].Head {
+		t.Fatalf("last ledger record %+v, want the failed attempt of 1.0.1 at the image's head", last)
+	}
+	if out, _, _ := l.strata("status", "--root", "/"); !strings.Contains(out, "failed    1.0.1") {
+		t.Errorf("status does not name the failed attempt:\n%s", out)
+	}
+	count(t, []string{"try-restart rsyslog.service (failed, taken back)"})
+	l.audit()
+}
