@@ -14,7 +14,7 @@ const Env = "STRATA_TEST_CRASH"
 const ExitCode = 99
 
 var at = sync.OnceValue(func() string {
-	if !testing.Testing() {
+	if !testing.Testing() && !built {
 		return ""
 	}
 	return os.Getenv(Env)

@@ -252,3 +252,59 @@ func acted(rep *overlay.ApplyReport) []string {
 	}
 	return out
 }
+
+// linkTree copies the directory src to dst with hard links (same file
+// system), so a repository with its image can enter a node cheaply.
+func linkTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		return os.Link(p, target)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// status reads strata status --json inside the node.
+func (l *lab) status() *overlay.Status {
+	l.t.Helper()
+	out, errOut, code := l.strata("status", "--root", "/", "--json")
+	if code != 0 {
+		l.t.Fatalf("status exited %d: %s", code, errOut)
+	}
+	var st overlay.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		l.t.Fatalf("status: %v\n%s", err, out)
+	}
+	return &st
+}
+
+// catalog reads the image's service catalog.
+func (l *lab) catalog() manifests.Catalog {
+	l.t.Helper()
+	im, err := repo.LoadImage(l.img.Squashfs, nil)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return im.Manifest.Catalog
+}
+
+// grown writes a copy of the node's file p with bytes appended (a shared
+// object stays loadable: nothing reads past its sections) and returns the
+// host path.
+func (l *lab) grown(p string) string {
+	l.t.Helper()
+	raw, err := os.ReadFile(filepath.Join(l.node.Root(), p))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return l.file(string(raw) + strings.Repeat("\x00", 64))
+}

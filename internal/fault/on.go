@@ -1,0 +1,5 @@
+//go:build strata_faults
+
+package fault
+
+const built = true
