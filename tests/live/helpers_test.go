@@ -29,13 +29,19 @@ func TestMain(m *testing.M) { testnode.Main(m) }
 // reloaded and how many were expected (scenario 10: they must be equal).
 var counts struct {
 	sync.Mutex
-	lines []string
+	runs []run
+}
+
+// run is what one scenario acted on: "ACTION UNIT" each.
+type run struct {
+	name  string
+	acted []string
 }
 
 func count(t *testing.T, acted []string) {
 	counts.Lock()
 	defer counts.Unlock()
-	counts.lines = append(counts.lines, t.Name()+": "+strings.Join(acted, " "))
+	counts.runs = append(counts.runs, run{t.Name(), acted})
 }
 
 // lab is one scenario's world: the image, a repository of its line and a
