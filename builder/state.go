@@ -1,8 +1,12 @@
 package builder
 
 import (
+	"context"
+
 	"fmt"
 	"os"
+
+	"github.com/strata-dev/strata/internal/sign"
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
@@ -39,4 +43,33 @@ func WriteState(image string, im *repo.Image, dir string) (*manifests.Ledger, er
 		return nil, err
 	}
 	return l, nil
+}
+
+// ProvisionState verifies image (against trust; nil: the keys it lists)
+// and writes the state of a node that boots it into dir (see WriteState):
+// the node runs the image read-only, dir's var on its /var, its managed
+// hierarchies stacked by strata activate. The image must have /var and
+// /run directories to mount them on.
+func ProvisionState(ctx context.Context, image, dir string, trust *sign.KeySet) (*manifests.LedgerEntry, error) {
+	im, err := repo.LoadImage(image, trust)
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, e := range im.Manifest.Files {
+		if e.Type == manifests.TypeDir {
+			have[e.Path] = true
+		}
+	}
+	for _, d := range []string{"var", "run"} {
+		if !have[d] {
+			return nil, fmt.Errorf("provisioning state for %s: the image has no /%s directory to mount the node's on: %w", image, d, ErrRecipe)
+		}
+	}
+	l, err := WriteState(image, im, dir)
+	if err != nil {
+		return nil, err
+	}
+	last := l.Last()
+	return &last, nil
 }

@@ -13,15 +13,18 @@ import (
 )
 
 func newProvisionCmd(g *globals) *cobra.Command {
-	var image, root, pub, diskPath, size, keyFile, repoDir, line, through, signKey string
+	var image, root, state, pub, diskPath, size, keyFile, repoDir, line, through, signKey string
 	var do disk.Options
 	c := &cobra.Command{
-		Use:   "provision (--image IMAGE.squashfs | --repo REPO [--through V] --key K) (--root DIR | --disk PATH [--size SIZE] [--hostname H] [--ssh-authorized-key FILE] [--node-id ID])",
+		Use:   "provision (--image IMAGE.squashfs | --repo REPO [--through V] --key K) (--root DIR | --state DIR | --disk PATH [--size SIZE] [--hostname H] [--ssh-authorized-key FILE] [--node-id ID])",
 		Short: "Make a directory node or a bootable node disk from a signed image",
 		Long: `Provision a node from a signed image, verified first (signature, then every
 entry and file against the manifest).
 
---root DIR makes a directory node. --disk PATH writes a GPT disk, a raw image
+--root DIR makes a directory node. --state DIR writes only the state of a
+node that boots the image read-only (an overlayfs node: DIR/var is bound on
+its /var, the image is its root, strata activate stacks its layers); the
+state partition of a disk holds the same. --disk PATH writes a GPT disk, a raw image
 file (created, or replaced when complete) or a block device (refused when it
 or a partition of it is mounted): an EFI system partition with systemd-boot
 (and the image's kernel and initrd, if it has them), root A holding the
@@ -36,8 +39,8 @@ image regenerated with the chain folded in and signed with --key, so the new
 machine joins the sequence at its head.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if (root == "") == (diskPath == "") {
-				return usageError{fmt.Errorf("give --root DIR or --disk PATH (not both)")}
+			if n := btoi(root != "") + btoi(diskPath != "") + btoi(state != ""); n != 1 {
+				return usageError{fmt.Errorf("give one of --root DIR, --state DIR or --disk PATH")}
 			}
 			if diskPath == "" && (size != "" || keyFile != "" || do.Hostname != "" || do.NodeID != "") {
 				return usageError{fmt.Errorf("--size, --hostname, --ssh-authorized-key and --node-id need --disk")}
@@ -65,6 +68,15 @@ machine joins the sequence at its head.`,
 				if image, err = builder.HeadImage(c.Context(), repoDir, line, through, work, key, builder.WithProgress(g.progress())); err != nil {
 					return err
 				}
+			}
+			if state != "" {
+				e, err := builder.ProvisionState(c.Context(), image, state, trust)
+				if err != nil {
+					return err
+				}
+				return g.output(c.OutOrStdout(), e, func(w io.Writer) {
+					fmt.Fprintf(w, "provisioned state %s: line %s image %s head %s tree %s\n", state, e.Line, e.Version, e.Head.Version, e.TreeDigest)
+				})
 			}
 			if root != "" {
 				e, err := builder.Provision(c.Context(), image, root, trust, builder.WithProgress(g.progress()))
@@ -97,6 +109,7 @@ machine joins the sequence at its head.`,
 	f.StringVar(&image, "image", "", "signed image to provision from")
 	f.StringVar(&root, "root", "", "directory to create the node in (absent or empty)")
 	f.StringVar(&diskPath, "disk", "", "disk image file or block device to write")
+	f.StringVar(&state, "state", "", "directory to write the state of a node that boots the image read-only (its var/ is the node's /var)")
 	f.StringVar(&size, "size", "", "with --disk: disk size, e.g. 4G (default: see above)")
 	f.StringVar(&do.Hostname, "hostname", "", "with --disk: the node's hostname")
 	f.StringVar(&keyFile, "ssh-authorized-key", "", "with --disk: file of SSH public keys root may log in with")
@@ -107,6 +120,13 @@ machine joins the sequence at its head.`,
 	f.StringVar(&through, "through", "", "with --repo: provision at this version instead of the head")
 	f.StringVar(&signKey, "key", "", "with --repo: key that signs the regenerated image (and that the repository must be signed with)")
 	return c
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func optionalPub(pub string) (*sign.KeySet, error) {
