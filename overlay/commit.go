@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -68,13 +69,18 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 			return errors.Join(err, t.Abort(ctx))
 		}
 		fault.Point("restarting")
+		reached := 0
 		res, err := runPlan(ctx, r, req, func(sa manifests.ServiceAction) {
 			progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit))
 			plan.Restarted = append(plan.Restarted, sa)
+			if sa.Unit != "" {
+				reached++
+			}
 		})
 		plan.Live = res
 		if err != nil {
-			return takeBack(ctx, n, t, v.ledger, rec, r, planRequest{actions: plan.Actions, catalog: v.catalog(), changed: req.changed}, err, progress)
+			back := planRequest{actions: plan.Actions, catalog: v.catalog(), changed: req.changed}
+			return takeBack(ctx, n, t, v.ledger, rec, r, back, res, reached+1, err, progress)
 		}
 	}
 	l, err := t.Commit(ctx, v.ledger)
@@ -117,14 +123,22 @@ func validate(ctx context.Context, b Backend, t node.Txn, plan *Plan, cat manife
 
 // takeBack undoes a switched change whose restarts or health check failed
 // (cause), restarts the same units on the old tree and records the failed
-// attempt.
-func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger, rec manifests.LedgerEntry, r Restarter, req planRequest, cause error, progress func(string)) error {
+// attempt. With the systemd restarter the units come from the forward
+// resolution fwd (its first reached steps), restarted whatever their
+// state: the change may have left one failed.
+func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger, rec manifests.LedgerEntry, r Restarter, req planRequest, fwd *systemd.Resolved, reached int, cause error, progress func(string)) error {
 	progress(fmt.Sprintf("restart failed, taking %s back: %v", rec.Version, cause))
 	if err := t.Abort(ctx); err != nil {
 		return fmt.Errorf("%w; taking %s back failed too, the next run retries: %v", cause, rec.Version, err)
 	}
 	var pending []manifests.ServiceAction
-	_, rerr := runPlan(ctx, r, req, func(sa manifests.ServiceAction) { progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit)) })
+	report := func(sa manifests.ServiceAction) { progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit)) }
+	var rerr error
+	if s, ok := r.(Systemd); ok && fwd != nil {
+		rerr = s.runBack(ctx, fwd, reached, req.catalog, report)
+	} else {
+		_, rerr = runPlan(ctx, r, req, report)
+	}
 	if rerr != nil {
 		pending = req.actions
 	}

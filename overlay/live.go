@@ -82,6 +82,14 @@ func (s Systemd) run(ctx context.Context, res *systemd.Resolved, cat manifests.C
 	return s.health(ctx, ctl, res, cat)
 }
 
+// runBack returns the units a failed forward run (fwd, of which reached
+// unit steps were tried) acted on to the old tree: restarted whatever
+// their state, then checked like any restart.
+func (s Systemd) runBack(ctx context.Context, fwd *systemd.Resolved, reached int, cat manifests.Catalog, report func(manifests.ServiceAction)) error {
+	back := systemd.TakeBack(*fwd, reached)
+	return s.run(ctx, &back, cat, report)
+}
+
 // health waits for the units that acted to settle, then requires each to
 // be active and its declared check command to succeed.
 func (s Systemd) health(ctx context.Context, ctl *systemd.Systemctl, res *systemd.Resolved, cat manifests.Catalog) error {

@@ -5,6 +5,9 @@
 #   overlay create     vs  tar -c | zstd        (same change)
 #   apply-overlay      vs  zstd -d | tar -x     (same payload; also with
 #                           a final sync, since apply makes its writes durable)
+#                           on a directory node and on an overlayfs node (the
+#                           image mounted read-only, layers stacked; needs
+#                           root, in a private mount namespace)
 #   build-image of images/debian-node (cached base) vs mksquashfs of its tree
 #   provision --disk   vs  dd conv=sparse of the disk it wrote (the same
 #                           non-zero bytes into a file of the same size)
@@ -62,6 +65,11 @@ epoch: 1767225600
 compressor: zstd
 base:
   dir: rootfs
+files:
+  - path: /var
+    dir: true
+  - path: /run
+    dir: true
 Y
 $S key generate --out k >/dev/null
 size=$(du -sm recipe/rootfs | cut -f1)
@@ -103,6 +111,30 @@ for i in $(seq "$RUNS"); do
 	time_it untarsync sh -c "zstd -dc change.tar.zst | tar -C y -xf - && sync -f y"
 done
 
+# The overlayfs backend: a node booting the image read-only, its state
+# in a directory, /usr a stack; apply writes the layer once and switches.
+# Each run is timed inside a private mount namespace (nothing leaks).
+for i in $(seq "$RUNS"); do
+	rm -rf ofs && mkdir -p ofs/root
+	"$S" provision --image img1/bench-1.0.0.squashfs --state ofs/state >/dev/null
+	sync
+	unshare -m --propagation private bash -c '
+		set -e
+		mount -o loop,ro img1/bench-1.0.0.squashfs ofs/root
+		mount --bind ofs/state/var ofs/root/var
+		mount -t tmpfs tmpfs ofs/root/run
+		"$1" activate --root ofs/root >/dev/null
+		t0=$(date +%s.%N)
+		"$1" apply-overlay --root ofs/root "$2" --restart-with none >/dev/null 2>&1
+		t1=$(date +%s.%N)
+		awk -v a="$t0" -v b="$t1" "BEGIN{printf \"%.4f\", b-a}" > ofs/time
+		umount -R -l ofs/root
+	' bench "$S" "$ov"
+	T[applyofs]+="$(cat ofs/time) "
+	rm -rf y && mkdir y && sync
+	time_it untarsync2 sh -c "zstd -dc change.tar.zst | tar -C y -xf - && sync -f y"
+done
+
 # The Debian node image (issue 3): build-image from the cached base and
 # run steps vs mksquashfs of the same tree with the same compressor, and
 # provision --disk vs dd writing the same number of bytes. Needs root; the
@@ -137,6 +169,7 @@ row "build-image" build "mksquashfs DIR" mksquashfs
 row "overlay create" create "tar -c | zstd" tarzstd
 row "apply-overlay" apply "zstd -d | tar -x" untar
 row "apply-overlay" apply "zstd -d | tar -x; sync" untarsync
+row "apply (overlayfs)" applyofs "zstd -d | tar -x; sync" untarsync2
 if [ "$DEBIAN" = 1 ]; then
 	printf '\nDebian node image: %d MB tree, disk of %s\n\n' "$dnsize" "$disksize"
 	row "build-image" dnbuild "mksquashfs DIR" dnmksq

@@ -86,3 +86,12 @@ step "roll node-a back one overlay, then catch up again"
 $S rollback --root node-a --restart-with "exec:echo {action} {unit} >> $log"
 $S apply-overlay --root node-a --repo repo --restart-with "exec:echo {action} {unit} >> $log"
 $S verify-sequence --root node-a --repo repo --files --strict
+
+# A live node: the debian-node image booted read-only with real systemd as
+# PID 1 in namespaces of its own (tests/testnode), its layers stacked by
+# strata activate; an nginx config overlay applied inside it. The first run
+# on a machine builds the image (network, a few minutes); then it is cached.
+step "a live node: debian-node with real systemd, an nginx config overlay applied inside it"
+cd "$ROOT"
+go test -tags debian -count=1 -v -run '^TestNginxConfigReloads$' ./tests/live/ 2>&1 |
+	sed -n '/inside the node:/,/^--- /p' | sed -e 's/^    [a-z_]*_test.go:[0-9]*: //' -e 's/^        //' | grep -v '^--- '

@@ -102,6 +102,7 @@ func printApply(w io.Writer, rep *overlay.ApplyReport) {
 			fmt.Fprintln(w, "  services: none affected")
 		}
 		printActions(w, p.Actions)
+		printLive(w, p.Live)
 		if len(p.Unclaimed) > 0 {
 			fmt.Fprintf(w, "  no service claims /%s: nothing restarted for it\n", strings.Join(p.Unclaimed, ", /"))
 		}

@@ -242,3 +242,22 @@ func sortHeld(h []Held) {
 		return h[i].From < h[j].From
 	})
 }
+
+// TakeBack is the plan that returns the units r acted on to the tree they
+// ran before: the first reached steps of r (those that ran, and the one
+// that failed) restarted or reloaded whatever their state now (a unit the
+// change broke is failed, and must come back on the old files), stopped
+// units started again, after the same daemon-reexec or daemon-reload.
+func TakeBack(r Resolved, reached int) Resolved {
+	out := Resolved{DaemonReexec: r.DaemonReexec, ReexecBecause: r.ReexecBecause, DaemonReload: r.DaemonReload, Steps: []Step{}, Deferred: []Held{}, Skipped: []Held{}}
+	for _, st := range r.Steps[:min(max(reached, 0), len(r.Steps))] {
+		switch st.Action {
+		case VerbTryReloadOrRestart:
+			st.Action = VerbReloadOrRestart
+		default:
+			st.Action = VerbRestart
+		}
+		out.Steps = append(out.Steps, st)
+	}
+	return out
+}

@@ -469,3 +469,25 @@ func TestTemplate(t *testing.T) {
 		}
 	}
 }
+
+func TestTakeBack(t *testing.T) {
+	r := Resolved{DaemonReload: true, Steps: []Step{
+		{Unit: "a.service", Action: VerbTryRestart},
+		{Unit: "b.service", Action: VerbTryReloadOrRestart},
+		{Unit: "c.service", Action: VerbStop},
+		{Unit: "d.service", Action: VerbTryRestart},
+	}}
+	got := TakeBack(r, 3)
+	want := []Step{{Unit: "a.service", Action: VerbRestart}, {Unit: "b.service", Action: VerbReloadOrRestart}, {Unit: "c.service", Action: VerbRestart}}
+	if !got.DaemonReload || len(got.Steps) != len(want) {
+		t.Fatalf("TakeBack = %+v", got)
+	}
+	for i := range want {
+		if got.Steps[i].Unit != want[i].Unit || got.Steps[i].Action != want[i].Action {
+			t.Errorf("step %d = %+v, want %+v", i, got.Steps[i], want[i])
+		}
+	}
+	if n := len(TakeBack(r, 99).Steps); n != 4 {
+		t.Errorf("TakeBack past the end: %d steps", n)
+	}
+}

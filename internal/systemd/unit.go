@@ -65,6 +65,13 @@ const (
 	VerbTryReloadOrRestart Verb = "try-reload-or-restart"
 	// VerbStop stops a unit.
 	VerbStop Verb = "stop"
+	// VerbRestart restarts a unit whatever its state (starting a stopped
+	// one). Resolve never plans it; TakeBack does, for units a change
+	// already acted on.
+	VerbRestart Verb = "restart"
+	// VerbReloadOrRestart reloads a unit, restarting it if it cannot
+	// reload or is not running.
+	VerbReloadOrRestart Verb = "reload-or-restart"
 )
 
 // Active reports whether u is active or reloading: the states in which

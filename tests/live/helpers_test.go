@@ -82,8 +82,11 @@ func newLab(t *testing.T, name string) *lab {
 	if _, err := builder.WriteState(img.Squashfs, im, l.state); err != nil {
 		t.Fatal(err)
 	}
+	// Timers stay off: a daily job starting mid-test (dpkg-db-backup,
+	// apt-daily) would blur "exactly these units restarted".
+	args := append(append([]string{}, testnode.DefaultSystemdArgs...), "systemd.mask=timers.target")
 	l.node, err = testnode.Start(ctx, t, testnode.Config{Name: name, Image: img.Squashfs, State: l.state,
-		Activate: []string{img.Strata, "activate", "--root", "{root}"}})
+		Activate: []string{img.Strata, "activate", "--root", "{root}"}, SystemdArgs: args})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@
 package live_test
 
 import (
+	"fmt"
+	"sort"
 	"strings"
 	"testing"
 
@@ -22,7 +24,17 @@ func TestNginxConfigReloads(t *testing.T) {
 	nginx := l.unit("nginx.service")
 	before := l.units()
 	_, file := l.create("1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/nginx/conf.d/strata-live.conf", Src: l.file(nginxSite("8081", "layered-1"))}}})
+	plan, _, _ := l.strata("apply-overlay", "--root", "/", "--dry-run", file)
+	t.Logf("inside the node: strata apply-overlay --root / --dry-run %s\n%s", file, plan)
 	rep := l.mustApply(file)
+	after := l.units()
+	var table []string
+	for _, name := range sortedKeys(before) {
+		if b, a := before[name], after[name]; b.MainPID != 0 {
+			table = append(table, fmt.Sprintf("  %-34s MainPID %6d -> %6d  %s", name, b.MainPID, a.MainPID, map[bool]string{true: "same invocation", false: "RESTARTED"}[b.InvocationID == a.InvocationID]))
+		}
+	}
+	t.Logf("after the apply (nginx reloaded in place):\n%s", strings.Join(table, "\n"))
 	if got := strings.Join(acted(rep), ", "); got != "try-reload-or-restart nginx.service" {
 		t.Fatalf("acted: %s, want only the reload of nginx", got)
 	}
@@ -105,4 +117,13 @@ func TestFailingServiceTakenBack(t *testing.T) {
 	}
 	count(t, []string{"try-restart rsyslog.service (failed, taken back)"})
 	l.audit()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
