@@ -77,18 +77,23 @@ func Build(ctx context.Context, recipePath, outDir string, opts ...Option) (*Res
 		}
 	}
 	files := l.state.Entries()
+	managed, err := r.managed()
+	if err != nil {
+		return nil, err
+	}
 	m := &manifests.ImageManifest{
-		Schema:     manifests.Schema,
-		Kind:       manifests.KindImage,
-		Line:       r.Line,
-		Version:    r.Version,
-		Created:    time.Unix(epoch, 0).UTC().Format(time.RFC3339),
-		Recipe:     r.digest,
-		Compressor: compressorOf(r.Compressor),
-		TreeDigest: manifests.TreeDigest(files),
-		Keys:       keys.Strings(),
-		Catalog:    cat,
-		Files:      files,
+		Schema:      manifests.Schema,
+		Kind:        manifests.KindImage,
+		Line:        r.Line,
+		Version:     r.Version,
+		Created:     time.Unix(epoch, 0).UTC().Format(time.RFC3339),
+		Recipe:      r.digest,
+		Compressor:  compressorOf(r.Compressor),
+		TreeDigest:  manifests.TreeDigest(files),
+		Keys:        keys.Strings(),
+		Catalog:     cat,
+		Hierarchies: managed,
+		Files:       files,
 	}
 	return writeImage(ctx, outDir, m, l, s, epoch)
 }

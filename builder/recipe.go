@@ -35,6 +35,11 @@ type Recipe struct {
 	Remove []string `yaml:"remove"`
 	// Services declares paths per unit beyond what the catalog infers.
 	Services []ServiceDecl `yaml:"services"`
+	// Hierarchies are the managed hierarchies, absolute top-level
+	// directories such as /etc (default /etc, /usr, /opt): overlays of
+	// the line may change only these, and a node that boots the image
+	// stacks them.
+	Hierarchies []string `yaml:"hierarchies"`
 	// Steps run in order after Files and Remove: copies, removals and
 	// commands run inside the tree.
 	Steps []Step `yaml:"steps"`

@@ -43,6 +43,9 @@ func (r *Recipe) validate() error {
 			return err
 		}
 	}
+	if _, err := r.managed(); err != nil {
+		return err
+	}
 	for _, s := range r.Services {
 		if !strings.Contains(s.Unit, ".") {
 			return fmt.Errorf("%w: services: unit %q needs a suffix such as .service", ErrRecipe, s.Unit)
@@ -246,4 +249,21 @@ func parseOwner(s string) (int, int, error) {
 		return 0, 0, fmt.Errorf("owner %q must be numeric UID:GID", s)
 	}
 	return uid, gid, nil
+}
+
+// managed returns the recipe's managed hierarchies as tree paths (nil:
+// the defaults).
+func (r *Recipe) managed() ([]string, error) {
+	var out []string
+	for i, h := range r.Hierarchies {
+		rel, err := TreePath(h)
+		if err != nil {
+			return nil, fmt.Errorf("%w: hierarchies[%d]: %v", ErrRecipe, i, err)
+		}
+		out = append(out, rel)
+	}
+	if err := manifests.ValidHierarchies(out); err != nil {
+		return nil, fmt.Errorf("%w: hierarchies: %v", ErrRecipe, err)
+	}
+	return out, nil
 }

@@ -1,6 +1,9 @@
 package manifests
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Schema is the version of every strata document this package writes.
 const Schema = 1
@@ -76,9 +79,13 @@ type ImageManifest struct {
 	TreeDigest string `json:"tree_digest"`
 	// Keys are the minisign public keys the image trusts, in their
 	// one-line base64 form; the same keys are files under KeysDir.
-	Keys    []string `json:"keys"`
-	Catalog Catalog  `json:"catalog"`
-	Files   []Entry  `json:"files"`
+	Keys []string `json:"keys"`
+	// Hierarchies are the managed hierarchies: the top-level directories
+	// (tree paths) overlays of the line may change, which a node that
+	// boots the image stacks. Empty means DefaultHierarchies.
+	Hierarchies []string `json:"hierarchies,omitempty"`
+	Catalog     Catalog  `json:"catalog"`
+	Files       []Entry  `json:"files"`
 }
 
 // KindImage, KindOverlay, KindIndex and KindLedger tag documents.
@@ -110,6 +117,9 @@ func (m *ImageManifest) Validate() error {
 		return err
 	}
 	if err := m.Catalog.Validate(); err != nil {
+		return err
+	}
+	if err := ValidHierarchies(m.Hierarchies); err != nil {
 		return err
 	}
 	// A whole tree: every parent is a directory of the tree, so nothing
@@ -165,4 +175,50 @@ func validEntries(es []Entry) error {
 		seen[e.Path] = true
 	}
 	return nil
+}
+
+// DefaultHierarchies are the managed hierarchies of an image that names
+// none.
+var DefaultHierarchies = []string{"etc", "usr", "opt"}
+
+// Managed returns the image's managed hierarchies.
+func (m *ImageManifest) Managed() []string {
+	if len(m.Hierarchies) == 0 {
+		return DefaultHierarchies
+	}
+	return m.Hierarchies
+}
+
+// ValidHierarchies checks a list of managed hierarchies: each a single
+// top-level directory name, not strata's state or a runtime file system,
+// each once, at most 16.
+func ValidHierarchies(hs []string) error {
+	if len(hs) > 16 {
+		return fmt.Errorf("%w: %d managed hierarchies, at most 16", ErrInvalid, len(hs))
+	}
+	seen := map[string]bool{}
+	for _, h := range hs {
+		if err := ValidPath(h); err != nil || strings.Contains(h, "/") {
+			return fmt.Errorf("%w: managed hierarchy %q must be one top-level directory", ErrInvalid, h)
+		}
+		switch h {
+		case "var", "run", "proc", "sys", "dev", "tmp", "state", "boot":
+			return fmt.Errorf("%w: /%s cannot be a managed hierarchy (node state or a runtime file system)", ErrInvalid, h)
+		}
+		if seen[h] {
+			return fmt.Errorf("%w: managed hierarchy /%s listed twice", ErrInvalid, h)
+		}
+		seen[h] = true
+	}
+	return nil
+}
+
+// InHierarchies reports whether tree path p lies inside one of hs.
+func InHierarchies(hs []string, p string) bool {
+	for _, h := range hs {
+		if Within(p, h) {
+			return true
+		}
+	}
+	return false
 }

@@ -49,9 +49,26 @@ func openBackend(root string) (Backend, error) {
 		return nil, err
 	}
 	if name == node.BackendOverlayfs {
-		return overlayfs.New(n), nil
+		hs, err := managedOf(n)
+		if err != nil {
+			return nil, err
+		}
+		return overlayfs.New(n, overlayfs.WithHierarchies(hs)), nil
 	}
 	return dirfs.New(n), nil
+}
+
+// managedOf reads the managed hierarchies of the node's image.
+func managedOf(n node.Node) ([]string, error) {
+	raw, err := node.ReadSmallFile(n.Path(manifests.ImageManifestPath), 256<<20)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: reading image manifest: %w", n.Root, err)
+	}
+	m, err := decodeImage(raw, manifests.Digest(raw))
+	if err != nil {
+		return nil, fmt.Errorf("node %s: image manifest: %w", n.Root, err)
+	}
+	return m.Managed(), nil
 }
 
 // ActivateReport describes an activation.
@@ -93,7 +110,11 @@ func activate(ctx context.Context, root, run string) error {
 	if name != node.BackendOverlayfs {
 		return fmt.Errorf("activating %s: the node's backend is %s, not overlayfs: %w", root, name, ErrDrift)
 	}
-	var opts []overlayfs.Option
+	hs, err := managedOf(n)
+	if err != nil {
+		return err
+	}
+	opts := []overlayfs.Option{overlayfs.WithHierarchies(hs)}
 	if run != "" {
 		opts = append(opts, overlayfs.WithRun(run))
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -102,6 +103,9 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	}
 	if len(d.entries) == 0 && len(d.deletes) == 0 {
 		return nil, fmt.Errorf("creating overlay %s: %w: nothing differs from head %s", o.Version, ErrEmpty, head.Version)
+	}
+	if err := checkHierarchies(c.Image.Manifest.Managed(), d.entries, d.deletes); err != nil {
+		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	}
 	next, err := c.State.Apply(d.entries, d.deletes)
 	if err != nil {
@@ -288,4 +292,21 @@ func stillUnclaimed(unclaimed []string, claimed []manifests.ServiceAction) []str
 		}
 	}
 	return out
+}
+
+// checkHierarchies refuses a change outside the line's managed
+// hierarchies (a node that boots the image can only layer those), or one
+// that deletes a hierarchy itself.
+func checkHierarchies(hs []string, entries []manifests.Entry, deletes []string) error {
+	for _, d := range deletes {
+		if !manifests.InHierarchies(hs, d) || slices.Contains(hs, d) {
+			return fmt.Errorf("deleting /%s: %w (the line's are /%s)", d, ErrOutsideHierarchies, strings.Join(hs, ", /"))
+		}
+	}
+	for _, e := range entries {
+		if !manifests.InHierarchies(hs, e.Path) {
+			return fmt.Errorf("writing /%s: %w (the line's are /%s)", e.Path, ErrOutsideHierarchies, strings.Join(hs, ", /"))
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package overlay_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -227,4 +228,30 @@ func TestCreateDeleteMissingPath(t *testing.T) {
 		t.Error("usr/share/doc survived the delete")
 	}
 	sqRequireOK(t, sqAudit(t, root, f.repo, true))
+}
+
+// A change outside the line's managed hierarchies (/etc, /usr, /opt by
+// default), or deleting a hierarchy itself, is refused before anything is
+// signed or written to the repository.
+func TestCreateOutsideHierarchiesRefused(t *testing.T) {
+	f := newFixture(t)
+	index, err := os.ReadFile(filepath.Join(f.repo, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ch := range map[string]Change{
+		"write /srv":   {Adds: []Add{{Dest: "/srv/x", Src: f.hostFile("x\n")}}},
+		"write /var":   {Adds: []Add{{Dest: "/var/cache/x", Src: f.hostFile("x\n")}}},
+		"delete /etc":  {Deletes: []string{"/etc"}},
+		"write a root": {Adds: []Add{{Dest: "/x", Src: f.hostFile("x\n")}}},
+	} {
+		_, err := Create(context.Background(), f.repo, f.key, ch, CreateOptions{Version: "1.0.1"})
+		if !errors.Is(err, ErrOutsideHierarchies) || !errors.Is(err, manifests.ErrRejected) {
+			t.Errorf("%s: %v, want ErrOutsideHierarchies", name, err)
+		}
+	}
+	if after, _ := os.ReadFile(filepath.Join(f.repo, "index.json")); string(after) != string(index) {
+		t.Error("a refused change altered the repository index")
+	}
+	f.create("1.0.1", f.change("/opt/tool/conf", "ok\n"))
 }

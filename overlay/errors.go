@@ -24,6 +24,9 @@ var (
 	ErrSymlinkPath = node.ErrSymlinkPath
 	// ErrNothingToRollback reports a node with no applied overlay.
 	ErrNothingToRollback = errors.New("overlay: nothing to roll back")
+	// ErrOutsideHierarchies reports a change outside the line's managed
+	// hierarchies.
+	ErrOutsideHierarchies = manifests.Rejection("overlay: change outside the managed hierarchies")
 	// ErrValidation reports a service whose validation command refused a
 	// changed configuration; the node did not change.
 	ErrValidation = manifests.Rejection("overlay: service configuration does not validate")

@@ -13,10 +13,6 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
-// DefaultHierarchies are the managed hierarchies of a node whose image
-// names none: the parts of the tree overlays may change.
-var DefaultHierarchies = []string{"etc", "usr", "opt"}
-
 // ErrOutside reports a change outside the node's managed hierarchies.
 var ErrOutside = manifests.Rejection("overlayfs: path outside the managed hierarchies")
 
@@ -36,12 +32,12 @@ type Option func(*Backend)
 func WithRun(dir string) Option { return func(b *Backend) { b.run = dir } }
 
 // WithHierarchies sets the managed hierarchies (tree paths of top-level
-// directories; default DefaultHierarchies).
+// directories; default manifests.DefaultHierarchies).
 func WithHierarchies(h []string) Option { return func(b *Backend) { b.hier = h } }
 
 // New returns the backend of node n.
 func New(n node.Node, opts ...Option) *Backend {
-	b := &Backend{n: n, run: filepath.Join(n.Root, "run"), hier: DefaultHierarchies}
+	b := &Backend{n: n, run: filepath.Join(n.Root, "run"), hier: manifests.DefaultHierarchies}
 	for _, o := range opts {
 		o(b)
 	}

@@ -2,6 +2,7 @@ package overlayfs_test
 
 import (
 	"bufio"
+	"errors"
 	"context"
 	"os"
 	"os/exec"
@@ -62,7 +63,7 @@ func TestLayersStacksAndReboot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recipe := "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /usr/share/x\n    content: \"x\\n\"\n"
+	recipe := "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nhierarchies: [/etc, /usr, /srv]\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /srv\n    dir: true\n  - path: /usr/share/x\n    content: \"x\\n\"\n"
 	if err := os.WriteFile(filepath.Join(rdir, "recipe.yaml"), []byte(recipe), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	if err := os.WriteFile(src, []byte("port 81\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := overlay.Create(context.Background(), rp, key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app/app.conf", Src: src}}, Deletes: []string{"/etc/motd"}}, overlay.CreateOptions{Version: "1.0.1"})
+	c, err := overlay.Create(context.Background(), rp, key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app/app.conf", Src: src}, {Dest: "/srv/www/index", Src: src}}, Deletes: []string{"/etc/motd"}}, overlay.CreateOptions{Version: "1.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +98,13 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	}
 	if fstype, _ := stackOf(t, filepath.Join(root, "usr")); fstype == "overlay" {
 		t.Fatal("/usr is stacked, but no layer touches it")
+	}
+	// /srv is a hierarchy this image names.
+	if fstype, _ := stackOf(t, filepath.Join(root, "srv")); fstype != "overlay" {
+		t.Fatalf("/srv is %q, want the stack the image's hierarchies ask for", fstype)
+	}
+	if _, err := overlay.Create(context.Background(), rp, key, overlay.Change{Adds: []overlay.Add{{Dest: "/opt/x", Src: src}}}, overlay.CreateOptions{Version: "1.0.2"}); !errors.Is(err, overlay.ErrOutsideHierarchies) {
+		t.Fatalf("a change to /opt, which this image does not manage: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(root, "etc/app/app.conf"), []byte("x"), 0o644); err == nil {
 		t.Fatal("the stacked /etc is writable")
