@@ -2,8 +2,8 @@ package overlayfs_test
 
 import (
 	"bufio"
-	"errors"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
