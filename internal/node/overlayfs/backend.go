@@ -57,6 +57,22 @@ func (b *Backend) journalPath() string { return filepath.Join(b.layersDir(), "tx
 // ImageDir is where the image's own tree stays reachable.
 func (b *Backend) ImageDir() string { return filepath.Join(b.run, "strata", "image") }
 
+// checkLayers refuses a layers directory that is not a plain directory
+// (a symlink planted there would send writes and removals elsewhere).
+func (b *Backend) checkLayers() error {
+	fi, err := os.Lstat(b.layersDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("node %s: %w", b.n.Root, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("node %s: %s is not a directory (%s): %w", b.n.Root, b.layersDir(), fi.Mode().Type(), node.ErrDrift)
+	}
+	return nil
+}
+
 // managed returns the hierarchies the image has as directories.
 func (b *Backend) managed() []string {
 	base := b.n.Root
@@ -146,6 +162,9 @@ func applied(l *manifests.Ledger) []string {
 // finished, any other is taken back; stacks in place are rebuilt from the
 // ledger, and half-written layers are removed.
 func (b *Backend) Recover(ctx context.Context, l *manifests.Ledger) (*manifests.LedgerEntry, error) {
+	if err := b.checkLayers(); err != nil {
+		return nil, err
+	}
 	j, err := b.readJournal()
 	if err != nil {
 		return nil, err
@@ -203,6 +222,9 @@ func (b *Backend) Stage(ctx context.Context, ch *node.Change) (node.Txn, error) 
 		return nil, err
 	}
 	v := ch.Manifest.Version
+	if err := b.checkLayers(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(b.layersDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("writing layer %s: %w", v, err)
 	}

@@ -146,3 +146,56 @@ func TestLayersStacksAndReboot(t *testing.T) {
 		t.Fatalf("after rollback etc/motd = %q, %v", b, err)
 	}
 }
+
+// A layers directory replaced by a symlink (planted below the state
+// directory) is refused before anything is written or removed through it.
+func TestPlantedLayersSymlinkRefused(t *testing.T) {
+	dir := t.TempDir()
+	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
+		t.Fatal(err)
+	}
+	key, err := sign.LoadKey(filepath.Join(dir, "k.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdir := filepath.Join(dir, "recipe")
+	if err := os.MkdirAll(filepath.Join(rdir, "rootfs/etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	recipe := "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /etc/motd\n    content: \"hi\\n\"\n"
+	if err := os.WriteFile(filepath.Join(rdir, "recipe.yaml"), []byte(recipe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := builder.Build(context.Background(), filepath.Join(rdir, "recipe.yaml"), filepath.Join(dir, "img"), builder.WithKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := filepath.Join(dir, "repo")
+	if _, err := repo.Init(rp, res.Image, key); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "motd")
+	if err := os.WriteFile(src, []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := overlay.Create(context.Background(), rp, key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/motd", Src: src}}}, overlay.CreateOptions{Version: "1.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := newNode(t, res.Image)
+	victim := filepath.Join(dir, "victim")
+	if err := os.MkdirAll(filepath.Join(victim, "keep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	layers := filepath.Join(filepath.Dir(root), "state/var/lib/strata/layers")
+	if err := os.Symlink(victim, layers); err != nil {
+		t.Fatal(err)
+	}
+	_, err = overlay.Apply(context.Background(), root, overlay.Source{Files: []string{c.Path}}, overlay.ApplyOptions{})
+	if !errors.Is(err, overlay.ErrDrift) || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("apply with a planted layers symlink: %v, want a refusal naming it", err)
+	}
+	if ents, _ := os.ReadDir(victim); len(ents) != 1 || ents[0].Name() != "keep" {
+		t.Fatalf("the symlink's target was changed: %v", ents)
+	}
+}

@@ -71,6 +71,9 @@ func (b *Backend) restackLive(layers []string) error {
 // restack puts, on each managed hierarchy, the stack of layers (oldest
 // first) above the image, replacing the stack in place atomically.
 func (b *Backend) restack(layers []string) error {
+	if err := b.checkLayers(); err != nil {
+		return err
+	}
 	for _, v := range layers {
 		if fi, err := os.Lstat(b.layerDir(v)); err != nil || !fi.IsDir() {
 			return fmt.Errorf("stacking layer %s: %s is missing", v, b.layerDir(v))
