@@ -31,7 +31,7 @@ func HeadImage(ctx context.Context, repoDir, line, through, workDir string, key 
 	if err != nil {
 		return "", err
 	}
-	c, err := overlay.LoadChain(r, line, through, trust)
+	c, err := overlay.LoadChain(ctx, r, line, through, trust)
 	if err != nil {
 		return "", err
 	}

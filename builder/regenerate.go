@@ -40,7 +40,7 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	if err != nil {
 		return nil, err
 	}
-	c, err := overlay.LoadChain(r, line, through, trust)
+	c, err := overlay.LoadChain(ctx, r, line, through, trust)
 	if err != nil {
 		return nil, err
 	}

@@ -93,7 +93,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	if err != nil {
 		return nil, err
 	}
-	archives, err := gather(v, src, trust)
+	archives, err := gather(ctx, v, src, trust)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func describe(as []manifests.ServiceAction) string {
 
 // gather opens the overlays src names, verifying signatures against the
 // node's keys (and, for a repository, file digests against its index).
-func gather(v *nodeView, src Source, trust *sign.KeySet) ([]*Archive, error) {
+func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([]*Archive, error) {
 	if src.Repo == "" {
 		var out []*Archive
 		for _, f := range src.Files {
@@ -174,7 +174,7 @@ func gather(v *nodeView, src Source, trust *sign.KeySet) ([]*Archive, error) {
 		}
 		return out, nil
 	}
-	r, err := repo.Open(src.Repo, trust)
+	r, err := repo.OpenStore(ctx, repo.Dir(src.Repo), trust)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func gather(v *nodeView, src Source, trust *sign.KeySet) ([]*Archive, error) {
 		if src.Through != "" && manifests.CompareVersions(ref.Version, src.Through) > 0 {
 			break
 		}
-		a, err := openIndexed(r, ref, trust)
+		a, err := openIndexed(ctx, r, ref, trust)
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/strata-dev/strata/internal/compress"
+	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -22,9 +23,11 @@ const (
 	SignatureMember = ".strata/overlay.json.minisig"
 )
 
-// Archive is an overlay file whose manifest has been verified.
+// Archive is an overlay whose manifest has been verified.
 type Archive struct {
-	Path     string
+	// Source names where the archive was read from (a host path or a
+	// repository member), for messages.
+	Source   string
 	Manifest *manifests.OverlayManifest
 	// Raw is the manifest's exact bytes, Sig its signature and Digest the
 	// digest of Raw.
@@ -33,22 +36,53 @@ type Archive struct {
 	Digest string
 	// KeyID is the key that signed the manifest.
 	KeyID string
+	// open reopens the archive's bytes for Payload.
+	open Opener
 }
 
-// Open reads an overlay's manifest and signature, verifies the signature
-// against trust and validates the manifest. The payload is not read; call
-// Payload for that.
+// Opener opens an archive's bytes from the start.
+type Opener func(ctx context.Context) (io.ReadCloser, error)
+
+// Open reads the manifest and signature of the overlay file at path,
+// verifies the signature against trust and validates the manifest. The
+// payload is not read; call Payload for that.
 func Open(path string, trust *sign.KeySet) (*Archive, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening overlay: %w", err)
+	open := func(context.Context) (io.ReadCloser, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("opening overlay: %w", err)
+		}
+		return f, nil
 	}
-	defer f.Close()
-	a, err := readHead(f, trust)
-	if err != nil {
-		return nil, fmt.Errorf("overlay %s: %w", path, err)
+	return OpenFrom(context.Background(), path, open, trust)
+}
+
+// OpenMember opens the overlay that index entry ref names in store s, as
+// Open does; it does not check the entry's digests (LoadChain does).
+func OpenMember(ctx context.Context, s repo.Store, ref manifests.OverlayRef, trust *sign.KeySet) (*Archive, error) {
+	open := func(ctx context.Context) (io.ReadCloser, error) {
+		rc, _, err := s.Open(ctx, ref.File)
+		if err != nil {
+			return nil, fmt.Errorf("opening overlay: %w", err)
+		}
+		return rc, nil
 	}
-	a.Path = path
+	return OpenFrom(ctx, ref.File, open, trust)
+}
+
+// OpenFrom is Open over the bytes open returns; name is the archive's
+// Source.
+func OpenFrom(ctx context.Context, name string, open Opener, trust *sign.KeySet) (*Archive, error) {
+	rc, err := open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	a, err := readHead(rc, trust)
+	if err != nil {
+		return nil, fmt.Errorf("overlay %s: %w", name, err)
+	}
+	a.Source, a.open = name, open
 	return a, nil
 }
 
@@ -130,14 +164,17 @@ func member(tr *tar.Reader, name string, limit int64) ([]byte, error) {
 // only). Content is hashed as fn reads it and compared with the manifest
 // at the member's end; fn's work must be discarded when Payload fails.
 func (a *Archive) Payload(ctx context.Context, fn func(e manifests.Entry, r io.Reader) error) error {
-	f, err := os.Open(a.Path)
+	if a.open == nil {
+		return fmt.Errorf("overlay %s: %w: no payload to read", a.Source, ErrFormat)
+	}
+	f, err := a.open(ctx)
 	if err != nil {
-		return fmt.Errorf("opening overlay: %w", err)
+		return err
 	}
 	defer f.Close()
 	dr, _, err := compress.NewReader(f)
 	if err != nil {
-		return fmt.Errorf("overlay %s: %w", a.Path, err)
+		return fmt.Errorf("overlay %s: %w", a.Source, err)
 	}
 	defer dr.Close()
 	tr := tar.NewReader(dr)
@@ -146,10 +183,10 @@ func (a *Archive) Payload(ctx context.Context, fn func(e manifests.Entry, r io.R
 		_, err = member(tr, SignatureMember, 64<<10)
 	}
 	if err != nil {
-		return fmt.Errorf("overlay %s: %w", a.Path, err)
+		return fmt.Errorf("overlay %s: %w", a.Source, err)
 	}
 	if string(raw) != string(a.Raw) {
-		return fmt.Errorf("overlay %s: %w: manifest changed since it was verified", a.Path, ErrFormat)
+		return fmt.Errorf("overlay %s: %w: manifest changed since it was verified", a.Source, ErrFormat)
 	}
 	if err := a.walkPayload(tr, func(e manifests.Entry, r io.Reader) error {
 		if err := ctx.Err(); err != nil {
@@ -157,7 +194,7 @@ func (a *Archive) Payload(ctx context.Context, fn func(e manifests.Entry, r io.R
 		}
 		return fn(e, r)
 	}); err != nil {
-		return fmt.Errorf("overlay %s: %w", a.Path, err)
+		return fmt.Errorf("overlay %s: %w", a.Source, err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package overlay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,14 @@ import (
 // rewriting changed of them, and a provisioned node; it returns the node,
 // the overlay and a directory for per-iteration copies.
 func benchLine(b *testing.B, files, changed int) (node, overlayPath string) {
+	b.Helper()
+	node, paths, _ := benchBatch(b, files, changed, 1)
+	return node, paths[0]
+}
+
+// benchBatch is benchLine with n overlays, each rewriting the same changed
+// files again; it also returns the repository.
+func benchBatch(b *testing.B, files, changed, n int) (node string, overlays []string, repoDir string) {
 	b.Helper()
 	dir := b.TempDir()
 	rootfs := filepath.Join(dir, "recipe", "rootfs")
@@ -60,15 +69,34 @@ func benchLine(b *testing.B, files, changed int) (node, overlayPath string) {
 	if _, err := repo.Init(filepath.Join(dir, "repo"), res.Image, key); err != nil {
 		b.Fatal(err)
 	}
-	c, err := Create(ctx, filepath.Join(dir, "repo"), key, Change{Tree: change}, CreateOptions{Version: "1.0.1"})
-	if err != nil {
-		b.Fatal(err)
+	for v := 1; v <= n; v++ {
+		if v > 1 {
+			err := filepath.WalkDir(change, func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(f, "version %d\n", v)
+				return errors.Join(err, f.Close())
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		c, err := Create(ctx, filepath.Join(dir, "repo"), key, Change{Tree: change}, CreateOptions{Version: fmt.Sprintf("1.0.%d", v)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		overlays = append(overlays, c.Path)
 	}
 	node = filepath.Join(dir, "node0")
 	if _, err := builder.Provision(ctx, res.Image, node, nil); err != nil {
 		b.Fatal(err)
 	}
-	return node, c.Path
+	return node, overlays, filepath.Join(dir, "repo")
 }
 
 // BenchmarkApply measures apply-overlay of 200 changed files on a node of
@@ -85,6 +113,26 @@ func BenchmarkApply(b *testing.B) {
 		}
 		b.StartTimer()
 		if _, err := Apply(context.Background(), work, Source{Files: []string{ov}}, ApplyOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkApplyBatch measures apply-overlay --repo of a batch of three
+// overlays of 200 changed files each on a node of 4000, the case where the
+// later payloads are verified before the first is applied.
+func BenchmarkApplyBatch(b *testing.B) {
+	node0, _, repoDir := benchBatch(b, 4000, 200, 3)
+	work := filepath.Join(filepath.Dir(node0), "node")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		_ = os.RemoveAll(work)
+		if out, err := exec.Command("cp", "-a", node0, work).CombinedOutput(); err != nil {
+			b.Fatalf("cp: %v %s", err, out)
+		}
+		b.StartTimer()
+		if _, err := Apply(context.Background(), work, Source{Repo: repoDir}, ApplyOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/strata-dev/strata/internal/repo"
@@ -44,12 +45,12 @@ func (c *Chain) Lineage() []manifests.Ref {
 // (empty: the head): file digests against the index, signatures against
 // trust (nil: the image's keys), parent links, and each overlay's tree
 // digest against the folded state.
-func LoadChain(r *repo.Repo, line, through string, trust *sign.KeySet) (*Chain, error) {
+func LoadChain(ctx context.Context, r *repo.Repo, line, through string, trust *sign.KeySet) (*Chain, error) {
 	l, err := pickLine(r, line)
 	if err != nil {
 		return nil, err
 	}
-	im, err := r.Image(l, trust)
+	im, err := r.Image(ctx, l, trust)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +72,7 @@ func LoadChain(r *repo.Repo, line, through string, trust *sign.KeySet) (*Chain, 
 		return c, nil
 	}
 	for _, ref := range l.Overlays {
-		a, err := openIndexed(r, ref, trust)
+		a, err := openIndexed(ctx, r, ref, trust)
 		if err != nil {
 			return nil, err
 		}
@@ -130,16 +131,16 @@ func pickLine(r *repo.Repo, line string) (*manifests.Line, error) {
 
 // openIndexed opens the overlay an index entry names and checks the file
 // and manifest digests the index records.
-func openIndexed(r *repo.Repo, ref manifests.OverlayRef, trust *sign.KeySet) (*Archive, error) {
+func openIndexed(ctx context.Context, r *repo.Repo, ref manifests.OverlayRef, trust *sign.KeySet) (*Archive, error) {
 	p := r.Path(ref.File)
-	sum, _, err := tree.HashFile(p)
+	sum, _, err := repo.HashMember(ctx, r.Store, ref.File)
 	if err != nil {
 		return nil, err
 	}
 	if sum != ref.SHA256 {
 		return nil, fmt.Errorf("overlay %s: file sha256 %s, index says %s: %w", p, sum, ref.SHA256, repo.ErrTampered)
 	}
-	a, err := Open(p, trust)
+	a, err := OpenMember(ctx, r.Store, ref, trust)
 	if err != nil {
 		return nil, err
 	}

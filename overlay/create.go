@@ -85,7 +85,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err != nil {
 		return nil, err
 	}
-	c, err := LoadChain(r, o.Line, "", nil)
+	c, err := LoadChain(ctx, r, o.Line, "", nil)
 	if err != nil {
 		return nil, err
 	}
