@@ -223,7 +223,8 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 	cur := v.head()
 	image := v.ledger.Last().Image
 	cat := v.catalog()
-	state, err := v.expected()
+	fold := v.fold(len(v.overlays))
+	state, err := fold.State()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -252,8 +253,9 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 			return nil, nil, fmt.Errorf("overlay %s requires image %s, node's base image is %s: %w", m.Version, m.Requires.Image, image, ErrConstraint)
 		}
 		before := state
-		if state, err = state.Apply(m.Entries, m.Deletes); err != nil {
-			return nil, nil, fmt.Errorf("overlay %s does not fit the node's expected tree: %w: %w", m.Version, ErrSequence, err)
+		fold = tree.Append(fold, manifestLayer(m))
+		if state, err = fold.State(); err != nil {
+			return nil, nil, fmt.Errorf("overlay %s does not fit the node's expected tree: %w: %w", m.Version, ErrSequence, unfold(err))
 		}
 		if d := state.Digest(); d != m.TreeDigest {
 			return nil, nil, fmt.Errorf("overlay %s: its changes give tree %s, manifest says %s: %w", m.Version, d, m.TreeDigest, ErrPayload)

@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/strata-dev/strata/internal/repo"
@@ -17,7 +18,9 @@ type Chain struct {
 	Line     *manifests.Line
 	Image    *repo.Image
 	Overlays []*Archive
-	// State is the tree after the last overlay of the chain.
+	// Fold is the image with the overlays as layers; State is its tree,
+	// after the last overlay of the chain.
+	Fold    *tree.Fold
 	State   tree.State
 	Catalog manifests.Catalog
 }
@@ -59,7 +62,10 @@ func LoadChain(ctx context.Context, r *repo.Repo, line, through string, trust *s
 			return nil, err
 		}
 	}
-	c := &Chain{Repo: r, Line: l, Image: im, State: tree.NewState(im.Manifest.Files), Catalog: im.Manifest.Catalog}
+	c := &Chain{Repo: r, Line: l, Image: im, Fold: tree.Base(im.Manifest.Files), Catalog: im.Manifest.Catalog}
+	if c.State, err = c.Fold.State(); err != nil {
+		return nil, err
+	}
 	if through != "" {
 		if _, err := manifests.ParseVersion(through); err != nil {
 			return nil, err
@@ -104,19 +110,43 @@ func (c *Chain) push(a *Archive) error {
 	if head := c.Head(); m.Parent != head {
 		return fmt.Errorf("overlay %s: parent %s (%s) is not the line head %s (%s): %w", m.Version, m.Parent.Version, m.Parent.Digest, head.Version, head.Digest, ErrSequence)
 	}
-	next, err := c.State.Apply(m.Entries, m.Deletes)
+	fold := tree.Append(c.Fold, a.Layer())
+	next, err := fold.State()
 	if err != nil {
-		return fmt.Errorf("overlay %s: %w", m.Version, err)
+		return fmt.Errorf("overlay %s: %w", m.Version, unfold(err))
 	}
 	if got := next.Digest(); got != m.TreeDigest {
 		return fmt.Errorf("overlay %s: folded tree digest %s, manifest says %s: %w", m.Version, got, m.TreeDigest, ErrPayload)
 	}
-	c.State = next
+	c.Fold, c.State = fold, next
 	if m.Catalog != nil {
 		c.Catalog = *m.Catalog
 	}
 	c.Overlays = append(c.Overlays, a)
 	return nil
+}
+
+// Layer returns the overlay as a layer of a fold, its payload streamed by
+// Payload.
+func (a *Archive) Layer() tree.Layer {
+	l := manifestLayer(a.Manifest)
+	l.Payload = a.Payload
+	return l
+}
+
+// manifestLayer is the layer an overlay manifest describes, without a
+// payload.
+func manifestLayer(m *manifests.OverlayManifest) tree.Layer {
+	return tree.Layer{Name: "overlay " + m.Version, Entries: m.Entries, Deletes: m.Deletes}
+}
+
+// unfold returns the cause of a fold's failure without the layer's name,
+// for callers that fold one layer and name it themselves.
+func unfold(err error) error {
+	if le, ok := errors.AsType[*tree.LayerError](err); ok {
+		return le.Err
+	}
+	return err
 }
 
 func pickLine(r *repo.Repo, line string) (*manifests.Line, error) {
