@@ -108,7 +108,12 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	}
 	// Staging verifies each payload just before its overlay commits; the
 	// payloads of the later overlays of a batch are verified now, so a bad
-	// one stops the batch before the node changes at all.
+	// one stops the batch before the node changes at all. They are read
+	// twice, on purpose: this pass costs about 1% of applying them
+	// (BenchmarkPayloadVerify against BenchmarkApplyBatch), less than
+	// writing them to a spool and reading that back would, and staging
+	// re-checks every member anyway. A store for which a second read is
+	// dear (HTTP, OCI) should cache members, not this loop.
 	for _, a := range todo {
 		if err := b.Check(a.Manifest); err != nil {
 			return rep, err

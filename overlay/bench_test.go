@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
 )
 
@@ -146,6 +148,41 @@ func BenchmarkVerifyFiles(b *testing.B) {
 		a, err := VerifyNode(context.Background(), node0, "", true)
 		if err != nil || !a.OK() {
 			b.Fatalf("verify: %v %+v", err, a)
+		}
+	}
+}
+
+// BenchmarkPayloadVerify measures one verification pass over the payloads
+// of the later overlays of BenchmarkApplyBatch's batch: what Apply spends
+// to keep a bad later payload from changing the node at all.
+func BenchmarkPayloadVerify(b *testing.B) {
+	_, overlays, repoDir := benchBatch(b, 4000, 200, 3)
+	r, err := repo.Open(repoDir, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	im, err := r.Image(context.Background(), &r.Index.Lines[0], nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	trust, err := im.Trust()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var archives []*Archive
+	for _, p := range overlays[1:] {
+		a, err := Open(p, trust)
+		if err != nil {
+			b.Fatal(err)
+		}
+		archives = append(archives, a)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, a := range archives {
+			if err := a.Payload(context.Background(), func(manifests.Entry, io.Reader) error { return nil }); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }
