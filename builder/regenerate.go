@@ -15,7 +15,6 @@ import (
 	"github.com/strata-dev/strata/internal/squashfs"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
-	"github.com/strata-dev/strata/overlay"
 )
 
 // Regenerate folds the line's image and its overlays up to version through
@@ -40,7 +39,7 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	if err != nil {
 		return nil, err
 	}
-	c, err := overlay.LoadChain(ctx, r, line, through, trust)
+	c, err := repo.LoadChain(ctx, r, line, through, trust)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
@@ -200,7 +201,7 @@ func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([
 	if start < 0 {
 		return nil, fmt.Errorf("node head %s (%s) is not in line %s of %s: %w", head.Version, head.Digest, l.Name, src.Repo, ErrSequence)
 	}
-	if src.Through != "" && !hasVersion(l, src.Through) {
+	if src.Through != "" && !l.HasVersion(src.Through) {
 		return nil, fmt.Errorf("line %s has no version %s: %w", l.Name, src.Through, ErrSequence)
 	}
 	var out []*Archive
@@ -208,7 +209,7 @@ func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([
 		if src.Through != "" && manifests.CompareVersions(ref.Version, src.Through) > 0 {
 			break
 		}
-		a, err := openIndexed(ctx, r, ref, trust)
+		a, err := repo.OpenIndexed(ctx, r, ref, trust)
 		if err != nil {
 			return nil, err
 		}
@@ -258,9 +259,9 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 			return nil, nil, fmt.Errorf("overlay %s requires image %s, node's base image is %s: %w", m.Version, m.Requires.Image, image, ErrConstraint)
 		}
 		before := state
-		fold = tree.Append(fold, manifestLayer(m))
+		fold = tree.Append(fold, archive.ManifestLayer(m))
 		if state, err = fold.State(); err != nil {
-			return nil, nil, fmt.Errorf("overlay %s does not fit the node's expected tree: %w: %w", m.Version, ErrSequence, unfold(err))
+			return nil, nil, fmt.Errorf("overlay %s does not fit the node's expected tree: %w: %w", m.Version, ErrSequence, tree.Cause(err))
 		}
 		if d := state.Digest(); d != m.TreeDigest {
 			return nil, nil, fmt.Errorf("overlay %s: its changes give tree %s, manifest says %s: %w", m.Version, d, m.TreeDigest, ErrPayload)

@@ -93,7 +93,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err := manifests.CheckGreater(o.Version, head.Version); err != nil {
 		return nil, fmt.Errorf("creating overlay for line %s (head %s): %w", c.Line.Name, head.Version, err)
 	}
-	if err := c.checkSigner(key); err != nil {
+	if err := checkSigner(c, key); err != nil {
 		return nil, err
 	}
 	d, err := diff(c.State, ch)
@@ -136,7 +136,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 		if host, ok := d.src[e.Path]; ok {
 			return os.Open(host)
 		}
-		return c.Content(ctx, e)
+		return chainContent(ctx, c, e)
 	}
 	if err := planServices(m, c, next, open, ch); err != nil {
 		return nil, err
@@ -175,7 +175,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 }
 
 // checkSigner refuses a key the line's image does not list.
-func (c *Chain) checkSigner(key *sign.Key) error {
+func checkSigner(c *Chain, key *sign.Key) error {
 	own, err := key.PublicKeySet()
 	if err != nil {
 		return err

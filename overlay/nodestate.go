@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/tree"
@@ -107,7 +108,7 @@ func (v *nodeView) expectedAfter(k int) (tree.State, error) {
 func (v *nodeView) fold(k int) *tree.Fold {
 	f := tree.Base(v.image.Manifest.Files)
 	for _, m := range v.overlays[:k] {
-		f = tree.Append(f, manifestLayer(m))
+		f = tree.Append(f, archive.ManifestLayer(m))
 	}
 	return f
 }

@@ -22,6 +22,12 @@ var (
 	// ErrTampered reports a file whose digest does not match the index
 	// (of the manifests.ErrRejected class).
 	ErrTampered = manifests.Rejection("repo: file does not match the index")
+	// ErrSequence reports an overlay that does not continue the line's
+	// head (package overlay re-exports it).
+	ErrSequence = manifests.Rejection("overlay: out of sequence")
+	// ErrAmbiguousLine reports a repository with several lines where the
+	// caller named none (package overlay re-exports it).
+	ErrAmbiguousLine = errors.New("overlay: which line?")
 	// ErrReadOnly reports a write to a store that cannot be written.
 	ErrReadOnly = errors.New("repo: store is read-only")
 )

@@ -2,6 +2,7 @@ package tree
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 
@@ -92,3 +93,13 @@ func (e *LayerError) Error() string { return "folding " + e.Layer + ": " + e.Err
 
 // Unwrap returns the cause.
 func (e *LayerError) Unwrap() error { return e.Err }
+
+// Cause returns the error a layer failed with, without the layer's name,
+// for callers that fold one layer at a time and name it themselves; other
+// errors are returned as they are.
+func Cause(err error) error {
+	if le, ok := errors.AsType[*LayerError](err); ok {
+		return le.Err
+	}
+	return err
+}

@@ -1,4 +1,4 @@
-package overlay
+package archive
 
 import (
 	"archive/tar"
@@ -11,7 +11,6 @@ import (
 	"os"
 
 	"github.com/strata-dev/strata/internal/compress"
-	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -55,19 +54,6 @@ func Open(path string, trust *sign.KeySet) (*Archive, error) {
 		return f, nil
 	}
 	return OpenFrom(context.Background(), path, open, trust)
-}
-
-// OpenMember opens the overlay that index entry ref names in store s, as
-// Open does; it does not check the entry's digests (LoadChain does).
-func OpenMember(ctx context.Context, s repo.Store, ref manifests.OverlayRef, trust *sign.KeySet) (*Archive, error) {
-	open := func(ctx context.Context) (io.ReadCloser, error) {
-		rc, _, err := s.Open(ctx, ref.File)
-		if err != nil {
-			return nil, fmt.Errorf("opening overlay: %w", err)
-		}
-		return rc, nil
-	}
-	return OpenFrom(ctx, ref.File, open, trust)
 }
 
 // OpenFrom is Open over the bytes open returns; name is the archive's
@@ -250,6 +236,20 @@ func (a *Archive) walkPayload(tr *tar.Reader, fn func(manifests.Entry, io.Reader
 		return fmt.Errorf("%w: after the last manifest entry: %w", ErrPayload, err)
 	}
 	return nil
+}
+
+// Layer returns the overlay as a layer of a fold, its payload streamed by
+// Payload.
+func (a *Archive) Layer() tree.Layer {
+	l := ManifestLayer(a.Manifest)
+	l.Payload = a.Payload
+	return l
+}
+
+// ManifestLayer is the layer an overlay manifest describes, without a
+// payload.
+func ManifestLayer(m *manifests.OverlayManifest) tree.Layer {
+	return tree.Layer{Name: "overlay " + m.Version, Entries: m.Entries, Deletes: m.Deletes}
 }
 
 // countReader counts what it reads and remembers a read error, so a
