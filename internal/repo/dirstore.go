@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -102,19 +103,7 @@ func (d *DirStore) Put(ctx context.Context, name string, r io.Reader) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", dst, err)
 	}
-	return syncDir(filepath.Dir(dst))
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", dir, err)
-	}
-	return nil
+	return node.SyncDir(filepath.Dir(dst))
 }
 
 // member reads at most left bytes of f (no bound when left < 0) and stops
