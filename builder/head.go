@@ -8,7 +8,6 @@ import (
 
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
-	"github.com/strata-dev/strata/overlay"
 )
 
 // ErrNeedKey reports an operation that must sign what it makes.
@@ -31,7 +30,7 @@ func HeadImage(ctx context.Context, repoDir, line, through, workDir string, key 
 	if err != nil {
 		return "", err
 	}
-	c, err := overlay.LoadChain(r, line, through, trust)
+	c, err := repo.LoadChain(ctx, r, line, through, trust)
 	if err != nil {
 		return "", err
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/strata-dev/strata/internal/squashfs"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
-	"github.com/strata-dev/strata/overlay"
 )
 
 // Regenerate folds the line's image and its overlays up to version through
@@ -40,7 +39,7 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	if err != nil {
 		return nil, err
 	}
-	c, err := overlay.LoadChain(r, line, through, trust)
+	c, err := repo.LoadChain(ctx, r, line, through, trust)
 	if err != nil {
 		return nil, err
 	}
@@ -80,33 +79,12 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, fmt.Errorf("regenerating: %w", err)
 	}
-	blobs, err := os.MkdirTemp(outDir, ".regenerate-")
-	if err != nil {
-		return nil, fmt.Errorf("regenerating: %w", err)
-	}
-	defer os.RemoveAll(blobs)
-	s.progress(fmt.Sprintf("staging files of %d overlay(s)", len(c.Overlays)))
-	for _, a := range c.Overlays {
-		err := a.Payload(ctx, func(e manifests.Entry, rd io.Reader) error {
-			if e.Type != manifests.TypeFile {
-				return nil
-			}
-			p := filepath.Join(blobs, e.SHA256)
-			if _, err := os.Stat(p); err == nil {
-				return nil
-			}
-			return tree.Create(p, manifests.Entry{Type: manifests.TypeFile, Mode: 0600, Size: e.Size, SHA256: e.SHA256}, rd)
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
 	name := fmt.Sprintf("%s-%s", m.Line, m.Version)
 	img := filepath.Join(outDir, name+".squashfs")
 	s.progress(fmt.Sprintf("writing %s (%s folded through %s)", img, base.Version, head.Version))
 	baseImage := r.Path(c.Line.Image.File)
 	err = squashfs.Write(ctx, img, squashfs.WriteOptions{Compressor: m.Compressor, Epoch: epoch}, func(w io.Writer) error {
-		return foldStream(ctx, w, baseImage, base, c.State, blobs, raw, epoch)
+		return foldStream(ctx, w, baseImage, c.Fold, raw, epoch)
 	})
 	if err != nil {
 		return nil, err
@@ -117,58 +95,21 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	return &Result{Image: img, Manifest: repo.ManifestPath(img), Digest: manifests.Digest(raw), ManifestData: m}, nil
 }
 
-// foldStream writes the folded tree as tar: directories first, then the
-// base image's files that survive (streamed from sqfs2tar), then symlinks
-// and the overlays' files, then the new manifest copy.
-func foldStream(ctx context.Context, w io.Writer, baseImage string, base *manifests.ImageManifest, final tree.State, blobs string, raw []byte, epoch int64) error {
+// foldStream writes the folded tree as tar (see tree.Fold.WriteTar: the
+// base image's surviving files stream from sqfs2tar, each overlay's payload
+// streams once), then the new manifest copy.
+func foldStream(ctx context.Context, w io.Writer, baseImage string, fold *tree.Fold, raw []byte, epoch int64) error {
 	tw := tar.NewWriter(w)
-	entries := final.Entries()
-	for _, e := range entries {
-		if e.Type == manifests.TypeDir {
-			if err := tree.WriteEntry(tw, e, nil, epoch); err != nil {
-				return err
-			}
-		}
-	}
-	baseState := tree.NewState(base.Files)
-	done := map[string]bool{}
 	rd, err := squashfs.Open(ctx, baseImage)
 	if err != nil {
 		return err
 	}
-	tr := tree.NewReader(rd, tree.Limits{})
-	for {
-		e, content, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			rd.Close()
-			return err
-		}
-		f, ok := final[e.Path]
-		b := baseState[e.Path]
-		if !ok || f.Type != manifests.TypeFile || e.Type != manifests.TypeFile || b.SHA256 != f.SHA256 {
-			continue
-		}
-		open := func(manifests.Entry) (io.ReadCloser, error) { return io.NopCloser(content), nil }
-		if err := tree.WriteEntry(tw, f, open, epoch); err != nil {
-			rd.Close()
-			return err
-		}
-		done[e.Path] = true
+	err = fold.WriteTar(ctx, tw, tree.NewReader(rd, tree.Limits{}), epoch)
+	if cerr := rd.Close(); err == nil {
+		err = cerr
 	}
-	if err := rd.Close(); err != nil {
+	if err != nil {
 		return err
-	}
-	for _, e := range entries {
-		if e.Type == manifests.TypeDir || done[e.Path] {
-			continue
-		}
-		open := func(e manifests.Entry) (io.ReadCloser, error) { return os.Open(filepath.Join(blobs, e.SHA256)) }
-		if err := tree.WriteEntry(tw, e, open, epoch); err != nil {
-			return fmt.Errorf("folding %s: %w", e.Path, err)
-		}
 	}
 	me := fileEntry(manifests.ImageManifestPath, raw, 0644)
 	if err := tree.WriteEntry(tw, me, func(manifests.Entry) (io.ReadCloser, error) { return io.NopCloser(bytesReader(raw)), nil }, epoch); err != nil {

@@ -47,6 +47,20 @@ func (l *Line) Head() Ref {
 	return Ref{Version: l.Image.Version, Digest: l.Image.Digest}
 }
 
+// HasVersion reports whether the line's image or one of its overlays has
+// version v.
+func (l *Line) HasVersion(v string) bool {
+	if l.Image.Version == v {
+		return true
+	}
+	for _, o := range l.Overlays {
+		if o.Version == v {
+			return true
+		}
+	}
+	return false
+}
+
 // Find returns the line named name.
 func (x *Index) Find(name string) (*Line, error) {
 	for i := range x.Lines {

@@ -2,7 +2,9 @@ package overlay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
 )
 
@@ -18,6 +21,14 @@ import (
 // rewriting changed of them, and a provisioned node; it returns the node,
 // the overlay and a directory for per-iteration copies.
 func benchLine(b *testing.B, files, changed int) (node, overlayPath string) {
+	b.Helper()
+	node, paths, _ := benchBatch(b, files, changed, 1)
+	return node, paths[0]
+}
+
+// benchBatch is benchLine with n overlays, each rewriting the same changed
+// files again; it also returns the repository.
+func benchBatch(b *testing.B, files, changed, n int) (node string, overlays []string, repoDir string) {
 	b.Helper()
 	dir := b.TempDir()
 	rootfs := filepath.Join(dir, "recipe", "rootfs")
@@ -60,21 +71,45 @@ func benchLine(b *testing.B, files, changed int) (node, overlayPath string) {
 	if _, err := repo.Init(filepath.Join(dir, "repo"), res.Image, key); err != nil {
 		b.Fatal(err)
 	}
-	c, err := Create(ctx, filepath.Join(dir, "repo"), key, Change{Tree: change}, CreateOptions{Version: "1.0.1"})
-	if err != nil {
-		b.Fatal(err)
+	for v := 1; v <= n; v++ {
+		if v > 1 {
+			err := filepath.WalkDir(change, func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(f, "version %d\n", v)
+				return errors.Join(err, f.Close())
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		c, err := Create(ctx, filepath.Join(dir, "repo"), key, Change{Tree: change}, CreateOptions{Version: fmt.Sprintf("1.0.%d", v)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		overlays = append(overlays, c.Path)
 	}
 	node = filepath.Join(dir, "node0")
 	if _, err := builder.Provision(ctx, res.Image, node, nil); err != nil {
 		b.Fatal(err)
 	}
-	return node, c.Path
+	return node, overlays, filepath.Join(dir, "repo")
 }
 
 // BenchmarkApply measures apply-overlay of 200 changed files on a node of
 // 4000 (make bench compares the command with tar -x of the same payload).
 func BenchmarkApply(b *testing.B) {
 	node0, ov := benchLine(b, 4000, 200)
+	benchApply(b, node0, Source{Files: []string{ov}})
+}
+
+// benchApply applies src to a fresh copy of node0 per iteration.
+func benchApply(b *testing.B, node0 string, src Source) {
 	work := filepath.Join(filepath.Dir(node0), "node")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -84,10 +119,18 @@ func BenchmarkApply(b *testing.B) {
 			b.Fatalf("cp: %v %s", err, out)
 		}
 		b.StartTimer()
-		if _, err := Apply(context.Background(), work, Source{Files: []string{ov}}, ApplyOptions{}); err != nil {
+		if _, err := Apply(context.Background(), work, src, ApplyOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkApplyBatch measures apply-overlay --repo of a batch of three
+// overlays of 200 changed files each on a node of 4000, the case where the
+// later payloads are verified before the first is applied.
+func BenchmarkApplyBatch(b *testing.B) {
+	node0, _, repoDir := benchBatch(b, 4000, 200, 3)
+	benchApply(b, node0, Source{Repo: repoDir})
 }
 
 // BenchmarkVerifyFiles measures a full file audit of a 4000-file node.
@@ -98,6 +141,41 @@ func BenchmarkVerifyFiles(b *testing.B) {
 		a, err := VerifyNode(context.Background(), node0, "", true)
 		if err != nil || !a.OK() {
 			b.Fatalf("verify: %v %+v", err, a)
+		}
+	}
+}
+
+// BenchmarkPayloadVerify measures one verification pass over the payloads
+// of the later overlays of BenchmarkApplyBatch's batch: what Apply spends
+// to keep a bad later payload from changing the node at all.
+func BenchmarkPayloadVerify(b *testing.B) {
+	_, overlays, repoDir := benchBatch(b, 4000, 200, 3)
+	r, err := repo.Open(repoDir, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	im, err := r.Image(context.Background(), &r.Index.Lines[0], nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	trust, err := im.Trust()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var archives []*Archive
+	for _, p := range overlays[1:] {
+		a, err := Open(p, trust)
+		if err != nil {
+			b.Fatal(err)
+		}
+		archives = append(archives, a)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, a := range archives {
+			if err := a.Payload(context.Background(), func(manifests.Entry, io.Reader) error { return nil }); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }

@@ -1,150 +1,57 @@
 package overlay
 
 import (
-	"fmt"
+	"context"
+	"io"
 
+	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
-	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
-// Chain is a line of a repository, verified: its image, its overlays up to
-// a version, and the tree state and service catalog they fold to.
-type Chain struct {
-	Repo     *repo.Repo
-	Line     *manifests.Line
-	Image    *repo.Image
-	Overlays []*Archive
-	// State is the tree after the last overlay of the chain.
-	State   tree.State
-	Catalog manifests.Catalog
+// Member names of the manifest and its signature inside an archive.
+const (
+	ManifestMember  = archive.ManifestMember
+	SignatureMember = archive.SignatureMember
+)
+
+// Archive is an overlay whose manifest has been verified (see package
+// internal/archive).
+type Archive = archive.Archive
+
+// Opener opens an archive's bytes from the start.
+type Opener = archive.Opener
+
+// Chain is a line of a repository, verified (see repo.LoadChain).
+type Chain = repo.Chain
+
+// Open reads the manifest and signature of the overlay file at path,
+// verifies the signature against trust and validates the manifest. The
+// payload is not read; call Payload for that.
+func Open(path string, trust *sign.KeySet) (*Archive, error) { return archive.Open(path, trust) }
+
+// OpenFrom is Open over the bytes open returns; name is the archive's
+// Source.
+func OpenFrom(ctx context.Context, name string, open Opener, trust *sign.KeySet) (*Archive, error) {
+	return archive.OpenFrom(ctx, name, open, trust)
 }
 
-// Head returns the chain's last element.
-func (c *Chain) Head() manifests.Ref {
-	if n := len(c.Overlays); n > 0 {
-		a := c.Overlays[n-1]
-		return manifests.Ref{Version: a.Manifest.Version, Digest: a.Digest}
-	}
-	return manifests.Ref{Version: c.Image.Manifest.Version, Digest: c.Image.Digest}
+// OpenMember opens the overlay that index entry ref names in store s; it
+// does not check the entry's digests (LoadChain does).
+func OpenMember(ctx context.Context, s repo.Store, ref manifests.OverlayRef, trust *sign.KeySet) (*Archive, error) {
+	return repo.OpenMember(ctx, s, ref, trust)
 }
 
-// Lineage returns every element of the chain as refs, image first.
-func (c *Chain) Lineage() []manifests.Ref {
-	out := []manifests.Ref{{Version: c.Image.Manifest.Version, Digest: c.Image.Digest}}
-	for _, a := range c.Overlays {
-		out = append(out, manifests.Ref{Version: a.Manifest.Version, Digest: a.Digest})
-	}
-	return out
+// ReadArchive verifies a whole overlay from r: manifest, signature and
+// every payload member, discarding content.
+func ReadArchive(r io.Reader, trust *sign.KeySet) (*Archive, error) {
+	return archive.ReadArchive(r, trust)
 }
 
 // LoadChain opens line (empty: the repository's only line) of r and
 // verifies its image and overlays up to and including version through
-// (empty: the head): file digests against the index, signatures against
-// trust (nil: the image's keys), parent links, and each overlay's tree
-// digest against the folded state.
-func LoadChain(r *repo.Repo, line, through string, trust *sign.KeySet) (*Chain, error) {
-	l, err := pickLine(r, line)
-	if err != nil {
-		return nil, err
-	}
-	im, err := r.Image(l, trust)
-	if err != nil {
-		return nil, err
-	}
-	if trust == nil {
-		if trust, err = im.Trust(); err != nil {
-			return nil, err
-		}
-	}
-	c := &Chain{Repo: r, Line: l, Image: im, State: tree.NewState(im.Manifest.Files), Catalog: im.Manifest.Catalog}
-	if through != "" {
-		if _, err := manifests.ParseVersion(through); err != nil {
-			return nil, err
-		}
-		if !hasVersion(l, through) {
-			return nil, fmt.Errorf("line %s has no version %s: %w", l.Name, through, ErrSequence)
-		}
-	}
-	if through == l.Image.Version {
-		return c, nil
-	}
-	for _, ref := range l.Overlays {
-		a, err := openIndexed(r, ref, trust)
-		if err != nil {
-			return nil, err
-		}
-		if err := c.push(a); err != nil {
-			return nil, err
-		}
-		if ref.Version == through {
-			break
-		}
-	}
-	return c, nil
-}
-
-func hasVersion(l *manifests.Line, v string) bool {
-	if l.Image.Version == v {
-		return true
-	}
-	for _, o := range l.Overlays {
-		if o.Version == v {
-			return true
-		}
-	}
-	return false
-}
-
-// push folds a onto the chain after checking it continues the chain.
-func (c *Chain) push(a *Archive) error {
-	m := a.Manifest
-	if head := c.Head(); m.Parent != head {
-		return fmt.Errorf("overlay %s: parent %s (%s) is not the line head %s (%s): %w", m.Version, m.Parent.Version, m.Parent.Digest, head.Version, head.Digest, ErrSequence)
-	}
-	next, err := c.State.Apply(m.Entries, m.Deletes)
-	if err != nil {
-		return fmt.Errorf("overlay %s: %w", m.Version, err)
-	}
-	if got := next.Digest(); got != m.TreeDigest {
-		return fmt.Errorf("overlay %s: folded tree digest %s, manifest says %s: %w", m.Version, got, m.TreeDigest, ErrPayload)
-	}
-	c.State = next
-	if m.Catalog != nil {
-		c.Catalog = *m.Catalog
-	}
-	c.Overlays = append(c.Overlays, a)
-	return nil
-}
-
-func pickLine(r *repo.Repo, line string) (*manifests.Line, error) {
-	if line == "" {
-		if len(r.Index.Lines) != 1 {
-			return nil, fmt.Errorf("repository %s has %d lines; name one with --line: %w", r.Dir, len(r.Index.Lines), ErrAmbiguousLine)
-		}
-		return &r.Index.Lines[0], nil
-	}
-	return r.Index.Find(line)
-}
-
-// openIndexed opens the overlay an index entry names and checks the file
-// and manifest digests the index records.
-func openIndexed(r *repo.Repo, ref manifests.OverlayRef, trust *sign.KeySet) (*Archive, error) {
-	p := r.Path(ref.File)
-	sum, _, err := tree.HashFile(p)
-	if err != nil {
-		return nil, err
-	}
-	if sum != ref.SHA256 {
-		return nil, fmt.Errorf("overlay %s: file sha256 %s, index says %s: %w", p, sum, ref.SHA256, repo.ErrTampered)
-	}
-	a, err := Open(p, trust)
-	if err != nil {
-		return nil, err
-	}
-	if a.Digest != ref.Digest || a.Manifest.Version != ref.Version {
-		return nil, fmt.Errorf("overlay %s: manifest %s %s, index says %s %s: %w", p, a.Manifest.Version, a.Digest, ref.Version, ref.Digest, repo.ErrTampered)
-	}
-	return a, nil
+// (empty: the head); see repo.LoadChain.
+func LoadChain(ctx context.Context, r *repo.Repo, line, through string, trust *sign.KeySet) (*Chain, error) {
+	return repo.LoadChain(ctx, r, line, through, trust)
 }

@@ -10,10 +10,10 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
-// Content returns the bytes of file entry e as the chain's head has it:
+// chainContent returns the bytes of file entry e as the chain's head has it:
 // from the newest overlay that carries the path, or from the base image.
 // It serves analysis of a few files (unit files, binaries), not bulk reads.
-func (c *Chain) Content(ctx context.Context, e manifests.Entry) (io.ReadCloser, error) {
+func chainContent(ctx context.Context, c *Chain, e manifests.Entry) (io.ReadCloser, error) {
 	for i := len(c.Overlays) - 1; i >= 0; i-- {
 		a := c.Overlays[i]
 		if !carries(a.Manifest, e.Path) {

@@ -86,7 +86,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err != nil {
 		return nil, err
 	}
-	c, err := LoadChain(r, o.Line, "", nil)
+	c, err := LoadChain(ctx, r, o.Line, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err := manifests.CheckGreater(o.Version, head.Version); err != nil {
 		return nil, fmt.Errorf("creating overlay for line %s (head %s): %w", c.Line.Name, head.Version, err)
 	}
-	if err := c.checkSigner(key); err != nil {
+	if err := checkSigner(c, key); err != nil {
 		return nil, err
 	}
 	d, err := diff(c.State, ch)
@@ -140,7 +140,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 		if host, ok := d.src[e.Path]; ok {
 			return os.Open(host)
 		}
-		return c.Content(ctx, e)
+		return chainContent(ctx, c, e)
 	}
 	if err := planServices(m, c, next, open, ch); err != nil {
 		return nil, err
@@ -179,7 +179,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 }
 
 // checkSigner refuses a key the line's image does not list.
-func (c *Chain) checkSigner(key *sign.Key) error {
+func checkSigner(c *Chain, key *sign.Key) error {
 	own, err := key.PublicKeySet()
 	if err != nil {
 		return err

@@ -3,7 +3,9 @@ package overlay
 import (
 	"errors"
 
+	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -11,13 +13,13 @@ import (
 var (
 	// ErrSequence reports an overlay that does not continue the node's or
 	// line's head: a gap, a reorder or a fork.
-	ErrSequence = manifests.Rejection("overlay: out of sequence")
+	ErrSequence = repo.ErrSequence
 	// ErrConstraint reports an image constraint the base does not meet.
 	ErrConstraint = manifests.Rejection("overlay: image constraint not satisfied")
 	// ErrPayload reports payload members that disagree with the manifest.
-	ErrPayload = manifests.Rejection("overlay: payload does not match manifest")
+	ErrPayload = archive.ErrPayload
 	// ErrFormat reports an archive that is not a strata overlay.
-	ErrFormat = manifests.Rejection("overlay: not a strata overlay archive")
+	ErrFormat = archive.ErrFormat
 	// ErrEmpty reports a change that changes nothing.
 	ErrEmpty = manifests.Rejection("overlay: empty change")
 	// ErrSymlinkPath reports a write through a symlinked directory.
@@ -35,7 +37,7 @@ var (
 	ErrRestart = errors.New("overlay: service restart failed")
 	// ErrAmbiguousLine reports a repository with several lines where the
 	// caller named none.
-	ErrAmbiguousLine = errors.New("overlay: which line?")
+	ErrAmbiguousLine = repo.ErrAmbiguousLine
 	// ErrDrift reports a node whose tree or ledger differs from what it
 	// should be.
 	ErrDrift = node.ErrDrift

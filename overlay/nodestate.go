@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/tree"
@@ -100,15 +101,16 @@ func (v *nodeView) expected() (tree.State, error) {
 
 // expectedAfter folds the image and the first k applied overlays.
 func (v *nodeView) expectedAfter(k int) (tree.State, error) {
-	s := tree.NewState(v.image.Manifest.Files)
+	return v.fold(k).State()
+}
+
+// fold is the image with the first k applied overlays as layers.
+func (v *nodeView) fold(k int) *tree.Fold {
+	f := tree.Base(v.image.Manifest.Files)
 	for _, m := range v.overlays[:k] {
-		next, err := s.Apply(m.Entries, m.Deletes)
-		if err != nil {
-			return nil, fmt.Errorf("folding overlay %s: %w", m.Version, err)
-		}
-		s = next
+		f = tree.Append(f, archive.ManifestLayer(m))
 	}
-	return s, nil
+	return f
 }
 
 // lockNode takes the node's apply lock and settles whatever a crash left,

@@ -1,13 +1,13 @@
 package overlay
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
-	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -15,9 +15,9 @@ import (
 // overlay signature and digest, parent links, monotonic versions, each
 // overlay's tree digest against the folded chain, and image constraints.
 // trust nil uses the keys the images list.
-func VerifyRepo(repoDir string, trust *sign.KeySet) (*Audit, error) {
+func VerifyRepo(ctx context.Context, repoDir string, trust *sign.KeySet) (*Audit, error) {
 	a := &Audit{Repo: repoDir, Findings: []Finding{}}
-	r, err := repo.Open(repoDir, trust)
+	r, err := repo.OpenStore(ctx, repo.Dir(repoDir), trust)
 	if err != nil {
 		a.problem("signature", "", "%v", err)
 		return a, nil
@@ -28,12 +28,12 @@ func VerifyRepo(repoDir string, trust *sign.KeySet) (*Audit, error) {
 		for _, o := range l.Overlays {
 			indexed[filepath.Clean(o.File)] = true
 		}
-		if sum, _, err := tree.HashFile(r.Path(l.Image.File)); err != nil {
+		if sum, _, err := repo.HashMember(ctx, r.Store, l.Image.File); err != nil {
 			a.problem("tampered", "", "line %s: image %s: %v", l.Name, l.Image.File, err)
 		} else if sum != l.Image.SHA256 {
 			a.problem("tampered", "", "line %s: image %s has sha256 %s, index says %s", l.Name, l.Image.File, sum, l.Image.SHA256)
 		}
-		c, err := LoadChain(r, l.Name, "", trust)
+		c, err := LoadChain(ctx, r, l.Name, "", trust)
 		if err != nil {
 			a.problem("chain", "", "line %s: %v", l.Name, err)
 			continue

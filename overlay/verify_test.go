@@ -1,6 +1,7 @@
 package overlay_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"sort"
@@ -216,7 +217,7 @@ func TestVerifyRepo(t *testing.T) {
 	}
 	t.Run("good", func(t *testing.T) {
 		f, _ := setup(t)
-		a, err := VerifyRepo(f.repo, nil)
+		a, err := VerifyRepo(context.Background(), f.repo, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +233,7 @@ func TestVerifyRepo(t *testing.T) {
 		if err := os.WriteFile(cs[0].Path, []byte("not an overlay"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		a, err := VerifyRepo(f.repo, nil)
+		a, err := VerifyRepo(context.Background(), f.repo, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +251,7 @@ func TestVerifyRepo(t *testing.T) {
 		if err := os.WriteFile(cs[0].Path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		a, err := VerifyRepo(f.repo, nil)
+		a, err := VerifyRepo(context.Background(), f.repo, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +262,7 @@ func TestVerifyRepo(t *testing.T) {
 		if err := os.Remove(repo.SigPath(filepath.Join(f.repo, repo.IndexFile))); err != nil {
 			t.Fatal(err)
 		}
-		a, err := VerifyRepo(f.repo, nil)
+		a, err := VerifyRepo(context.Background(), f.repo, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,7 +276,7 @@ func TestVerifyRepo(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(f.repo, "overlays", "stray.overlay.tar.zst"), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		a, err := VerifyRepo(f.repo, nil)
+		a, err := VerifyRepo(context.Background(), f.repo, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -48,6 +48,11 @@ func TestDependencyRules(t *testing.T) {
 			if pkg == module+"/builder" && imp == module+"/builder/disk" {
 				t.Errorf("builder imports %s; builder/disk sits above builder", imp)
 			}
+			// builder folds chains through internal/repo and internal/tree;
+			// overlay (the apply engine) sits beside it, not below it.
+			if (pkg == module+"/builder" || strings.HasPrefix(pkg, module+"/builder/")) && imp == module+"/overlay" {
+				t.Errorf("%s imports %s; builder loads chains through internal/repo", pkg, imp)
+			}
 			// Nothing imports the command.
 			if imp == module+"/cmd/strata" {
 				t.Errorf("%s imports the command package", pkg)

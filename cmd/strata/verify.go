@@ -48,7 +48,7 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 				if perr != nil {
 					return perr
 				}
-				a, err = overlay.VerifyRepo(repoDir, trust)
+				a, err = overlay.VerifyRepo(c.Context(), repoDir, trust)
 			default:
 				return usageError{fmt.Errorf("give --root DIR or --repo REPO")}
 			}

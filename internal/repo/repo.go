@@ -1,6 +1,8 @@
 package repo
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -21,6 +22,14 @@ var (
 	// ErrTampered reports a file whose digest does not match the index
 	// (of the manifests.ErrRejected class).
 	ErrTampered = manifests.Rejection("repo: file does not match the index")
+	// ErrSequence reports an overlay that does not continue the line's
+	// head (package overlay re-exports it).
+	ErrSequence = manifests.Rejection("overlay: out of sequence")
+	// ErrAmbiguousLine reports a repository with several lines where the
+	// caller named none (package overlay re-exports it).
+	ErrAmbiguousLine = errors.New("overlay: which line?")
+	// ErrReadOnly reports a write to a store that cannot be written.
+	ErrReadOnly = errors.New("repo: store is read-only")
 )
 
 // IndexFile is the index's name inside a repository.
@@ -28,7 +37,10 @@ const IndexFile = "index.json"
 
 // Repo is an opened repository with its verified index.
 type Repo struct {
-	Dir   string
+	// Dir is the directory of a repository in a DirStore ("" otherwise).
+	Dir string
+	// Store holds the repository's files.
+	Store Store
 	Index *manifests.Index
 	// KeyID is the key that signed the index.
 	KeyID string
@@ -50,7 +62,7 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 	if !im.Trusts(own) {
 		return nil, fmt.Errorf("init repository %s: image %s does not trust signing key %s: nodes could not verify this repository", dir, image, key.ID())
 	}
-	r := &Repo{Dir: dir, Index: &manifests.Index{Schema: manifests.Schema, Kind: manifests.KindIndex}}
+	r := &Repo{Dir: dir, Store: Dir(dir), Index: &manifests.Index{Schema: manifests.Schema, Kind: manifests.KindIndex}}
 	if _, err := os.Stat(filepath.Join(dir, IndexFile)); err == nil {
 		if r, err = Open(dir, own); err != nil {
 			return nil, err
@@ -63,61 +75,66 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 	if m.Head != nil {
 		return nil, fmt.Errorf("init repository %s: %s is a regenerated image; start a line from its original image", dir, image)
 	}
-	rel := filepath.Join("images", fmt.Sprintf("%s-%s.squashfs", m.Line, m.Version))
-	sum, err := copyFile(image, filepath.Join(dir, rel))
+	rel := filepath.ToSlash(filepath.Join("images", fmt.Sprintf("%s-%s.squashfs", m.Line, m.Version)))
+	ctx, st := context.Background(), Dir(dir)
+	sum, err := putFile(ctx, st, rel, image)
 	if err != nil {
 		return nil, err
 	}
-	mp := ManifestPath(filepath.Join(dir, rel))
-	if err := node.WriteFileAtomic(mp, im.Raw, 0o644); err != nil {
+	mp := ManifestPath(rel)
+	if err := st.Put(ctx, mp, bytes.NewReader(im.Raw)); err != nil {
 		return nil, err
 	}
-	if _, err := copyFile(SigPath(ManifestPath(image)), SigPath(mp)); err != nil {
+	if _, err := putFile(ctx, st, SigPath(mp), SigPath(ManifestPath(image))); err != nil {
 		return nil, err
 	}
 	r.Index.Lines = append(r.Index.Lines, manifests.Line{
 		Name:     m.Line,
-		Image:    manifests.ImageRef{Version: m.Version, File: filepath.ToSlash(rel), Digest: im.Digest, SHA256: sum},
+		Image:    manifests.ImageRef{Version: m.Version, File: rel, Digest: im.Digest, SHA256: sum},
 		Overlays: []manifests.OverlayRef{},
 	})
 	return r, r.Save(key)
 }
 
-// Open reads a repository's index and verifies its signature against
-// trust. A nil trust uses the keys of the repository's own images.
+// Open reads the repository in directory dir (see OpenStore).
 func Open(dir string, trust *sign.KeySet) (*Repo, error) {
-	p := filepath.Join(dir, IndexFile)
-	raw, err := os.ReadFile(p)
-	if err != nil {
-		return nil, fmt.Errorf("opening repository: %w", err)
+	return OpenStore(context.Background(), Dir(dir), trust)
+}
+
+// OpenStore reads a repository's index from s and verifies its signature
+// against trust. A nil trust uses the keys of the repository's own images.
+func OpenStore(ctx context.Context, s Store, trust *sign.KeySet) (*Repo, error) {
+	r := &Repo{Store: s}
+	if d, ok := s.(*DirStore); ok {
+		r.Dir = d.Dir
 	}
-	sig, err := os.ReadFile(SigPath(p))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	raw, sig, err := readDoc(ctx, s, IndexFile)
+	if err != nil {
 		return nil, fmt.Errorf("opening repository: %w", err)
 	}
 	var x manifests.Index
 	if err := manifests.Decode(raw, &x); err != nil {
-		return nil, fmt.Errorf("opening repository %s: %w", dir, err)
+		return nil, fmt.Errorf("opening repository %s: %w", r.Dir, err)
 	}
 	if err := x.Validate(); err != nil {
-		return nil, fmt.Errorf("opening repository %s: %w", dir, err)
+		return nil, fmt.Errorf("opening repository %s: %w", r.Dir, err)
 	}
-	r := &Repo{Dir: dir, Index: &x}
+	r.Index = &x
 	if trust == nil {
-		if trust, err = r.imageKeys(); err != nil {
+		if trust, err = r.imageKeys(ctx); err != nil {
 			return nil, err
 		}
 	}
 	if r.KeyID, err = trust.Verify(raw, sig); err != nil {
-		return nil, fmt.Errorf("opening repository %s: index signature: %w", dir, err)
+		return nil, fmt.Errorf("opening repository %s: index signature: %w", r.Dir, err)
 	}
 	return r, nil
 }
 
-func (r *Repo) imageKeys() (*sign.KeySet, error) {
+func (r *Repo) imageKeys(ctx context.Context) (*sign.KeySet, error) {
 	ks := &sign.KeySet{}
 	for _, l := range r.Index.Lines {
-		im, err := r.Image(&l, nil)
+		im, err := r.Image(ctx, &l, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -130,8 +147,13 @@ func (r *Repo) imageKeys() (*sign.KeySet, error) {
 
 // Image loads and verifies the image manifest of line l, checking it
 // against the digest the index records.
-func (r *Repo) Image(l *manifests.Line, trust *sign.KeySet) (*Image, error) {
-	im, err := LoadImage(r.Path(l.Image.File), trust)
+func (r *Repo) Image(ctx context.Context, l *manifests.Line, trust *sign.KeySet) (*Image, error) {
+	mp := ManifestPath(l.Image.File)
+	raw, sig, err := readDoc(ctx, r.Store, mp)
+	if err != nil {
+		return nil, fmt.Errorf("loading image %s: %w: %v", r.Path(l.Image.File), ErrNoManifest, err)
+	}
+	im, err := ParseImage(raw, sig, trust)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +163,8 @@ func (r *Repo) Image(l *manifests.Line, trust *sign.KeySet) (*Image, error) {
 	return im, nil
 }
 
-// Path returns the host path of a repository-relative file.
+// Path returns the host path of a repository-relative file, for the tools
+// that need one (mksquashfs, sqfs2tar) and for messages.
 func (r *Repo) Path(rel string) string { return filepath.Join(r.Dir, filepath.FromSlash(rel)) }
 
 // Save signs and writes the index (signature first, then the index, each
@@ -150,45 +173,32 @@ func (r *Repo) Save(key *sign.Key) error {
 	if err := r.Index.Validate(); err != nil {
 		return fmt.Errorf("saving repository %s: %w", r.Dir, err)
 	}
+	p, ok := r.Store.(Putter)
+	if !ok {
+		return fmt.Errorf("saving repository %s: %w", r.Dir, ErrReadOnly)
+	}
 	b, err := manifests.Encode(r.Index)
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(r.Dir, IndexFile)
-	if err := node.WriteFileAtomic(SigPath(p), key.Sign(b, "strata index"), 0o644); err != nil {
+	ctx := context.Background()
+	if err := p.Put(ctx, SigPath(IndexFile), bytes.NewReader(key.Sign(b, "strata index"))); err != nil {
 		return err
 	}
-	return node.WriteFileAtomic(p, b, 0o644)
+	return p.Put(ctx, IndexFile, bytes.NewReader(b))
 }
 
-func copyFile(src, dst string) (string, error) {
+// putFile copies the host file src to member name of s and returns its
+// SHA-256.
+func putFile(ctx context.Context, s Putter, name, src string) (string, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return "", fmt.Errorf("copying %s: %w", src, err)
 	}
 	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return "", fmt.Errorf("copying to %s: %w", dst, err)
-	}
-	tmp := dst + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return "", fmt.Errorf("copying to %s: %w", dst, err)
-	}
 	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(out, h), in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return "", fmt.Errorf("copying %s to %s: %w", src, dst, err)
+	if err := s.Put(ctx, name, io.TeeReader(in, h)); err != nil {
+		return "", fmt.Errorf("copying %s: %w", src, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -127,7 +127,7 @@ func TestImageDigestMismatchIsTampering(t *testing.T) {
 	}
 	l := r.Index.Lines[0]
 	l.Image.Digest = "sha256:" + strings.Repeat("0", 64)
-	if _, err := r.Image(&l, nil); !errors.Is(err, repo.ErrTampered) {
+	if _, err := r.Image(context.Background(), &l, nil); !errors.Is(err, repo.ErrTampered) {
 		t.Fatalf("image with another digest: %v, want ErrTampered", err)
 	}
 }

@@ -1,4 +1,4 @@
-package overlay
+package archive
 
 import (
 	"archive/tar"
@@ -22,9 +22,11 @@ const (
 	SignatureMember = ".strata/overlay.json.minisig"
 )
 
-// Archive is an overlay file whose manifest has been verified.
+// Archive is an overlay whose manifest has been verified.
 type Archive struct {
-	Path     string
+	// Source names where the archive was read from (a host path or a
+	// repository member), for messages.
+	Source   string
 	Manifest *manifests.OverlayManifest
 	// Raw is the manifest's exact bytes, Sig its signature and Digest the
 	// digest of Raw.
@@ -33,22 +35,40 @@ type Archive struct {
 	Digest string
 	// KeyID is the key that signed the manifest.
 	KeyID string
+	// open reopens the archive's bytes for Payload.
+	open Opener
 }
 
-// Open reads an overlay's manifest and signature, verifies the signature
-// against trust and validates the manifest. The payload is not read; call
-// Payload for that.
+// Opener opens an archive's bytes from the start.
+type Opener func(ctx context.Context) (io.ReadCloser, error)
+
+// Open reads the manifest and signature of the overlay file at path,
+// verifies the signature against trust and validates the manifest. The
+// payload is not read; call Payload for that.
 func Open(path string, trust *sign.KeySet) (*Archive, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening overlay: %w", err)
+	open := func(context.Context) (io.ReadCloser, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("opening overlay: %w", err)
+		}
+		return f, nil
 	}
-	defer f.Close()
-	a, err := readHead(f, trust)
+	return OpenFrom(context.Background(), path, open, trust)
+}
+
+// OpenFrom is Open over the bytes open returns; name is the archive's
+// Source.
+func OpenFrom(ctx context.Context, name string, open Opener, trust *sign.KeySet) (*Archive, error) {
+	rc, err := open(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("overlay %s: %w", path, err)
+		return nil, err
 	}
-	a.Path = path
+	defer rc.Close()
+	a, err := readHead(rc, trust)
+	if err != nil {
+		return nil, fmt.Errorf("overlay %s: %w", name, err)
+	}
+	a.Source, a.open = name, open
 	return a, nil
 }
 
@@ -130,14 +150,17 @@ func member(tr *tar.Reader, name string, limit int64) ([]byte, error) {
 // only). Content is hashed as fn reads it and compared with the manifest
 // at the member's end; fn's work must be discarded when Payload fails.
 func (a *Archive) Payload(ctx context.Context, fn func(e manifests.Entry, r io.Reader) error) error {
-	f, err := os.Open(a.Path)
+	if a.open == nil {
+		return fmt.Errorf("overlay %s: %w: no payload to read", a.Source, ErrFormat)
+	}
+	f, err := a.open(ctx)
 	if err != nil {
-		return fmt.Errorf("opening overlay: %w", err)
+		return err
 	}
 	defer f.Close()
 	dr, _, err := compress.NewReader(f)
 	if err != nil {
-		return fmt.Errorf("overlay %s: %w", a.Path, err)
+		return fmt.Errorf("overlay %s: %w", a.Source, err)
 	}
 	defer dr.Close()
 	tr := tar.NewReader(dr)
@@ -146,10 +169,10 @@ func (a *Archive) Payload(ctx context.Context, fn func(e manifests.Entry, r io.R
 		_, err = member(tr, SignatureMember, 64<<10)
 	}
 	if err != nil {
-		return fmt.Errorf("overlay %s: %w", a.Path, err)
+		return fmt.Errorf("overlay %s: %w", a.Source, err)
 	}
 	if string(raw) != string(a.Raw) {
-		return fmt.Errorf("overlay %s: %w: manifest changed since it was verified", a.Path, ErrFormat)
+		return fmt.Errorf("overlay %s: %w: manifest changed since it was verified", a.Source, ErrFormat)
 	}
 	if err := a.walkPayload(tr, func(e manifests.Entry, r io.Reader) error {
 		if err := ctx.Err(); err != nil {
@@ -157,7 +180,7 @@ func (a *Archive) Payload(ctx context.Context, fn func(e manifests.Entry, r io.R
 		}
 		return fn(e, r)
 	}); err != nil {
-		return fmt.Errorf("overlay %s: %w", a.Path, err)
+		return fmt.Errorf("overlay %s: %w", a.Source, err)
 	}
 	return nil
 }
@@ -213,6 +236,20 @@ func (a *Archive) walkPayload(tr *tar.Reader, fn func(manifests.Entry, io.Reader
 		return fmt.Errorf("%w: after the last manifest entry: %w", ErrPayload, err)
 	}
 	return nil
+}
+
+// Layer returns the overlay as a layer of a fold, its payload streamed by
+// Payload.
+func (a *Archive) Layer() tree.Layer {
+	l := ManifestLayer(a.Manifest)
+	l.Payload = a.Payload
+	return l
+}
+
+// ManifestLayer is the layer an overlay manifest describes, without a
+// payload.
+func ManifestLayer(m *manifests.OverlayManifest) tree.Layer {
+	return tree.Layer{Name: "overlay " + m.Version, Entries: m.Entries, Deletes: m.Deletes}
 }
 
 // countReader counts what it reads and remembers a read error, so a

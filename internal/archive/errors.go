@@ -1,0 +1,12 @@
+package archive
+
+import "github.com/strata-dev/strata/manifests"
+
+// Errors reported by this package; package overlay re-exports them under
+// the same names.
+var (
+	// ErrPayload reports payload members that disagree with the manifest.
+	ErrPayload = manifests.Rejection("overlay: payload does not match manifest")
+	// ErrFormat reports an archive that is not a strata overlay.
+	ErrFormat = manifests.Rejection("overlay: not a strata overlay archive")
+)

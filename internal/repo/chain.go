@@ -1,0 +1,160 @@
+package repo
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/strata-dev/strata/internal/archive"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Chain is a line of a repository, verified: its image, its overlays up to
+// a version, and the tree state and service catalog they fold to.
+type Chain struct {
+	Repo     *Repo
+	Line     *manifests.Line
+	Image    *Image
+	Overlays []*archive.Archive
+	// Fold is the image with the overlays as layers; State is its tree,
+	// after the last overlay of the chain.
+	Fold    *tree.Fold
+	State   tree.State
+	Catalog manifests.Catalog
+}
+
+// Head returns the chain's last element.
+func (c *Chain) Head() manifests.Ref {
+	if n := len(c.Overlays); n > 0 {
+		a := c.Overlays[n-1]
+		return manifests.Ref{Version: a.Manifest.Version, Digest: a.Digest}
+	}
+	return manifests.Ref{Version: c.Image.Manifest.Version, Digest: c.Image.Digest}
+}
+
+// Lineage returns every element of the chain as refs, image first.
+func (c *Chain) Lineage() []manifests.Ref {
+	out := []manifests.Ref{{Version: c.Image.Manifest.Version, Digest: c.Image.Digest}}
+	for _, a := range c.Overlays {
+		out = append(out, manifests.Ref{Version: a.Manifest.Version, Digest: a.Digest})
+	}
+	return out
+}
+
+// LoadChain opens line (empty: the repository's only line) of r and
+// verifies its image and overlays up to and including version through
+// (empty: the head): file digests against the index, signatures against
+// trust (nil: the image's keys), parent links, and each overlay's tree
+// digest against the folded state.
+func LoadChain(ctx context.Context, r *Repo, line, through string, trust *sign.KeySet) (*Chain, error) {
+	l, err := pickLine(r, line)
+	if err != nil {
+		return nil, err
+	}
+	im, err := r.Image(ctx, l, trust)
+	if err != nil {
+		return nil, err
+	}
+	if trust == nil {
+		if trust, err = im.Trust(); err != nil {
+			return nil, err
+		}
+	}
+	c := &Chain{Repo: r, Line: l, Image: im, Fold: tree.Base(im.Manifest.Files), Catalog: im.Manifest.Catalog}
+	if c.State, err = c.Fold.State(); err != nil {
+		return nil, err
+	}
+	if through != "" {
+		if _, err := manifests.ParseVersion(through); err != nil {
+			return nil, err
+		}
+		if !l.HasVersion(through) {
+			return nil, fmt.Errorf("line %s has no version %s: %w", l.Name, through, ErrSequence)
+		}
+	}
+	if through == l.Image.Version {
+		return c, nil
+	}
+	for _, ref := range l.Overlays {
+		a, err := OpenIndexed(ctx, r, ref, trust)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.push(a); err != nil {
+			return nil, err
+		}
+		if ref.Version == through {
+			break
+		}
+	}
+	return c, nil
+}
+
+// push folds a onto the chain after checking it continues the chain.
+func (c *Chain) push(a *archive.Archive) error {
+	m := a.Manifest
+	if head := c.Head(); m.Parent != head {
+		return fmt.Errorf("overlay %s: parent %s (%s) is not the line head %s (%s): %w", m.Version, m.Parent.Version, m.Parent.Digest, head.Version, head.Digest, ErrSequence)
+	}
+	fold := tree.Append(c.Fold, a.Layer())
+	next, err := fold.State()
+	if err != nil {
+		return fmt.Errorf("overlay %s: %w", m.Version, tree.Cause(err))
+	}
+	if got := next.Digest(); got != m.TreeDigest {
+		return fmt.Errorf("overlay %s: folded tree digest %s, manifest says %s: %w", m.Version, got, m.TreeDigest, archive.ErrPayload)
+	}
+	c.Fold, c.State = fold, next
+	if m.Catalog != nil {
+		c.Catalog = *m.Catalog
+	}
+	c.Overlays = append(c.Overlays, a)
+	return nil
+}
+
+func pickLine(r *Repo, line string) (*manifests.Line, error) {
+	if line == "" {
+		if len(r.Index.Lines) != 1 {
+			return nil, fmt.Errorf("repository %s has %d lines; name one with --line: %w", r.Dir, len(r.Index.Lines), ErrAmbiguousLine)
+		}
+		return &r.Index.Lines[0], nil
+	}
+	return r.Index.Find(line)
+}
+
+// OpenMember opens the overlay that index entry ref names in store s (see
+// archive.OpenFrom); it does not check the entry's digests (LoadChain
+// does).
+func OpenMember(ctx context.Context, s Store, ref manifests.OverlayRef, trust *sign.KeySet) (*archive.Archive, error) {
+	open := func(ctx context.Context) (io.ReadCloser, error) {
+		rc, _, err := s.Open(ctx, ref.File)
+		if err != nil {
+			return nil, fmt.Errorf("opening overlay: %w", err)
+		}
+		return rc, nil
+	}
+	return archive.OpenFrom(ctx, ref.File, open, trust)
+}
+
+// OpenIndexed opens the overlay an index entry names and checks the file
+// and manifest digests the index records.
+func OpenIndexed(ctx context.Context, r *Repo, ref manifests.OverlayRef, trust *sign.KeySet) (*archive.Archive, error) {
+	p := r.Path(ref.File)
+	sum, _, err := HashMember(ctx, r.Store, ref.File)
+	if err != nil {
+		return nil, err
+	}
+	if sum != ref.SHA256 {
+		return nil, fmt.Errorf("overlay %s: file sha256 %s, index says %s: %w", p, sum, ref.SHA256, ErrTampered)
+	}
+	a, err := OpenMember(ctx, r.Store, ref, trust)
+	if err != nil {
+		return nil, err
+	}
+	if a.Digest != ref.Digest || a.Manifest.Version != ref.Version {
+		return nil, fmt.Errorf("overlay %s: manifest %s %s, index says %s %s: %w", p, a.Manifest.Version, a.Digest, ref.Version, ref.Digest, ErrTampered)
+	}
+	return a, nil
+}

@@ -1,0 +1,139 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// DirStore is a repository in a local directory. Members are opened
+// beneath Dir with openat2(RESOLVE_BENEATH), never through a symlink as
+// their last component, and non-blocking, so a symlink cannot lead a read
+// out of the repository and a FIFO cannot hang it.
+type DirStore struct {
+	// Dir is the repository's directory.
+	Dir string
+}
+
+var _ Putter = (*DirStore)(nil)
+
+// Dir returns the store of the repository in directory dir.
+func Dir(dir string) *DirStore { return &DirStore{Dir: dir} }
+
+// Path returns the host path of member name.
+func (d *DirStore) Path(name string) string { return filepath.Join(d.Dir, filepath.FromSlash(name)) }
+
+// Open opens member name; see Store.
+func (d *DirStore) Open(ctx context.Context, name string) (io.ReadCloser, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, d.pathErr(name, err)
+	}
+	if !fs.ValidPath(name) || name == "." {
+		return nil, 0, d.pathErr(name, manifests.ErrUnsafePath)
+	}
+	root, err := unix.Open(d.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, &fs.PathError{Op: "open", Path: d.Dir, Err: err}
+	}
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, name, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	switch {
+	case errors.Is(err, unix.EXDEV):
+		return nil, 0, d.pathErr(name, fmt.Errorf("%w: leaves the repository", manifests.ErrUnsafePath))
+	case errors.Is(err, unix.ELOOP):
+		return nil, 0, d.pathErr(name, fmt.Errorf("%w: a symlink", ErrNotRegular))
+	case err != nil:
+		return nil, 0, d.pathErr(name, err)
+	}
+	f := os.NewFile(uintptr(fd), d.Path(name))
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, d.pathErr(name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, d.pathErr(name, fmt.Errorf("%w: %s", ErrNotRegular, fi.Mode().Type()))
+	}
+	return &member{ctx: ctx, f: f, left: fi.Size()}, fi.Size(), nil
+}
+
+func (d *DirStore) pathErr(name string, err error) error {
+	return &fs.PathError{Op: "open", Path: d.Path(name), Err: err}
+}
+
+// Put writes member name atomically: a temporary file beside it, synced,
+// then renamed over it.
+func (d *DirStore) Put(ctx context.Context, name string, r io.Reader) error {
+	if !fs.ValidPath(name) || name == "." {
+		return &fs.PathError{Op: "put", Path: d.Path(name), Err: manifests.ErrUnsafePath}
+	}
+	dst := d.Path(name)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("writing %s: %w", dst, err)
+	}
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", dst, err)
+	}
+	_, err = io.Copy(out, &member{ctx: ctx, f: r, left: -1})
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", dst, err)
+	}
+	return node.SyncDir(filepath.Dir(dst))
+}
+
+// member reads at most left bytes of f (no bound when left < 0) and stops
+// when ctx is done.
+type member struct {
+	ctx  context.Context
+	f    io.Reader
+	left int64
+}
+
+func (m *member) Read(p []byte) (int, error) {
+	if err := m.ctx.Err(); err != nil {
+		return 0, err
+	}
+	if m.left == 0 {
+		return 0, io.EOF
+	}
+	if m.left > 0 && int64(len(p)) > m.left {
+		p = p[:m.left]
+	}
+	n, err := m.f.Read(p)
+	if m.left > 0 {
+		m.left -= int64(n)
+	}
+	return n, err
+}
+
+func (m *member) Close() error {
+	if c, ok := m.f.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package repo_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/repo/storetest"
+)
+
+func TestDirStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) *storetest.Fixture {
+		dir := filepath.Join(t.TempDir(), "repo")
+		outside := t.TempDir()
+		if err := os.WriteFile(filepath.Join(outside, "x"), []byte("outside"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		host := func(name string) string {
+			p := filepath.Join(dir, filepath.FromSlash(name))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		return &storetest.Fixture{
+			Store: repo.Dir(dir),
+			File: func(name string, data []byte) error {
+				return os.WriteFile(host(name), data, 0o644)
+			},
+			SymlinkOut: func(name string) error {
+				return os.Symlink(filepath.Join(outside, "x"), host(name))
+			},
+			DirSymlinkOut: func(name string) error {
+				return os.Symlink(outside, host(name))
+			},
+			FIFO: func(name string) error {
+				return unix.Mkfifo(host(name), 0o644)
+			},
+			Device: func(name string) error {
+				if os.Geteuid() != 0 {
+					return errors.ErrUnsupported
+				}
+				return unix.Mknod(host(name), unix.S_IFCHR|0o644, int(unix.Mkdev(1, 3)))
+			},
+		}
+	})
+}

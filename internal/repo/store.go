@@ -1,0 +1,93 @@
+package repo
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Store is where a repository's files live: a local directory today, an
+// HTTP server or an OCI registry later. Member names are slash paths
+// relative to the repository, such as "index.json" or
+// "overlays/demo-1.0.1.overlay.tar.zst"; a name that fs.ValidPath refuses
+// is manifests.ErrUnsafePath. Every implementation passes the suite in
+// internal/repo/storetest.
+type Store interface {
+	// Open opens member name for reading; size is its length, and the
+	// reader yields at most size bytes. A missing member is
+	// fs.ErrNotExist; anything but a regular file (a device, a FIFO, a
+	// directory, a symlink, a path that leaves the repository) is refused
+	// without being read.
+	Open(ctx context.Context, name string) (r io.ReadCloser, size int64, err error)
+}
+
+// Putter is a Store that can be written, for the commands that change a
+// repository.
+type Putter interface {
+	Store
+	// Put stores the content of r as member name, replacing it
+	// atomically: a reader sees the old member or the new one.
+	Put(ctx context.Context, name string, r io.Reader) error
+}
+
+// ErrNotRegular reports a repository member that is not a regular file
+// (of the manifests.ErrRejected class).
+var ErrNotRegular = manifests.Rejection("repo: member is not a regular file")
+
+// signatureLimit bounds a detached signature.
+const signatureLimit = 64 << 10
+
+// ReadMember reads member name of s whole, refusing one over limit bytes
+// with manifests.ErrTooLarge.
+func ReadMember(ctx context.Context, s Store, name string, limit int64) ([]byte, error) {
+	rc, size, err := s.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	if size > limit {
+		return nil, fmt.Errorf("reading %s: %w: %d bytes (limit %d)", name, manifests.ErrTooLarge, size, limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(rc, limit))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	return b, nil
+}
+
+// readDoc reads a signed document and its detached signature; a missing
+// signature is returned as nil, for the verifier to refuse.
+func readDoc(ctx context.Context, s Store, name string) (raw, sig []byte, err error) {
+	if raw, err = ReadMember(ctx, s, name, manifests.MaxManifestSize); err != nil {
+		return nil, nil, err
+	}
+	sig, err = ReadMember(ctx, s, SigPath(name), signatureLimit)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	return raw, sig, nil
+}
+
+// HashMember returns the hex SHA-256 of member name of s and its length.
+func HashMember(ctx context.Context, s Store, name string) (string, int64, error) {
+	rc, size, err := s.Open(ctx, name)
+	if err != nil {
+		return "", 0, fmt.Errorf("hashing %s: %w", name, err)
+	}
+	defer rc.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, rc)
+	if err == nil && n != size {
+		err = fmt.Errorf("%d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("hashing %s: %w", name, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
