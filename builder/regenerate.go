@@ -55,19 +55,20 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	}
 	keys := append([]string{}, base.Keys...)
 	m := &manifests.ImageManifest{
-		Schema:     manifests.Schema,
-		Kind:       manifests.KindImage,
-		Line:       base.Line,
-		Version:    base.Version + "+head." + head.Version,
-		Created:    time.Unix(epoch, 0).UTC().Format(time.RFC3339),
-		Recipe:     base.Recipe,
-		Base:       &manifests.Ref{Version: base.Version, Digest: c.Image.Digest},
-		Head:       &head,
-		Compressor: base.Compressor,
-		TreeDigest: c.State.Digest(),
-		Keys:       keys,
-		Catalog:    c.Catalog,
-		Files:      c.State.Entries(),
+		Schema:      manifests.Schema,
+		Kind:        manifests.KindImage,
+		Line:        base.Line,
+		Version:     base.Version + "+head." + head.Version,
+		Created:     time.Unix(epoch, 0).UTC().Format(time.RFC3339),
+		Recipe:      base.Recipe,
+		Base:        &manifests.Ref{Version: base.Version, Digest: c.Image.Digest},
+		Head:        &head,
+		Compressor:  base.Compressor,
+		TreeDigest:  c.State.Digest(),
+		Keys:        keys,
+		Catalog:     c.Catalog,
+		Hierarchies: base.Hierarchies,
+		Files:       c.State.Entries(),
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("regenerating %s: %w", c.Line.Name, err)
