@@ -336,3 +336,40 @@ func TestMountNodeNeedsPrivateNamespace(t *testing.T) {
 		t.Fatalf("MountNode outside a private namespace: %v", err)
 	}
 }
+
+// A mount over a file of a stacked hierarchy (systemd's transient
+// /etc/machine-id over the image's empty one) is the node's own data, as
+// a mount over an unstacked one is: the file audit reads the stacks, not
+// what is mounted on them.
+func TestOfflineAuditIgnoresMountsOnStacks(t *testing.T) {
+	e := newOfflineEnv(t)
+	ctx := context.Background()
+	c1 := e.create(t, "1.0.1", map[string]string{"/etc/app/app.conf": "port 81\n", "/usr/share/doc/app/changes": "one\n"})
+	if _, err := disk.Apply(ctx, e.disk, overlay.Source{Files: []string{c1.Path}}, overlay.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := disk.MountNode(ctx, e.disk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		requireNoLeftovers(t, e.disk)
+	}()
+	over := filepath.Join(n.Root, "run", "machine-id")
+	writeFile(t, over, "0123456789abcdef0123456789abcdef\n")
+	for _, target := range []string{"etc/motd", "usr/share/doc/app/readme"} {
+		if err := unix.Mount(over, filepath.Join(n.Root, target), "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := overlay.VerifyNodeWith(ctx, n.Root, "", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.OK() || a.TreeDigest != c1.Manifest.TreeDigest {
+		t.Fatalf("audit with files mounted over the stacks: tree %s, want %s: %+v", a.TreeDigest, c1.Manifest.TreeDigest, a.Findings)
+	}
+}

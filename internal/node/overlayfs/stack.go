@@ -126,20 +126,39 @@ func (b *Backend) Scan(ctx context.Context) ([]manifests.Entry, error) {
 		return nil, err
 	}
 	for _, h := range hier {
-		top, err := tree.StatEntry(filepath.Join(b.n.Root, h), ".")
+		sub, err := scanHierarchy(filepath.Join(b.n.Root, h), h)
 		if err != nil {
 			return nil, err
 		}
-		top.Path = h
-		out = append(out, top)
-		sub, err := tree.Scan(filepath.Join(b.n.Root, h), func(p string) bool { return manifests.IsNodeState(h + "/" + p) })
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range sub {
-			e.Path = h + "/" + e.Path
-			out = append(out, e)
-		}
+		out = append(out, sub...)
+	}
+	return out, nil
+}
+
+// scanHierarchy lists the hierarchy h at dir (itself first) through a
+// non-recursive clone of the mount there: what is mounted on or below it
+// (systemd's transient /etc/machine-id) is the node's own data, as it is
+// for the hierarchies read from the image clone.
+func scanHierarchy(dir, h string) ([]manifests.Entry, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("scanning %s: cloning its mount: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	clone := fmt.Sprintf("/proc/self/fd/%d/.", fd)
+	top, err := tree.StatEntry(clone, ".")
+	if err != nil {
+		return nil, err
+	}
+	top.Path = h
+	sub, err := tree.Scan(clone, func(p string) bool { return manifests.IsNodeState(h + "/" + p) })
+	if err != nil {
+		return nil, err
+	}
+	out := []manifests.Entry{top}
+	for _, e := range sub {
+		e.Path = h + "/" + e.Path
+		out = append(out, e)
 	}
 	return out, nil
 }
