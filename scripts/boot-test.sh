@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Boot test: build images/debian-bootable, provision a GPT disk from it,
-# boot it with qemu-system-x86_64 + OVMF (software emulation: slow) and
-# read over the serial console that the node reached multi-user.target and
-# that strata-verify.service (`strata verify-sequence --root /`) passed.
+# create three overlays for its line and apply them to the disk offline
+# (`apply-overlay --disk`, then `verify-sequence --disk --files`), boot it
+# with qemu-system-x86_64 + OVMF (software emulation: slow) and read over
+# the serial console that the initramfs stacked the three layers (`strata
+# activate`), that the node reached multi-user.target, that
+# strata-verify.service (`strata verify-sequence --root /`) passed, and
+# that a unit the first overlay adds sees every layer in effect (a file
+# under /etc changed by each overlay, a file under /usr, a deleted
+# /etc/motd, /var and /state mounted once) and passes `strata
+# verify-sequence --root / --files` with the tree digest of 1.0.3.
 #
 #   scripts/boot-test.sh [STRATA_BIN]
 #
@@ -53,6 +60,56 @@ rm -f "$WORK/disk.img"
 cp /usr/share/OVMF/OVMF_VARS.fd "$WORK/vars.fd"
 t2=$(date +%s)
 
+echo "== overlays 1.0.1-1.0.3, applied to the disk offline"
+REPO=$WORK/repo OV=$WORK/ov
+rm -rf "$REPO" "$OV"
+mkdir -p "$OV/wants"
+"$BIN" repo init "$REPO" --image "$IMAGE" --key "$WORK/k.key"
+# The check unit (1.0.1) reports what the node sees, then audits every file.
+cat >"$OV/check.service" <<'UNIT'
+[Unit]
+Description=strata boot check: the overlays are in effect
+# After the boot, not part of it (the file audit is slow under
+# emulation). It reports whether multi-user.target is active: systemd
+# does not always print `Reached target` on the console while a job
+# ordered after it is queued.
+After=multi-user.target
+
+[Service]
+Type=oneshot
+StandardOutput=journal+console
+StandardError=journal+console
+ExecStart=/usr/libexec/strata-boot-check
+ExecStart=/usr/bin/strata verify-sequence --root / --files
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+cat >"$OV/check.sh" <<'SCRIPT'
+#!/bin/sh
+m() { awk -v p="$1" '$5 == p { n++ } END { print n + 0 }' /proc/self/mountinfo; }
+[ -e /etc/motd ] && motd=present || motd=deleted
+echo "STRATA-BOOT-CHECK etc=[$(cat /etc/strata-boot-check)] usr=[$(cat /usr/share/strata-boot/check)] motd=$motd var-mounts=$(m /var) state-mounts=$(m /state) multi-user=$(systemctl show -P ActiveState multi-user.target)"
+SCRIPT
+chmod 0755 "$OV/check.sh"
+ln -s /etc/systemd/system/strata-boot-check.service "$OV/wants/strata-boot-check.service"
+for v in 1.0.1 1.0.2 1.0.3; do printf 'layer %s\n' "$v" >"$OV/etc-$v"; done
+printf 'usr layer 1.0.2\n' >"$OV/usr-1.0.2"
+"$BIN" overlay create --repo "$REPO" --version 1.0.1 --key "$WORK/k.key" \
+	--add /etc/strata-boot-check="$OV/etc-1.0.1" \
+	--add /etc/systemd/system/strata-boot-check.service="$OV/check.service" \
+	--add /etc/systemd/system/multi-user.target.wants="$OV/wants" \
+	--add /usr/libexec/strata-boot-check="$OV/check.sh"
+"$BIN" overlay create --repo "$REPO" --version 1.0.2 --key "$WORK/k.key" \
+	--add /etc/strata-boot-check="$OV/etc-1.0.2" --add /usr/share/strata-boot/check="$OV/usr-1.0.2"
+"$BIN" overlay create --repo "$REPO" --version 1.0.3 --key "$WORK/k.key" \
+	--add /etc/strata-boot-check="$OV/etc-1.0.3" --delete /etc/motd
+"$BIN" apply-overlay --disk "$WORK/disk.img" --repo "$REPO"
+"$BIN" verify-sequence --disk "$WORK/disk.img" --repo "$REPO" --files
+TREE=$("$BIN" verify-sequence --disk "$WORK/disk.img" --json | sed -n 's/.*"tree_digest": "\(sha256:[0-9a-f]*\)".*/\1/p')
+[ -n "$TREE" ] || { echo "FAIL: no tree digest from verify-sequence --disk"; exit 1; }
+t3=$(date +%s)
+
 echo "== boot (up to ${TIMEOUT}s; console in $LOG)"
 : >"$LOG"
 qemu-system-x86_64 -machine q35 -m 2048 -smp 2 -nographic \
@@ -63,32 +120,48 @@ qemu-system-x86_64 -machine q35 -m 2048 -smp 2 -nographic \
 	-net none </dev/null >"$WORK/qemu.out" 2>&1 &
 QEMU_PID=$!
 
-ok_verify=0 ok_target=0 ok_host=0 failed=0
+CHECK='STRATA-BOOT-CHECK etc=[layer 1.0.3] usr=[usr layer 1.0.2] motd=deleted var-mounts=1 state-mounts=1 multi-user=active'
+console() { tr -d '\r' <"$LOG" | sed 's/\x1b\[[0-9;]*m//g'; }
+ok_verify=0 ok_target=0 ok_host=0 ok_act=0 ok_check=0 ok_files=0 failed=0
 deadline=$(($(date +%s) + TIMEOUT))
 while [ "$(date +%s)" -lt "$deadline" ] && kill -0 "$QEMU_PID" 2>/dev/null; do
-	text=$(tr -d '\r' <"$LOG" | sed 's/\x1b\[[0-9;]*m//g')
+	text=$(console)
 	grep -aq 'OK: sequence verified' <<<"$text" && ok_verify=1
 	grep -aqE 'Reached target (multi-user\.target|.*Multi-User System)' <<<"$text" && ok_target=1
+	grep -aqF 'multi-user=active' <<<"$text" && ok_target=1
 	# The host name given at provisioning (kernel command line).
 	grep -aq 'strata-boot1' <<<"$text" && ok_host=1
-	# A failed unit, a failed audit or a panic fails the test at once.
-	grep -aqE '\[FAILED\]|FAILED: |Kernel panic' <<<"$text" && failed=1
-	if [ $failed = 1 ] || { [ $ok_verify = 1 ] && [ $ok_target = 1 ] && [ $ok_host = 1 ]; }; then break; fi
+	# The initramfs stacked the three layers (init-bottom/strata).
+	grep -aqF 'strata: activated /root at 1.0.3 (layers: 1.0.1 1.0.2 1.0.3)' <<<"$text" && ok_act=1
+	# The check unit of overlay 1.0.1 saw every layer, then the file
+	# audit found the tree of 1.0.3.
+	grep -aqF "$CHECK" <<<"$text" && ok_check=1
+	grep -aqF "tree      $TREE (files checked)" <<<"$text" && ok_files=1
+	# A failed unit, audit or activation, or a panic fails the test at once.
+	grep -aqE '\[FAILED\]|FAILED:|Kernel panic' <<<"$text" && failed=1
+	if [ $failed = 1 ] || { [ $ok_verify = 1 ] && [ $ok_target = 1 ] && [ $ok_host = 1 ] &&
+		[ $ok_act = 1 ] && [ $ok_check = 1 ] && [ $ok_files = 1 ]; }; then
+		# The audit's verdict follows its tree line.
+		sleep 2
+		console | grep -aqE '\[FAILED\]|FAILED:' && failed=1
+		break
+	fi
 	sleep 5
 done
-t3=$(date +%s)
+t4=$(date +%s)
 cleanup
 QEMU_PID=
 
-echo "== timings: build $((t1 - t0))s, provision $((t2 - t1))s, boot $((t3 - t2))s"
-if [ $ok_verify = 1 ] && [ $ok_target = 1 ] && [ $ok_host = 1 ] && [ $failed = 0 ]; then
-	tr -d '\r' <"$LOG" | sed 's/\x1b\[[0-9;]*m//g' | grep -aE 'strata\[|Reached target.*Multi-User|strata-boot1' | tail -n 20
-	echo "PASS: multi-user.target reached, strata verify-sequence OK, hostname strata-boot1"
+echo "== timings: build $((t1 - t0))s, provision $((t2 - t1))s, overlays $((t3 - t2))s, boot $((t4 - t3))s"
+if [ $ok_verify = 1 ] && [ $ok_target = 1 ] && [ $ok_host = 1 ] && [ $ok_act = 1 ] &&
+	[ $ok_check = 1 ] && [ $ok_files = 1 ] && [ $failed = 0 ]; then
+	console | grep -aE 'strata: |strata\[|STRATA-BOOT-CHECK|Reached target.*Multi-User|strata-boot1' | tail -n 30
+	echo "PASS: layers 1.0.1-1.0.3 stacked at boot and in effect, multi-user.target reached, strata verify-sequence OK (--files: tree $TREE), hostname strata-boot1"
 	[ -n "${BOOT_WORK:-}" ] || rm -rf "$WORK"
 	exit 0
 fi
-echo "FAIL: multi-user=$ok_target verify=$ok_verify hostname=$ok_host failure-seen=$failed; console:"
-tr -d '\r' <"$LOG" | sed 's/\x1b\[[0-9;]*m//g' | grep -aE '\[FAILED\]|FAILED: |Kernel panic|strata\[' || true
+echo "FAIL: multi-user=$ok_target verify=$ok_verify hostname=$ok_host activated=$ok_act check=$ok_check files=$ok_files failure-seen=$failed; console:"
+console | grep -aE '\[FAILED\]|FAILED|Kernel panic|strata: |strata\[|STRATA-BOOT-CHECK|drift' || true
 echo "-- last lines:"
-tr -d '\r' <"$LOG" | sed 's/\x1b\[[0-9;]*m//g' | tail -n 40
+console | tail -n 40
 exit 1

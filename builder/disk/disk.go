@@ -177,7 +177,7 @@ func diskTarget(diskPath string, size int64) (int64, bool, error) {
 		return 0, false, fmt.Errorf("provisioning %s: not a regular file or block device (%s)", diskPath, fi.Mode().Type())
 	}
 	if err := checkNotMounted(diskPath, fi); err != nil {
-		return 0, true, err
+		return 0, true, fmt.Errorf("provisioning %w", err)
 	}
 	f, err := os.Open(diskPath)
 	if err != nil {

@@ -78,11 +78,12 @@ func writeState(ctx context.Context, target string, p Partition, im *repo.Image,
 }
 
 // checkNotMounted refuses the block device at p (fi) if it or any of its
-// partitions appears in /proc/self/mountinfo.
+// partitions appears in /proc/self/mountinfo. Its errors name p; callers
+// add the operation.
 func checkNotMounted(p string, fi os.FileInfo) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return fmt.Errorf("provisioning %s: cannot read the device number", p)
+		return fmt.Errorf("%s: cannot read the device number", p)
 	}
 	major, minor := unix.Major(st.Rdev), unix.Minor(st.Rdev)
 	devs := map[string]bool{fmt.Sprintf("%d:%d", major, minor): true}
@@ -97,18 +98,18 @@ func checkNotMounted(p string, fi os.FileInfo) error {
 	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return fmt.Errorf("provisioning %s: checking mounts: %w", p, err)
+		return fmt.Errorf("%s: checking mounts: %w", p, err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) > 4 && devs[fields[2]] {
-			return fmt.Errorf("provisioning %s: device %s is mounted at %s: %w", p, fields[2], fields[4], ErrMounted)
+			return fmt.Errorf("%s: device %s is mounted at %s: %w", p, fields[2], fields[4], ErrMounted)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("provisioning %s: checking mounts: %w", p, err)
+		return fmt.Errorf("%s: checking mounts: %w", p, err)
 	}
 	return nil
 }

@@ -56,6 +56,10 @@ func run(ctx context.Context, args []string) int {
 	if errors.As(err, &ae) {
 		return exitRejected // the report is already printed
 	}
+	var ce childExit
+	if errors.As(err, &ce) {
+		return ce.code // the child (--disk) printed its own output
+	}
 	code := exitCode(err)
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) {

@@ -33,9 +33,9 @@ func restarter(spec string, root string) (overlay.Restarter, error) {
 func newApplyCmd(g *globals) *cobra.Command {
 	var src overlay.Source
 	var o overlay.ApplyOptions
-	var root, restartWith string
+	var root, restartWith, diskPath string
 	c := &cobra.Command{
-		Use:   "apply-overlay --root DIR (FILE ... | --repo REPO [--through V])",
+		Use:   "apply-overlay (--root DIR | --disk DISK) (FILE ... | --repo REPO [--through V])",
 		Short: "Verify overlays, apply them in order, restart only what they touch",
 		Long: `Apply overlays to the node at --root. Everything is verified before the node
 changes: signatures against the node's keys, the parent chain against the
@@ -44,7 +44,12 @@ Each overlay applies atomically under a journal and is recorded in the
 ledger; then its restart plan runs. A restart failure rolls the overlay back.
 
 --restart-with: systemd (default when --root is /), none (default otherwise:
-restarts are recorded as pending), or exec:'CMD {unit} {action}'.`,
+restarts are recorded as pending), or exec:'CMD {unit} {action}'.
+
+--disk applies to the node on a provisioned disk that is not running (a
+disk image file or a block device that is not mounted), mounted the way
+it boots, in a private mount namespace; its restarts are recorded as
+pending.`,
 		Args: args(cobra.ArbitraryArgs),
 		RunE: func(c *cobra.Command, a []string) error {
 			src.Files = a
@@ -53,6 +58,12 @@ restarts are recorded as pending), or exec:'CMD {unit} {action}'.`,
 			}
 			if src.Through != "" && src.Repo == "" {
 				return usageError{fmt.Errorf("--through needs --repo")}
+			}
+			if (root == "") == (diskPath == "") {
+				return usageError{fmt.Errorf("give --root DIR or --disk DISK (not both)")}
+			}
+			if diskPath != "" {
+				return applyDisk(c, g, diskPath, src, o, a)
 			}
 			r, err := restarter(restartWith, root)
 			if err != nil {
@@ -69,12 +80,12 @@ restarts are recorded as pending), or exec:'CMD {unit} {action}'.`,
 	}
 	f := c.Flags()
 	f.StringVar(&root, "root", "", "node root directory")
+	f.StringVar(&diskPath, "disk", "", "provisioned disk (image file or block device) of a node that is not running")
 	f.StringVar(&src.Repo, "repo", "", "apply every pending overlay of this repository")
 	f.StringVar(&src.Through, "through", "", "with --repo: stop at this version")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print the plan and change nothing")
 	f.StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")
 	f.DurationVar(&o.LockWait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
-	required(c, "root")
 	return c
 }
 

@@ -10,10 +10,10 @@ import (
 )
 
 func newVerifyCmd(g *globals) *cobra.Command {
-	var root, repoDir, pub string
+	var root, repoDir, pub, diskPath string
 	var files, strict bool
 	c := &cobra.Command{
-		Use:   "verify-sequence (--root DIR [--repo REPO] [--files] | --repo REPO) [--json]",
+		Use:   "verify-sequence ((--root DIR | --disk DISK) [--repo REPO] [--files] | --repo REPO) [--json]",
 		Short: "Audit a node or a repository: no gaps, no reorders, no tampering, no drift",
 		Long: `Audit a node (--root) or a repository (--repo alone).
 
@@ -27,6 +27,10 @@ With --pub KEY the audit trusts only that key: the node's image and overlay
 manifests and the repository index must be signed with it (root on a node
 can replace the keys the node carries, but not forge signatures).
 
+--disk audits the node on a provisioned disk that is not running (a disk
+image file or a block device that is not mounted), mounted and activated
+the way it boots, in a private mount namespace.
+
 A repository audit checks every signature, digest, parent link, version
 order, folded tree digest and image constraint.
 
@@ -37,6 +41,17 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 			var a *overlay.Audit
 			var err error
 			switch {
+			case root != "" && diskPath != "":
+				return usageError{fmt.Errorf("give --root DIR or --disk DISK, not both")}
+			case diskPath != "":
+				trust, perr := optionalPub(pub)
+				if perr != nil {
+					return perr
+				}
+				var ran bool
+				if a, ran, err = verifyDisk(c, diskPath, repoDir, files, trust); ran {
+					return err
+				}
 			case root != "":
 				trust, perr := optionalPub(pub)
 				if perr != nil {
@@ -50,7 +65,7 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 				}
 				a, err = overlay.VerifyRepo(c.Context(), repoDir, trust)
 			default:
-				return usageError{fmt.Errorf("give --root DIR or --repo REPO")}
+				return usageError{fmt.Errorf("give --root DIR, --disk DISK or --repo REPO")}
 			}
 			if err != nil {
 				return err
@@ -65,6 +80,7 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 		},
 	}
 	c.Flags().StringVar(&root, "root", "", "node root directory")
+	c.Flags().StringVar(&diskPath, "disk", "", "provisioned disk (image file or block device) of a node that is not running")
 	c.Flags().StringVar(&repoDir, "repo", "", "repository")
 	c.Flags().StringVar(&pub, "pub", "", "auditor's public key: manifests, index and images must be signed with it (default: the keys the node or images carry)")
 	c.Flags().BoolVar(&files, "files", false, "recompute the tree digest and name every drifted file")

@@ -1,0 +1,44 @@
+package disk
+
+import (
+	"context"
+	"errors"
+
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// Apply applies overlays (src, as overlay.Apply takes them) to the node
+// on a disk that is not running, mounted with MountNode: the same
+// verification, layers and ledger records as on a running node. Nothing
+// runs on the disk, so restarts are recorded as pending (o.Restarter is
+// ignored). The report's Root is the disk.
+func Apply(ctx context.Context, diskPath string, src overlay.Source, o overlay.ApplyOptions) (rep *overlay.ApplyReport, err error) {
+	n, err := MountNode(ctx, diskPath, o.Progress)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, n.Close()) }()
+	o.Restarter = nil
+	rep, err = overlay.Apply(ctx, n.Root, src, o)
+	if rep != nil {
+		rep.Root = diskPath
+	}
+	return rep, err
+}
+
+// Verify audits the node on a disk that is not running, mounted with
+// MountNode, as overlay.VerifyNodeWith audits a running one (repoDir,
+// files and trust as there). The audit's Root is the disk.
+func Verify(ctx context.Context, diskPath, repoDir string, files bool, trust *sign.KeySet) (a *overlay.Audit, err error) {
+	n, err := MountNode(ctx, diskPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, n.Close()) }()
+	a, err = overlay.VerifyNodeWith(ctx, n.Root, repoDir, files, trust)
+	if a != nil {
+		a.Root = diskPath
+	}
+	return a, err
+}

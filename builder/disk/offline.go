@@ -1,0 +1,217 @@
+package disk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/diskfs/go-diskfs/partition/gpt"
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/internal/loop"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// Errors about the disk given to MountNode.
+var (
+	// ErrNotNodeDisk reports a disk without the layout Provision writes
+	// (or whose state partition holds no node).
+	ErrNotNodeDisk = errors.New("disk: not a strata node disk")
+	// ErrInUse reports a disk another process holds (a running qemu, a
+	// concurrent strata).
+	ErrInUse = errors.New("disk: in use")
+)
+
+// Node is the node of a provisioned disk that is not running, mounted
+// for offline work in this process's private mount namespace the way its
+// initramfs mounts it at boot.
+type Node struct {
+	// Disk is the disk image file or block device.
+	Disk string
+	// Root is the node root: root A's squashfs read-only, the state
+	// partition's var bound on Root/var, a tmpfs on Root/run, the stacks
+	// active (overlay.Activate).
+	Root string
+	// State is where the state partition (ext4) is mounted, read-write.
+	State string
+
+	dir  string   // holds Root and State
+	lock *os.File // the disk, with its whole-file lock
+}
+
+// MountNode mounts the node on diskPath (a disk image file or a block
+// device that is not mounted): from its GPT, root A (read-only) and the
+// state partition (read-write), each on a fresh loop device; then it
+// binds the state's var on the root's var, puts a tmpfs on its run and
+// activates it (overlay.Activate: an interrupted switch is settled, as
+// a boot would). The disk stays locked (an exclusive OFD lock over the
+// whole file, which a qemu using it conflicts with) until Close. The
+// process must run in a private mount namespace (see Reexec):
+// otherwise ErrNotPrivate. progress, if not nil, gets a line per step.
+func MountNode(ctx context.Context, diskPath string, progress func(string)) (n *Node, err error) {
+	if progress == nil {
+		progress = func(string) {}
+	}
+	if !InPrivateNamespace() {
+		return nil, fmt.Errorf("mounting the node on %s: %w", diskPath, ErrNotPrivate)
+	}
+	f, err := openDisk(diskPath)
+	if err != nil {
+		return nil, err
+	}
+	n = &Node{Disk: diskPath, lock: f}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, n.Close())
+			n = nil
+		}
+	}()
+	rootA, state, err := nodePartitions(f, diskPath)
+	if err != nil {
+		return n, err
+	}
+	if n.dir, err = os.MkdirTemp("", "strata-disk-"); err != nil {
+		return n, fmt.Errorf("mounting the node on %s: %w", diskPath, err)
+	}
+	n.Root, n.State = filepath.Join(n.dir, "root"), filepath.Join(n.dir, "state")
+	for _, d := range []string{n.Root, n.State} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return n, fmt.Errorf("mounting the node on %s: %w", diskPath, err)
+		}
+	}
+	progress(fmt.Sprintf("mounting root A of %s (%s at %s) read-only", diskPath, FormatSize(rootA.Size), FormatSize(rootA.Offset)))
+	if _, err := loop.Mount(diskPath, loop.Config{Offset: rootA.Offset, SizeLimit: rootA.Size, ReadOnly: true}, n.Root, "squashfs", unix.MS_NODEV, ""); err != nil {
+		return n, fmt.Errorf("mounting root A of %s: %w", diskPath, err)
+	}
+	progress(fmt.Sprintf("mounting the state partition of %s", diskPath))
+	if _, err := loop.Mount(diskPath, loop.Config{Offset: state.Offset, SizeLimit: state.Size}, n.State, "ext4", unix.MS_NOATIME, ""); err != nil {
+		return n, fmt.Errorf("mounting the state partition of %s: %w", diskPath, err)
+	}
+	for _, d := range []string{filepath.Join(n.State, "var"), filepath.Join(n.Root, "var"), filepath.Join(n.Root, "run")} {
+		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() {
+			return n, fmt.Errorf("mounting the node on %s: %s is not a directory: %w", diskPath, strings.TrimPrefix(d, n.dir+"/"), ErrNotNodeDisk)
+		}
+	}
+	if err := unix.Mount(filepath.Join(n.State, "var"), filepath.Join(n.Root, "var"), "", unix.MS_BIND, ""); err != nil {
+		return n, fmt.Errorf("binding the state's var on the root of %s: %w", diskPath, err)
+	}
+	if err := unix.Mount("tmpfs", filepath.Join(n.Root, "run"), "tmpfs", unix.MS_NODEV|unix.MS_NOSUID, "mode=0755"); err != nil {
+		return n, fmt.Errorf("mounting a tmpfs on the run of %s: %w", diskPath, err)
+	}
+	progress(fmt.Sprintf("activating the node on %s", diskPath))
+	if _, err := overlay.Activate(ctx, n.Root, ""); err != nil {
+		return n, fmt.Errorf("activating the node on %s: %w", diskPath, err)
+	}
+	return n, nil
+}
+
+// openDisk opens the disk read-write and locks it whole (an OFD write
+// lock: it conflicts with another strata and with qemu's image locks); a
+// block device must be neither mounted nor have a partition mounted.
+func openDisk(diskPath string) (*os.File, error) {
+	fi, err := os.Stat(diskPath)
+	if err != nil {
+		return nil, fmt.Errorf("opening disk %s: %w", diskPath, err)
+	}
+	switch {
+	case fi.Mode().IsRegular():
+	case fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0:
+		if err := checkNotMounted(diskPath, fi); err != nil {
+			return nil, fmt.Errorf("opening disk %w", err)
+		}
+	default:
+		return nil, fmt.Errorf("opening disk %s: not a regular file or block device (%s)", diskPath, fi.Mode().Type())
+	}
+	f, err := os.OpenFile(diskPath, os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening disk %s: %w", diskPath, err)
+	}
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			return nil, fmt.Errorf("opening disk %s: another process holds a lock on it (a running VM, another strata): %w", diskPath, ErrInUse)
+		}
+		return nil, fmt.Errorf("locking disk %s: %w", diskPath, err)
+	}
+	return f, nil
+}
+
+// nodePartitions reads the disk's GPT and returns root A and the state
+// partition, which must be where Provision puts them.
+func nodePartitions(f *os.File, diskPath string) (rootA, state Partition, err error) {
+	t, err := gpt.Read(f, sectorSize, sectorSize)
+	if err != nil {
+		return rootA, state, fmt.Errorf("reading the partition table of %s: %v: %w", diskPath, err, ErrNotNodeDisk)
+	}
+	want := map[int]gpt.Type{PartRootA: TypeRootX8664, PartState: TypeLinuxData}
+	found := map[int]Partition{}
+	for _, p := range t.Partitions {
+		if p == nil || p.Type == gpt.Unused {
+			continue
+		}
+		if ty, ok := want[p.Index]; ok && p.Type == ty && p.Name == partNames[p.Index] {
+			found[p.Index] = Partition{Index: p.Index, Name: p.Name, Type: string(p.Type), GUID: p.GUID,
+				Offset: int64(p.Start) * sectorSize, Size: int64(p.End-p.Start+1) * sectorSize}
+		}
+	}
+	for i := range want {
+		if _, ok := found[i]; !ok {
+			return rootA, state, fmt.Errorf("%s has no partition %d %q of type %s: %w", diskPath, i, partNames[i], want[i], ErrNotNodeDisk)
+		}
+	}
+	return found[PartRootA], found[PartState], nil
+}
+
+// Close unmounts everything MountNode mounted, innermost first (the
+// stacks before the state partition their layers live on, which is
+// unmounted cleanly, not lazily), removes the mount points and releases
+// the disk. The loop devices go with their mounts.
+func (n *Node) Close() error {
+	var errs []error
+	if n.dir != "" {
+		errs = append(errs, unmountBelow(n.dir))
+		if len(errs) == 1 && errs[0] == nil {
+			errs = append(errs, os.RemoveAll(n.dir))
+		}
+	}
+	if n.lock != nil {
+		errs = append(errs, n.lock.Close())
+		n.lock = nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("unmounting the node on %s: %w", n.Disk, err)
+	}
+	return nil
+}
+
+// unmountBelow unmounts every mount below dir, a mount without mounts on
+// or below it first, until none is left.
+func unmountBelow(dir string) error {
+	for {
+		ms, err := readMounts()
+		if err != nil {
+			return err
+		}
+		hasChild := map[int]bool{}
+		for _, m := range ms {
+			hasChild[m.parent] = true
+		}
+		var leaf *mountEntry
+		for i := range ms {
+			if strings.HasPrefix(ms[i].point, dir+"/") && !hasChild[ms[i].id] {
+				leaf = &ms[i]
+			}
+		}
+		if leaf == nil {
+			return nil
+		}
+		if err := unix.Unmount(leaf.point, 0); err != nil {
+			return fmt.Errorf("unmounting %s: %w", leaf.point, err)
+		}
+	}
+}

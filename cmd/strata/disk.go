@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// childExit is the exit code of this command run again in a private
+// mount namespace (--disk), which printed its own output and errors.
+type childExit struct{ code int }
+
+func (e childExit) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// inPrivateMounts makes sure a --disk command runs in a mount namespace
+// of its own: in this process when it is one already (ran is false),
+// otherwise by running the same command line again in one and returning
+// its exit status as a childExit (ran is true).
+func inPrivateMounts(c *cobra.Command, positional []string) (ran bool, err error) {
+	if disk.InPrivateNamespace() {
+		return false, nil
+	}
+	argv := strings.Fields(c.CommandPath())[1:]
+	c.Flags().Visit(func(f *pflag.Flag) {
+		argv = append(argv, "--"+f.Name+"="+f.Value.String())
+	})
+	argv = append(append(argv, "--"), positional...)
+	code, err := disk.Reexec(c.Context(), argv, c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr())
+	if err != nil {
+		return true, err
+	}
+	return true, childExit{code}
+}
+
+// applyDisk is apply-overlay --disk.
+func applyDisk(c *cobra.Command, g *globals, diskPath string, src overlay.Source, o overlay.ApplyOptions, files []string) error {
+	if ran, err := inPrivateMounts(c, files); ran {
+		return err
+	}
+	o.Progress = g.progress()
+	rep, err := disk.Apply(c.Context(), diskPath, src, o)
+	if rep != nil && (err == nil || g.json) {
+		_ = g.output(c.OutOrStdout(), rep, func(w io.Writer) { printApply(w, rep) })
+	}
+	return err
+}
+
+// verifyDisk is verify-sequence --disk.
+func verifyDisk(c *cobra.Command, diskPath, repoDir string, files bool, trust *sign.KeySet) (*overlay.Audit, bool, error) {
+	if ran, err := inPrivateMounts(c, nil); ran {
+		return nil, true, err
+	}
+	a, err := disk.Verify(c.Context(), diskPath, repoDir, files, trust)
+	return a, false, err
+}
