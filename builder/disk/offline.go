@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/loop"
-	"github.com/strata-dev/strata/overlay"
 )
 
 // Errors about the disk given to MountNode.
@@ -33,8 +32,8 @@ type Node struct {
 	// Disk is the disk image file or block device.
 	Disk string
 	// Root is the node root: root A's squashfs read-only, the state
-	// partition's var bound on Root/var, a tmpfs on Root/run, the stacks
-	// active (overlay.Activate).
+	// partition's var bound on Root/var, a tmpfs on Root/run; the caller
+	// activates the stacks (overlay/offline does).
 	Root string
 	// State is where the state partition (ext4) is mounted, read-write.
 	State string
@@ -46,9 +45,8 @@ type Node struct {
 // MountNode mounts the node on diskPath (a disk image file or a block
 // device that is not mounted): from its GPT, root A (read-only) and the
 // state partition (read-write), each on a fresh loop device; then it
-// binds the state's var on the root's var, puts a tmpfs on its run and
-// activates it (overlay.Activate: an interrupted switch is settled, as
-// a boot would). The disk stays locked (an exclusive OFD lock over the
+// binds the state's var on the root's var and puts a tmpfs on its run,
+// as the initramfs does before it activates the node. The disk stays locked (an exclusive OFD lock over the
 // whole file, which a qemu using it conflicts with) until Close. The
 // process must run in a private mount namespace (see Reexec):
 // otherwise ErrNotPrivate. progress, if not nil, gets a line per step.
@@ -101,10 +99,6 @@ func MountNode(ctx context.Context, diskPath string, progress func(string)) (n *
 	}
 	if err := unix.Mount("tmpfs", filepath.Join(n.Root, "run"), "tmpfs", unix.MS_NODEV|unix.MS_NOSUID, "mode=0755"); err != nil {
 		return n, fmt.Errorf("mounting a tmpfs on the run of %s: %w", diskPath, err)
-	}
-	progress(fmt.Sprintf("activating the node on %s", diskPath))
-	if _, err := overlay.Activate(ctx, n.Root, ""); err != nil {
-		return n, fmt.Errorf("activating the node on %s: %w", diskPath, err)
 	}
 	return n, nil
 }

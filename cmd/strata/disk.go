@@ -11,6 +11,7 @@ import (
 	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/offline"
 )
 
 // childExit is the exit code of this command run again in a private
@@ -45,7 +46,7 @@ func applyDisk(c *cobra.Command, g *globals, diskPath string, src overlay.Source
 		return err
 	}
 	o.Progress = g.progress()
-	rep, err := disk.Apply(c.Context(), diskPath, src, o)
+	rep, err := offline.Apply(c.Context(), diskPath, src, o)
 	if rep != nil && (err == nil || g.json) {
 		_ = g.output(c.OutOrStdout(), rep, func(w io.Writer) { printApply(w, rep) })
 	}
@@ -57,6 +58,6 @@ func verifyDisk(c *cobra.Command, diskPath, repoDir string, files bool, trust *s
 	if ran, err := inPrivateMounts(c, nil); ran {
 		return nil, true, err
 	}
-	a, err := disk.Verify(c.Context(), diskPath, repoDir, files, trust)
+	a, err := offline.Verify(c.Context(), diskPath, repoDir, files, trust)
 	return a, false, err
 }

@@ -1,20 +1,40 @@
-package disk
+package offline
 
 import (
 	"context"
 	"errors"
+	"fmt"
+
+	"github.com/strata-dev/strata/builder/disk"
 
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/overlay"
 )
 
+// Mount mounts the node on diskPath the way its initramfs does
+// (disk.MountNode) and activates it (overlay.Activate: an interrupted
+// switch is settled, as a boot would). Close the node when done.
+func Mount(ctx context.Context, diskPath string, progress func(string)) (*disk.Node, error) {
+	n, err := disk.MountNode(ctx, diskPath, progress)
+	if err != nil {
+		return nil, err
+	}
+	if progress != nil {
+		progress(fmt.Sprintf("activating the node on %s", diskPath))
+	}
+	if _, err := overlay.Activate(ctx, n.Root, ""); err != nil {
+		return nil, errors.Join(fmt.Errorf("activating the node on %s: %w", diskPath, err), n.Close())
+	}
+	return n, nil
+}
+
 // Apply applies overlays (src, as overlay.Apply takes them) to the node
-// on a disk that is not running, mounted with MountNode: the same
+// on a disk that is not running, mounted with Mount: the same
 // verification, layers and ledger records as on a running node. Nothing
 // runs on the disk, so restarts are recorded as pending (o.Restarter is
 // ignored). The report's Root is the disk.
 func Apply(ctx context.Context, diskPath string, src overlay.Source, o overlay.ApplyOptions) (rep *overlay.ApplyReport, err error) {
-	n, err := MountNode(ctx, diskPath, o.Progress)
+	n, err := Mount(ctx, diskPath, o.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -28,10 +48,10 @@ func Apply(ctx context.Context, diskPath string, src overlay.Source, o overlay.A
 }
 
 // Verify audits the node on a disk that is not running, mounted with
-// MountNode, as overlay.VerifyNodeWith audits a running one (repoDir,
+// Mount, as overlay.VerifyNodeWith audits a running one (repoDir,
 // files and trust as there). The audit's Root is the disk.
 func Verify(ctx context.Context, diskPath, repoDir string, files bool, trust *sign.KeySet) (a *overlay.Audit, err error) {
-	n, err := MountNode(ctx, diskPath, nil)
+	n, err := Mount(ctx, diskPath, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package disk_test
+package offline_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/offline"
 )
 
 // nodeRecipe is a small image with the layout a disk node needs: /state,
@@ -162,7 +163,7 @@ func TestOfflineDisk(t *testing.T) {
 	c5 := e.create(t, "1.0.5", map[string]string{"/etc/app/extra.conf": "five\n"})
 
 	var steps []string
-	rep, err := disk.Apply(ctx, e.disk, overlay.Source{Files: []string{c1.Path, c2.Path, c3.Path}},
+	rep, err := offline.Apply(ctx, e.disk, overlay.Source{Files: []string{c1.Path, c2.Path, c3.Path}},
 		overlay.ApplyOptions{Progress: func(s string) { steps = append(steps, s) }, Restarter: overlay.Systemd{}})
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +181,7 @@ func TestOfflineDisk(t *testing.T) {
 		t.Fatalf("progress: %q", steps)
 	}
 
-	a, err := disk.Verify(ctx, e.disk, e.repo, true, nil)
+	a, err := offline.Verify(ctx, e.disk, e.repo, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestOfflineDisk(t *testing.T) {
 
 	// A gap (1.0.5 without 1.0.4) is refused; the disk is unchanged.
 	before := e.nodeState(t)
-	_, err = disk.Apply(ctx, e.disk, overlay.Source{Files: []string{c5.Path}}, overlay.ApplyOptions{})
+	_, err = offline.Apply(ctx, e.disk, overlay.Source{Files: []string{c5.Path}}, overlay.ApplyOptions{})
 	if !errors.Is(err, overlay.ErrSequence) {
 		t.Fatalf("applying 1.0.5 on 1.0.3: %v, want a sequence error", err)
 	}
@@ -215,7 +216,7 @@ func TestOfflineDisk(t *testing.T) {
 	if err := os.WriteFile(bad, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := disk.Apply(ctx, e.disk, overlay.Source{Files: []string{bad}}, overlay.ApplyOptions{}); err == nil {
+	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Files: []string{bad}}, overlay.ApplyOptions{}); err == nil {
 		t.Fatal("a tampered overlay was applied")
 	}
 	requireNoLeftovers(t, e.disk)
@@ -224,11 +225,11 @@ func TestOfflineDisk(t *testing.T) {
 	}
 
 	// Catching up from the repository works offline too.
-	rep, err = disk.Apply(ctx, e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{})
+	rep, err = offline.Apply(ctx, e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{})
 	if err != nil || rep.To.Version != "1.0.5" {
 		t.Fatalf("catching up: %+v, %v", rep, err)
 	}
-	a, err = disk.Verify(ctx, e.disk, e.repo, true, nil)
+	a, err = offline.Verify(ctx, e.disk, e.repo, true, nil)
 	if err != nil || !a.OK() || a.TreeDigest != c5.Manifest.TreeDigest || a.Behind != 0 {
 		t.Fatalf("audit after catching up: %v %+v", err, a)
 	}
@@ -239,7 +240,7 @@ func TestOfflineDisk(t *testing.T) {
 // file that must not exist).
 func readNode(t *testing.T, diskPath string, want map[string]string) {
 	t.Helper()
-	n, err := disk.MountNode(context.Background(), diskPath, nil)
+	n, err := offline.Mount(context.Background(), diskPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +275,7 @@ func TestOfflineDiskRefusals(t *testing.T) {
 	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := disk.Verify(ctx, e.disk, "", false, nil); !errors.Is(err, disk.ErrInUse) {
+	if _, err := offline.Verify(ctx, e.disk, "", false, nil); !errors.Is(err, disk.ErrInUse) {
 		t.Fatalf("verifying a locked disk: %v, want ErrInUse", err)
 	}
 	f.Close()
@@ -284,14 +285,14 @@ func TestOfflineDiskRefusals(t *testing.T) {
 	if err := os.WriteFile(plain, make([]byte, 4<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := disk.Verify(ctx, plain, "", false, nil); !errors.Is(err, disk.ErrNotNodeDisk) {
+	if _, err := offline.Verify(ctx, plain, "", false, nil); !errors.Is(err, disk.ErrNotNodeDisk) {
 		t.Fatalf("verifying a blank file: %v, want ErrNotNodeDisk", err)
 	}
 	requireNoLeftovers(t, plain)
 
 	// A block device works like a file (a loop device here)...
 	dev := attachLoop(t, e.disk)
-	a, err := disk.Verify(ctx, dev, "", true, nil)
+	a, err := offline.Verify(ctx, dev, "", true, nil)
 	if err != nil || !a.OK() {
 		t.Fatalf("verifying %s: %v %+v", dev, err, a)
 	}
@@ -304,7 +305,7 @@ func TestOfflineDiskRefusals(t *testing.T) {
 	if err := unix.Mount(stateDev, mnt, "ext4", unix.MS_RDONLY, ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err = disk.Verify(ctx, stateDev, "", false, nil)
+	_, err = offline.Verify(ctx, stateDev, "", false, nil)
 	if uerr := unix.Unmount(mnt, 0); uerr != nil {
 		t.Error(uerr)
 	}
@@ -332,7 +333,7 @@ func attachLoop(t *testing.T, file string) string {
 // Outside a private mount namespace nothing is mounted.
 func TestMountNodeNeedsPrivateNamespace(t *testing.T) {
 	t.Setenv("STRATA_PRIVATE_MOUNT_NS", "")
-	if _, err := disk.MountNode(context.Background(), "/nonexistent", nil); !errors.Is(err, disk.ErrNotPrivate) {
+	if _, err := offline.Mount(context.Background(), "/nonexistent", nil); !errors.Is(err, disk.ErrNotPrivate) {
 		t.Fatalf("MountNode outside a private namespace: %v", err)
 	}
 }
@@ -345,10 +346,10 @@ func TestOfflineAuditIgnoresMountsOnStacks(t *testing.T) {
 	e := newOfflineEnv(t)
 	ctx := context.Background()
 	c1 := e.create(t, "1.0.1", map[string]string{"/etc/app/app.conf": "port 81\n", "/usr/share/doc/app/changes": "one\n"})
-	if _, err := disk.Apply(ctx, e.disk, overlay.Source{Files: []string{c1.Path}}, overlay.ApplyOptions{}); err != nil {
+	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Files: []string{c1.Path}}, overlay.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := disk.MountNode(ctx, e.disk, nil)
+	n, err := offline.Mount(ctx, e.disk, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
