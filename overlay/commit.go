@@ -84,8 +84,14 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 		}
 	}
 	l, err := t.Commit(ctx, v.ledger)
-	if err != nil {
+	if l == nil {
+		// The ledger does not hold the record: nothing committed.
 		return errors.Join(err, t.Abort(ctx))
+	}
+	if err != nil {
+		// Committed; only the cleanup after it failed, which the next
+		// run's recovery finishes. Never take a committed change back.
+		return fmt.Errorf("overlay %s committed, but finishing it failed (the next run retries): %w", m.Version, err)
 	}
 	if r == nil {
 		return nil

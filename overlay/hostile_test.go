@@ -174,3 +174,28 @@ func TestRegenerateTrustsOnlyItsSigningKey(t *testing.T) {
 		t.Fatalf("regenerating with the line's own key: %v", err)
 	}
 }
+
+// When the ledger already holds an apply and only the cleanup after it
+// fails (here: undo data cannot be kept, a file planted where its
+// directory goes), the change stays: a committed change is never taken
+// back, and the error says it committed.
+func TestCommittedChangeNeverTakenBack(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	root := f.provision()
+	if err := os.WriteFile(filepath.Join(root, manifests.StateDir, "undo"), []byte("planted"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := apply(root, c.Path)
+	if err == nil || !strings.Contains(err.Error(), "committed") {
+		t.Fatalf("apply with unkeepable undo data: %v, want an error saying the change committed", err)
+	}
+	l := sqLedger(t, root)
+	if last := l.Last(); last.Action != manifests.LedgerApply || last.Version != "1.0.1" {
+		t.Fatalf("ledger ends with %s %s, want apply 1.0.1", last.Action, last.Version)
+	}
+	got, err := os.ReadFile(filepath.Join(root, "etc/app/app.conf"))
+	if err != nil || string(got) != "port 81\n" {
+		t.Fatalf("etc/app/app.conf = %q, %v: the committed change was taken back", got, err)
+	}
+}

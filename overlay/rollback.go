@@ -84,8 +84,11 @@ func rollbackLocked(ctx context.Context, b Backend, r Restarter, progress func(s
 		return nil, err
 	}
 	l, err := t.Commit(ctx, v.ledger)
-	if err != nil {
+	if l == nil {
 		return nil, errors.Join(err, t.Abort(ctx))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rollback of %s committed, but finishing it failed (the next run retries): %w", last.Version, err)
 	}
 	if err := n.DropManifest(last.Version); err != nil {
 		return nil, err

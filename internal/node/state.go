@@ -90,9 +90,13 @@ type Txn interface {
 	// Switch makes the change visible on the node's tree.
 	Switch(ctx context.Context) error
 	// Commit appends the change's record to the ledger l (the commit
-	// point) and returns the new ledger.
+	// point) and returns the new ledger. A nil ledger means nothing was
+	// committed (Abort then takes the change back); a ledger with an
+	// error means the change committed and only the cleanup after it
+	// failed, which the next Recover finishes.
 	Commit(ctx context.Context, l *manifests.Ledger) (*manifests.Ledger, error)
-	// Abort takes back a change that did not commit, switched or not.
+	// Abort takes back a change that did not commit, switched or not; it
+	// refuses one whose record the ledger holds.
 	Abort(ctx context.Context) error
 }
 
@@ -179,3 +183,17 @@ func (n Node) Backend() (string, error) {
 func (n Node) SetBackend(name string) error {
 	return WriteFileAtomic(n.backendFile(), []byte(name+"\n"), 0o644)
 }
+
+// Holds reports whether the ledger's last record is r (same seq, action,
+// version and digest): whether the change r records committed.
+func (n Node) Holds(r manifests.LedgerEntry) (bool, error) {
+	l, err := n.ReadLedger()
+	if err != nil {
+		return false, err
+	}
+	last := l.Last()
+	return last.Seq == r.Seq && last.Action == r.Action && last.Version == r.Version && last.Digest == r.Digest, nil
+}
+
+// ErrCommitted reports an attempt to take back a change the ledger holds.
+var ErrCommitted = errors.New("node: the change is committed; it can only be rolled back")

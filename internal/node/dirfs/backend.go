@@ -180,11 +180,20 @@ func (t *txn) Commit(ctx context.Context, l *manifests.Ledger) (*manifests.Ledge
 		return nil, err
 	}
 	fault.Point("after-ledger")
-	return next, t.finish()
+	if err := t.finish(); err != nil {
+		return next, fmt.Errorf("keeping the undo data of %s: %w", t.j.Record.Version, err)
+	}
+	return next, nil
 }
 
 // Abort undoes a switched change and removes the transaction.
 func (t *txn) Abort(ctx context.Context) error {
+	if held, err := t.n.Holds(t.j.Record); err != nil || held {
+		if err == nil {
+			err = node.ErrCommitted
+		}
+		return fmt.Errorf("taking back %s: %w", t.j.Record.Version, err)
+	}
 	if t.switched {
 		if err := t.undo(); err != nil {
 			return fmt.Errorf("taking back %s: %w", t.j.Record.Version, err)

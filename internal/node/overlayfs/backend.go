@@ -336,6 +336,12 @@ func (t *txn) Commit(ctx context.Context, l *manifests.Ledger) (*manifests.Ledge
 // layer.
 func (t *txn) Abort(ctx context.Context) error {
 	b, v := t.b, t.j.Record.Version
+	if held, err := b.n.Holds(t.j.Record); err != nil || held {
+		if err == nil {
+			err = node.ErrCommitted
+		}
+		return fmt.Errorf("taking back layer %s: %w", v, err)
+	}
 	var errs []error
 	if t.switched {
 		layers, err := t.layers(false)
