@@ -3,6 +3,7 @@ package overlay
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/node/dirfs"
@@ -49,6 +50,11 @@ func openBackend(root string) (Backend, error) {
 		return nil, err
 	}
 	if name == node.BackendOverlayfs {
+		// Mounts are found by path in the mount table: the root must be
+		// the absolute path without links that the table shows.
+		if n.Root, err = canonical(root); err != nil {
+			return nil, err
+		}
 		hs, err := managedOf(n)
 		if err != nil {
 			return nil, err
@@ -99,6 +105,15 @@ func Activate(ctx context.Context, root, run string) (*ActivateReport, error) {
 }
 
 func activate(ctx context.Context, root, run string) error {
+	root, err := canonical(root)
+	if err != nil {
+		return err
+	}
+	if run != "" {
+		if run, err = filepath.Abs(run); err != nil {
+			return err
+		}
+	}
 	n := node.Node{Root: root}
 	if err := n.CheckState(); err != nil {
 		return err
@@ -128,4 +143,17 @@ func activate(ctx context.Context, root, run string) error {
 		return err
 	}
 	return b.Activate(ctx)
+}
+
+// canonical returns root as an absolute path without symlinks.
+func canonical(root string) (string, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", fmt.Errorf("node %s: %w", root, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("node %s: %w", root, err)
+	}
+	return real, nil
 }

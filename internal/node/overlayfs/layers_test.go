@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -197,5 +198,90 @@ func TestPlantedLayersSymlinkRefused(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(victim); len(ents) != 1 || ents[0].Name() != "keep" {
 		t.Fatalf("the symlink's target was changed: %v", ents)
+	}
+}
+
+// Deep stacks: forty overlays on /etc stack (one lowerdir+ per layer, not
+// one option string), and a node named by a relative path (or through a
+// symlink) is the same node: activating it twice mounts the image clone
+// once.
+func TestDeepStackAndRelativeRoot(t *testing.T) {
+	dir := t.TempDir()
+	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
+		t.Fatal(err)
+	}
+	key, err := sign.LoadKey(filepath.Join(dir, "k.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdir := filepath.Join(dir, "recipe")
+	if err := os.MkdirAll(filepath.Join(rdir, "rootfs/etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	recipe := "line: deep-line-with-a-long-name\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /etc/motd\n    content: \"0\\n\"\n"
+	if err := os.WriteFile(filepath.Join(rdir, "recipe.yaml"), []byte(recipe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := builder.Build(context.Background(), filepath.Join(rdir, "recipe.yaml"), filepath.Join(dir, "img"), builder.WithKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := filepath.Join(dir, "repo")
+	if _, err := repo.Init(rp, res.Image, key); err != nil {
+		t.Fatal(err)
+	}
+	root := newNode(t, res.Image)
+	const n = 40
+	for i := 1; i <= n; i++ {
+		src := filepath.Join(dir, "motd")
+		if err := os.WriteFile(src, []byte(strconv.Itoa(i)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := overlay.Create(context.Background(), rp, key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/motd", Src: src}}}, overlay.CreateOptions{Version: "1.0." + strconv.Itoa(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := overlay.Apply(context.Background(), root, overlay.Source{Files: []string{c.Path}}, overlay.ApplyOptions{}); err != nil {
+			t.Fatalf("applying layer %d: %v", i, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "etc/motd")); err != nil || string(b) != strconv.Itoa(n)+"\n" {
+		t.Fatalf("etc/motd after %d layers = %q, %v", n, b, err)
+	}
+	a, err := overlay.VerifyNode(context.Background(), root, rp, true)
+	if err != nil || !a.OK() {
+		t.Fatalf("audit after %d layers: %v %+v", n, err, a)
+	}
+	// The same node, named relatively and through a symlink.
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(root, link); err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	defer os.Chdir(wd)
+	if err := os.Chdir(filepath.Dir(root)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"root", link} {
+		if _, err := overlay.Activate(context.Background(), name, ""); err != nil {
+			t.Fatalf("activate %s: %v", name, err)
+		}
+	}
+	clones := 0
+	f, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(f), "\n") {
+		if fields := strings.Fields(line); len(fields) > 4 && fields[4] == filepath.Join(root, "run/strata/image") {
+			clones++
+		}
+	}
+	if clones != 1 {
+		t.Fatalf("%d image clones mounted after activating the node by other names, want 1", clones)
+	}
+	st, err := overlay.NodeStatus(context.Background(), "root")
+	if err != nil || st.Active == nil || !*st.Active || len(st.Layers) != n {
+		t.Fatalf("status by a relative name: %+v, %v", st, err)
 	}
 }

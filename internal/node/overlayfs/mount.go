@@ -91,30 +91,39 @@ func topMount(ms []mountInfo, point string) (mountInfo, bool) {
 	return top, found
 }
 
-// mountStack builds an overlayfs of lowers (top first) as a detached,
-// read-only mount and returns its descriptor. Relative lower paths are
-// resolved from dir, which keeps the option string short.
-func mountStack(dir string, lowers []string) (int, error) {
+// mountStack builds a read-only overlayfs of lowers (absolute paths, top
+// first) as a detached mount and returns its descriptor. Kernels with the
+// "lowerdir+" parameter (6.8) take one layer at a time, so a stack can be
+// as deep as overlayfs allows (500 layers); older ones get the list in
+// one mount(2) option string, at most a page, through a private staging
+// mount point below tmp that is cloned and detached at once.
+func mountStack(tmp string, lowers []string) (int, error) {
 	for _, l := range lowers {
-		if strings.ContainsAny(l, ":,\\\n") {
-			return -1, fmt.Errorf("overlay lower %q: unsupported character", l)
+		if !filepath.IsAbs(l) || strings.ContainsAny(l, ":,\\\n") {
+			return -1, fmt.Errorf("overlay lower %q: not an absolute path or an unsupported character", l)
 		}
 	}
-	opt := strings.Join(lowers, ":")
-	if len(opt) > 3800 {
-		return -1, fmt.Errorf("overlay of %d layers: lower directory list of %d bytes is too long for one mount", len(lowers), len(opt))
+	if len(lowers) > maxLayers {
+		return -1, fmt.Errorf("overlay of %d layers: at most %d: %w", len(lowers), maxLayers, ErrTooDeep)
 	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return -1, err
+	fd, err := mountStackFD(lowers)
+	if !errors.Is(err, errNoLowerdirPlus) {
+		return fd, err
 	}
-	// Fsconfig resolves relative paths against the working directory of
-	// the process; only this goroutine's call depends on it, and strata
-	// does not change directories elsewhere.
-	if err := os.Chdir(dir); err != nil {
-		return -1, err
-	}
-	defer os.Chdir(cwd)
+	return mountStackLegacy(tmp, lowers)
+}
+
+// maxLayers is overlayfs's limit on lower layers (OVL_MAX_STACK).
+const maxLayers = 500
+
+// ErrTooDeep reports a stack with more layers than the kernel can stack;
+// compacting the node onto a regenerated image is the way out.
+var ErrTooDeep = errors.New("overlayfs: too many layers to stack")
+
+var errNoLowerdirPlus = errors.New("overlayfs: kernel has no lowerdir+")
+
+// mountStackFD builds the stack with the mount API, one lowerdir+ each.
+func mountStackFD(lowers []string) (int, error) {
 	fs, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return -1, fmt.Errorf("fsopen overlay: %w", err)
@@ -123,17 +132,48 @@ func mountStack(dir string, lowers []string) (int, error) {
 	if err := unix.FsconfigSetString(fs, "source", "strata"); err != nil {
 		return -1, fmt.Errorf("overlay source: %w", err)
 	}
-	if err := unix.FsconfigSetString(fs, "lowerdir", opt); err != nil {
-		return -1, fmt.Errorf("overlay lowerdir %s: %w", opt, err)
+	for i, l := range lowers {
+		if err := unix.FsconfigSetString(fs, "lowerdir+", l); err != nil {
+			if i == 0 && errors.Is(err, unix.EINVAL) {
+				return -1, errNoLowerdirPlus
+			}
+			return -1, fmt.Errorf("overlay lower %s: %w", l, err)
+		}
 	}
 	if err := unix.FsconfigCreate(fs); err != nil {
-		return -1, fmt.Errorf("creating overlay of %s: %w", opt, err)
+		return -1, fmt.Errorf("creating overlay of %s: %w", strings.Join(lowers, ":"), err)
 	}
 	mfd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
-		return -1, fmt.Errorf("fsmount overlay of %s: %w", opt, err)
+		return -1, fmt.Errorf("fsmount overlay of %s: %w", strings.Join(lowers, ":"), err)
 	}
 	return mfd, nil
+}
+
+// mountStackLegacy builds the stack with mount(2) on a staging directory
+// below tmp, clones it detached and removes the staging mount.
+func mountStackLegacy(tmp string, lowers []string) (int, error) {
+	opt := "lowerdir=" + strings.Join(lowers, ":")
+	if len(opt) >= 4000 {
+		return -1, fmt.Errorf("overlay of %d layers: its lower directory list of %d bytes does not fit one mount option on this kernel (before Linux 6.8): %w", len(lowers), len(opt), ErrTooDeep)
+	}
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return -1, fmt.Errorf("staging a stack: %w", err)
+	}
+	dir, err := os.MkdirTemp(tmp, "stack-")
+	if err != nil {
+		return -1, fmt.Errorf("staging a stack: %w", err)
+	}
+	defer os.Remove(dir)
+	if err := unix.Mount("strata", dir, "overlay", unix.MS_RDONLY|unix.MS_NODEV, opt); err != nil {
+		return -1, fmt.Errorf("mounting overlay of %s: %w", strings.Join(lowers, ":"), err)
+	}
+	defer unix.Unmount(dir, unix.MNT_DETACH)
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("cloning the staged stack: %w", err)
+	}
+	return fd, nil
 }
 
 // attach puts the detached mount mfd at target. When target already has

@@ -87,8 +87,8 @@ func (b *Backend) restack(layers []string) error {
 		target := filepath.Join(b.n.Root, h)
 		var lowers []string
 		for i := len(layers) - 1; i >= 0; i-- {
-			if fi, err := os.Lstat(filepath.Join(b.layerDir(layers[i]), h)); err == nil && fi.IsDir() {
-				lowers = append(lowers, layers[i]+"/"+h)
+			if p := filepath.Join(b.layerDir(layers[i]), h); isDir(p) {
+				lowers = append(lowers, p)
 			}
 		}
 		top, mounted := topMount(ms, target)
@@ -102,7 +102,7 @@ func (b *Backend) restack(layers []string) error {
 			continue
 		}
 		lowers = append(lowers, filepath.Join(b.ImageDir(), h))
-		mfd, err := mountStack(b.layersDir(), lowers)
+		mfd, err := mountStack(filepath.Join(b.run, "strata", "staging"), lowers)
 		if err != nil {
 			return fmt.Errorf("stacking /%s: %w", h, err)
 		}
@@ -170,4 +170,9 @@ func scanStack(dir, h string) ([]manifests.Entry, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+func isDir(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir()
 }
