@@ -33,6 +33,11 @@ type ApplyOptions struct {
 	LockWait time.Duration
 	// Progress receives one line per step; nil is silent.
 	Progress func(string)
+	// Offline marks a node that is not running (a disk mounted for
+	// apply-overlay --disk): nothing of it runs, so services' validation
+	// commands (the node's own programs) are not run on this host, and
+	// restarts are recorded as pending.
+	Offline bool
 }
 
 // Plan is what applying one overlay does.
@@ -136,7 +141,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	for _, a := range todo {
 		plan := &rep.Plans[indexOf(rep.Plans, a.Manifest.Version)]
 		progress(fmt.Sprintf("applying %s %s (%d writes, %d deletes)", a.Manifest.Line, a.Manifest.Version, len(plan.Writes), len(plan.Deletes)))
-		if err := applyOne(ctx, b, v, a, states[a.Manifest.Version], plan, o.Restarter, progress); err != nil {
+		if err := applyOne(ctx, b, v, a, states[a.Manifest.Version], plan, o, progress); err != nil {
 			return rep, err
 		}
 		rep.To = manifests.Ref{Version: a.Manifest.Version, Digest: a.Digest}

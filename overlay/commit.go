@@ -30,8 +30,12 @@ const validationTimeout = time.Minute
 // and only then commit. When a restart or the health check fails the
 // change is taken back, the same units are restarted on the old tree, and
 // the ledger records the failed attempt.
-func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2]tree.State, plan *Plan, r Restarter, progress func(string)) error {
+func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2]tree.State, plan *Plan, o ApplyOptions, progress func(string)) error {
 	n := b.Node()
+	r := o.Restarter
+	if o.Offline {
+		r = nil
+	}
 	m := a.Manifest
 	last := v.ledger.Last()
 	rec := manifests.LedgerEntry{
@@ -54,8 +58,10 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 	if m.Catalog != nil {
 		cat = *m.Catalog
 	}
-	if err := validate(ctx, b, t, plan, cat, progress); err != nil {
-		return errors.Join(err, t.Abort(ctx))
+	if !o.Offline {
+		if err := validate(ctx, b, t, plan, cat, progress); err != nil {
+			return errors.Join(err, t.Abort(ctx))
+		}
 	}
 	if err := n.StoreManifest(m.Version, a.Raw, a.Sig); err != nil {
 		return errors.Join(err, t.Abort(ctx))
@@ -135,9 +141,18 @@ func validate(ctx context.Context, b Backend, t node.Txn, plan *Plan, cat manife
 func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger, rec manifests.LedgerEntry, r Restarter, req planRequest, fwd *systemd.Resolved, reached int, cause error, progress func(string)) error {
 	progress(fmt.Sprintf("restart failed, taking %s back: %v", rec.Version, cause))
 	if err := t.Abort(ctx); err != nil {
-		return fmt.Errorf("%w; taking %s back failed too, the next run retries: %v", cause, rec.Version, err)
+		return fmt.Errorf("%w; taking %s back failed too, the next run retries: %w", cause, rec.Version, err)
 	}
-	var pending []manifests.ServiceAction
+	// The failed attempt is recorded with its restarts due before they
+	// run on the old tree: if strata dies while they run, the debt stays.
+	l, err := n.Commit(l, failedRecord(l, rec, cause.Error(), req.actions))
+	if err != nil {
+		return fmt.Errorf("overlay %s taken back: %w; recording the failure: %w", rec.Version, cause, err)
+	}
+	if err := n.ClearRestarting(); err != nil {
+		return fmt.Errorf("overlay %s taken back: %w; %w", rec.Version, cause, err)
+	}
+	fault.Point("taken-back")
 	report := func(sa manifests.ServiceAction) { progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit)) }
 	var rerr error
 	if s, ok := r.(Systemd); ok && fwd != nil {
@@ -146,17 +161,10 @@ func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger,
 		_, rerr = runPlan(ctx, r, req, report)
 	}
 	if rerr != nil {
-		pending = req.actions
+		return fmt.Errorf("overlay %s taken back: %w; restarts after taking it back failed too, they stay due: %w", rec.Version, cause, rerr)
 	}
-	_, err := n.Commit(l, failedRecord(l, rec, cause.Error(), pending))
-	if err == nil {
-		err = n.ClearRestarting()
-	}
-	switch {
-	case err != nil:
-		return fmt.Errorf("overlay %s taken back: %w; recording the failure: %v", rec.Version, cause, err)
-	case rerr != nil:
-		return fmt.Errorf("overlay %s taken back: %w; restarts after taking it back failed too: %v", rec.Version, cause, rerr)
+	if err := recordRestarts(n, l, req.actions, nil); err != nil {
+		return fmt.Errorf("overlay %s taken back: %w; recording the restarts: %w", rec.Version, cause, err)
 	}
 	return fmt.Errorf("overlay %s taken back: %w", rec.Version, cause)
 }

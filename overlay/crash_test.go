@@ -64,6 +64,9 @@ func helperMain(t *testing.T, root string) {
 	case "apply-restart":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
 		_, err = Apply(ctx, root, Source{Files: files}, ApplyOptions{Restarter: Exec{Template: "true"}})
+	case "apply-failing":
+		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
+		_, err = Apply(ctx, root, Source{Files: files}, ApplyOptions{Restarter: Exec{Template: "exit 1"}})
 	case "rollback":
 		_, err = Rollback(ctx, root, nil, 0, nil)
 	default:
@@ -522,4 +525,26 @@ func TestCrashInsideOpApplyRollsBack(t *testing.T) {
 		t.Fatal("no op of the change has a point inside it: the test covers nothing")
 	}
 	t.Logf("crashed inside %d of %d ops", fired, nops)
+}
+
+// A crash after a failed restart took the change back, before the
+// restarts on the old tree ran: the failed attempt is recorded with its
+// restarts still due.
+func TestCrashWhileTakingBackKeepsDebt(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	root := f.provision()
+	before := snap(t, root)
+	crashHelper(t, root, "taken-back", "apply-failing", c.Path)
+	if got := snap(t, root).digest; got != before.digest {
+		t.Errorf("digest %s after the crash, want the old %s", got, before.digest)
+	}
+	l := sqLedger(t, root)
+	if got := sqActions(l); !sqEqual(got, []string{"provision 1.0.0", "failed 1.0.1"}) {
+		t.Fatalf("ledger = %v, want the failed attempt", got)
+	}
+	if p := l.PendingRestarts(); len(p) != 1 || p[0].Unit != "app.service" {
+		t.Errorf("pending = %+v, want app.service still due", p)
+	}
+	sqRequireOK(t, sqAudit(t, root, f.repo, true))
 }

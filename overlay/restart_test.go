@@ -245,7 +245,7 @@ func TestRestartFailureOnceTakeBackRestarts(t *testing.T) {
 	if got := rsLines(t, log); !sqEqual(got, []string{"app.service restart"}) {
 		t.Errorf("restart log = %q, want the restart of app.service on the old tree", got)
 	}
-	if got := sqActions(sqLedger(t, root)); !sqEqual(got, []string{"provision 1.0.0", "failed 1.0.1"}) {
+	if got := sqActions(sqLedger(t, root)); !sqEqual(got, []string{"provision 1.0.0", "failed 1.0.1", "restart 1.0.1"}) {
 		t.Errorf("ledger = %v", got)
 	}
 	rsRequireNoDebt(t, root)

@@ -32,14 +32,15 @@ func Mount(ctx context.Context, diskPath string, progress func(string)) (*disk.N
 // on a disk that is not running, mounted with Mount: the same
 // verification, layers and ledger records as on a running node. Nothing
 // runs on the disk, so restarts are recorded as pending (o.Restarter is
-// ignored). The report's Root is the disk.
+// ignored) and services' validation commands are not run: they are the
+// disk's programs, and this is not the disk's machine. The report's Root is the disk.
 func Apply(ctx context.Context, diskPath string, src overlay.Source, o overlay.ApplyOptions) (rep *overlay.ApplyReport, err error) {
 	n, err := Mount(ctx, diskPath, o.Progress)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, n.Close()) }()
-	o.Restarter = nil
+	o.Restarter, o.Offline = nil, true
 	rep, err = overlay.Apply(ctx, n.Root, src, o)
 	if rep != nil {
 		rep.Root = diskPath

@@ -39,6 +39,9 @@ files:
 services:
   - unit: app.service
     paths: [/etc/app/app.conf]
+    # The disk's own program: never run on the host that applies offline
+    # (it would fail here: the image has no such file).
+    validate: [/usr/bin/app-validate]
 `
 
 var nodeRootfs = map[string]string{
