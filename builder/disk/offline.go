@@ -86,7 +86,7 @@ func MountNode(ctx context.Context, diskPath string, progress func(string)) (n *
 		return n, fmt.Errorf("mounting root A of %s: %w", diskPath, err)
 	}
 	progress(fmt.Sprintf("mounting the state partition of %s", diskPath))
-	if _, err := loop.Mount(diskPath, loop.Config{Offset: state.Offset, SizeLimit: state.Size}, n.State, "ext4", unix.MS_NOATIME, ""); err != nil {
+	if _, err := loop.Mount(diskPath, loop.Config{Offset: state.Offset, SizeLimit: state.Size}, n.State, "ext4", unix.MS_NOATIME|unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
 		return n, fmt.Errorf("mounting the state partition of %s: %w", diskPath, err)
 	}
 	for _, d := range []string{filepath.Join(n.State, "var"), filepath.Join(n.Root, "var"), filepath.Join(n.Root, "run")} {
