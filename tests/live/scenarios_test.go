@@ -109,8 +109,15 @@ func TestFailingServiceTakenBack(t *testing.T) {
 		t.Fatalf("rsyslog still has the broken drop-in:\n%s", out)
 	}
 	led := l.ledger()
-	if last := led.Last(); last.Action != manifests.LedgerFailed || last.Version != "1.0.1" || last.Head != led.Entries[0].Head {
-		t.Fatalf("last ledger record %+v, want the failed attempt of 1.0.1 at the image's head", last)
+	if n := len(led.Entries); n != 3 {
+		t.Fatalf("ledger has %d records, want 3 (image, failed attempt, restart record):\n%+v", n, led.Entries)
+	}
+	failed, settled := led.Entries[1], led.Entries[2]
+	if failed.Action != manifests.LedgerFailed || failed.Version != "1.0.1" || failed.Head != led.Entries[0].Head || failed.Error == "" || len(failed.Pending) == 0 {
+		t.Fatalf("second ledger record %+v, want the failed attempt of 1.0.1 at the image's head, with its error and the restarts it owes", failed)
+	}
+	if settled.Action != manifests.LedgerRestart || settled.Head != failed.Head || len(settled.Pending) != 0 {
+		t.Fatalf("last ledger record %+v, want a restart record at the image's head with nothing pending", settled)
 	}
 	if out, _, _ := l.strata("status", "--root", "/"); !strings.Contains(out, "failed    1.0.1") {
 		t.Errorf("status does not name the failed attempt:\n%s", out)
