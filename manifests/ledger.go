@@ -3,6 +3,7 @@ package manifests
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // LedgerAction is the kind of a ledger record.
@@ -121,7 +122,73 @@ func (l *Ledger) CheckChain() error {
 		if i > 0 && e.Action == LedgerProvision {
 			return fmt.Errorf("%w: ledger record %d is a second provision", ErrInvalid, i)
 		}
+		if err := e.validate(); err != nil {
+			return fmt.Errorf("%w: ledger record %d: %v", ErrInvalid, i, err)
+		}
 		prev = e.Hash
+	}
+	return nil
+}
+
+// validate checks the fields of a record that reach paths, command lines
+// and plans: a ledger is node state, and node state may have been planted.
+func (e LedgerEntry) validate() error {
+	switch e.Action {
+	case LedgerProvision, LedgerApply, LedgerRollback, LedgerRestart, LedgerFailed:
+	default:
+		return fmt.Errorf("unknown action %q", e.Action)
+	}
+	if err := ValidLine(e.Line); err != nil {
+		return err
+	}
+	for _, r := range []Ref{{Version: e.Version, Digest: e.Digest}, e.Head} {
+		if _, err := ParseVersion(r.Version); err != nil {
+			return err
+		}
+		if !ValidDigest(r.Digest) {
+			return fmt.Errorf("digest %q is not a sha256 digest", r.Digest)
+		}
+	}
+	if _, err := ParseVersion(e.Image); err != nil {
+		return fmt.Errorf("image version: %w", err)
+	}
+	if !ValidDigest(e.TreeDigest) {
+		return fmt.Errorf("tree digest %q is not a sha256 digest", e.TreeDigest)
+	}
+	for _, list := range []struct {
+		name    string
+		actions []ServiceAction
+		plan    bool // plan actions, not the verbs a node carried out
+	}{{"pending", e.Pending, true}, {"reboot", e.Reboot, true}, {"done", e.Done, false}} {
+		for _, a := range list.actions {
+			if err := a.validate(list.plan); err != nil {
+				return fmt.Errorf("%s restart: %w", list.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// validate checks a recorded action: a plan action (restart, reload,
+// stop, daemon-reload) on a valid unit, or, for what a node carried out,
+// a systemctl verb on a valid unit or none (daemon-reload, daemon-reexec).
+func (a ServiceAction) validate(plan bool) error {
+	if plan {
+		switch a.Action {
+		case ActionRestart, ActionReload, ActionStop, ActionDaemonReload:
+		default:
+			return fmt.Errorf("unknown action %q", a.Action)
+		}
+		if !ValidUnit(a.Unit) {
+			return fmt.Errorf("invalid unit name %q", a.Unit)
+		}
+		return nil
+	}
+	if a.Action == "" || len(a.Action) > 32 || strings.Trim(string(a.Action), "abcdefghijklmnopqrstuvwxyz-") != "" {
+		return fmt.Errorf("unknown action %q", a.Action)
+	}
+	if a.Unit != "" && !ValidUnit(a.Unit) {
+		return fmt.Errorf("invalid unit name %q", a.Unit)
 	}
 	return nil
 }

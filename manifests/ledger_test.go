@@ -30,6 +30,12 @@ func newLedger(t *testing.T) *manifests.Ledger {
 	return l
 }
 
+// rec returns a well-formed record of action about version.
+func rec(action manifests.LedgerAction, version string) manifests.LedgerEntry {
+	ref := manifests.Ref{Version: version, Digest: digestOf("o" + version)}
+	return manifests.LedgerEntry{Action: action, Line: "demo", Version: ref.Version, Digest: ref.Digest, Image: "1.0.0", Head: ref, TreeDigest: digestOf("t" + version), Time: "2026-01-05T00:00:00Z"}
+}
+
 func TestLedgerAppendChains(t *testing.T) {
 	l := newLedger(t)
 	for i, e := range l.Entries {
@@ -55,7 +61,9 @@ func TestLedgerAppendChains(t *testing.T) {
 		t.Fatalf("Last() = %+v", l.Last())
 	}
 	// Append ignores caller-supplied Seq, Prev and Hash.
-	if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerRestart, Seq: 99, Prev: "x", Hash: "y"}); err != nil {
+	junk := rec(manifests.LedgerRestart, "1.0.1")
+	junk.Seq, junk.Prev, junk.Hash = 99, "x", "y"
+	if err := l.Append(junk); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.CheckChain(); err != nil {
@@ -177,6 +185,70 @@ func TestLedgerCheckChainStructure(t *testing.T) {
 	}
 }
 
+// Every field of a record that reaches a path, a command line or a plan
+// is checked when the ledger is read: a ledger is node state, and node
+// state may have been planted. Each hostile record is re-chained, so only
+// the field itself can be what CheckChain refuses.
+func TestLedgerCheckChainFields(t *testing.T) {
+	for name, spoil := range map[string]func(*manifests.LedgerEntry){
+		"unknown action":         func(e *manifests.LedgerEntry) { e.Action = "erase" },
+		"empty line":             func(e *manifests.LedgerEntry) { e.Line = "" },
+		"line with a slash":      func(e *manifests.LedgerEntry) { e.Line = "../demo" },
+		"version with traversal": func(e *manifests.LedgerEntry) { e.Version = "../../../etc/passwd" },
+		"version with a slash":   func(e *manifests.LedgerEntry) { e.Version = "1.0.1/x" },
+		"digest not sha256":      func(e *manifests.LedgerEntry) { e.Digest = "md5:00" },
+		"head version":           func(e *manifests.LedgerEntry) { e.Head.Version = "v1.0.1" },
+		"head digest":            func(e *manifests.LedgerEntry) { e.Head.Digest = "" },
+		"image version":          func(e *manifests.LedgerEntry) { e.Image = "1.0" },
+		"tree digest":            func(e *manifests.LedgerEntry) { e.TreeDigest = "sha256:zz" },
+		"pending unit option": func(e *manifests.LedgerEntry) {
+			e.Pending = []manifests.ServiceAction{sa("--host=evil", manifests.ActionRestart, false)}
+		},
+		"pending unit shell": func(e *manifests.LedgerEntry) {
+			e.Pending = []manifests.ServiceAction{sa("$(reboot).service", manifests.ActionRestart, false)}
+		},
+		"pending unit traversal": func(e *manifests.LedgerEntry) {
+			e.Pending = []manifests.ServiceAction{sa("../x.service", manifests.ActionRestart, false)}
+		},
+		"pending unit empty": func(e *manifests.LedgerEntry) {
+			e.Pending = []manifests.ServiceAction{sa("", manifests.ActionRestart, false)}
+		},
+		"pending unknown action": func(e *manifests.LedgerEntry) { e.Pending = []manifests.ServiceAction{sa("a.service", "kill", false)} },
+		"reboot unit": func(e *manifests.LedgerEntry) {
+			e.Reboot = []manifests.ServiceAction{sa("a b.service", manifests.ActionRestart, false)}
+		},
+		"done unit": func(e *manifests.LedgerEntry) {
+			e.Done = []manifests.ServiceAction{sa("-x.service", "try-restart", false)}
+		},
+		"done verb with a space": func(e *manifests.LedgerEntry) {
+			e.Done = []manifests.ServiceAction{sa("a.service", "try-restart now", false)}
+		},
+		"done verb empty": func(e *manifests.LedgerEntry) { e.Done = []manifests.ServiceAction{sa("a.service", "", false)} },
+	} {
+		l := newLedger(t)
+		bad := rec(manifests.LedgerApply, "1.0.3")
+		spoil(&bad)
+		if err := l.Append(bad); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.CheckChain(); !errors.Is(err, manifests.ErrInvalid) || !strings.Contains(err.Error(), "record 4") {
+			t.Errorf("%s: CheckChain = %v, want ErrInvalid naming record 4", name, err)
+		}
+	}
+	// What a node records of its own restarts passes: verbs, and
+	// daemon-reload or daemon-reexec without a unit.
+	l := newLedger(t)
+	ok := rec(manifests.LedgerRestart, "1.0.1")
+	ok.Done = []manifests.ServiceAction{sa("", "daemon-reexec", false), sa("getty@tty1.service", "try-restart", false), sa("nginx.service", "reload-or-try-restart", false)}
+	ok.Pending = []manifests.ServiceAction{sa("dbus.service", manifests.ActionRestart, true)}
+	if err := l.Append(ok); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CheckChain(); err != nil {
+		t.Errorf("CheckChain on a ledger with a node's own restart record: %v", err)
+	}
+}
+
 func versions(es []manifests.LedgerEntry) []string {
 	out := []string{}
 	for _, e := range es {
@@ -191,18 +263,18 @@ func TestLedgerApplied(t *testing.T) {
 		t.Fatalf("Applied() = %v, want [1.0.1]", got)
 	}
 	app := func(v string) {
-		if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerApply, Version: v}); err != nil {
+		if err := l.Append(rec(manifests.LedgerApply, v)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rb := func(v string) {
-		if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerRollback, Version: v}); err != nil {
+		if err := l.Append(rec(manifests.LedgerRollback, v)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	app("1.0.2")
 	app("1.0.3")
-	if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerRestart}); err != nil {
+	if err := l.Append(rec(manifests.LedgerRestart, "1.0.3")); err != nil {
 		t.Fatal(err)
 	}
 	if got := versions(l.Applied()); !reflect.DeepEqual(got, []string{"1.0.1", "1.0.2", "1.0.3"}) {

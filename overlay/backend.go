@@ -8,6 +8,7 @@ import (
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/node/dirfs"
 	"github.com/strata-dev/strata/internal/node/overlayfs"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -66,7 +67,7 @@ func openBackend(root string) (Backend, error) {
 
 // managedOf reads the managed hierarchies of the node's image.
 func managedOf(n node.Node) ([]string, error) {
-	raw, err := node.ReadSmallFile(n.Path(manifests.ImageManifestPath), 256<<20)
+	raw, err := safefile.Read(n.Path(manifests.ImageManifestPath), 256<<20)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: reading image manifest: %w", n.Root, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"golang.org/x/sys/unix"
 )
 
 // Hostile nodes: whoever can write inside a node root (a container
@@ -176,16 +177,21 @@ func TestRegenerateTrustsOnlyItsSigningKey(t *testing.T) {
 }
 
 // When the ledger already holds an apply and only the cleanup after it
-// fails (here: undo data cannot be kept, a file planted where its
-// directory goes), the change stays: a committed change is never taken
-// back, and the error says it committed.
+// fails (here: undo data cannot be kept, a mount point sits where it
+// goes, so the rename into place fails with EBUSY), the change stays: a
+// committed change is never taken back, and the error says it committed.
 func TestCommittedChangeNeverTakenBack(t *testing.T) {
 	f := newFixture(t)
 	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
 	root := f.provision()
-	if err := os.WriteFile(filepath.Join(root, manifests.StateDir, "undo"), []byte("planted"), 0o644); err != nil {
+	busy := filepath.Join(root, manifests.StateDir, "undo", "1.0.1")
+	if err := os.MkdirAll(busy, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	if err := unix.Mount("tmpfs", busy, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(busy, unix.MNT_DETACH) })
 	_, err := apply(root, c.Path)
 	if err == nil || !strings.Contains(err.Error(), "committed") {
 		t.Fatalf("apply with unkeepable undo data: %v, want an error saying the change committed", err)

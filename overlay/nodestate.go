@@ -3,7 +3,6 @@ package overlay
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -33,7 +33,7 @@ func loadView(n node.Node) (*nodeView, error) {
 		return nil, err
 	}
 	v := &nodeView{n: n, ledger: l, applied: l.Applied()}
-	raw, err := os.ReadFile(n.Path(manifests.ImageManifestPath))
+	raw, err := safefile.Read(n.Path(manifests.ImageManifestPath), manifests.MaxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: reading image manifest: %w", n.Root, err)
 	}
@@ -47,7 +47,7 @@ func loadView(n node.Node) (*nodeView, error) {
 	v.image = &repo.Image{Manifest: m, Raw: raw, Digest: l.Entries[0].Digest}
 	for _, e := range v.applied {
 		p := filepath.Join(n.ManifestStore(), e.Version+".json")
-		b, err := os.ReadFile(p)
+		b, err := safefile.Read(p, manifests.MaxManifestSize)
 		if err != nil {
 			return nil, fmt.Errorf("node %s: overlay %s in the ledger: %w", n.Root, e.Version, err)
 		}

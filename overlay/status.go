@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -105,12 +105,12 @@ func rebootRequired(l *manifests.Ledger, booted time.Time) []manifests.ServiceAc
 // activated (RUN/strata/activated, on the per-boot /run) when it has
 // them, else the kernel's boot time.
 func bootTime(root string) time.Time {
-	if raw, err := node.ReadSmallFile(filepath.Join(root, "run", "strata", "activated"), 64); err == nil {
+	if raw, err := safefile.Read(filepath.Join(root, "run", "strata", "activated"), 64); err == nil {
 		if t, err := time.Parse(time.RFC3339, strings.TrimSpace(string(raw))); err == nil {
 			return t
 		}
 	}
-	raw, err := node.ReadSmallFile("/proc/stat", 1<<20)
+	raw, err := safefile.Read("/proc/stat", 1<<20)
 	if err != nil {
 		return time.Time{}
 	}

@@ -3,11 +3,11 @@ package overlay
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -124,7 +124,7 @@ func VerifyNodeWith(ctx context.Context, root, repoDir string, files bool, trust
 // auditSignatures checks the manifests the node's expected tree comes
 // from against the auditor's keys.
 func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
-	sig, err := os.ReadFile(v.n.Path(manifests.ImageSigPath))
+	sig, err := safefile.Read(v.n.Path(manifests.ImageSigPath), sign.MaxSignatureSize)
 	if err == nil {
 		_, err = trust.Verify(v.image.Raw, sig)
 	}
@@ -132,10 +132,10 @@ func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
 		a.problem("signature", "", "image manifest %s: %v", v.image.Manifest.Version, err)
 	}
 	for _, e := range v.applied {
-		sig, err := os.ReadFile(filepath.Join(v.n.ManifestStore(), e.Version+".json.minisig"))
+		sig, err := safefile.Read(filepath.Join(v.n.ManifestStore(), e.Version+".json.minisig"), sign.MaxSignatureSize)
 		if err == nil {
 			var raw []byte
-			if raw, err = os.ReadFile(filepath.Join(v.n.ManifestStore(), e.Version+".json")); err == nil {
+			if raw, err = safefile.Read(filepath.Join(v.n.ManifestStore(), e.Version+".json"), manifests.MaxManifestSize); err == nil {
 				_, err = trust.Verify(raw, sig)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -23,6 +24,9 @@ var (
 	ErrLocked = errors.New("node: locked by another strata process")
 	// ErrNotNode reports a root without a ledger.
 	ErrNotNode = errors.New("node: not a strata node (no ledger)")
+	// ErrBadState reports node state planted as something it must not be
+	// (a symlink where a directory or file belongs).
+	ErrBadState = manifests.Rejection("node: state directory tampered with")
 )
 
 // Node is a node root directory.
@@ -36,8 +40,17 @@ func (n Node) Path(rel string) string { return filepath.Join(n.Root, filepath.Fr
 // StateDir returns the host path of the node state directory.
 func (n Node) StateDir() string { return n.Path(manifests.StateDir) }
 
+// stateDirs and stateFiles are what a node's state directory may hold
+// under these names; CheckState refuses any of them planted as something
+// else (a symlink above all, which would carry writes out of the root).
+var (
+	stateDirs  = []string{"overlays", "undo", "txn", "layers"}
+	stateFiles = []string{"ledger.json", "lock", "backend", "restarting", "image.json.minisig"}
+)
+
 // CheckState refuses a node whose state directory is reached through a
-// symlink (or is not a directory): state, journals and undo data must stay
+// symlink (or is not a directory), or whose state directories and files
+// are not what they should be: state, journals and undo data must stay
 // inside the root, whatever the node's tree holds.
 func (n Node) CheckState() error {
 	if fi, err := os.Stat(n.Root); err != nil {
@@ -59,7 +72,53 @@ func (n Node) CheckState() error {
 			return fmt.Errorf("node %s: /%s is not a directory (%s): %w", n.Root, rel, fi.Mode().Type(), ErrNotNode)
 		}
 	}
+	check := func(name string, want os.FileMode) error {
+		p := filepath.Join(n.StateDir(), name)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Root, err)
+		}
+		if fi.Mode().Type() != want {
+			what := "a directory"
+			if want != os.ModeDir {
+				what = "a regular file"
+			}
+			return fmt.Errorf("node %s: %s is not %s (%s): %w", n.Root, p, what, typeName(fi.Mode()), ErrBadState)
+		}
+		return nil
+	}
+	for _, d := range stateDirs {
+		if err := check(d, os.ModeDir); err != nil {
+			return err
+		}
+	}
+	for _, f := range stateFiles {
+		if err := check(f, 0); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+func typeName(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "symlink"
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&os.ModeDevice != 0:
+		return "device"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m.IsRegular():
+		return "regular file"
+	}
+	return m.Type().String()
 }
 
 // ReadLedger reads and structurally checks the ledger.
@@ -68,7 +127,7 @@ func (n Node) ReadLedger() (*manifests.Ledger, error) {
 		return nil, err
 	}
 	p := n.Path(manifests.LedgerPath)
-	b, err := os.ReadFile(p)
+	b, err := safefile.Read(p, manifests.MaxManifestSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("reading ledger %s: %w", p, ErrNotNode)
 	}
@@ -98,7 +157,7 @@ func (n Node) WriteLedger(l *manifests.Ledger) error {
 // ImageManifest reads the image manifest the node's tree carries.
 func (n Node) ImageManifest() (*manifests.ImageManifest, []byte, error) {
 	p := n.Path(manifests.ImageManifestPath)
-	b, err := os.ReadFile(p)
+	b, err := safefile.Read(p, manifests.MaxManifestSize)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading image manifest: %w", err)
 	}
@@ -149,7 +208,7 @@ func FileLock(ctx context.Context, path string, wait time.Duration) (func(), err
 			return nil, fmt.Errorf("locking %s: %w", path, err)
 		}
 		if time.Now().After(deadline) {
-			holder, _ := os.ReadFile(path)
+			holder, _ := safefile.Read(path, 32)
 			f.Close()
 			return nil, fmt.Errorf("%w (pid %s holds %s)", ErrLocked, strings.TrimSpace(string(holder)), path)
 		}

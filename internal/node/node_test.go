@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ func newNode(t *testing.T) node.Node {
 	t.Helper()
 	n := node.Node{Root: t.TempDir()}
 	l := &manifests.Ledger{Schema: manifests.Schema, Kind: manifests.KindLedger}
-	if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerProvision, Line: "x", Version: "1.0.0", Digest: manifests.Digest([]byte("x"))}); err != nil {
+	img := manifests.Ref{Version: "1.0.0", Digest: manifests.Digest([]byte("x"))}
+	if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerProvision, Line: "x", Version: img.Version, Digest: img.Digest, Image: img.Version, Head: img, TreeDigest: manifests.Digest([]byte("t"))}); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.WriteLedger(l); err != nil {
@@ -77,11 +79,62 @@ func TestReadLedgerDetectsTampering(t *testing.T) {
 	if err := os.WriteFile(p, []byte(strings.Replace(string(b), `"1.0.0"`, `"1.0.1"`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := newNode(t).ReadLedger(); err != nil {
+		t.Fatalf("untouched ledger: %v", err)
+	}
 	if _, err := n.ReadLedger(); !errors.Is(err, manifests.ErrInvalid) {
 		t.Fatalf("tampered ledger: %v, want ErrInvalid", err)
 	}
 	if _, err := (node.Node{Root: t.TempDir()}).ReadLedger(); !errors.Is(err, node.ErrNotNode) {
 		t.Fatalf("missing ledger: %v, want ErrNotNode", err)
+	}
+}
+
+// State planted as something else (a symlink out of the root, a FIFO
+// where the ledger goes, a file where a directory goes) is refused before
+// anything reads or writes through it, and the refusal names the path.
+func TestCheckStateRefusesPlantedState(t *testing.T) {
+	outside := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		plant func(p string) error
+		want  string
+	}{
+		{"overlays", func(p string) error { return os.Symlink(outside, p) }, "overlays is not a directory (symlink)"},
+		{"undo", func(p string) error { return os.Symlink(outside, p) }, "undo is not a directory (symlink)"},
+		{"txn", func(p string) error { return os.WriteFile(p, nil, 0o644) }, "txn is not a directory (regular file)"},
+		{"layers", func(p string) error { return os.Symlink(outside, p) }, "layers is not a directory (symlink)"},
+		{"restarting", func(p string) error { return syscall.Mkfifo(p, 0o644) }, "restarting is not a regular file (FIFO)"},
+		{"backend", func(p string) error { return os.Symlink("/dev/zero", p) }, "backend is not a regular file (symlink)"},
+		{"lock", func(p string) error { return os.Mkdir(p, 0o755) }, "lock is not a regular file (directory)"},
+	} {
+		n := newNode(t)
+		if err := tc.plant(filepath.Join(n.StateDir(), tc.name)); err != nil {
+			t.Fatal(err)
+		}
+		for op, err := range map[string]error{"CheckState": n.CheckState(), "ReadLedger": func() error { _, err := n.ReadLedger(); return err }()} {
+			if !errors.Is(err, node.ErrBadState) || !errors.Is(err, manifests.ErrRejected) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s with a planted %s: %v, want ErrBadState naming %q", op, tc.name, err, tc.want)
+			}
+		}
+		if _, err := n.Lock(context.Background(), 0); !errors.Is(err, node.ErrBadState) {
+			t.Errorf("Lock with a planted %s: %v, want ErrBadState", tc.name, err)
+		}
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("something was written through a planted link: %v", ents)
+	}
+	// The ledger itself as a FIFO: refused at once, not a blocked open.
+	n := newNode(t)
+	p := n.Path(manifests.LedgerPath)
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.ReadLedger(); !errors.Is(err, node.ErrBadState) {
+		t.Errorf("ReadLedger of a FIFO: %v, want ErrBadState", err)
 	}
 }
 

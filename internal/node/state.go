@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -120,7 +120,7 @@ func (n Node) ClearRestarting() error {
 
 // Restarting returns the version whose restarts a crash interrupted, or "".
 func (n Node) Restarting() (string, error) {
-	b, err := ReadSmallFile(n.restartingFile(), 256)
+	b, err := safefile.Read(n.restartingFile(), 256)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
 	}
@@ -128,31 +128,6 @@ func (n Node) Restarting() (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
-}
-
-// ReadSmallFile reads a regular file of at most limit bytes without
-// following a symlink at path: node state may have been planted.
-func ReadSmallFile(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("reading %s: not a regular file (%s)", path, fi.Mode().Type())
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("reading %s: larger than %d bytes", path, limit)
-	}
-	return b, nil
 }
 
 // BackendOverlayfs is what the backend file of a node whose managed
@@ -164,7 +139,7 @@ func (n Node) backendFile() string { return filepath.Join(n.StateDir(), "backend
 // Backend returns the name of the node's backend: "dir" unless its state
 // names another.
 func (n Node) Backend() (string, error) {
-	b, err := ReadSmallFile(n.backendFile(), 64)
+	b, err := safefile.Read(n.backendFile(), 64)
 	if errors.Is(err, os.ErrNotExist) {
 		return "dir", nil
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 
+	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -40,9 +41,6 @@ type Putter interface {
 // (of the manifests.ErrRejected class).
 var ErrNotRegular = manifests.Rejection("repo: member is not a regular file")
 
-// signatureLimit bounds a detached signature.
-const signatureLimit = 64 << 10
-
 // ReadMember reads member name of s whole, refusing one over limit bytes
 // with manifests.ErrTooLarge.
 func ReadMember(ctx context.Context, s Store, name string, limit int64) ([]byte, error) {
@@ -67,7 +65,7 @@ func readDoc(ctx context.Context, s Store, name string) (raw, sig []byte, err er
 	if raw, err = ReadMember(ctx, s, name, manifests.MaxManifestSize); err != nil {
 		return nil, nil, err
 	}
-	sig, err = ReadMember(ctx, s, SigPath(name), signatureLimit)
+	sig, err = ReadMember(ctx, s, SigPath(name), sign.MaxSignatureSize)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, err
 	}

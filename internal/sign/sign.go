@@ -12,6 +12,7 @@ import (
 
 	"aead.dev/minisign"
 
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -23,6 +24,15 @@ var (
 	ErrUnsigned = manifests.Rejection("sign: not signed")
 	// ErrNoKeys reports an empty trust set.
 	ErrNoKeys = manifests.Rejection("sign: no trusted keys")
+)
+
+// Bounds on what this package reads: a minisign signature or public key
+// file is a few hundred bytes, so anything past these is not one.
+const (
+	// MaxSignatureSize bounds a detached signature.
+	MaxSignatureSize = 64 << 10
+	// MaxPublicKeySize bounds a public key file.
+	MaxPublicKeySize = 64 << 10
 )
 
 // Key is a private signing key.
@@ -189,9 +199,13 @@ func LoadDir(dir string) (*KeySet, error) {
 	}
 	ks := &KeySet{}
 	for _, n := range names {
-		one, err := LoadPublicFile(n)
+		b, err := safefile.Read(n, MaxPublicKeySize)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("loading keys from %s: %w", dir, err)
+		}
+		one, err := NewKeySet(b)
+		if err != nil {
+			return nil, fmt.Errorf("loading public key %s: %w", n, err)
 		}
 		for _, k := range one.keys {
 			ks.Add(k)

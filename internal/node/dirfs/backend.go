@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -113,7 +114,12 @@ func (b *Backend) Stage(ctx context.Context, ch *node.Change) (node.Txn, error) 
 func (b *Backend) StageRevert(ctx context.Context, ch *node.Change) (node.Txn, error) {
 	version := ch.Manifest.Version
 	undo := undoDir(b.n, version)
-	raw, err := os.ReadFile(filepath.Join(undo, "journal.json"))
+	if fi, err := os.Lstat(undo); err != nil {
+		return nil, fmt.Errorf("rolling back %s: undo data: %w", version, err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("rolling back %s: undo data %s is not a directory (%s): %w", version, undo, fi.Mode().Type(), node.ErrBadState)
+	}
+	raw, err := safefile.Read(filepath.Join(undo, "journal.json"), manifests.MaxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("rolling back %s: undo data: %w", version, err)
 	}

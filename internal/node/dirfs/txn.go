@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -220,7 +221,7 @@ func (j *journal) validate() error {
 // loadTxn reads an unfinished transaction, if any.
 func loadTxn(n node.Node) (*txn, error) {
 	dir := txnDir(n)
-	b, err := os.ReadFile(filepath.Join(dir, "journal.json"))
+	b, err := safefile.Read(filepath.Join(dir, "journal.json"), manifests.MaxManifestSize)
 	if errors.Is(err, os.ErrNotExist) {
 		if _, serr := os.Stat(dir); serr == nil {
 			// Staging began but no journal: nothing on the node changed.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -123,7 +124,7 @@ type journal struct {
 }
 
 func (b *Backend) readJournal() (*journal, error) {
-	raw, err := node.ReadSmallFile(b.journalPath(), 1<<20)
+	raw, err := safefile.Read(b.journalPath(), 1<<20)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -106,12 +107,29 @@ func mountStack(tmp string, lowers []string) (int, error) {
 	if len(lowers) > maxLayers {
 		return -1, fmt.Errorf("overlay of %d layers: at most %d: %w", len(lowers), maxLayers, ErrTooDeep)
 	}
+	if !hasLowerdirPlus() {
+		return mountStackLegacy(tmp, lowers)
+	}
 	fd, err := mountStackFD(lowers)
 	if !errors.Is(err, errNoLowerdirPlus) {
 		return fd, err
 	}
 	return mountStackLegacy(tmp, lowers)
 }
+
+// hasLowerdirPlus probes whether overlayfs parses its parameters itself
+// (Linux 5.x-6.4 pass them through the legacy parser, which takes any key
+// at fsconfig time and fails only at create): a key no file system has is
+// refused by a real parser and taken by the legacy one. Kernels from 6.5
+// to 6.7 parse but lack lowerdir+, which mountStackFD sees at once.
+var hasLowerdirPlus = sync.OnceValue(func() bool {
+	fs, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fs)
+	return unix.FsconfigSetString(fs, "strata-probe", "x") != nil
+})
 
 // maxLayers is overlayfs's limit on lower layers (OVL_MAX_STACK).
 const maxLayers = 500

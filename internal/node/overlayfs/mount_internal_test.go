@@ -1,6 +1,7 @@
 package overlayfs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,3 +49,24 @@ func TestMountStackLegacy(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// The probe for lowerdir+ agrees with the running kernel's version: 6.8
+// and later have it; before 6.5 overlayfs parsed through the legacy
+// parser, which the probe must see (the boot test's 6.1 guest needs it).
+func TestHasLowerdirPlus(t *testing.T) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil {
+		t.Fatal(err)
+	}
+	got := hasLowerdirPlus()
+	switch v := major*1000 + minor; {
+	case v >= 6008 && !got:
+		t.Errorf("kernel %d.%d has lowerdir+, the probe says not", major, minor)
+	case v < 6005 && got:
+		t.Errorf("kernel %d.%d parses overlayfs options through the legacy parser, the probe says lowerdir+", major, minor)
+	}
+}

@@ -1,0 +1,80 @@
+package safefile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotRegular reports a path that is not a regular file (a symlink, a
+// directory, a FIFO, a device or a socket).
+var ErrNotRegular = errors.New("not a regular file")
+
+// ErrTooLarge reports a file larger than the bound its reader set.
+var ErrTooLarge = errors.New("file too large")
+
+// Open opens path for reading only if it is a regular file, without
+// following a symlink in its last component and without opening anything
+// else: the path is first opened with O_PATH (which never calls a device's
+// or FIFO's open), checked with fstat, and only then reopened for reading
+// through its descriptor, so a swap between check and open is not followed
+// either.
+func Open(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("reading %s: %w (%s)", path, ErrNotRegular, typeName(st.Mode))
+	}
+	rfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(rfd), path), nil
+}
+
+// Read returns the contents of the regular file at path, refusing one
+// larger than limit bytes (see Open for what it refuses to open).
+func Read(path string, limit int64) ([]byte, error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("reading %s: %w (over %d bytes)", path, ErrTooLarge, limit)
+	}
+	return b, nil
+}
+
+func typeName(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		return "symlink"
+	case unix.S_IFDIR:
+		return "directory"
+	case unix.S_IFIFO:
+		return "FIFO"
+	case unix.S_IFCHR:
+		return "character device"
+	case unix.S_IFBLK:
+		return "block device"
+	case unix.S_IFSOCK:
+		return "socket"
+	}
+	return fmt.Sprintf("mode %#o", mode&unix.S_IFMT)
+}

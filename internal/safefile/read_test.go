@@ -1,0 +1,58 @@
+package safefile_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/strata-dev/strata/internal/safefile"
+)
+
+func TestRead(t *testing.T) {
+	dir := t.TempDir()
+	regular := filepath.Join(dir, "regular")
+	if err := os.WriteFile(regular, []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := safefile.Read(regular, 5); err != nil || string(b) != "12345" {
+		t.Fatalf("Read at the limit = %q, %v", b, err)
+	}
+	if _, err := safefile.Read(regular, 4); !errors.Is(err, safefile.ErrTooLarge) {
+		t.Fatalf("Read over the limit = %v, want ErrTooLarge", err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(regular, link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		link:        "symlink",
+		fifo:        "FIFO",
+		dir:         "directory",
+		"/dev/zero": "character device",
+	} {
+		// A FIFO without a writer would block an ordinary open; a
+		// device would be opened. Both must be refused at once.
+		_, err := safefile.Read(name, 1<<20)
+		if !errors.Is(err, safefile.ErrNotRegular) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Read(%s) = %v, want ErrNotRegular naming %q", name, err, want)
+		}
+	}
+	if _, err := safefile.Read(filepath.Join(dir, "missing"), 1); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Read of a missing file = %v, want ErrNotExist", err)
+	}
+}
+
+func TestReadProc(t *testing.T) {
+	// Files of procfs are regular and read through their descriptor.
+	b, err := safefile.Read("/proc/self/stat", 1<<20)
+	if err != nil || len(b) == 0 {
+		t.Fatalf("Read(/proc/self/stat) = %d bytes, %v", len(b), err)
+	}
+}
