@@ -75,18 +75,25 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 			return errors.Join(err, t.Abort(ctx))
 		}
 		fault.Point("restarting")
-		reached := 0
+		reached, daemonDone := 0, false
 		res, err := runPlan(ctx, r, req, func(sa manifests.ServiceAction) {
 			progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit))
 			plan.Restarted = append(plan.Restarted, sa)
 			if sa.Unit != "" {
 				reached++
+			} else {
+				daemonDone = true
 			}
 		})
 		plan.Live = res
 		if err != nil {
+			// The unit steps that ran, and the one that failed; none
+			// when the manager's own reload or re-exec failed first.
+			if res == nil || !(res.DaemonReexec || res.DaemonReload) || daemonDone {
+				reached++
+			}
 			back := planRequest{actions: plan.Actions, catalog: v.catalog(), changed: req.changed}
-			return takeBack(ctx, n, t, v.ledger, rec, r, back, res, reached+1, err, progress)
+			return takeBack(ctx, n, t, v.ledger, rec, r, back, res, reached, err, progress)
 		}
 	}
 	l, err := t.Commit(ctx, v.ledger)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/strata-dev/strata/internal/systemd"
@@ -25,6 +26,10 @@ type Systemd struct {
 	// Settle is how long restarted units get before the health check
 	// (zero: DefaultSettle).
 	Settle time.Duration
+	// Root is the node's root directory: services' check commands run
+	// chrooted there, so they are the node's programs seeing the node's
+	// files, not the host's ("" or "/": the running system itself).
+	Root string
 }
 
 // DefaultSettle is how long restarted units get before the health check.
@@ -127,7 +132,7 @@ func (s Systemd) health(ctx context.Context, ctl *systemd.Systemctl, res *system
 		if cmd == nil {
 			continue
 		}
-		if out, err := runCommand(ctx, cmd, checkTimeout); err != nil {
+		if out, err := runCommand(ctx, cmd, checkTimeout, s.Root); err != nil {
 			return fmt.Errorf("%w: health check of %s: %s: %w: %s", ErrRestart, u, strings.Join(cmd, " "), err, out)
 		}
 	}
@@ -145,8 +150,9 @@ func serviceOf(cat manifests.Catalog, unit string) manifests.Service {
 }
 
 // runCommand runs a declared command (argv, never a shell) with a time
-// limit and returns its output, bounded.
-func runCommand(ctx context.Context, argv []string, limit time.Duration) (string, error) {
+// limit, chrooted at root unless that is "" or "/", and returns its
+// output, bounded.
+func runCommand(ctx context.Context, argv []string, limit time.Duration, root string) (string, error) {
 	if err := manifests.ValidCommand(argv); err != nil {
 		return "", err
 	}
@@ -156,6 +162,10 @@ func runCommand(ctx context.Context, argv []string, limit time.Duration) (string
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = &limitWriter{w: &out, n: 64 << 10}, &limitWriter{w: &out, n: 64 << 10}
 	cmd.WaitDelay = 5 * time.Second
+	if root != "" && root != "/" {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+		cmd.Dir = "/"
+	}
 	err := cmd.Run()
 	return strings.TrimSpace(out.String()), err
 }

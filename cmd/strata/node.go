@@ -15,11 +15,11 @@ import (
 func restarter(spec string, root string) (overlay.Restarter, error) {
 	switch {
 	case spec == "" && root == "/":
-		return overlay.Systemd{}, nil
+		return overlay.Systemd{Root: root}, nil
 	case spec == "" || spec == "none":
 		return nil, nil
 	case spec == "systemd":
-		return overlay.Systemd{}, nil
+		return overlay.Systemd{Root: root}, nil
 	case strings.HasPrefix(spec, "exec:"):
 		tmpl := strings.TrimPrefix(spec, "exec:")
 		if strings.TrimSpace(tmpl) == "" {

@@ -134,3 +134,36 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Scenario 5b: a change that validates (nginx -t passes) and leaves the
+// service active, but fails the service's declared health check (nginx
+// no longer serves its default site on port 80): taken back like a
+// failed restart, and the site answers again.
+func TestHealthCheckFailureTakenBack(t *testing.T) {
+	l := newLab(t, "live-health")
+	before := l.units()
+	if body := l.get("80"); !strings.Contains(body, "200 OK") {
+		t.Fatalf("GET :80 before the change:\n%s", body)
+	}
+	c := overlay.Change{Deletes: []string{"/etc/nginx/sites-enabled/default"}, Adds: []overlay.Add{{Dest: "/etc/nginx/conf.d/strata-elsewhere.conf", Src: l.file(nginxSite("8082", "elsewhere"))}}}
+	_, file := l.create("1.0.1", c)
+	_, errOut, code := l.apply(file)
+	if code != 5 || !strings.Contains(errOut, "health check of nginx.service") || !strings.Contains(errOut, "taken back") {
+		t.Fatalf("apply exited %d, want 5 naming the health check of nginx.service:\n%s", code, errOut)
+	}
+	if u := l.unit("nginx.service"); u.ActiveState != "active" {
+		t.Fatalf("nginx is %s/%s after the switch back", u.ActiveState, u.SubState)
+	}
+	if body := l.get("80"); !strings.Contains(body, "200 OK") {
+		t.Fatalf("GET :80 after the switch back:\n%s", body)
+	}
+	led := l.ledger()
+	if failed := led.Entries[1]; failed.Action != manifests.LedgerFailed || !strings.Contains(failed.Error, "health check of nginx.service") {
+		t.Fatalf("ledger record 1 %+v, want the failed attempt naming the health check", failed)
+	}
+	// Taking back reloads nginx again (reload-or-restart: whatever its
+	// state) onto the old config, in place; no unit restarted.
+	l.requireChanged(before)
+	count(t, []string{"try-reload-or-restart nginx.service (failed its check, taken back)", "reload-or-restart nginx.service"})
+	l.audit()
+}

@@ -180,8 +180,12 @@ func (b *Backend) Recover(ctx context.Context, l *manifests.Ledger) (*manifests.
 		case j.Kind == "rollback" && committed:
 		}
 	}
-	if err := b.restackLive(applied(l)); err != nil {
-		return nil, err
+	if j != nil {
+		// Only an interrupted switch leaves stacks that may differ
+		// from the ledger.
+		if err := b.restackLive(applied(l)); err != nil {
+			return nil, err
+		}
 	}
 	if err := b.prune(applied(l)); err != nil {
 		return nil, err
@@ -349,7 +353,11 @@ func (t *txn) Abort(ctx context.Context) error {
 		if err == nil {
 			err = b.restackLive(layers)
 		}
-		errs = append(errs, err)
+		if err != nil {
+			// The stacks may still hold the layer: keep it and the
+			// journal, so the next run's recovery switches back.
+			return fmt.Errorf("taking back layer %s: switching back: %w", v, err)
+		}
 	}
 	if t.j.Kind == "apply" {
 		errs = append(errs, os.RemoveAll(b.newLayerDir(v)), os.RemoveAll(b.layerDir(v)))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -229,6 +230,10 @@ func attach(mfd int, target string, replace bool, ms []mountInfo) error {
 	for _, s := range subs {
 		err := unix.MoveMount(s.fd, "", mfd, s.rel, unix.MOVE_MOUNT_F_EMPTY_PATH)
 		if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+			// Take the new stack away again (it is reached through
+			// its descriptor wherever it sits), so the old one alone
+			// stays in effect.
+			_ = unix.Unmount("/proc/self/fd/"+strconv.Itoa(mfd), unix.MNT_DETACH)
 			return fmt.Errorf("carrying the mount on %s/%s over to the new stack: %w", target, s.rel, err)
 		}
 	}

@@ -94,12 +94,18 @@ func (b *Backend) restack(layers []string) error {
 		top, mounted := topMount(ms, target)
 		ours := mounted && top.fstype == "overlay" && top.source == "strata"
 		if len(lowers) == 0 {
-			if ours {
-				if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
-					return fmt.Errorf("removing the stack of /%s: %w", h, err)
-				}
+			if !ours {
+				continue
 			}
-			continue
+			// The last layer of h goes: a stack of an empty directory
+			// over the image replaces it the same way as any other, so
+			// what is mounted below h (systemd's /etc/machine-id) is
+			// carried over instead of dropped with an unmount.
+			empty, err := b.emptyLayer()
+			if err != nil {
+				return err
+			}
+			lowers = append(lowers, empty)
 		}
 		lowers = append(lowers, filepath.Join(b.ImageDir(), h))
 		mfd, err := mountStack(filepath.Join(b.run, "strata", "staging"), lowers)
@@ -113,6 +119,19 @@ func (b *Backend) restack(layers []string) error {
 		}
 	}
 	return nil
+}
+
+// emptyLayer returns an empty directory below the run directory, the
+// layer of a stack that has none left (overlayfs needs two lower layers).
+func (b *Backend) emptyLayer() (string, error) {
+	dir := filepath.Join(b.run, "strata", "empty")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("making the empty layer: %w", err)
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+		return "", fmt.Errorf("the empty layer %s is not empty (%d entries) or unreadable: %v", dir, len(ents), err)
+	}
+	return dir, nil
 }
 
 // Scan lists the node's tree as it is in effect: the managed hierarchies
