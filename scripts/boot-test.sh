@@ -8,8 +8,10 @@
 # strata-verify.service (`strata verify-sequence --root /`) passed, and
 # that a unit the first overlay adds sees every layer in effect (a file
 # under /etc changed by each overlay, a file under /usr, a deleted
-# /etc/motd, /var and /state mounted once) and passes `strata
-# verify-sequence --root / --files` with the tree digest of 1.0.3.
+# /etc/motd, /var and /state mounted once, /state nodev and nosuid) and
+# passes `strata verify-sequence --root / --files` with the tree digest of
+# 1.0.3. A second disk carries a decoy partition labelled `state`, which
+# boot activation must leave alone.
 #
 #   scripts/boot-test.sh [STRATA_BIN]
 #
@@ -89,7 +91,8 @@ cat >"$OV/check.sh" <<'SCRIPT'
 #!/bin/sh
 m() { awk -v p="$1" '$5 == p { n++ } END { print n + 0 }' /proc/self/mountinfo; }
 [ -e /etc/motd ] && motd=present || motd=deleted
-echo "STRATA-BOOT-CHECK etc=[$(cat /etc/strata-boot-check)] usr=[$(cat /usr/share/strata-boot/check)] motd=$motd var-mounts=$(m /var) state-mounts=$(m /state) multi-user=$(systemctl show -P ActiveState multi-user.target)"
+so=$(findmnt -no OPTIONS /state | tr , '\n' | grep -cxE 'nodev|nosuid')
+echo "STRATA-BOOT-CHECK etc=[$(cat /etc/strata-boot-check)] usr=[$(cat /usr/share/strata-boot/check)] motd=$motd var-mounts=$(m /var) state-mounts=$(m /state) state-nodev-nosuid=$so multi-user=$(systemctl show -P ActiveState multi-user.target)"
 SCRIPT
 chmod 0755 "$OV/check.sh"
 ln -s /etc/systemd/system/strata-boot-check.service "$OV/wants/strata-boot-check.service"
@@ -110,6 +113,12 @@ TREE=$("$BIN" verify-sequence --disk "$WORK/disk.img" --json | sed -n 's/.*"tree
 [ -n "$TREE" ] || { echo "FAIL: no tree digest from verify-sequence --disk"; exit 1; }
 t3=$(date +%s)
 
+# A second disk with an empty ext4 labelled `state` (a stick someone
+# plugged in): boot activation must take the state partition of the
+# root's own disk, or it finds no ledger there and the check fails.
+truncate -s 64M "$WORK/decoy.img"
+mkfs.ext4 -q -F -L state "$WORK/decoy.img"
+
 echo "== boot (up to ${TIMEOUT}s; console in $LOG)"
 : >"$LOG"
 qemu-system-x86_64 -machine q35 -m 2048 -smp 2 -nographic \
@@ -117,10 +126,11 @@ qemu-system-x86_64 -machine q35 -m 2048 -smp 2 -nographic \
 	-drive if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE.fd \
 	-drive if=pflash,format=raw,file="$WORK/vars.fd" \
 	-drive file="$WORK/disk.img",format=raw,if=virtio \
+	-drive file="$WORK/decoy.img",format=raw,if=virtio \
 	-net none </dev/null >"$WORK/qemu.out" 2>&1 &
 QEMU_PID=$!
 
-CHECK='STRATA-BOOT-CHECK etc=[layer 1.0.3] usr=[usr layer 1.0.2] motd=deleted var-mounts=1 state-mounts=1 multi-user=active'
+CHECK='STRATA-BOOT-CHECK etc=[layer 1.0.3] usr=[usr layer 1.0.2] motd=deleted var-mounts=1 state-mounts=1 state-nodev-nosuid=2 multi-user=active'
 console() { tr -d '\r' <"$LOG" | sed 's/\x1b\[[0-9;]*m//g'; }
 ok_verify=0 ok_target=0 ok_host=0 ok_act=0 ok_check=0 ok_files=0 failed=0
 deadline=$(($(date +%s) + TIMEOUT))

@@ -2,7 +2,6 @@ package systemd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -146,10 +145,6 @@ func (s *Systemctl) run(ctx context.Context, stdout, stderr *capWriter, args []s
 	if err := cmd.Run(); err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && !stdout.over {
 			return fmt.Errorf("%w: %s: %w", ErrCommand, strings.Join(argv, " "), ctxErr)
-		}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("%w: %s: %v", ErrCommand, strings.Join(argv, " "), err)
 		}
 		return fmt.Errorf("%w: %s: %w", ErrCommand, strings.Join(argv, " "), err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -76,7 +77,7 @@ func (b *Backend) restack(layers []string) error {
 	}
 	for _, v := range layers {
 		if fi, err := os.Lstat(b.layerDir(v)); err != nil || !fi.IsDir() {
-			return fmt.Errorf("stacking layer %s: %s is missing", v, b.layerDir(v))
+			return fmt.Errorf("stacking layer %s: %s is missing or not a directory: %w", v, b.layerDir(v), node.ErrDrift)
 		}
 	}
 	ms, err := mounts()
