@@ -95,7 +95,7 @@ func NewReader(r io.Reader) (io.ReadCloser, Algorithm, error) {
 		}
 		switch m.a {
 		case Zstd:
-			d, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxMemory(1<<30))
+			d, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(2), zstd.WithDecoderMaxMemory(1<<30))
 			if err != nil {
 				return nil, "", fmt.Errorf("opening zstd stream: %w", err)
 			}
