@@ -3,8 +3,10 @@ package manifests
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"reflect"
 )
 
 // MaxManifestSize bounds every JSON document strata decodes (64 MiB). Image
@@ -27,10 +29,14 @@ func Encode(v any) ([]byte, error) {
 }
 
 // Decode strictly decodes one JSON document from b into v: unknown fields,
-// trailing data and documents over MaxManifestSize are errors.
+// a name twice in one object, a name that matches a field only when case
+// is ignored, trailing data and documents over MaxManifestSize are errors.
 func Decode(b []byte, v any) error {
 	if len(b) > MaxManifestSize {
 		return fmt.Errorf("%w: %d bytes (limit %d)", ErrTooLarge, len(b), MaxManifestSize)
+	}
+	if err := checkNames(b, reflect.TypeOf(v)); errors.Is(err, errNames) {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

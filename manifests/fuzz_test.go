@@ -54,6 +54,10 @@ func FuzzDecodeOverlay(f *testing.F) {
 	}
 	f.Add(b)
 	f.Add([]byte(`{"schema":1,"kind":"overlay","lineage":[],"deletes":["a","a"]}`))
+	// Ambiguous names (issue 7): twice, and differing only in case.
+	f.Add([]byte(`{"schema":1,"kind":"overlay","version":"1.0.1","version":"2.0.0"}`))
+	f.Add([]byte(`{"schema":1,"kind":"overlay","entries":[],"ENTRIES":[{"path":"a","type":"file","mode":"4755"}]}`))
+	f.Add([]byte(`{"\u212aind":"overlay","catalog":{"services":[{"unit":"a.service","Unit":"b.service"}]}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m manifests.OverlayManifest
 		if err := manifests.Decode(b, &m); err != nil {
