@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -20,9 +21,13 @@ type Restarter interface {
 	Act(ctx context.Context, unit string, action manifests.Action) error
 }
 
-// Exec runs a command template per action through /bin/sh: "{unit}" and
-// "{action}" are replaced by the shell-quoted unit and action. For
-// daemon-reload, {unit} is empty.
+// Exec runs a command template per action through /bin/sh. "{unit}" and
+// "{action}" stand for the unit and the action; for daemon-reload the unit
+// is empty. The values never pass through the shell's parser: each
+// placeholder becomes a double-quoted expansion of a variable
+// ("${STRATA_UNIT}", "${STRATA_ACTION}") set in the command's environment,
+// so whatever quoting the template puts around a placeholder, a value
+// cannot run as a command. Units are checked as unit names first.
 type Exec struct {
 	Template string
 }
@@ -31,26 +36,32 @@ var _ Restarter = Exec{}
 
 // DaemonReload runs the template with action daemon-reload.
 func (e Exec) DaemonReload(ctx context.Context) error {
-	return e.Act(ctx, "", manifests.ActionDaemonReload)
+	return e.run(ctx, "", manifests.ActionDaemonReload)
 }
 
 // Act runs the template for one unit.
 func (e Exec) Act(ctx context.Context, unit string, action manifests.Action) error {
-	cmd := strings.NewReplacer("{unit}", shellQuote(unit), "{action}", shellQuote(string(action))).Replace(e.Template)
-	return run(ctx, "/bin/sh", "-c", cmd)
+	if !manifests.ValidUnit(unit) {
+		return fmt.Errorf("%w: %q is not a unit name", ErrRestart, unit)
+	}
+	switch action {
+	case manifests.ActionRestart, manifests.ActionReload, manifests.ActionStop:
+	default:
+		return fmt.Errorf("%w: %s %s: unknown action", ErrRestart, action, unit)
+	}
+	return e.run(ctx, unit, action)
 }
 
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func run(ctx context.Context, name string, args ...string) error {
+// run runs the template with unit and action in its environment.
+func (e Exec) run(ctx context.Context, unit string, action manifests.Action) error {
+	script := strings.NewReplacer("{unit}", `"${STRATA_UNIT}"`, "{action}", `"${STRATA_ACTION}"`).Replace(e.Template)
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", script)
+	cmd.Env = append(os.Environ(), "STRATA_UNIT="+unit, "STRATA_ACTION="+string(action))
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 5 * time.Second // a killed command's children may hold its output open
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+		return fmt.Errorf("%s %s (unit %q): %w: %s", action, e.Template, unit, err, strings.TrimSpace(out.String()))
 	}
 	return nil
 }
