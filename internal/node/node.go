@@ -88,6 +88,9 @@ func (n Node) CheckState() error {
 			}
 			return fmt.Errorf("node %s: %s is not %s (%s): %w", n.Root, p, what, typeName(fi.Mode()), ErrBadState)
 		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && want == 0 && st.Nlink != 1 {
+			return fmt.Errorf("node %s: %s has %d hard links (a link to a file elsewhere): %w", n.Root, p, st.Nlink, ErrBadState)
+		}
 		return nil
 	}
 	for _, d := range stateDirs {
@@ -193,9 +196,20 @@ func (n Node) Lock(ctx context.Context, wait time.Duration) (func(), error) {
 // up to wait for the holder (zero: fail at once with ErrLocked, naming the
 // holder's pid). The returned function releases it.
 func FileLock(ctx context.Context, path string, wait time.Duration) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("locking: %w", err)
+	}
+	// The lock file is written (the holder's pid): it must be a file of
+	// its own, not a FIFO, a device or a hard link to a file elsewhere.
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 1 {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: not a regular file with one link (mode %#o, %d links): %w", path, st.Mode&syscall.S_IFMT, st.Nlink, ErrBadState)
 	}
 	deadline := time.Now().Add(wait)
 	for {

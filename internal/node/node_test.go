@@ -95,6 +95,12 @@ func TestReadLedgerDetectsTampering(t *testing.T) {
 // anything reads or writes through it, and the refusal names the path.
 func TestCheckStateRefusesPlantedState(t *testing.T) {
 	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	for _, v := range []string{victim, victim + "2"} {
+		if err := os.WriteFile(v, []byte("keep me\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tc := range []struct {
 		name  string
 		plant func(p string) error
@@ -107,6 +113,13 @@ func TestCheckStateRefusesPlantedState(t *testing.T) {
 		{"restarting", func(p string) error { return syscall.Mkfifo(p, 0o644) }, "restarting is not a regular file (FIFO)"},
 		{"backend", func(p string) error { return os.Symlink("/dev/zero", p) }, "backend is not a regular file (symlink)"},
 		{"lock", func(p string) error { return os.Mkdir(p, 0o755) }, "lock is not a regular file (directory)"},
+		{"lock", func(p string) error { return os.Link(filepath.Join(outside, "victim"), p) }, "lock has 2 hard links"},
+		{"ledger.json", func(p string) error {
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+			return os.Link(filepath.Join(outside, "victim2"), p)
+		}, "ledger.json has 2 hard links"},
 	} {
 		n := newNode(t)
 		if err := tc.plant(filepath.Join(n.StateDir(), tc.name)); err != nil {
@@ -121,8 +134,23 @@ func TestCheckStateRefusesPlantedState(t *testing.T) {
 			t.Errorf("Lock with a planted %s: %v, want ErrBadState", tc.name, err)
 		}
 	}
-	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+	if ents, _ := os.ReadDir(outside); len(ents) != 2 {
 		t.Errorf("something was written through a planted link: %v", ents)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep me\n" {
+		t.Errorf("the file outside the node = %q, %v: written through a hard link", b, err)
+	}
+	// FileLock on its own (the disk lock uses it too) refuses a hard
+	// link and leaves the target alone.
+	hl := filepath.Join(t.TempDir(), "lock")
+	if err := os.Link(victim, hl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.FileLock(context.Background(), hl, 0); !errors.Is(err, node.ErrBadState) {
+		t.Errorf("FileLock on a hard link: %v, want ErrBadState", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep me\n" {
+		t.Errorf("FileLock truncated the file a hard link led to: %q", b)
 	}
 	// The ledger itself as a FIFO: refused at once, not a blocked open.
 	n := newNode(t)
