@@ -63,16 +63,24 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 			return errors.Join(err, t.Abort(ctx))
 		}
 	}
+	// From here until the commit, a change taken back also takes its
+	// stored manifest with it (a disk that filled leaves nothing behind).
+	abort := func(err error) error {
+		if aerr := t.Abort(ctx); aerr != nil {
+			return errors.Join(err, aerr) // the next run's recovery finishes it
+		}
+		return errors.Join(err, n.DropManifest(m.Version))
+	}
 	if err := n.StoreManifest(m.Version, a.Raw, a.Sig); err != nil {
-		return errors.Join(err, t.Abort(ctx))
+		return abort(err)
 	}
 	if err := t.Switch(ctx); err != nil {
-		return err
+		return errors.Join(err, n.DropManifest(m.Version))
 	}
 	req := planRequest{actions: plan.Actions, catalog: cat, changed: changedPaths(m, states[0])}
 	if r != nil {
 		if err := n.MarkRestarting(m.Version); err != nil {
-			return errors.Join(err, t.Abort(ctx))
+			return abort(err)
 		}
 		fault.Point("restarting")
 		reached, daemonDone := 0, false
@@ -99,7 +107,7 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 	l, err := t.Commit(ctx, v.ledger)
 	if l == nil {
 		// The ledger does not hold the record: nothing committed.
-		return errors.Join(err, t.Abort(ctx))
+		return abort(err)
 	}
 	if err != nil {
 		// Committed; only the cleanup after it failed, which the next
@@ -149,6 +157,9 @@ func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger,
 	progress(fmt.Sprintf("restart failed, taking %s back: %v", rec.Version, cause))
 	if err := t.Abort(ctx); err != nil {
 		return fmt.Errorf("%w; taking %s back failed too, the next run retries: %w", cause, rec.Version, err)
+	}
+	if err := n.DropManifest(rec.Version); err != nil {
+		return fmt.Errorf("overlay %s taken back: %w; %w", rec.Version, cause, err)
 	}
 	// The failed attempt is recorded with its restarts due before they
 	// run on the old tree: if strata dies while they run, the debt stays.

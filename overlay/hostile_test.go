@@ -205,3 +205,48 @@ func TestCommittedChangeNeverTakenBack(t *testing.T) {
 		t.Fatalf("etc/app/app.conf = %q, %v: the committed change was taken back", got, err)
 	}
 }
+
+// A disk that fills while the signed manifest is stored fails the apply
+// and leaves nothing behind in the manifest store; manifests no applied
+// overlay owns (left by a crash) are pruned by the next run's recovery.
+func TestDiskFullLeavesNoStoredManifest(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	root := f.provision()
+	store := filepath.Join(root, manifests.StateDir, "overlays")
+	if err := os.MkdirAll(store, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// One page: the signature fits, the manifest does not.
+	if err := unix.Mount("tmpfs", store, "tmpfs", 0, "size=4k"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(store, unix.MNT_DETACH) })
+	before := snap(t, root)
+	if _, err := apply(root, c.Path); !errors.Is(err, unix.ENOSPC) {
+		t.Fatalf("apply onto a full disk: %v, want ENOSPC", err)
+	}
+	if ents, _ := os.ReadDir(store); len(ents) != 0 {
+		t.Fatalf("the failed apply left %d files in the manifest store: %v", len(ents), ents)
+	}
+	assertUnchanged(t, root, before)
+	if err := unix.Unmount(store, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, stale := range []string{"9.9.9.json", "9.9.9.json.minisig", ".1.0.1.json.123456"} {
+		if err := os.WriteFile(filepath.Join(store, stale), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := apply(root, c.Path); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	ents, _ := os.ReadDir(store)
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "1.0.1.json 1.0.1.json.minisig" {
+		t.Fatalf("manifest store after recovery and apply: %v", names)
+	}
+}

@@ -153,11 +153,14 @@ func recoverTxn(ctx context.Context, b Backend) error {
 			return err
 		}
 	}
-	if last := l.Last(); last.Action == manifests.LedgerRollback {
-		// A rollback committed before the crash: its manifest goes.
-		if err := n.DropManifest(last.Version); err != nil {
-			return err
-		}
+	// Only the manifests of the overlays in effect stay: a rollback that
+	// committed before a crash, or an apply that never did, leaves one.
+	var keep []string
+	for _, e := range l.Applied() {
+		keep = append(keep, e.Version)
+	}
+	if err := n.PruneManifests(keep); err != nil {
+		return err
 	}
 	return n.ClearRestarting()
 }

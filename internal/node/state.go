@@ -49,6 +49,33 @@ func (n Node) DropManifest(version string) error {
 	return nil
 }
 
+// PruneManifests removes from the manifest store everything that is not
+// the signed manifest (or its signature) of one of the versions in keep:
+// what a failed or interrupted apply stored, and temporary files a crash
+// left.
+func (n Node) PruneManifests(keep []string) error {
+	ents, err := os.ReadDir(n.ManifestStore())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pruning stored manifests: %w", err)
+	}
+	want := map[string]bool{}
+	for _, v := range keep {
+		want[v+".json"], want[v+".json.minisig"] = true, true
+	}
+	for _, e := range ents {
+		if want[e.Name()] && e.Type().IsRegular() {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(n.ManifestStore(), e.Name())); err != nil {
+			return fmt.Errorf("pruning stored manifests: %w", err)
+		}
+	}
+	return nil
+}
+
 // Commit appends rec to the ledger l read before and writes it: the one
 // place a ledger grows. The rename inside is the commit point; when a
 // later step fails (syncing the directory) the ledger on disk is read back,
