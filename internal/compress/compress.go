@@ -101,7 +101,7 @@ func NewReader(r io.Reader) (io.ReadCloser, Algorithm, error) {
 			}
 			return zstdCloser{d}, Zstd, nil
 		case Xz:
-			d, err := xz.NewReader(br)
+			d, err := xz.NewReader(newXzGuard(br))
 			if err != nil {
 				return nil, "", fmt.Errorf("opening xz stream: %w", err)
 			}
