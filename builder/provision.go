@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/squashfs"
 	"github.com/strata-dev/strata/internal/tree"
@@ -65,7 +66,7 @@ func Provision(ctx context.Context, image, root string, trust *sign.KeySet, opts
 	}
 	// Keep the image manifest's signature, so audits with an outside key
 	// can check the manifest the node's expected tree comes from.
-	if sig, err := os.ReadFile(repo.SigPath(repo.ManifestPath(image))); err == nil {
+	if sig, err := safefile.Read(repo.SigPath(repo.ManifestPath(image)), sign.MaxSignatureSize); err == nil {
 		if err := node.WriteFileAtomic(nd.Path(manifests.ImageSigPath), sig, 0o644); err != nil {
 			return nil, err
 		}

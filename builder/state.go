@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 
 	"github.com/strata-dev/strata/internal/node"
@@ -31,7 +32,7 @@ func WriteState(image string, im *repo.Image, dir string) (*manifests.Ledger, er
 	if err != nil {
 		return nil, err
 	}
-	if sig, err := os.ReadFile(repo.SigPath(repo.ManifestPath(image))); err == nil {
+	if sig, err := safefile.Read(repo.SigPath(repo.ManifestPath(image)), sign.MaxSignatureSize); err == nil {
 		if err := node.WriteFileAtomic(nd.Path(manifests.ImageSigPath), sig, 0o644); err != nil {
 			return nil, err
 		}

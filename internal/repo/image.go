@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -39,11 +40,11 @@ type Image struct {
 // integrity but not origin; pass the operator's keys to prove origin.
 func LoadImage(image string, trust *sign.KeySet) (*Image, error) {
 	mp := ManifestPath(image)
-	raw, err := os.ReadFile(mp)
+	raw, err := safefile.Read(mp, manifests.MaxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("loading image %s: %w: %v", image, ErrNoManifest, err)
 	}
-	sig, err := os.ReadFile(SigPath(mp))
+	sig, err := safefile.Read(SigPath(mp), sign.MaxSignatureSize)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("loading image %s: %w", image, err)
 	}
