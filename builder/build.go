@@ -195,7 +195,7 @@ func writeImage(ctx context.Context, outDir string, m *manifests.ImageManifest, 
 	if err != nil {
 		return nil, err
 	}
-	if err := writeManifest(img, raw, s, name); err != nil {
+	if err := writeManifest(img, raw, s, sign.ImageComment(m.Line, m.Version)); err != nil {
 		return nil, err
 	}
 	mp := repo.ManifestPath(img)

@@ -90,7 +90,7 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	if err != nil {
 		return nil, err
 	}
-	if err := writeManifest(img, raw, s, name); err != nil {
+	if err := writeManifest(img, raw, s, sign.ImageComment(m.Line, m.Version)); err != nil {
 		return nil, err
 	}
 	return &Result{Image: img, Manifest: repo.ManifestPath(img), Digest: manifests.Digest(raw), ManifestData: m}, nil
@@ -119,12 +119,12 @@ func foldStream(ctx context.Context, w io.Writer, baseImage string, fold *tree.F
 	return tw.Close()
 }
 
-// writeManifest writes the manifest (and its signature when a key is set)
-// beside img.
-func writeManifest(img string, raw []byte, s *settings, name string) error {
+// writeManifest writes the manifest (and its signature when a key is set,
+// with the trusted comment sign.ImageComment gives) beside img.
+func writeManifest(img string, raw []byte, s *settings, comment string) error {
 	mp := repo.ManifestPath(img)
 	if s.key != nil {
-		if err := node.WriteFileAtomic(repo.SigPath(mp), s.key.Sign(raw, "strata image "+name), 0o644); err != nil {
+		if err := node.WriteFileAtomic(repo.SigPath(mp), s.key.Sign(raw, comment), 0o644); err != nil {
 			return err
 		}
 	} else {

@@ -65,7 +65,7 @@ func signedOverlayHead(tb testing.TB, m *manifests.OverlayManifest, key *sign.Ke
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return raw, overlayHead(raw, key.Sign(raw, "test"))
+	return raw, overlayHead(raw, key.Sign(raw, sign.OverlayComment(m.Line, m.Version)))
 }
 
 // writeOverlayTar writes members, in order, as a tar stream compressed with algo
@@ -301,7 +301,38 @@ func runBadCases(t *testing.T, cases []badCase) {
 // TestApplyRefusesBadSignature covers the signature layer: the manifest is
 // not trusted unless a trusted key signed exactly its bytes.
 func TestApplyRefusesBadSignature(t *testing.T) {
+	// A valid signature by a trusted key, made for another document: its
+	// trusted comment (which the signature covers) says what it signs.
+	otherComment := func(comment string) func(e *badEnv) string {
+		return func(e *badEnv) string {
+			m := e.base(badConf)
+			raw, err := manifests.Encode(m)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			writeOverlayTar(e.t, e.path, compress.Zstd, append(overlayHead(raw, e.f.key.Sign(raw, comment)), fileMember(badConf, []byte(badConfData))), false)
+			return e.path
+		}
+	}
 	runBadCases(t, []badCase{
+		{
+			name:    "signature made as an index's",
+			build:   otherComment(sign.IndexComment),
+			want:    sign.ErrBadSignature,
+			mention: []string{`"strata index"`, `"strata overlay test-1.0.1"`},
+		},
+		{
+			name:    "signature made for another version",
+			build:   otherComment(sign.OverlayComment("test", "1.0.2")),
+			want:    sign.ErrBadSignature,
+			mention: []string{"test-1.0.2"},
+		},
+		{
+			name:    "signature made for an image manifest",
+			build:   otherComment(sign.ImageComment("test", "1.0.1")),
+			want:    sign.ErrBadSignature,
+			mention: []string{"strata image test-1.0.1"},
+		},
 		{
 			name: "unsigned with payload",
 			build: func(e *badEnv) string {
@@ -364,7 +395,7 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 				if err != nil {
 					e.t.Fatal(err)
 				}
-				writeOverlayTar(e.t, e.path, compress.Zstd, append(overlayHead(stRaw, e.f.key.Sign(raw, "test")), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
+				writeOverlayTar(e.t, e.path, compress.Zstd, append(overlayHead(stRaw, e.f.key.Sign(raw, sign.OverlayComment(signed.Line, signed.Version))), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
 				e.mention = []string{e.f.key.ID()}
 				return e.path
 			},

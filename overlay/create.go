@@ -161,7 +161,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if _, err := os.Stat(out); err == nil {
 		return nil, fmt.Errorf("creating overlay %s: %w", out, repo.ErrExists)
 	}
-	sig := key.Sign(raw, fmt.Sprintf("strata overlay %s-%s", m.Line, m.Version))
+	sig := key.Sign(raw, sign.OverlayComment(m.Line, m.Version))
 	if err := writeArchive(out, raw, sig, m, open, algo); err != nil {
 		return nil, err
 	}

@@ -220,7 +220,7 @@ func craft(t *testing.T, path string, m *manifests.OverlayManifest, key *sign.Ke
 	tw := tar.NewWriter(cw)
 	head := []member{{hdr: &tar.Header{Name: ManifestMember, Mode: 0644, Typeflag: tar.TypeReg, Size: int64(len(raw)), ModTime: time.Unix(1700000000, 0)}, data: raw}}
 	if key != nil {
-		sig := key.Sign(raw, "test")
+		sig := key.Sign(raw, sign.OverlayComment(m.Line, m.Version))
 		head = append(head, member{hdr: &tar.Header{Name: SignatureMember, Mode: 0644, Typeflag: tar.TypeReg, Size: int64(len(sig)), ModTime: time.Unix(1700000000, 0)}, data: sig})
 	}
 	for _, mem := range append(head, members...) {

@@ -126,7 +126,8 @@ func VerifyNodeWith(ctx context.Context, root, repoDir string, files bool, trust
 func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
 	sig, err := safefile.Read(v.n.Path(manifests.ImageSigPath), sign.MaxSignatureSize)
 	if err == nil {
-		_, err = trust.Verify(v.image.Raw, sig)
+		m := v.image.Manifest
+		_, err = trust.VerifyFor(v.image.Raw, sig, sign.ImageComment(m.Line, m.Version))
 	}
 	if err != nil {
 		a.problem("signature", "", "image manifest %s: %v", v.image.Manifest.Version, err)
@@ -136,7 +137,7 @@ func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
 		if err == nil {
 			var raw []byte
 			if raw, err = safefile.Read(filepath.Join(v.n.ManifestStore(), e.Version+".json"), manifests.MaxManifestSize); err == nil {
-				_, err = trust.Verify(raw, sig)
+				_, err = trust.VerifyFor(raw, sig, sign.OverlayComment(e.Line, e.Version))
 			}
 		}
 		if err != nil {

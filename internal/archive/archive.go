@@ -103,19 +103,22 @@ func readManifest(tr *tar.Reader, trust *sign.KeySet) (*Archive, error) {
 	if err != nil {
 		return nil, err
 	}
-	sig, err := member(tr, SignatureMember, 64<<10)
+	sig, err := member(tr, SignatureMember, sign.MaxSignatureSize)
 	if err != nil {
 		if errors.Is(err, ErrFormat) {
 			return nil, fmt.Errorf("%w: %w", sign.ErrUnsigned, err)
 		}
 		return nil, err
 	}
-	id, err := trust.Verify(raw, sig)
+	id, comment, err := trust.VerifyComment(raw, sig)
 	if err != nil {
 		return nil, err
 	}
 	var m manifests.OverlayManifest
 	if err := manifests.Decode(raw, &m); err != nil {
+		return nil, err
+	}
+	if err := sign.CheckComment(comment, sign.OverlayComment(m.Line, m.Version)); err != nil {
 		return nil, err
 	}
 	if err := m.Validate(); err != nil {

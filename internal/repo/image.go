@@ -67,7 +67,7 @@ func ParseImage(raw, sig []byte, trust *sign.KeySet) (*Image, error) {
 		}
 		trust = ks
 	}
-	id, err := trust.Verify(raw, sig)
+	id, err := trust.VerifyFor(raw, sig, sign.ImageComment(m.Line, m.Version))
 	if err != nil {
 		return nil, fmt.Errorf("image manifest %s-%s: %w", m.Line, m.Version, err)
 	}

@@ -125,7 +125,7 @@ func OpenStore(ctx context.Context, s Store, trust *sign.KeySet) (*Repo, error) 
 			return nil, err
 		}
 	}
-	if r.KeyID, err = trust.Verify(raw, sig); err != nil {
+	if r.KeyID, err = trust.VerifyFor(raw, sig, sign.IndexComment); err != nil {
 		return nil, fmt.Errorf("opening repository %s: index signature: %w", r.Dir, err)
 	}
 	return r, nil
@@ -182,7 +182,7 @@ func (r *Repo) Save(key *sign.Key) error {
 		return err
 	}
 	ctx := context.Background()
-	if err := p.Put(ctx, SigPath(IndexFile), bytes.NewReader(key.Sign(b, "strata index"))); err != nil {
+	if err := p.Put(ctx, SigPath(IndexFile), bytes.NewReader(key.Sign(b, sign.IndexComment))); err != nil {
 		return err
 	}
 	return p.Put(ctx, IndexFile, bytes.NewReader(b))

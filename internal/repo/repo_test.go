@@ -104,6 +104,14 @@ func TestOpenRefusesBadSignaturesAndTampering(t *testing.T) {
 	if _, err := repo.Open(dir, nil); !errors.Is(err, sign.ErrUnsigned) {
 		t.Fatalf("open without index signature: %v, want ErrUnsigned", err)
 	}
+	// A valid signature of the same bytes by the same key, made as an
+	// overlay manifest's: its trusted comment says it is not an index's.
+	if err := os.WriteFile(repo.SigPath(idx), key.Sign(b, sign.OverlayComment("alpha", "1.0.1")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Open(dir, nil); !errors.Is(err, sign.ErrBadSignature) || !strings.Contains(err.Error(), "strata index") {
+		t.Fatalf("open with an index signed as an overlay: %v, want ErrBadSignature naming strata index", err)
+	}
 }
 
 func TestInitRefusesUntrustedKeyAndChangesNothing(t *testing.T) {

@@ -214,33 +214,77 @@ func LoadDir(dir string) (*KeySet, error) {
 	return ks, nil
 }
 
+// The trusted comments strata signs with: each names what was signed, so
+// a signature of one document cannot stand for another (an index's for an
+// overlay manifest, one overlay's for another version).
+const IndexComment = "strata index"
+
+// ImageComment is the trusted comment of an image manifest's signature.
+func ImageComment(line, version string) string { return "strata image " + line + "-" + version }
+
+// OverlayComment is the trusted comment of an overlay manifest's
+// signature.
+func OverlayComment(line, version string) string {
+	return "strata overlay " + line + "-" + version
+}
+
 // Verify checks a detached signature of msg against the set and returns
 // the id of the key that made it. An empty signature is ErrUnsigned; one no
 // key verifies is ErrBadSignature (with the signing key id when readable).
 func (ks *KeySet) Verify(msg, sig []byte) (string, error) {
+	id, _, err := ks.VerifyComment(msg, sig)
+	return id, err
+}
+
+// VerifyFor is Verify that also requires the signature's trusted comment
+// (which the signature covers) to be want.
+func (ks *KeySet) VerifyFor(msg, sig []byte, want string) (string, error) {
+	id, comment, err := ks.VerifyComment(msg, sig)
+	if err != nil {
+		return "", err
+	}
+	if err := CheckComment(comment, want); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// CheckComment refuses a verified signature whose trusted comment is not
+// want: it was made for another document.
+func CheckComment(comment, want string) error {
+	if comment != want {
+		return fmt.Errorf("%w: the signature is for %q, not %q", ErrBadSignature, comment, want)
+	}
+	return nil
+}
+
+// VerifyComment is Verify that also returns the signature's trusted
+// comment, for callers that learn what it must say only after decoding
+// msg (they check it with CheckComment).
+func (ks *KeySet) VerifyComment(msg, sig []byte) (id, comment string, err error) {
 	if len(bytes.TrimSpace(sig)) == 0 {
-		return "", ErrUnsigned
+		return "", "", ErrUnsigned
 	}
 	if ks == nil || (len(ks.keys) == 0 && !ks.any) {
-		return "", ErrNoKeys
+		return "", "", ErrNoKeys
 	}
 	var s minisign.Signature
 	if err := s.UnmarshalText(sig); err != nil {
-		return "", fmt.Errorf("%w: malformed signature: %v", ErrBadSignature, err)
+		return "", "", fmt.Errorf("%w: malformed signature: %v", ErrBadSignature, err)
 	}
 	if ks.any {
-		return fmt.Sprintf("%016X", s.KeyID), nil
+		return fmt.Sprintf("%016X", s.KeyID), s.TrustedComment, nil
 	}
 	for _, k := range ks.keys {
 		if k.ID() == s.KeyID && minisign.Verify(k, msg, sig) {
-			return fmt.Sprintf("%016X", k.ID()), nil
+			return fmt.Sprintf("%016X", k.ID()), s.TrustedComment, nil
 		}
 	}
 	trusted := make([]string, 0, len(ks.keys))
 	for _, k := range ks.keys {
 		trusted = append(trusted, fmt.Sprintf("%016X", k.ID()))
 	}
-	return "", fmt.Errorf("%w: signed by key %016X, trusted: %s", ErrBadSignature, s.KeyID, strings.Join(trusted, ", "))
+	return "", "", fmt.Errorf("%w: signed by key %016X, trusted: %s", ErrBadSignature, s.KeyID, strings.Join(trusted, ", "))
 }
 
 // PublicKeySet returns a KeySet holding only the key's public half.
