@@ -239,6 +239,10 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 		applied[e.Version] = e.Digest
 	}
 	cur := v.head()
+	known := []manifests.Ref{v.ledger.Entries[0].Head}
+	for _, e := range v.applied {
+		known = append(known, manifests.Ref{Version: e.Version, Digest: e.Digest})
+	}
 	image := v.ledger.Last().Image
 	cat := v.catalog()
 	fold := v.fold(len(v.overlays))
@@ -260,7 +264,7 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 			rep.Plans = append(rep.Plans, Plan{Version: m.Version, Parent: m.Parent.Version, AlreadyApplied: true})
 			continue
 		}
-		if err := checkParent(m, cur); err != nil {
+		if err := checkParent(m, cur, known); err != nil {
 			return nil, nil, err
 		}
 		ok, err := manifests.Satisfies(image, m.Requires.Image)
@@ -285,14 +289,20 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 			cat = *m.Catalog
 		}
 		cur = manifests.Ref{Version: m.Version, Digest: a.Digest}
+		known = append(known, cur)
 		todo = append(todo, a)
 	}
 	return todo, states, nil
 }
 
-func checkParent(m *manifests.OverlayManifest, head manifests.Ref) error {
+// checkParent checks that m continues head, and that its lineage agrees
+// with what the node knows of its history (known: where the node started,
+// the image or a regenerated image's head, then each overlay it applied,
+// oldest first): a manifest naming the right parent over a forged or
+// foreign history is refused.
+func checkParent(m *manifests.OverlayManifest, head manifests.Ref, known []manifests.Ref) error {
 	if m.Parent == head {
-		return nil
+		return checkLineage(m, known)
 	}
 	if m.Parent.Version == head.Version {
 		return fmt.Errorf("overlay %s: parent %s has digest %s but the node's %s is %s (a fork): %w", m.Version, m.Parent.Version, m.Parent.Digest, head.Version, head.Digest, ErrSequence)
@@ -315,6 +325,26 @@ func checkParent(m *manifests.OverlayManifest, head manifests.Ref) error {
 	missing := m.Ancestors(head.Version)
 	return fmt.Errorf("overlay %s needs parent %s but the node's head is %s; missing: %s: %w",
 		m.Version, m.Parent.Version, head.Version, strings.Join(missing, ", "), ErrSequence)
+}
+
+// checkLineage requires every ref of known in m's lineage, in order.
+func checkLineage(m *manifests.OverlayManifest, known []manifests.Ref) error {
+	i := 0
+	for _, r := range m.Lineage {
+		if i < len(known) && r == known[i] {
+			i++
+		}
+	}
+	if i == len(known) {
+		return nil
+	}
+	k := known[i]
+	for _, r := range m.Lineage {
+		if r.Version == k.Version {
+			return fmt.Errorf("overlay %s: its lineage has %s with digest %s, the node's history %s (a forged or foreign history): %w", m.Version, r.Version, r.Digest, k.Digest, ErrSequence)
+		}
+	}
+	return fmt.Errorf("overlay %s: its lineage (%s) lacks %s (%s) of the node's history: %w", m.Version, lineageVersions(m.Lineage), k.Version, k.Digest, ErrSequence)
 }
 
 func lineageVersions(refs []manifests.Ref) string {

@@ -455,6 +455,53 @@ func TestSequenceLineMismatch(t *testing.T) {
 	assertUnchanged(t, root, before)
 }
 
+// A manifest naming the node's head as its parent over a history the
+// node does not have (a forged image digest, an applied overlay missing
+// from the lineage) is refused before anything changes.
+func TestSequenceForgedLineageRefused(t *testing.T) {
+	f := newFixture(t)
+	c1 := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	c2 := f.create("1.0.2", f.change("/etc/app/app.conf", "port 82\n"))
+	root := f.provision()
+	if _, err := apply(root, c1.Path, c2.Path); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("forged history\n")
+	e := manifests.Entry{Path: "etc/motd", Type: manifests.TypeFile, Mode: 0o644, Size: int64(len(data)), SHA256: sqSHA(data)}
+	for name, tc := range map[string]struct {
+		spoil   func(m *manifests.OverlayManifest)
+		mention []string
+	}{
+		"image digest forged": {
+			func(m *manifests.OverlayManifest) { m.Lineage[0].Digest = manifests.Digest([]byte("another image")) },
+			[]string{"forged or foreign", m0(t, root).Version},
+		},
+		"applied overlay left out": {
+			func(m *manifests.OverlayManifest) { m.Lineage = []manifests.Ref{m.Lineage[0], m.Parent} },
+			[]string{"lacks 1.0.1"},
+		},
+	} {
+		m := headManifest(t, root, "1.0.3", []manifests.Entry{e}, nil)
+		if len(m.Lineage) != 3 {
+			t.Fatalf("lineage %v, want image, 1.0.1, 1.0.2", m.Lineage)
+		}
+		tc.spoil(m)
+		p := filepath.Join(t.TempDir(), "test-1.0.3.overlay.tar.zst")
+		craft(t, p, m, f.key, []member{fileMember(e, data)})
+		before := snap(t, root)
+		_, err := apply(root, p)
+		t.Logf("%s: %v", name, err)
+		sqErr(t, err, ErrSequence, tc.mention...)
+		assertUnchanged(t, root, before)
+	}
+}
+
+// m0 returns the node's provisioning image reference.
+func m0(t *testing.T, root string) manifests.Ref {
+	t.Helper()
+	return sqLedger(t, root).Entries[0].Head
+}
+
 func TestSequenceImageConstraint(t *testing.T) {
 	f := newFixture(t)
 	// Create refuses a constraint its own line's image does not meet.
