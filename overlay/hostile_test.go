@@ -111,12 +111,13 @@ func TestStateDirectoryThroughSymlinkIsRefused(t *testing.T) {
 	if err := os.Symlink(dir, lib); err != nil {
 		t.Fatal(err)
 	}
+	// Tampered state is rejected (exit 3), not "not a node".
 	_, err := apply(root, c.Path)
-	if !errors.Is(err, node.ErrNotNode) {
-		t.Fatalf("apply with /var/lib a symlink: %v, want ErrNotNode", err)
+	if !errors.Is(err, node.ErrBadState) || !errors.Is(err, manifests.ErrRejected) {
+		t.Fatalf("apply with /var/lib a symlink: %v, want ErrBadState", err)
 	}
-	if _, err := Rollback(context.Background(), root, nil, 0, nil); !errors.Is(err, node.ErrNotNode) {
-		t.Fatalf("rollback with /var/lib a symlink: %v, want ErrNotNode", err)
+	if _, err := Rollback(context.Background(), root, nil, 0, nil); !errors.Is(err, node.ErrBadState) {
+		t.Fatalf("rollback with /var/lib a symlink: %v, want ErrBadState", err)
 	}
 	assertHostIntact(t, dir, victim)
 }

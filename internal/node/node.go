@@ -69,7 +69,7 @@ func (n Node) CheckState() error {
 			return fmt.Errorf("node %s: %w", n.Root, err)
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("node %s: /%s is not a directory (%s): %w", n.Root, rel, fi.Mode().Type(), ErrNotNode)
+			return fmt.Errorf("node %s: /%s is not a directory (%s): %w", n.Root, rel, typeName(fi.Mode()), ErrBadState)
 		}
 	}
 	check := func(name string, want os.FileMode) error {
