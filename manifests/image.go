@@ -135,6 +135,9 @@ func (m *ImageManifest) Validate() error {
 		if IsProtected(e.Path) && e.Type != TypeDir {
 			return fmt.Errorf("%w: image entry /%s is a %s; strata needs a directory there", ErrUnsafePath, e.Path, e.Type)
 		}
+		if Within(e.Path, KeysDir) && e.Path != KeysDir && e.Type != TypeFile {
+			return fmt.Errorf("%w: image entry /%s is a %s; a trusted key is a regular file", ErrUnsafePath, e.Path, e.Type)
+		}
 	}
 	if got := TreeDigest(m.Files); got != m.TreeDigest {
 		return fmt.Errorf("%w: image files digest to %s, manifest says %s", ErrInvalid, got, m.TreeDigest)

@@ -92,6 +92,12 @@ func (m *OverlayManifest) Validate() error {
 		if IsProtected(e.Path) && e.Type != TypeDir {
 			return fmt.Errorf("%w: overlay %s makes /%s a %s; strata needs a directory there", ErrUnsafePath, m.Version, e.Path, e.Type)
 		}
+		if IsProtected(e.Path) && (e.UID != 0 || e.GID != 0 || uint32(e.Mode)&0o7777 != 0o755) {
+			return fmt.Errorf("%w: overlay %s makes /%s %04o owned by %d:%d; the directories holding strata's own files stay 0755 and root's", ErrUnsafePath, m.Version, e.Path, uint32(e.Mode), e.UID, e.GID)
+		}
+		if Within(e.Path, KeysDir) && e.Path != KeysDir {
+			return fmt.Errorf("%w: overlay %s writes /%s: the keys a node trusts change only by key rotation, never as tree content", ErrUnsafePath, m.Version, e.Path)
+		}
 	}
 	changed := make(map[string]bool, len(m.Entries))
 	for _, e := range m.Entries {
@@ -101,7 +107,7 @@ func (m *OverlayManifest) Validate() error {
 		if err := ValidPath(d); err != nil {
 			return err
 		}
-		if HoldsStrata(d) {
+		if HoldsStrata(d) || Within(d, KeysDir) {
 			return fmt.Errorf("%w: overlay %s deletes /%s, which holds strata's own files", ErrUnsafePath, m.Version, d)
 		}
 		if changed[d] || i > 0 && m.Deletes[i-1] >= d {

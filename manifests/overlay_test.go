@@ -72,6 +72,24 @@ func TestOverlayValidate(t *testing.T) {
 		{"entry is image manifest", func(m *manifests.OverlayManifest) {
 			m.Entries = append(m.Entries, manifests.Entry{Path: manifests.ImageManifestPath, Type: manifests.TypeFile, SHA256: hexA})
 		}, manifests.ErrUnsafePath},
+		// The trust store changes only by key rotation; strata's own
+		// directories stay root's and 0755 (issue 7, class 3).
+		{"entry writes a trusted key", func(m *manifests.OverlayManifest) {
+			m.Entries = append(m.Entries, manifests.Entry{Path: manifests.KeysDir + "/attacker.pub", Type: manifests.TypeFile, Mode: 0644, Size: 3, SHA256: hexA})
+		}, manifests.ErrUnsafePath},
+		{"entry replaces a trusted key by a symlink", func(m *manifests.OverlayManifest) {
+			m.Entries = append(m.Entries, manifests.Entry{Path: manifests.KeysDir + "/op.pub", Type: manifests.TypeSymlink, Mode: 0777, Target: "/home/x.pub"})
+		}, manifests.ErrUnsafePath},
+		{"delete of a trusted key", func(m *manifests.OverlayManifest) { m.Deletes = []string{"etc/old", manifests.KeysDir + "/op.pub"} }, manifests.ErrUnsafePath},
+		{"var/lib handed to a user", func(m *manifests.OverlayManifest) {
+			m.Entries = append(m.Entries, manifests.Entry{Path: "var/lib", Type: manifests.TypeDir, Mode: 0755, UID: 1000, GID: 1000})
+		}, manifests.ErrUnsafePath},
+		{"var/lib made world-writable", func(m *manifests.OverlayManifest) {
+			m.Entries = append(m.Entries, manifests.Entry{Path: "var/lib", Type: manifests.TypeDir, Mode: 0777})
+		}, manifests.ErrUnsafePath},
+		{"keys directory made group-writable", func(m *manifests.OverlayManifest) {
+			m.Entries = append(m.Entries, manifests.Entry{Path: manifests.KeysDir, Type: manifests.TypeDir, Mode: 0775})
+		}, manifests.ErrUnsafePath},
 		{"delete of ledger", func(m *manifests.OverlayManifest) { m.Deletes = []string{"etc/old", manifests.LedgerPath} }, manifests.ErrUnsafePath},
 		{"delete of state dir", func(m *manifests.OverlayManifest) { m.Deletes = []string{manifests.StateDir} }, manifests.ErrUnsafePath},
 		{"delete of image manifest", func(m *manifests.OverlayManifest) { m.Deletes = []string{manifests.ImageManifestPath} }, manifests.ErrUnsafePath},

@@ -251,3 +251,25 @@ func TestDiskFullLeavesNoStoredManifest(t *testing.T) {
 		t.Fatalf("manifest store after recovery and apply: %v", names)
 	}
 }
+
+// The trust store is not tree content: an overlay may not add, replace or
+// delete a trusted key, nor hand strata's directories to anyone (issue 7,
+// class 3). Create refuses before anything is signed or written.
+func TestTrustStoreIsNotTreeContent(t *testing.T) {
+	f := newFixture(t)
+	pub := f.hostFile("untrusted comment: x\nRWQ\n")
+	for name, ch := range map[string]Change{
+		"add a key":     {Adds: []Add{{Dest: "/" + manifests.KeysDir + "/attacker.pub", Src: pub}}},
+		"delete a key":  {Deletes: []string{"/" + manifests.KeysDir + "/" + f.key.ID() + ".pub"}},
+		"replace a key": {Adds: []Add{{Dest: "/" + manifests.KeysDir + "/" + f.key.ID() + ".pub", Src: pub}}},
+	} {
+		before, _ := os.ReadDir(filepath.Join(f.repo, "overlays"))
+		_, err := Create(context.Background(), f.repo, f.key, ch, CreateOptions{Version: "1.0.1"})
+		if !errors.Is(err, manifests.ErrUnsafePath) || !strings.Contains(err.Error(), "key") {
+			t.Errorf("%s: %v, want ErrUnsafePath about keys", name, err)
+		}
+		if after, _ := os.ReadDir(filepath.Join(f.repo, "overlays")); len(after) != len(before) {
+			t.Errorf("%s: the refused create wrote to the repository", name)
+		}
+	}
+}
