@@ -184,7 +184,7 @@ func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([
 	if src.Repo == "" {
 		var out []*Archive
 		for _, f := range src.Files {
-			a, err := Open(f, trust)
+			a, err := archive.OpenContext(ctx, f, trust)
 			if err != nil {
 				return nil, err
 			}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/node"
@@ -271,5 +272,38 @@ func TestTrustStoreIsNotTreeContent(t *testing.T) {
 		if after, _ := os.ReadDir(filepath.Join(f.repo, "overlays")); len(after) != len(before) {
 			t.Errorf("%s: the refused create wrote to the repository", name)
 		}
+	}
+}
+
+// An overlay named on the command line that is a FIFO or a device is
+// refused at once (it is never opened for reading, so it cannot block the
+// node lock or feed endless bytes); a symlink to a real overlay is fine.
+func TestOverlayFileMustBeRegular(t *testing.T) {
+	f := newFixture(t)
+	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	root := f.provision()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.overlay.tar.zst")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{fifo: "FIFO", "/dev/zero": "character device"} {
+		done := make(chan error, 1)
+		go func() { _, err := apply(root, path); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, manifests.ErrRejected) || !strings.Contains(err.Error(), want) {
+				t.Errorf("apply of %s: %v, want a refusal naming a %s", path, err, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("apply of %s blocked", path) // a FIFO without a writer blocks an open for reading
+		}
+	}
+	link := filepath.Join(dir, "link.overlay.tar.zst")
+	if err := os.Symlink(c.Path, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apply(root, link); err != nil {
+		t.Fatalf("apply through a symlink to the overlay: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/strata-dev/strata/internal/compress"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -45,16 +46,48 @@ type Opener func(ctx context.Context) (io.ReadCloser, error)
 // Open reads the manifest and signature of the overlay file at path,
 // verifies the signature against trust and validates the manifest. The
 // payload is not read; call Payload for that.
+//
+// path may be a symlink (an operator named it), but what it leads to must
+// be a regular file: a FIFO or a device is refused before it is opened
+// for reading, so it can neither block nor feed endless bytes. Reads of
+// the payload stop when the context Payload is given is cancelled.
 func Open(path string, trust *sign.KeySet) (*Archive, error) {
-	open := func(context.Context) (io.ReadCloser, error) {
-		f, err := os.Open(path)
+	return OpenContext(context.Background(), path, trust)
+}
+
+// OpenContext is Open whose reading of the manifest stops when ctx is
+// cancelled.
+func OpenContext(ctx context.Context, path string, trust *sign.KeySet) (*Archive, error) {
+	open := func(ctx context.Context) (io.ReadCloser, error) {
+		f, err := safefile.OpenFollow(path)
+		if errors.Is(err, safefile.ErrNotRegular) {
+			return nil, fmt.Errorf("opening overlay: %w: %w", ErrNotRegular, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("opening overlay: %w", err)
 		}
-		return f, nil
+		return ctxReader{ctx: ctx, f: f}, nil
 	}
-	return OpenFrom(context.Background(), path, open, trust)
+	return OpenFrom(ctx, path, open, trust)
 }
+
+// ErrNotRegular reports an overlay path that is not a regular file.
+var ErrNotRegular = manifests.Rejection("archive: overlay is not a regular file")
+
+// ctxReader reads f until ctx is cancelled.
+type ctxReader struct {
+	ctx context.Context
+	f   *os.File
+}
+
+func (r ctxReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.f.Read(p)
+}
+
+func (r ctxReader) Close() error { return r.f.Close() }
 
 // OpenFrom is Open over the bytes open returns; name is the archive's
 // Source.
@@ -169,7 +202,7 @@ func (a *Archive) Payload(ctx context.Context, fn func(e manifests.Entry, r io.R
 	tr := tar.NewReader(dr)
 	raw, err := member(tr, ManifestMember, manifests.MaxManifestSize)
 	if err == nil {
-		_, err = member(tr, SignatureMember, 64<<10)
+		_, err = member(tr, SignatureMember, sign.MaxSignatureSize)
 	}
 	if err != nil {
 		return fmt.Errorf("overlay %s: %w", a.Source, err)
@@ -183,6 +216,10 @@ func (a *Archive) Payload(ctx context.Context, fn func(e manifests.Entry, r io.R
 		}
 		return fn(e, r)
 	}); err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			// A cancelled read is an interruption, not a bad payload.
+			return fmt.Errorf("overlay %s: reading its payload: %w", a.Source, cerr)
+		}
 		return fmt.Errorf("overlay %s: %w", a.Source, err)
 	}
 	return nil

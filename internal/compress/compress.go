@@ -80,6 +80,11 @@ var magics = []struct {
 	{Gzip, []byte{0x1f, 0x8b}},
 }
 
+// MaxZstdWindow bounds the window a zstd frame may ask for (strata writes
+// 8 MiB windows; zstd --long=26 asks for 64 MiB): the decoder refuses a
+// frame over it before allocating, whatever the frame says.
+const MaxZstdWindow = 64 << 20
+
 // NewReader detects the compression of r from its first bytes and returns
 // a decompressing reader and the algorithm found. Data that matches no
 // magic is returned as is (None). Close releases decoder resources.
@@ -95,7 +100,7 @@ func NewReader(r io.Reader) (io.ReadCloser, Algorithm, error) {
 		}
 		switch m.a {
 		case Zstd:
-			d, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(2), zstd.WithDecoderMaxMemory(1<<30))
+			d, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(2), zstd.WithDecoderMaxWindow(MaxZstdWindow), zstd.WithDecoderMaxMemory(1<<30))
 			if err != nil {
 				return nil, "", fmt.Errorf("opening zstd stream: %w", err)
 			}

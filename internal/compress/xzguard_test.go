@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -148,4 +149,48 @@ func FuzzXzGuard(f *testing.F) {
 			r.Close()
 		}
 	})
+}
+
+// A zstd frame asking for a window over MaxZstdWindow is refused before
+// the decoder allocates it; strata's own frames and zstd --long=26 pass.
+func TestZstdWindowCap(t *testing.T) {
+	data := bytes.Repeat([]byte("strata "), 1000)
+	frame := func(args ...string) []byte {
+		cmd := exec.Command("zstd", append([]string{"-c", "-q"}, args...)...)
+		cmd.Stdin = bytes.NewReader(data)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("zstd %v: %v", args, err)
+		}
+		return out
+	}
+	read := func(stream []byte) error {
+		r, _, err := NewReader(bytes.NewReader(stream))
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		got, err := io.ReadAll(r)
+		if err == nil && !bytes.Equal(got, data) {
+			t.Fatalf("decoded %d bytes, want %d", len(got), len(data))
+		}
+		return err
+	}
+	// --no-content-size keeps the window in the frame header; -T0 none.
+	if err := read(frame("--long=26", "--no-content-size")); err != nil {
+		t.Errorf("a 64 MiB window: %v", err)
+	}
+	for _, long := range []string{"--long=27", "--long=31"} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		err := read(frame(long, "--no-content-size"))
+		runtime.ReadMemStats(&after)
+		if err == nil || !strings.Contains(err.Error(), "window") {
+			t.Errorf("zstd %s: %v, want a refusal of its window", long, err)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+			t.Errorf("zstd %s: %d MiB allocated before the refusal", long, grew>>20)
+		}
+	}
 }

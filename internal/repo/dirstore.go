@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -45,8 +46,10 @@ func (d *DirStore) Open(ctx context.Context, name string) (io.ReadCloser, int64,
 		return nil, 0, &fs.PathError{Op: "open", Path: d.Dir, Err: err}
 	}
 	defer unix.Close(root)
+	// O_PATH: a device's or FIFO's open never runs; the type is checked
+	// before the file is reopened for reading.
 	fd, err := unix.Openat2(root, name, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	switch {
@@ -57,15 +60,18 @@ func (d *DirStore) Open(ctx context.Context, name string) (io.ReadCloser, int64,
 	case err != nil:
 		return nil, 0, d.pathErr(name, err)
 	}
-	f := os.NewFile(uintptr(fd), d.Path(name))
+	defer unix.Close(fd)
+	f, err := safefile.Reopen(fd, d.Path(name))
+	if errors.Is(err, safefile.ErrNotRegular) {
+		return nil, 0, d.pathErr(name, fmt.Errorf("%w: %w", ErrNotRegular, err))
+	}
+	if err != nil {
+		return nil, 0, d.pathErr(name, err)
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, 0, d.pathErr(name, err)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, 0, d.pathErr(name, fmt.Errorf("%w: %s", ErrNotRegular, fi.Mode().Type()))
 	}
 	return &member{ctx: ctx, f: f, left: fi.Size()}, fi.Size(), nil
 }

@@ -25,11 +25,28 @@ var ErrTooLarge = errors.New("file too large")
 // through its descriptor, so a swap between check and open is not followed
 // either.
 func Open(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	return open(path, unix.O_NOFOLLOW)
+}
+
+// OpenFollow is Open for a path an operator named, which may be a symlink
+// to the file: links are followed, and what they lead to must be a
+// regular file.
+func OpenFollow(path string) (*os.File, error) {
+	return open(path, 0)
+}
+
+func open(path string, flags int) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC|flags, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
+	return Reopen(fd, path)
+}
+
+// Reopen opens for reading the file an O_PATH descriptor fd refers to, if
+// it is a regular file (path names it in errors). fd stays open.
+func Reopen(fd int, path string) (*os.File, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
