@@ -83,8 +83,10 @@ func Provision(ctx context.Context, image, diskPath string, trust *sign.KeySet, 
 	if progress == nil {
 		progress = func(string) {}
 	}
-	if opts.Hostname != "" && !validHostname(opts.Hostname) {
-		return nil, fmt.Errorf("provisioning %s: hostname %q: %w: want RFC 1123 labels (letters, digits, '-', dots between)", diskPath, opts.Hostname, manifests.ErrInvalid)
+	if opts.Hostname != "" {
+		if err := CheckHostname(opts.Hostname); err != nil {
+			return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
+		}
 	}
 	im, err := repo.LoadImage(image, trust)
 	if err != nil {
@@ -281,22 +283,33 @@ func syncPath(p string) error {
 	return f.Close()
 }
 
-// validHostname reports whether h is a host name of RFC 1123 labels: 1-63
+// ErrHostname reports a host name that is not RFC 1123 labels.
+var ErrHostname = errors.New("not a host name")
+
+// CheckHostname checks that h is a host name of RFC 1123 labels (1-63
 // letters, digits or '-' each, not starting or ending with '-', joined by
-// dots, 253 characters at most.
-func validHostname(h string) bool {
+// dots, 253 characters at most); the error says what is wrong.
+func CheckHostname(h string) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("hostname %q: %w: %s", h, ErrHostname, fmt.Sprintf(format, a...))
+	}
 	if len(h) == 0 || len(h) > 253 {
-		return false
+		return bad("%d characters, want 1-253", len(h))
 	}
 	for _, label := range strings.Split(h, ".") {
-		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
+		switch {
+		case len(label) == 0:
+			return bad("an empty label (a leading, trailing or doubled dot)")
+		case len(label) > 63:
+			return bad("label %q has %d characters, at most 63", label[:20]+"...", len(label))
+		case label[0] == '-' || label[len(label)-1] == '-':
+			return bad("label %q starts or ends with '-'", label)
 		}
 		for _, c := range label {
 			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-				return false
+				return bad("%q is not allowed (letters, digits and '-' only, dots between labels)", c)
 			}
 		}
 	}
-	return true
+	return nil
 }

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/strata-dev/strata/builder"
@@ -54,4 +59,44 @@ func TestExitCode(t *testing.T) {
 	if got := exitCode(errors.Join(sign.ErrUnsigned, overlay.ErrRestart)); got != exitRestart {
 		t.Errorf("restart failed and rejected: %d, want %d", got, exitRestart)
 	}
+}
+
+// A bad --hostname is a usage error with its own message, before
+// anything is read or written.
+func TestBadHostnameIsUsage(t *testing.T) {
+	disk := filepath.Join(t.TempDir(), "d.img")
+	for h, want := range map[string]string{
+		"bad host;reboot": "' ' is not allowed",
+		"-x":              "starts or ends with '-'",
+		"a..b":            "empty label",
+	} {
+		stderr := captureStderr(t, func() {
+			if got := run(context.Background(), []string{"provision", "--image", "/nonexistent.squashfs", "--disk", disk, "--hostname", h}); got != exitUsage {
+				t.Errorf("--hostname %q exited %d, want %d", h, got, exitUsage)
+			}
+		})
+		if !strings.Contains(stderr, "--hostname") || !strings.Contains(stderr, want) {
+			t.Errorf("--hostname %q: %q, want it to say %q", h, stderr, want)
+		}
+		if _, err := os.Stat(disk); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("--hostname %q: the disk was written", h)
+		}
+	}
+}
+
+// captureStderr returns what fn writes to os.Stderr.
+func captureStderr(t *testing.T, fn func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stderr
+	os.Stderr = w
+	done := make(chan string)
+	go func() { b, _ := io.ReadAll(r); done <- string(b) }()
+	fn()
+	os.Stderr = old
+	w.Close()
+	return <-done
 }

@@ -45,6 +45,11 @@ machine joins the sequence at its head.`,
 			if diskPath == "" && (size != "" || keyFile != "" || do.Hostname != "" || do.NodeID != "") {
 				return usageError{fmt.Errorf("--size, --hostname, --ssh-authorized-key and --node-id need --disk")}
 			}
+			if do.Hostname != "" {
+				if err := disk.CheckHostname(do.Hostname); err != nil {
+					return usageError{fmt.Errorf("--hostname: %w", err)}
+				}
+			}
 			if (image == "") == (repoDir == "") {
 				return usageError{fmt.Errorf("give --image IMAGE or --repo REPO (not both)")}
 			}
