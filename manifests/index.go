@@ -1,12 +1,48 @@
 package manifests
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Index is a repository's signed table of contents.
 type Index struct {
 	Schema int    `json:"schema"`
 	Kind   string `json:"kind"`
-	Lines  []Line `json:"lines"`
+	// Serial grows by one with every publication (every signed index),
+	// so a node can refuse an older index replayed to it (rollback).
+	Serial uint64 `json:"serial"`
+	// Expires is when the index stops being current (RFC 3339, UTC): a
+	// mirror that stops publishing cannot keep nodes on an old index
+	// forever (freeze). `strata repo refresh` re-signs it.
+	Expires string `json:"expires"`
+	Lines   []Line `json:"lines"`
+}
+
+// Freshness errors: an authentic index that must not be believed current.
+var (
+	// ErrIndexRollback reports an index older than one a node accepted.
+	ErrIndexRollback = Rejection("index: older than one accepted before (rollback)")
+	// ErrIndexExpired reports an index past its expiry.
+	ErrIndexExpired = Rejection("index: expired (freeze)")
+)
+
+// CheckFresh refuses an index that has expired at now, or whose serial is
+// below minSerial (the highest a node accepted; 0 for none).
+func (x *Index) CheckFresh(now time.Time, minSerial uint64) error {
+	if x.Serial < minSerial {
+		return fmt.Errorf("%w: serial %d, this node accepted serial %d already; a mirror or an attacker replays an old index", ErrIndexRollback, x.Serial, minSerial)
+	}
+	if exp := x.ExpiresAt(); !now.Before(exp) {
+		return fmt.Errorf("%w: serial %d expired at %s (now %s); the repository is not being refreshed (strata repo refresh) or a mirror serves a stale copy", ErrIndexExpired, x.Serial, exp.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// ExpiresAt returns Expires as a time (Validate checked its form).
+func (x *Index) ExpiresAt() time.Time {
+	t, _ := time.Parse(time.RFC3339, x.Expires)
+	return t
 }
 
 // Line is one image and the overlays that follow it, in order.
@@ -76,6 +112,12 @@ func (x *Index) Find(name string) (*Line, error) {
 func (x *Index) Validate() error {
 	if x.Schema != Schema || x.Kind != KindIndex {
 		return fmt.Errorf("%w: not an index (schema %d, kind %q)", ErrInvalid, x.Schema, x.Kind)
+	}
+	if x.Serial == 0 {
+		return fmt.Errorf("%w: index without a serial (an index from before freshness: re-sign it with strata repo refresh)", ErrInvalid)
+	}
+	if _, err := time.Parse(time.RFC3339, x.Expires); err != nil {
+		return fmt.Errorf("%w: index expiry %q is not RFC 3339", ErrInvalid, x.Expires)
 	}
 	seen := map[string]bool{}
 	for _, l := range x.Lines {

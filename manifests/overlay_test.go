@@ -3,7 +3,9 @@ package manifests_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/strata-dev/strata/manifests"
 )
@@ -160,8 +162,10 @@ func TestOverlayAncestors(t *testing.T) {
 
 func validIndex() *manifests.Index {
 	return &manifests.Index{
-		Schema: manifests.Schema,
-		Kind:   manifests.KindIndex,
+		Schema:  manifests.Schema,
+		Kind:    manifests.KindIndex,
+		Serial:  7,
+		Expires: "2027-01-01T00:00:00Z",
 		Lines: []manifests.Line{
 			{
 				Name:  "demo",
@@ -190,6 +194,9 @@ func TestIndexValidate(t *testing.T) {
 	}{
 		{"wrong kind", func(x *manifests.Index) { x.Kind = manifests.KindLedger }, manifests.ErrInvalid},
 		{"wrong schema", func(x *manifests.Index) { x.Schema = 2 }, manifests.ErrInvalid},
+		{"no serial", func(x *manifests.Index) { x.Serial = 0 }, manifests.ErrInvalid},
+		{"no expiry", func(x *manifests.Index) { x.Expires = "" }, manifests.ErrInvalid},
+		{"expiry not RFC 3339", func(x *manifests.Index) { x.Expires = "next week" }, manifests.ErrInvalid},
 		{"bad line name", func(x *manifests.Index) { x.Lines[1].Name = "-x" }, manifests.ErrInvalid},
 		{"duplicate line", func(x *manifests.Index) { x.Lines[1].Name = "demo" }, manifests.ErrInvalid},
 		{"bad image version", func(x *manifests.Index) { x.Lines[1].Image.Version = "2.0" }, manifests.ErrVersion},
@@ -214,6 +221,28 @@ func TestIndexValidate(t *testing.T) {
 		if err := x.Validate(); !errors.Is(err, tt.target) {
 			t.Errorf("%s: Validate() = %v, want %v", tt.name, err, tt.target)
 		}
+	}
+}
+
+// An authentic index is still refused when it is older than one the
+// node accepted (rollback) or past its expiry (freeze); the errors say
+// which.
+func TestIndexCheckFresh(t *testing.T) {
+	x := validIndex() // serial 7, expires 2027-01-01
+	before := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if err := x.CheckFresh(before, 0); err != nil {
+		t.Fatalf("fresh index, nothing accepted yet: %v", err)
+	}
+	if err := x.CheckFresh(before, 7); err != nil {
+		t.Fatalf("the same serial again: %v", err)
+	}
+	err := x.CheckFresh(before, 8)
+	if !errors.Is(err, manifests.ErrIndexRollback) || !errors.Is(err, manifests.ErrRejected) || !strings.Contains(err.Error(), "serial 7") || !strings.Contains(err.Error(), "serial 8") {
+		t.Errorf("older serial: %v, want ErrIndexRollback naming both serials", err)
+	}
+	err = x.CheckFresh(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), 0)
+	if !errors.Is(err, manifests.ErrIndexExpired) || !strings.Contains(err.Error(), "2027-01-01T00:00:00Z") {
+		t.Errorf("at its expiry: %v, want ErrIndexExpired naming the time", err)
 	}
 }
 

@@ -106,9 +106,16 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	if err != nil {
 		return nil, err
 	}
-	archives, err := gather(ctx, v, src, trust)
+	archives, serial, err := gather(ctx, v, src, trust)
 	if err != nil {
 		return nil, err
+	}
+	if !o.DryRun && serial > 0 {
+		// The index is authentic and current: from now on the node
+		// refuses any older one.
+		if err := n.RecordIndexSerial(serial); err != nil {
+			return nil, err
+		}
 	}
 	rep := &ApplyReport{Root: root, DryRun: o.DryRun, From: v.head(), To: v.head()}
 	todo, states, err := checkSequence(v, archives, rep)
@@ -179,26 +186,35 @@ func describe(as []manifests.ServiceAction) string {
 }
 
 // gather opens the overlays src names, verifying signatures against the
-// node's keys (and, for a repository, file digests against its index).
-func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([]*Archive, error) {
+// node's keys (and, for a repository, file digests against its index,
+// which must be fresh: not older than one the node accepted, not expired).
+// It returns the index serial (0 for files).
+func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([]*Archive, uint64, error) {
 	if src.Repo == "" {
 		var out []*Archive
 		for _, f := range src.Files {
 			a, err := archive.OpenContext(ctx, f, trust)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			out = append(out, a)
 		}
-		return out, nil
+		return out, 0, nil
 	}
 	r, err := repo.OpenStore(ctx, repo.Dir(src.Repo), trust)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	accepted, err := v.n.IndexSerial()
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := r.Index.CheckFresh(time.Now(), accepted); err != nil {
+		return nil, 0, fmt.Errorf("repository %s: %w", src.Repo, err)
 	}
 	l, err := r.Index.Find(v.ledger.Entries[0].Line)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	head := v.head()
 	start := -1
@@ -211,10 +227,10 @@ func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([
 		}
 	}
 	if start < 0 {
-		return nil, fmt.Errorf("node head %s (%s) is not in line %s of %s: %w", head.Version, head.Digest, l.Name, src.Repo, ErrSequence)
+		return nil, 0, fmt.Errorf("node head %s (%s) is not in line %s of %s: %w", head.Version, head.Digest, l.Name, src.Repo, ErrSequence)
 	}
 	if src.Through != "" && !l.HasVersion(src.Through) {
-		return nil, fmt.Errorf("line %s has no version %s: %w", l.Name, src.Through, ErrSequence)
+		return nil, 0, fmt.Errorf("line %s has no version %s: %w", l.Name, src.Through, ErrSequence)
 	}
 	var out []*Archive
 	for _, ref := range l.Overlays[start:] {
@@ -223,11 +239,11 @@ func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([
 		}
 		a, err := repo.OpenIndexed(ctx, r, ref, trust)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		out = append(out, a)
 	}
-	return out, nil
+	return out, r.Index.Serial, nil
 }
 
 // checkSequence checks the overlays continue the node's head one after the

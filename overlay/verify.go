@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
@@ -157,6 +158,15 @@ func auditAgainstRepo(a *Audit, v *nodeView, repoDir string, trust *sign.KeySet)
 	if err != nil {
 		a.problem("signature", "", "%v", err)
 		return nil
+	}
+	// An authentic but old or expired index must not make the node look
+	// current.
+	accepted, err := v.n.IndexSerial()
+	if err != nil {
+		return err
+	}
+	if err := r.Index.CheckFresh(time.Now(), accepted); err != nil {
+		a.problem("freshness", "", "%v", err)
 	}
 	l, err := r.Index.Find(a.Line)
 	if err != nil {

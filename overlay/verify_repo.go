@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
@@ -21,6 +22,9 @@ func VerifyRepo(ctx context.Context, repoDir string, trust *sign.KeySet) (*Audit
 	if err != nil {
 		a.problem("signature", "", "%v", err)
 		return a, nil
+	}
+	if err := r.Index.CheckFresh(time.Now(), 0); err != nil {
+		a.problem("freshness", "", "%v", err)
 	}
 	indexed := map[string]bool{}
 	for _, l := range r.Index.Lines {

@@ -45,7 +45,7 @@ func (n Node) StateDir() string { return n.Path(manifests.StateDir) }
 // else (a symlink above all, which would carry writes out of the root).
 var (
 	stateDirs  = []string{"overlays", "undo", "txn", "layers"}
-	stateFiles = []string{"ledger.json", "lock", "backend", "restarting", "image.json.minisig"}
+	stateFiles = []string{"ledger.json", "lock", "backend", "restarting", "image.json.minisig", "index-serial"}
 )
 
 // CheckState refuses a node whose state directory is reached through a

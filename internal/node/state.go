@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/strata-dev/strata/internal/safefile"
@@ -155,6 +156,35 @@ func (n Node) Restarting() (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+func (n Node) indexSerialFile() string { return filepath.Join(n.StateDir(), "index-serial") }
+
+// IndexSerial returns the highest serial of a repository index the node
+// accepted (0: none yet).
+func (n Node) IndexSerial() (uint64, error) {
+	b, err := safefile.Read(n.indexSerialFile(), 64)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("node %s: %w", n.Root, err)
+	}
+	s, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("node %s: %s holds %q, not a serial: %w", n.Root, n.indexSerialFile(), b, ErrBadState)
+	}
+	return s, nil
+}
+
+// RecordIndexSerial keeps serial as the highest the node accepted, unless
+// a higher one is recorded already.
+func (n Node) RecordIndexSerial(serial uint64) error {
+	cur, err := n.IndexSerial()
+	if err != nil || serial <= cur {
+		return err
+	}
+	return WriteFileAtomic(n.indexSerialFile(), []byte(strconv.FormatUint(serial, 10)+"\n"), 0o644)
 }
 
 // BackendOverlayfs is what the backend file of a node whose managed

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -44,6 +45,9 @@ type Repo struct {
 	Index *manifests.Index
 	// KeyID is the key that signed the index.
 	KeyID string
+	// Validity is how long the next Save keeps the index current (zero:
+	// DefaultValidity).
+	Validity time.Duration
 }
 
 // Init starts a repository at dir whose line begins at image, copying the
@@ -96,6 +100,24 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 	return r, r.Save(key)
 }
 
+// Refresh re-publishes the index of the repository in dir unchanged but
+// for a serial one higher and an expiry validity from now (zero:
+// DefaultValidity), signed with key, which must have signed the index
+// before. Run it more often than the validity, so nodes never see the
+// index expire.
+func Refresh(dir string, key *sign.Key, validity time.Duration) (*Repo, error) {
+	own, err := key.PublicKeySet()
+	if err != nil {
+		return nil, err
+	}
+	r, err := Open(dir, own)
+	if err != nil {
+		return nil, fmt.Errorf("refreshing repository %s (the index must be signed by key %s): %w", dir, key.ID(), err)
+	}
+	r.Validity = validity
+	return r, r.Save(key)
+}
+
 // Open reads the repository in directory dir (see OpenStore).
 func Open(dir string, trust *sign.KeySet) (*Repo, error) {
 	return OpenStore(context.Background(), Dir(dir), trust)
@@ -112,6 +134,14 @@ func OpenStore(ctx context.Context, s Store, trust *sign.KeySet) (*Repo, error) 
 	if err != nil {
 		return nil, fmt.Errorf("opening repository: %w", err)
 	}
+	if trust != nil {
+		// Nothing of an index is parsed before its signature holds;
+		// without keys, the repository's own images name them, and
+		// the index must be read to find those.
+		if r.KeyID, err = trust.VerifyFor(raw, sig, sign.IndexComment); err != nil {
+			return nil, fmt.Errorf("opening repository %s: index signature: %w", r.Dir, err)
+		}
+	}
 	var x manifests.Index
 	if err := manifests.Decode(raw, &x); err != nil {
 		return nil, fmt.Errorf("opening repository %s: %w", r.Dir, err)
@@ -124,9 +154,9 @@ func OpenStore(ctx context.Context, s Store, trust *sign.KeySet) (*Repo, error) 
 		if trust, err = r.imageKeys(ctx); err != nil {
 			return nil, err
 		}
-	}
-	if r.KeyID, err = trust.VerifyFor(raw, sig, sign.IndexComment); err != nil {
-		return nil, fmt.Errorf("opening repository %s: index signature: %w", r.Dir, err)
+		if r.KeyID, err = trust.VerifyFor(raw, sig, sign.IndexComment); err != nil {
+			return nil, fmt.Errorf("opening repository %s: index signature: %w", r.Dir, err)
+		}
 	}
 	return r, nil
 }
@@ -167,9 +197,20 @@ func (r *Repo) Image(ctx context.Context, l *manifests.Line, trust *sign.KeySet)
 // that need one (mksquashfs, sqfs2tar) and for messages.
 func (r *Repo) Path(rel string) string { return filepath.Join(r.Dir, filepath.FromSlash(rel)) }
 
-// Save signs and writes the index (signature first, then the index, each
-// atomically).
+// DefaultValidity is how long a published index stays current unless the
+// repository says otherwise (Repo.Validity).
+const DefaultValidity = 30 * 24 * time.Hour
+
+// Save publishes the index: its serial grows by one and it expires
+// Validity (DefaultValidity) from now; then it is signed and written
+// (signature first, then the index, each atomically).
 func (r *Repo) Save(key *sign.Key) error {
+	validity := r.Validity
+	if validity <= 0 {
+		validity = DefaultValidity
+	}
+	r.Index.Serial++
+	r.Index.Expires = time.Now().Add(validity).UTC().Truncate(time.Second).Format(time.RFC3339)
 	if err := r.Index.Validate(); err != nil {
 		return fmt.Errorf("saving repository %s: %w", r.Dir, err)
 	}

@@ -1,0 +1,129 @@
+package overlay_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+	. "github.com/strata-dev/strata/overlay"
+)
+
+// indexFiles returns the repository's index and its signature.
+func indexFiles(t *testing.T, dir string) (raw, sig []byte) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, repo.IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err = os.ReadFile(filepath.Join(dir, repo.SigPath(repo.IndexFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw, sig
+}
+
+func putIndex(t *testing.T, dir string, raw, sig []byte) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, repo.IndexFile), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, repo.SigPath(repo.IndexFile)), sig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A validly signed but old index (replayed by a mirror or an attacker) is
+// refused by a node that accepted a newer one (rollback), and an expired
+// one by every node (freeze); each refusal says which and changes
+// nothing, and the audits report it. A refresh makes the index current.
+func TestIndexFreshness(t *testing.T) {
+	f := newFixture(t)
+	f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	oldRaw, oldSig := indexFiles(t, f.repo) // serial 2: init, then 1.0.1
+	f.create("1.0.2", f.change("/etc/app/app.conf", "port 82\n"))
+	root := f.provision()
+	if _, err := Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.1"}, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	serial := func() string {
+		b, _ := os.ReadFile(filepath.Join(root, manifests.StateDir, "index-serial"))
+		return strings.TrimSpace(string(b))
+	}
+	if got := serial(); got != "3" {
+		t.Fatalf("the node recorded index serial %q, want 3", got)
+	}
+
+	// Rollback: the index of serial 2, replayed. It lists 1.0.1 only, so
+	// the node would look current.
+	newRaw, newSig := indexFiles(t, f.repo)
+	putIndex(t, f.repo, oldRaw, oldSig)
+	before := snap(t, root)
+	_, err := Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{})
+	sqErr(t, err, manifests.ErrIndexRollback, "serial 2", "serial 3")
+	assertUnchanged(t, root, before)
+	a, err := VerifyNode(context.Background(), root, f.repo, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.OK() || !hasFinding(a, "freshness", "rollback") {
+		t.Errorf("audit against the replayed index: %+v, want a freshness problem", a.Findings)
+	}
+	putIndex(t, f.repo, newRaw, newSig)
+
+	// Freeze: an authentic index, newer, but past its expiry.
+	var x manifests.Index
+	if err := manifests.Decode(newRaw, &x); err != nil {
+		t.Fatal(err)
+	}
+	x.Serial++
+	x.Expires = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	expired, err := manifests.Encode(&x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putIndex(t, f.repo, expired, f.key.Sign(expired, sign.IndexComment))
+	before = snap(t, root)
+	_, err = Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{})
+	sqErr(t, err, manifests.ErrIndexExpired, "expired at", "serial "+strconv.FormatUint(x.Serial, 10))
+	assertUnchanged(t, root, before)
+	if ra, err := VerifyRepo(context.Background(), f.repo, nil); err != nil || ra.OK() || !hasFinding(ra, "freshness", "expired") {
+		t.Errorf("repository audit of an expired index: %+v, %v", ra, err)
+	}
+
+	// A refresh publishes it again, current; the node catches up.
+	if _, err := repo.Refresh(f.repo, f.key, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}); err != nil {
+		t.Fatalf("apply after the refresh: %v", err)
+	}
+	if got, want := serial(), strconv.FormatUint(x.Serial+1, 10); got != want {
+		t.Errorf("the node recorded serial %s, want %s", got, want)
+	}
+	// A dry run records nothing.
+	if _, err := repo.Refresh(f.repo, f.key, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{DryRun: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := serial(), strconv.FormatUint(x.Serial+1, 10); got != want {
+		t.Errorf("a dry run recorded serial %s, want %s kept", got, want)
+	}
+}
+
+func hasFinding(a *Audit, kind, text string) bool {
+	for _, f := range a.Findings {
+		if f.Kind == kind && strings.Contains(f.Message, text) {
+			return true
+		}
+	}
+	return false
+}
