@@ -3,7 +3,7 @@
 // outside, the way an operator or a CI job would, so that flags, output,
 // exit codes and os.Exit paths are the real ones.
 //
-// The suite has two parts:
+// The suite has three parts:
 //
 //   - cli_test.go runs the testscript files in testdata/script/*.txtar
 //     (github.com/rogpeppe/go-internal/testscript). Each script is a
@@ -11,6 +11,12 @@
 //     overlay, apply, verify, regenerate and help. Every script starts in a
 //     fresh $WORK holding a copy of images/demo at $WORK/demo (also named
 //     by $DEMO) and finds strata on $PATH.
+//   - hostile_test.go (TestHostileInputs) is the hostile-input suite:
+//     over 60 cases, each on a fresh copy of a provisioned node and
+//     repository, attacking signatures, decoders, manifests, payloads,
+//     the sequence, the repository's files and the node's state; each
+//     checks the exit status, the message, a recursive digest of the node
+//     (owners and modes included) and a canary directory outside it.
 //   - e2e_test.go (TestEndToEnd) runs the whole demo flow of
 //     scripts/demo.sh through os/exec and checks the regenerate
 //     equivalence: a node that replayed the overlay chain and a node
