@@ -40,6 +40,7 @@ overlay chain folded in.
 		newStatusCmd(g),
 		newRollbackCmd(g),
 		newRestartPendingCmd(g),
+		newGCCmd(g),
 		newVerifyCmd(g),
 		newRegenerateCmd(g),
 	)

@@ -2,6 +2,7 @@ package dirfs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -114,7 +115,9 @@ func (b *Backend) Stage(ctx context.Context, ch *node.Change) (node.Txn, error) 
 func (b *Backend) StageRevert(ctx context.Context, ch *node.Change) (node.Txn, error) {
 	version := ch.Manifest.Version
 	undo := undoDir(b.n, version)
-	if fi, err := os.Lstat(undo); err != nil {
+	if fi, err := os.Lstat(undo); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("rolling back %s: its undo data is gone (strata gc keeps it for the newest overlays only): %w", version, ErrUndoPruned)
+	} else if err != nil {
 		return nil, fmt.Errorf("rolling back %s: undo data: %w", version, err)
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("rolling back %s: undo data %s is not a directory (%s): %w", version, undo, fi.Mode().Type(), node.ErrBadState)
@@ -227,4 +230,37 @@ func (t *txn) finish() error {
 		return err
 	}
 	return os.RemoveAll(t.dir)
+}
+
+// ErrUndoPruned reports a rollback past the undo data gc kept.
+var ErrUndoPruned = manifests.Rejection("dirfs: undo data pruned")
+
+// Prune removes the undo data of all but the newest keep overlays in
+// effect per ledger l (they can no longer be rolled back), and undo data
+// no overlay in effect owns. It returns the versions whose data went.
+func (b *Backend) Prune(l *manifests.Ledger, keep int) ([]string, error) {
+	applied := l.Applied()
+	want := map[string]bool{}
+	for i := max(len(applied)-keep, 0); i < len(applied); i++ {
+		want[applied[i].Version] = true
+	}
+	dir := filepath.Join(b.n.StateDir(), "undo")
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pruning undo data: %w", err)
+	}
+	var gone []string
+	for _, e := range ents {
+		if want[e.Name()] {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return gone, fmt.Errorf("pruning undo data: %w", err)
+		}
+		gone = append(gone, e.Name())
+	}
+	return gone, node.SyncDir(dir)
 }

@@ -1,0 +1,57 @@
+package overlay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/strata-dev/strata/manifests"
+)
+
+// pruner is a backend that keeps data for rolling back (the directory
+// backend's undo data) and can drop it for older overlays. Layers of an
+// overlayfs node are its tree, so that backend has nothing to drop.
+type pruner interface {
+	Prune(l *manifests.Ledger, keep int) ([]string, error)
+}
+
+// GCReport says what GC removed.
+type GCReport struct {
+	Root string `json:"root"`
+	// Keep is how many of the newest overlays in effect can still be
+	// rolled back.
+	Keep int `json:"keep"`
+	// Undo lists the overlays whose undo data went: rollback stops
+	// before them.
+	Undo []string `json:"undo"`
+}
+
+// GC prunes a node's state under its lock: the undo data of all but the
+// newest keep overlays in effect (rollback then reaches those only), and
+// whatever no overlay in effect owns (stored manifests, undo data, layers
+// left by a crash or a rollback). A node's recovery runs first, so an
+// interrupted change is settled, never pruned.
+func GC(ctx context.Context, root string, keep int, lockWait time.Duration) (*GCReport, error) {
+	if keep < 0 {
+		return nil, fmt.Errorf("gc: keep %d: %w", keep, manifests.ErrInvalid)
+	}
+	b, unlock, err := lockNode(ctx, root, lockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	n := b.Node()
+	l, err := n.ReadLedger()
+	if err != nil {
+		return nil, err
+	}
+	rep := &GCReport{Root: root, Keep: keep, Undo: []string{}}
+	if p, ok := b.(pruner); ok {
+		gone, err := p.Prune(l, keep)
+		rep.Undo = append(rep.Undo, gone...)
+		if err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
