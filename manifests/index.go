@@ -62,6 +62,8 @@ type ImageRef struct {
 	Digest string `json:"digest"`
 	// SHA256 is the digest of the squashfs file itself.
 	SHA256 string `json:"sha256"`
+	// Size is the squashfs file's length: readers stop there.
+	Size int64 `json:"size"`
 }
 
 // OverlayRef locates an overlay in a repository.
@@ -72,7 +74,9 @@ type OverlayRef struct {
 	Digest string `json:"digest"`
 	// SHA256 is the digest of the overlay archive file.
 	SHA256 string `json:"sha256"`
-	Parent Ref    `json:"parent"`
+	// Size is the archive file's length: readers stop there.
+	Size   int64 `json:"size"`
+	Parent Ref   `json:"parent"`
 }
 
 // Head returns the line's newest element: its last overlay, or the image.
@@ -131,8 +135,14 @@ func (x *Index) Validate() error {
 		if _, err := ParseVersion(l.Image.Version); err != nil {
 			return err
 		}
+		if l.Image.Size <= 0 {
+			return fmt.Errorf("%w: line %s: image without its size (an index from before sizes: re-sign it with strata repo refresh)", ErrInvalid, l.Name)
+		}
 		prev := Ref{Version: l.Image.Version, Digest: l.Image.Digest}
 		for _, o := range l.Overlays {
+			if o.Size <= 0 {
+				return fmt.Errorf("%w: line %s: overlay %s without its size (re-sign the index with strata repo refresh)", ErrInvalid, l.Name, o.Version)
+			}
 			if o.Parent != prev {
 				return fmt.Errorf("%w: line %s: overlay %s names parent %s (%s), previous element is %s (%s)",
 					ErrInvalid, l.Name, o.Version, o.Parent.Version, o.Parent.Digest, prev.Version, prev.Digest)

@@ -169,15 +169,15 @@ func validIndex() *manifests.Index {
 		Lines: []manifests.Line{
 			{
 				Name:  "demo",
-				Image: manifests.ImageRef{Version: "1.0.0", File: "images/demo-1.0.0.squashfs", Digest: digestOf("1.0.0"), SHA256: digestOf("sq")},
+				Image: manifests.ImageRef{Version: "1.0.0", File: "images/demo-1.0.0.squashfs", Digest: digestOf("1.0.0"), SHA256: digestOf("sq"), Size: 4096},
 				Overlays: []manifests.OverlayRef{
-					{Version: "1.0.1", File: "overlays/demo-1.0.1.tar.zst", Digest: digestOf("1.0.1"), Parent: ref("1.0.0")},
-					{Version: "1.0.2", File: "overlays/demo-1.0.2.tar.zst", Digest: digestOf("1.0.2"), Parent: ref("1.0.1")},
+					{Version: "1.0.1", File: "overlays/demo-1.0.1.tar.zst", Digest: digestOf("1.0.1"), Size: 512, Parent: ref("1.0.0")},
+					{Version: "1.0.2", File: "overlays/demo-1.0.2.tar.zst", Digest: digestOf("1.0.2"), Size: 512, Parent: ref("1.0.1")},
 				},
 			},
 			{
 				Name:  "other",
-				Image: manifests.ImageRef{Version: "2.0.0", Digest: digestOf("2.0.0")},
+				Image: manifests.ImageRef{Version: "2.0.0", Digest: digestOf("2.0.0"), Size: 4096},
 			},
 		},
 	}
@@ -195,6 +195,8 @@ func TestIndexValidate(t *testing.T) {
 		{"wrong kind", func(x *manifests.Index) { x.Kind = manifests.KindLedger }, manifests.ErrInvalid},
 		{"wrong schema", func(x *manifests.Index) { x.Schema = 2 }, manifests.ErrInvalid},
 		{"no serial", func(x *manifests.Index) { x.Serial = 0 }, manifests.ErrInvalid},
+		{"image without its size", func(x *manifests.Index) { x.Lines[0].Image.Size = 0 }, manifests.ErrInvalid},
+		{"overlay without its size", func(x *manifests.Index) { x.Lines[0].Overlays[1].Size = 0 }, manifests.ErrInvalid},
 		{"no expiry", func(x *manifests.Index) { x.Expires = "" }, manifests.ErrInvalid},
 		{"expiry not RFC 3339", func(x *manifests.Index) { x.Expires = "next week" }, manifests.ErrInvalid},
 		{"bad line name", func(x *manifests.Index) { x.Lines[1].Name = "-x" }, manifests.ErrInvalid},

@@ -165,12 +165,12 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err := writeArchive(out, raw, sig, m, open, algo); err != nil {
 		return nil, err
 	}
-	sum, _, err := tree.HashFile(out)
+	sum, size, err := tree.HashFile(out)
 	if err != nil {
 		return nil, err
 	}
 	digest := manifests.Digest(raw)
-	c.Line.Overlays = append(c.Line.Overlays, manifests.OverlayRef{Version: m.Version, File: rel, Digest: digest, SHA256: sum, Parent: head})
+	c.Line.Overlays = append(c.Line.Overlays, manifests.OverlayRef{Version: m.Version, File: rel, Digest: digest, SHA256: sum, Size: size, Parent: head})
 	if err := r.Save(key); err != nil {
 		_ = os.Remove(out)
 		return nil, err

@@ -32,7 +32,7 @@ func VerifyRepo(ctx context.Context, repoDir string, trust *sign.KeySet) (*Audit
 		for _, o := range l.Overlays {
 			indexed[filepath.Clean(o.File)] = true
 		}
-		if sum, _, err := repo.HashMember(ctx, r.Store, l.Image.File); err != nil {
+		if sum, _, err := repo.HashMember(ctx, r.Store, l.Image.File, l.Image.Size); err != nil {
 			a.problem("tampered", "", "line %s: image %s: %v", l.Name, l.Image.File, err)
 		} else if sum != l.Image.SHA256 {
 			a.problem("tampered", "", "line %s: image %s has sha256 %s, index says %s", l.Name, l.Image.File, sum, l.Image.SHA256)

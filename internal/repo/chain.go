@@ -129,20 +129,30 @@ func pickLine(r *Repo, line string) (*manifests.Line, error) {
 // does).
 func OpenMember(ctx context.Context, s Store, ref manifests.OverlayRef, trust *sign.KeySet) (*archive.Archive, error) {
 	open := func(ctx context.Context) (io.ReadCloser, error) {
-		rc, _, err := s.Open(ctx, ref.File)
+		rc, size, err := s.Open(ctx, ref.File)
 		if err != nil {
 			return nil, fmt.Errorf("opening overlay: %w", err)
 		}
-		return rc, nil
+		if size != ref.Size {
+			rc.Close()
+			return nil, fmt.Errorf("overlay %s is %d bytes, the index says %d: %w", ref.File, size, ref.Size, ErrTampered)
+		}
+		return limitedCloser{io.LimitReader(rc, ref.Size), rc}, nil
 	}
 	return archive.OpenFrom(ctx, ref.File, open, trust)
+}
+
+// limitedCloser reads at most what the index records and closes the member.
+type limitedCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // OpenIndexed opens the overlay an index entry names and checks the file
 // and manifest digests the index records.
 func OpenIndexed(ctx context.Context, r *Repo, ref manifests.OverlayRef, trust *sign.KeySet) (*archive.Archive, error) {
 	p := r.Path(ref.File)
-	sum, _, err := HashMember(ctx, r.Store, ref.File)
+	sum, _, err := HashMember(ctx, r.Store, ref.File, ref.Size)
 	if err != nil {
 		return nil, err
 	}

@@ -81,7 +81,7 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 	}
 	rel := filepath.ToSlash(filepath.Join("images", fmt.Sprintf("%s-%s.squashfs", m.Line, m.Version)))
 	ctx, st := context.Background(), Dir(dir)
-	sum, err := putFile(ctx, st, rel, image)
+	sum, size, err := putFile(ctx, st, rel, image)
 	if err != nil {
 		return nil, err
 	}
@@ -89,12 +89,12 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 	if err := st.Put(ctx, mp, bytes.NewReader(im.Raw)); err != nil {
 		return nil, err
 	}
-	if _, err := putFile(ctx, st, SigPath(mp), SigPath(ManifestPath(image))); err != nil {
+	if _, _, err := putFile(ctx, st, SigPath(mp), SigPath(ManifestPath(image))); err != nil {
 		return nil, err
 	}
 	r.Index.Lines = append(r.Index.Lines, manifests.Line{
 		Name:     m.Line,
-		Image:    manifests.ImageRef{Version: m.Version, File: rel, Digest: im.Digest, SHA256: sum},
+		Image:    manifests.ImageRef{Version: m.Version, File: rel, Digest: im.Digest, SHA256: sum, Size: size},
 		Overlays: []manifests.OverlayRef{},
 	})
 	return r, r.Save(key)
@@ -105,16 +105,50 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 // DefaultValidity), signed with key, which must have signed the index
 // before. Run it more often than the validity, so nodes never see the
 // index expire.
+//
+// It is also how an index from before serials, expiries and sizes is
+// brought up to date: the missing sizes are read off the members, whose
+// SHA-256 the index already pins.
 func Refresh(dir string, key *sign.Key, validity time.Duration) (*Repo, error) {
 	own, err := key.PublicKeySet()
 	if err != nil {
 		return nil, err
 	}
-	r, err := Open(dir, own)
+	ctx, st := context.Background(), Dir(dir)
+	raw, sig, err := readDoc(ctx, st, IndexFile)
 	if err != nil {
+		return nil, fmt.Errorf("refreshing repository %s: %w", dir, err)
+	}
+	if _, err := own.VerifyFor(raw, sig, sign.IndexComment); err != nil {
 		return nil, fmt.Errorf("refreshing repository %s (the index must be signed by key %s): %w", dir, key.ID(), err)
 	}
-	r.Validity = validity
+	var x manifests.Index
+	if err := manifests.Decode(raw, &x); err != nil {
+		return nil, fmt.Errorf("refreshing repository %s: %w", dir, err)
+	}
+	size := func(name string, have int64) (int64, error) {
+		if have > 0 {
+			return have, nil
+		}
+		rc, n, err := st.Open(ctx, name)
+		if err != nil {
+			return 0, fmt.Errorf("refreshing repository %s: %w", dir, err)
+		}
+		rc.Close()
+		return n, nil
+	}
+	for i := range x.Lines {
+		l := &x.Lines[i]
+		if l.Image.Size, err = size(l.Image.File, l.Image.Size); err != nil {
+			return nil, err
+		}
+		for j := range l.Overlays {
+			if l.Overlays[j].Size, err = size(l.Overlays[j].File, l.Overlays[j].Size); err != nil {
+				return nil, err
+			}
+		}
+	}
+	r := &Repo{Dir: dir, Store: st, Index: &x, Validity: validity}
 	return r, r.Save(key)
 }
 
@@ -231,15 +265,28 @@ func (r *Repo) Save(key *sign.Key) error {
 
 // putFile copies the host file src to member name of s and returns its
 // SHA-256.
-func putFile(ctx context.Context, s Putter, name, src string) (string, error) {
+func putFile(ctx context.Context, s Putter, name, src string) (string, int64, error) {
 	in, err := os.Open(src)
 	if err != nil {
-		return "", fmt.Errorf("copying %s: %w", src, err)
+		return "", 0, fmt.Errorf("copying %s: %w", src, err)
 	}
 	defer in.Close()
 	h := sha256.New()
-	if err := s.Put(ctx, name, io.TeeReader(in, h)); err != nil {
-		return "", fmt.Errorf("copying %s: %w", src, err)
+	cr := &countingReader{r: in}
+	if err := s.Put(ctx, name, io.TeeReader(cr, h)); err != nil {
+		return "", 0, fmt.Errorf("copying %s: %w", src, err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), cr.n, nil
+}
+
+// countingReader counts what passes through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }

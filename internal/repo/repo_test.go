@@ -11,6 +11,7 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
 )
 
 // image builds a one-file image of line line signed by a new key.
@@ -137,5 +138,66 @@ func TestImageDigestMismatchIsTampering(t *testing.T) {
 	l.Image.Digest = "sha256:" + strings.Repeat("0", 64)
 	if _, err := r.Image(context.Background(), &l, nil); !errors.Is(err, repo.ErrTampered) {
 		t.Fatalf("image with another digest: %v, want ErrTampered", err)
+	}
+}
+
+// An index from before serials, expiries and sizes is refused, naming
+// the way out; Refresh brings it up to date, reading the sizes off the
+// members, and a member whose size then changes is refused unread.
+func TestRefreshMigratesAndSizesBind(t *testing.T) {
+	img, key, _ := image(t, "alpha")
+	dir := filepath.Join(t.TempDir(), "repo")
+	if _, err := repo.Init(dir, img, key); err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(dir, repo.IndexFile)
+	raw, err := os.ReadFile(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x manifests.Index
+	if err := manifests.Decode(raw, &x); err != nil {
+		t.Fatal(err)
+	}
+	size := x.Lines[0].Image.Size
+	x.Serial, x.Expires, x.Lines[0].Image.Size = 0, "", 0
+	old, err := manifests.Encode(&x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(idx, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(repo.SigPath(idx), key.Sign(old, sign.IndexComment), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Open(dir, nil); !errors.Is(err, manifests.ErrInvalid) || !strings.Contains(err.Error(), "repo refresh") {
+		t.Fatalf("open of an old index: %v, want ErrInvalid naming repo refresh", err)
+	}
+	r, err := repo.Refresh(dir, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Index.Serial != 1 || r.Index.Lines[0].Image.Size != size {
+		t.Fatalf("refreshed index: serial %d, image size %d; want 1 and %d", r.Index.Serial, r.Index.Lines[0].Image.Size, size)
+	}
+	r, err = repo.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := r.Index.Lines[0]
+	f, err := os.OpenFile(r.Path(l.Image.File), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("grown"))
+	f.Close()
+	if _, _, err := repo.HashMember(context.Background(), r.Store, l.Image.File, l.Image.Size); !errors.Is(err, repo.ErrTampered) || !strings.Contains(err.Error(), "bytes, the index says") {
+		t.Fatalf("hashing a grown image: %v, want ErrTampered naming both sizes", err)
+	}
+	// Another key cannot refresh it.
+	_, other, _ := image(t, "beta")
+	if _, err := repo.Refresh(dir, other, 0); !errors.Is(err, sign.ErrBadSignature) {
+		t.Fatalf("refresh with a foreign key: %v, want ErrBadSignature", err)
 	}
 }

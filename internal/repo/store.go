@@ -72,15 +72,21 @@ func readDoc(ctx context.Context, s Store, name string) (raw, sig []byte, err er
 	return raw, sig, nil
 }
 
-// HashMember returns the hex SHA-256 of member name of s and its length.
-func HashMember(ctx context.Context, s Store, name string) (string, int64, error) {
+// HashMember returns the hex SHA-256 of member name of s and its length,
+// which must be want, the size the signed index records: a member of
+// another size is ErrTampered before a byte of it is read, and no more
+// than want bytes are ever read.
+func HashMember(ctx context.Context, s Store, name string, want int64) (string, int64, error) {
 	rc, size, err := s.Open(ctx, name)
 	if err != nil {
 		return "", 0, fmt.Errorf("hashing %s: %w", name, err)
 	}
 	defer rc.Close()
+	if size != want {
+		return "", 0, fmt.Errorf("%s is %d bytes, the index says %d: %w", name, size, want, ErrTampered)
+	}
 	h := sha256.New()
-	n, err := io.Copy(h, rc)
+	n, err := io.Copy(h, io.LimitReader(rc, want))
 	if err == nil && n != size {
 		err = fmt.Errorf("%d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
 	}
