@@ -55,7 +55,7 @@ fuzz:
 	$(GO) test ./manifests -run '^$$' -fuzz '^FuzzDecodeOverlay$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./builder -run '^$$' -fuzz '^FuzzParseRecipe$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/catalog -run '^$$' -fuzz '^FuzzParseUnit$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/compress -run '^$$' -fuzz '^FuzzXzGuard$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/compress -run '^$$' -fuzz '^FuzzXzReader$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin demo-out

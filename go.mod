@@ -27,3 +27,5 @@ require (
 	golang.org/x/crypto v0.13.0 // indirect
 	golang.org/x/tools v0.26.0 // indirect
 )
+
+replace github.com/ulikunitz/xz => ./third_party/ulikunitz-xz

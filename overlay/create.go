@@ -77,7 +77,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 		return nil, err
 	}
 	// One writer at a time: a second create waits for the first.
-	unlock, err := node.FileLock(ctx, filepath.Join(repoDir, ".lock"), 10*time.Minute)
+	unlock, err := node.FileLock(ctx, filepath.Join(repoDir, repo.LockFile), 10*time.Minute)
 	if err != nil {
 		return nil, fmt.Errorf("locking repository %s: %w", repoDir, err)
 	}

@@ -52,7 +52,7 @@ publishes rarely must be refreshed more often than its validity (from cron,
 say). The key must be the one that signed the index.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
-			if validFor < 0 {
+			if validFor <= 0 {
 				return usageError{fmt.Errorf("--valid-for %s: want a positive duration such as 720h", validFor)}
 			}
 			key, err := loadKey(keyPath)

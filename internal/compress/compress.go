@@ -80,6 +80,15 @@ var magics = []struct {
 	{Gzip, []byte{0x1f, 0x8b}},
 }
 
+// MaxXzDict bounds the LZMA2 dictionary an xz stream may ask for (xz -9
+// asks for 64 MiB); the decoder refuses a block asking for more where it
+// parses the block's header, before allocating (third_party/ulikunitz-xz
+// adds the bound to the library).
+const MaxXzDict = 64 << 20
+
+// ErrXzDict reports an xz block asking for a dictionary over MaxXzDict.
+var ErrXzDict = xz.ErrDictCap
+
 // MaxZstdWindow bounds the window a zstd frame may ask for (strata writes
 // 8 MiB windows; zstd --long=26 asks for 64 MiB): the decoder refuses a
 // frame over it before allocating, whatever the frame says.
@@ -106,7 +115,7 @@ func NewReader(r io.Reader) (io.ReadCloser, Algorithm, error) {
 			}
 			return zstdCloser{d}, Zstd, nil
 		case Xz:
-			d, err := xz.NewReader(newXzGuard(br))
+			d, err := xz.ReaderConfig{MaxDictCap: MaxXzDict}.NewReader(br)
 			if err != nil {
 				return nil, "", fmt.Errorf("opening xz stream: %w", err)
 			}

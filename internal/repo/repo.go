@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -66,6 +67,14 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 	if !im.Trusts(own) {
 		return nil, fmt.Errorf("init repository %s: image %s does not trust signing key %s: nodes could not verify this repository", dir, image, key.ID())
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("init repository %s: %w", dir, err)
+	}
+	unlock, err := node.FileLock(context.Background(), filepath.Join(dir, LockFile), 10*time.Minute)
+	if err != nil {
+		return nil, fmt.Errorf("init repository %s: %w", dir, err)
+	}
+	defer unlock()
 	r := &Repo{Dir: dir, Store: Dir(dir), Index: &manifests.Index{Schema: manifests.Schema, Kind: manifests.KindIndex}}
 	if _, err := os.Stat(filepath.Join(dir, IndexFile)); err == nil {
 		if r, err = Open(dir, own); err != nil {
@@ -115,6 +124,11 @@ func Refresh(dir string, key *sign.Key, validity time.Duration) (*Repo, error) {
 		return nil, err
 	}
 	ctx, st := context.Background(), Dir(dir)
+	unlock, err := node.FileLock(ctx, filepath.Join(dir, LockFile), 10*time.Minute)
+	if err != nil {
+		return nil, fmt.Errorf("refreshing repository %s: %w", dir, err)
+	}
+	defer unlock()
 	raw, sig, err := readDoc(ctx, st, IndexFile)
 	if err != nil {
 		return nil, fmt.Errorf("refreshing repository %s: %w", dir, err)
@@ -126,7 +140,9 @@ func Refresh(dir string, key *sign.Key, validity time.Duration) (*Repo, error) {
 	if err := manifests.Decode(raw, &x); err != nil {
 		return nil, fmt.Errorf("refreshing repository %s: %w", dir, err)
 	}
-	size := func(name string, have int64) (int64, error) {
+	// A size is read off a member only as the member the index pins by
+	// its SHA-256: nothing unverified is signed.
+	size := func(name, sum string, have int64) (int64, error) {
 		if have > 0 {
 			return have, nil
 		}
@@ -135,15 +151,23 @@ func Refresh(dir string, key *sign.Key, validity time.Duration) (*Repo, error) {
 			return 0, fmt.Errorf("refreshing repository %s: %w", dir, err)
 		}
 		rc.Close()
+		got, _, err := HashMember(ctx, st, name, n)
+		if err != nil {
+			return 0, fmt.Errorf("refreshing repository %s: %w", dir, err)
+		}
+		if got != sum {
+			return 0, fmt.Errorf("refreshing repository %s: %s has sha256 %s, the index says %s: %w", dir, name, got, sum, ErrTampered)
+		}
 		return n, nil
 	}
 	for i := range x.Lines {
 		l := &x.Lines[i]
-		if l.Image.Size, err = size(l.Image.File, l.Image.Size); err != nil {
+		if l.Image.Size, err = size(l.Image.File, l.Image.SHA256, l.Image.Size); err != nil {
 			return nil, err
 		}
 		for j := range l.Overlays {
-			if l.Overlays[j].Size, err = size(l.Overlays[j].File, l.Overlays[j].Size); err != nil {
+			o := &l.Overlays[j]
+			if o.Size, err = size(o.File, o.SHA256, o.Size); err != nil {
 				return nil, err
 			}
 		}
@@ -230,6 +254,10 @@ func (r *Repo) Image(ctx context.Context, l *manifests.Line, trust *sign.KeySet)
 // Path returns the host path of a repository-relative file, for the tools
 // that need one (mksquashfs, sqfs2tar) and for messages.
 func (r *Repo) Path(rel string) string { return filepath.Join(r.Dir, filepath.FromSlash(rel)) }
+
+// LockFile is the repository's lock, held by every command that writes
+// its index (one writer at a time).
+const LockFile = ".lock"
 
 // DefaultValidity is how long a published index stays current unless the
 // repository says otherwise (Repo.Validity).

@@ -230,10 +230,14 @@ func attach(mfd int, target string, replace bool, ms []mountInfo) error {
 	for _, s := range subs {
 		err := unix.MoveMount(s.fd, "", mfd, s.rel, unix.MOVE_MOUNT_F_EMPTY_PATH)
 		if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
-			// Take the new stack away again (it is reached through
-			// its descriptor wherever it sits), so the old one alone
-			// stays in effect.
-			_ = unix.Unmount("/proc/self/fd/"+strconv.Itoa(mfd), unix.MNT_DETACH)
+			if !beneath {
+				// Mounted over the old stack: the new one is on top,
+				// and unmounting it through its descriptor leaves the
+				// old one in effect. (Slid beneath, the old stack is
+				// still on top and the path would reach it: the new
+				// one stays hidden below it until the next switch.)
+				_ = unix.Unmount("/proc/self/fd/"+strconv.Itoa(mfd), unix.MNT_DETACH)
+			}
 			return fmt.Errorf("carrying the mount on %s/%s over to the new stack: %w", target, s.rel, err)
 		}
 	}
