@@ -53,6 +53,7 @@ fuzz:
 	$(GO) test ./overlay -run '^$$' -fuzz '^FuzzDecodeOverlayManifest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./manifests -run '^$$' -fuzz '^FuzzDecodeImageManifest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./manifests -run '^$$' -fuzz '^FuzzDecodeOverlay$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./manifests -run '^$$' -fuzz '^FuzzDecodeIndex$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./builder -run '^$$' -fuzz '^FuzzParseRecipe$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/catalog -run '^$$' -fuzz '^FuzzParseUnit$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/compress -run '^$$' -fuzz '^FuzzXzReader$$' -fuzztime $(FUZZTIME)
