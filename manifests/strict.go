@@ -1,7 +1,6 @@
 package manifests
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,42 +18,148 @@ import (
 // type the document decodes into; objects it does not describe (maps,
 // interfaces, custom unmarshalers) are checked for exact duplicates only.
 func checkNames(b []byte, t reflect.Type) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	return walkValue(dec, t, "$")
+	s := &nameScanner{b: b}
+	return s.value(t)
 }
 
-func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
+// nameScanner walks a JSON document's bytes just far enough to see every
+// object's names (json.Decoder.Token allocates per token and costs four
+// times the decoding it guards). It is lenient with syntax: a document it
+// cannot follow is left to the decoder, which reports the error.
+type nameScanner struct {
+	b    []byte
+	i    int
+	path []step // names and indexes down to the value being read
+}
+
+// step is one level of a path: an object name, or an array index.
+type step struct {
+	name  string
+	index int // -1 for a name
+}
+
+// where formats the path to the current object, for errors.
+func (s *nameScanner) where() string {
+	var b strings.Builder
+	b.WriteString("$")
+	for _, p := range s.path {
+		if p.index >= 0 {
+			fmt.Fprintf(&b, "[%d]", p.index)
+		} else {
+			b.WriteString("." + p.name)
+		}
+	}
+	return b.String()
+}
+
+var errSyntax = errors.New("json syntax")
+
+func (s *nameScanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// str reads a string at s.i and returns its raw bytes (between the
+// quotes) and whether they hold escapes.
+func (s *nameScanner) str() (raw []byte, escaped bool, err error) {
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return nil, false, errSyntax
+	}
+	start := s.i + 1
+	s.i++
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case '\\':
+			escaped = true
+			s.i += 2
+			continue
+		case '"':
+			s.i++
+			return s.b[start : s.i-1], escaped, nil
+		}
+		s.i++
+	}
+	return nil, false, errSyntax
+}
+
+// name reads an object name and returns its value.
+func (s *nameScanner) name() (string, error) {
+	start := s.i
+	raw, escaped, err := s.str()
+	if err != nil || !escaped {
+		return string(raw), err
+	}
+	var v string
+	if err := json.Unmarshal(s.b[start:s.i], &v); err != nil {
+		return "", errSyntax
+	}
+	return v, nil
+}
+
+func (s *nameScanner) value(t reflect.Type) error {
+	s.ws()
+	if s.i >= len(s.b) {
+		return errSyntax
 	}
 	t = described(t)
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return nil
-	}
-	switch d {
+	switch s.b[s.i] {
 	case '{':
-		return walkObject(dec, t, path)
+		s.i++
+		return s.object(t)
 	case '[':
+		s.i++
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for i := 0; dec.More(); i++ {
-			if err := walkValue(dec, elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+		s.ws()
+		if s.i < len(s.b) && s.b[s.i] == ']' {
+			s.i++
+			return nil
+		}
+		for n := 0; ; n++ {
+			s.path = append(s.path, step{index: n})
+			if err := s.value(elem); err != nil {
 				return err
 			}
+			s.path = s.path[:len(s.path)-1]
+			s.ws()
+			if s.i >= len(s.b) {
+				return errSyntax
+			}
+			switch s.b[s.i] {
+			case ',':
+				s.i++
+			case ']':
+				s.i++
+				return nil
+			default:
+				return errSyntax
+			}
 		}
-		_, err := dec.Token() // ]
+	case '"':
+		_, _, err := s.str()
 		return err
 	}
-	return fmt.Errorf("unexpected %q at %s", d, path)
+	// A number, true, false or null.
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ',', ']', '}', ' ', '\t', '\n', '\r':
+			return nil
+		}
+		s.i++
+	}
+	return nil
 }
 
-func walkObject(dec *json.Decoder, t reflect.Type, path string) error {
-	var fields map[string]reflect.Type
+func (s *nameScanner) object(t reflect.Type) error {
+	var fields map[string]field
 	var elem reflect.Type
 	if t != nil {
 		switch t.Kind() {
@@ -64,45 +169,84 @@ func walkObject(dec *json.Decoder, t reflect.Type, path string) error {
 			elem = t.Elem()
 		}
 	}
-	seen := map[string]string{}
-	for dec.More() {
-		tok, err := dec.Token()
+	var buf [16]seenName
+	seen := buf[:0] // objects are small: a scan beats a map
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		s.ws()
+		start := s.i
+		raw, escaped, err := s.str()
 		if err != nil {
 			return err
 		}
-		name, ok := tok.(string)
-		if !ok {
-			return fmt.Errorf("object name expected at %s", path)
+		var name string
+		f, exact := field{}, false
+		if fields != nil && !escaped {
+			f, exact = fields[string(raw)] // no allocation for the lookup
 		}
-		key := name
-		if fields != nil {
-			key = foldName(name)
-		}
-		if prev, dup := seen[key]; dup {
-			if prev == name {
-				return fmt.Errorf("%w: %s: %q appears twice", errNames, path, name)
+		if exact {
+			name = f.name
+		} else {
+			s.i = start
+			if name, err = s.name(); err != nil {
+				return err
 			}
-			return fmt.Errorf("%w: %s: %q and %q differ only in case", errNames, path, prev, name)
+			if fields != nil {
+				f, exact = fields[name]
+			}
 		}
-		seen[key] = name
-		next := elem
+		key, next := name, elem
 		if fields != nil {
-			ft, exact := fields[name]
-			if !exact {
-				for f := range fields {
-					if foldName(f) == key {
-						return fmt.Errorf("%w: %s: %q must be spelled %q", errNames, path, name, f)
+			if exact {
+				key = f.folded
+			} else {
+				key = foldName(name)
+				for fn, f := range fields {
+					if f.folded == key {
+						return fmt.Errorf("%w: %s: %q must be spelled %q", errNames, s.where(), name, fn)
 					}
 				}
 			}
-			next = ft // nil for an unknown name, which decoding refuses
+			next = f.typ // nil for an unknown name, which decoding refuses
 		}
-		if err := walkValue(dec, next, path+"."+name); err != nil {
+		for _, p := range seen {
+			if p.key != key {
+				continue
+			}
+			if p.name == name {
+				return fmt.Errorf("%w: %s: %q appears twice", errNames, s.where(), name)
+			}
+			return fmt.Errorf("%w: %s: %q and %q differ only in case", errNames, s.where(), p.name, name)
+		}
+		seen = append(seen, seenName{key: key, name: name})
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return errSyntax
+		}
+		s.i++
+		s.path = append(s.path, step{name: name, index: -1})
+		if err := s.value(next); err != nil {
 			return err
 		}
+		s.path = s.path[:len(s.path)-1]
+		s.ws()
+		if s.i >= len(s.b) {
+			return errSyntax
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return errSyntax
+		}
 	}
-	_, err := dec.Token() // }
-	return err
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -127,15 +271,26 @@ func described(t reflect.Type) reflect.Type {
 	return nil
 }
 
-var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+// seenName is a name an object had, with its folded form.
+type seenName struct{ key, name string }
+
+// field is a struct field as JSON sees it: its name, type and name
+// folded.
+type field struct {
+	name   string
+	typ    reflect.Type
+	folded string
+}
+
+var fieldCache sync.Map // reflect.Type -> map[string]field
 
 // jsonFields returns the JSON names of struct type t's fields, embedded
-// structs' fields promoted, with their types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
+// structs' fields promoted, with their types and folded names.
+func jsonFields(t reflect.Type) map[string]field {
 	if m, ok := fieldCache.Load(t); ok {
-		return m.(map[string]reflect.Type)
+		return m.(map[string]field)
 	}
-	m := map[string]reflect.Type{}
+	m := map[string]field{}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -157,7 +312,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		if name == "" {
 			name = f.Name
 		}
-		m[name] = f.Type
+		m[name] = field{name: name, typ: f.Type, folded: foldName(name)}
 	}
 	fieldCache.Store(t, m)
 	return m
