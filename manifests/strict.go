@@ -129,18 +129,8 @@ func (s *nameScanner) value(t reflect.Type) error {
 				return err
 			}
 			s.path = s.path[:len(s.path)-1]
-			s.ws()
-			if s.i >= len(s.b) {
-				return errSyntax
-			}
-			switch s.b[s.i] {
-			case ',':
-				s.i++
-			case ']':
-				s.i++
-				return nil
-			default:
-				return errSyntax
+			if done, err := s.after(']'); done || err != nil {
+				return err
 			}
 		}
 	case '"':
@@ -233,20 +223,28 @@ func (s *nameScanner) object(t reflect.Type) error {
 			return err
 		}
 		s.path = s.path[:len(s.path)-1]
-		s.ws()
-		if s.i >= len(s.b) {
-			return errSyntax
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return errSyntax
+		if done, err := s.after('}'); done || err != nil {
+			return err
 		}
 	}
+}
+
+// after reads what follows an element of an array or object: a comma
+// (more to come) or the closing bracket (done).
+func (s *nameScanner) after(closing byte) (done bool, err error) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false, errSyntax
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		return false, nil
+	case closing:
+		s.i++
+		return true, nil
+	}
+	return false, errSyntax
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
