@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/strata-dev/strata/builder"
@@ -34,12 +35,31 @@ const exitHelp = `Exit codes:
      (signature, sequence, tampering, drift, unsafe path, bad recipe)
   4  the node is locked by another strata process
   5  a service restart failed (apply-overlay: the overlay was taken back;
-     rollback, restart-pending: the node changed, the restart did not)`
+     rollback, restart-pending: the node changed, the restart did not)
+  130, 143  interrupted by SIGINT or SIGTERM (locks released, the node
+     consistent: a change not committed is taken back)`
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:]))
+	// SIGINT and SIGTERM cancel the command's context: every command
+	// then stops where it is safe to, releases its locks, removes its
+	// temporary files and exits 128 + the signal (130, 143). A second
+	// signal is not caught: it kills at once (the node's recovery then
+	// settles what a crash leaves).
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Int32
+	go func() {
+		s := <-sigs
+		signal.Stop(sigs)
+		got.Store(int32(s.(syscall.Signal)))
+		cancel()
+	}()
+	code := run(ctx, os.Args[1:])
+	if s := got.Load(); s != 0 {
+		code = 128 + int(s)
+	}
+	os.Exit(code)
 }
 
 func run(ctx context.Context, args []string) int {
@@ -64,6 +84,9 @@ func run(ctx context.Context, args []string) int {
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) {
 		code = exitUsage
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("interrupted: %w", err)
 	}
 	if wantsJSON(args) {
 		// Automation gets errors in the same shape as results.
