@@ -32,6 +32,11 @@ type nameScanner struct {
 	path []step // names and indexes down to the value being read
 }
 
+// maxDepth bounds nesting as encoding/json does (it refuses deeper
+// documents itself): a document of a million '[' must not recurse a
+// million times.
+const maxDepth = 10000
+
 // step is one level of a path: an object name, or an array index.
 type step struct {
 	name  string
@@ -104,7 +109,7 @@ func (s *nameScanner) name() (string, error) {
 
 func (s *nameScanner) value(t reflect.Type) error {
 	s.ws()
-	if s.i >= len(s.b) {
+	if s.i >= len(s.b) || len(s.path) > maxDepth {
 		return errSyntax
 	}
 	t = described(t)

@@ -55,3 +55,18 @@ func TestDecodeRefusesAmbiguousNames(t *testing.T) {
 		t.Fatalf("map with a key twice: %v, want ErrInvalid", err)
 	}
 }
+
+// A document nested far deeper than encoding/json allows is refused as
+// a syntax error, without the name check recursing as deep.
+func TestDecodeDeepNesting(t *testing.T) {
+	doc := strings.Repeat("[", 5_000_000) + strings.Repeat("]", 5_000_000)
+	var v any
+	if err := manifests.Decode([]byte(doc), &v); !errors.Is(err, manifests.ErrInvalid) {
+		t.Fatalf("deeply nested document: %v, want ErrInvalid", err)
+	}
+	obj := strings.Repeat(`{"a":`, 2_000_000) + "1" + strings.Repeat("}", 2_000_000)
+	var m map[string]any
+	if err := manifests.Decode([]byte(obj), &m); !errors.Is(err, manifests.ErrInvalid) {
+		t.Fatalf("deeply nested objects: %v, want ErrInvalid", err)
+	}
+}
