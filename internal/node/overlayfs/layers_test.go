@@ -42,12 +42,20 @@ func stackOf(t *testing.T, dir string) (string, string) {
 	return fstype, source
 }
 
-// A node that boots an image: each overlay is a layer in the state (a
-// deletion a whiteout), /etc and /usr become stacks, the root stays
-// read-only, a reboot (everything unmounted, activate again) brings the
-// same tree back before anything else runs, and a rollback drops the
-// stack when no layer is left.
-func TestLayersStacksAndReboot(t *testing.T) {
+// line is a test line: a signed image built from a recipe and a
+// repository started at it.
+type line struct {
+	dir  string // scratch directory of the test
+	key  *sign.Key
+	res  *builder.Result
+	repo string
+}
+
+// newLine builds recipe (with files, relative to the recipe directory,
+// laid out first) into an image signed by a new key, and starts a
+// repository at it.
+func newLine(t *testing.T, recipe string, files map[string]string) *line {
+	t.Helper()
 	dir := t.TempDir()
 	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
 		t.Fatal(err)
@@ -57,15 +65,17 @@ func TestLayersStacksAndReboot(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdir := filepath.Join(dir, "recipe")
-	if err := os.MkdirAll(filepath.Join(rdir, "rootfs/etc/app"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(rdir, "rootfs/etc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for p, c := range map[string]string{"rootfs/etc/app/app.conf": "port 80\n", "rootfs/etc/motd": "hi\n"} {
+	for p, c := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(rdir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(rdir, p), []byte(c), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	recipe := "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nhierarchies: [/etc, /usr, /srv]\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /srv\n    dir: true\n  - path: /usr/share/x\n    content: \"x\\n\"\n"
 	if err := os.WriteFile(filepath.Join(rdir, "recipe.yaml"), []byte(recipe), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +87,18 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	if _, err := repo.Init(rp, res.Image, key); err != nil {
 		t.Fatal(err)
 	}
+	return &line{dir: dir, key: key, res: res, repo: rp}
+}
+
+// A node that boots an image: each overlay is a layer in the state (a
+// deletion a whiteout), /etc and /usr become stacks, the root stays
+// read-only, a reboot (everything unmounted, activate again) brings the
+// same tree back before anything else runs, and a rollback drops the
+// stack when no layer is left.
+func TestLayersStacksAndReboot(t *testing.T) {
+	recipe := "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nhierarchies: [/etc, /usr, /srv]\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /srv\n    dir: true\n  - path: /usr/share/x\n    content: \"x\\n\"\n"
+	l := newLine(t, recipe, map[string]string{"rootfs/etc/app/app.conf": "port 80\n", "rootfs/etc/motd": "hi\n"})
+	dir, key, res, rp := l.dir, l.key, l.res, l.repo
 	src := filepath.Join(dir, "new.conf")
 	if err := os.WriteFile(src, []byte("port 81\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -167,30 +189,8 @@ func TestLayersStacksAndReboot(t *testing.T) {
 // A layers directory replaced by a symlink (planted below the state
 // directory) is refused before anything is written or removed through it.
 func TestPlantedLayersSymlinkRefused(t *testing.T) {
-	dir := t.TempDir()
-	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
-		t.Fatal(err)
-	}
-	key, err := sign.LoadKey(filepath.Join(dir, "k.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdir := filepath.Join(dir, "recipe")
-	if err := os.MkdirAll(filepath.Join(rdir, "rootfs/etc"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	recipe := "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /etc/motd\n    content: \"hi\\n\"\n"
-	if err := os.WriteFile(filepath.Join(rdir, "recipe.yaml"), []byte(recipe), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := builder.Build(context.Background(), filepath.Join(rdir, "recipe.yaml"), filepath.Join(dir, "img"), builder.WithKey(key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := filepath.Join(dir, "repo")
-	if _, err := repo.Init(rp, res.Image, key); err != nil {
-		t.Fatal(err)
-	}
+	l := newLine(t, "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /etc/motd\n    content: \"hi\\n\"\n", nil)
+	dir, key, res, rp := l.dir, l.key, l.res, l.repo
 	src := filepath.Join(dir, "motd")
 	if err := os.WriteFile(src, []byte("changed\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -222,30 +222,8 @@ func TestPlantedLayersSymlinkRefused(t *testing.T) {
 // symlink) is the same node: activating it twice mounts the image clone
 // once.
 func TestDeepStackAndRelativeRoot(t *testing.T) {
-	dir := t.TempDir()
-	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
-		t.Fatal(err)
-	}
-	key, err := sign.LoadKey(filepath.Join(dir, "k.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdir := filepath.Join(dir, "recipe")
-	if err := os.MkdirAll(filepath.Join(rdir, "rootfs/etc"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	recipe := "line: deep-line-with-a-long-name\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /etc/motd\n    content: \"0\\n\"\n"
-	if err := os.WriteFile(filepath.Join(rdir, "recipe.yaml"), []byte(recipe), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := builder.Build(context.Background(), filepath.Join(rdir, "recipe.yaml"), filepath.Join(dir, "img"), builder.WithKey(key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := filepath.Join(dir, "repo")
-	if _, err := repo.Init(rp, res.Image, key); err != nil {
-		t.Fatal(err)
-	}
+	l := newLine(t, "line: deep-line-with-a-long-name\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /etc/motd\n    content: \"0\\n\"\n", nil)
+	dir, key, res, rp := l.dir, l.key, l.res, l.repo
 	root := newNode(t, res.Image)
 	const n = 40
 	for i := 1; i <= n; i++ {
