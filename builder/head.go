@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 )
 
@@ -19,18 +18,7 @@ var ErrNeedKey = errors.New("builder: a signing key is needed")
 // workDir and signed with key (required then). The repository and chain are
 // verified against key when it is given, else against the image's keys.
 func HeadImage(ctx context.Context, repoDir, line, through, workDir string, key *sign.Key, opts ...Option) (string, error) {
-	var trust *sign.KeySet
-	if key != nil {
-		var err error
-		if trust, err = key.PublicKeySet(); err != nil {
-			return "", err
-		}
-	}
-	r, err := repo.Open(repoDir, trust)
-	if err != nil {
-		return "", err
-	}
-	c, err := repo.LoadChain(ctx, r, line, through, trust)
+	r, c, err := loadSigned(ctx, repoDir, line, through, newSettings(append(opts, WithKey(key))))
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,7 @@ type Option func(*settings)
 
 type settings struct {
 	key      *sign.Key
+	trust    *sign.KeySet
 	progress func(string)
 	fraction func(what string, done, total int64)
 	epoch    *int64
@@ -26,6 +27,12 @@ func newSettings(opts []Option) *settings {
 
 // WithKey signs the manifest with key; the image trusts its public half.
 func WithKey(key *sign.Key) Option { return func(s *settings) { s.key = key } }
+
+// WithTrust adds keys to those a regeneration verifies the repository
+// with (by default only the public half of the WithKey key): after a key
+// rotation brought the signing key in, the key the line's image and its
+// earlier overlays were signed with.
+func WithTrust(ks *sign.KeySet) Option { return func(s *settings) { s.trust = ks } }
 
 // WithProgress reports each step as a short line of text. Long steps
 // (debootstrap, run steps, writing a large image) report many lines.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/strata-dev/strata/internal/node"
@@ -25,21 +26,7 @@ import (
 // staged. The result is reproducible: times come from the head overlay.
 func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts ...Option) (*Result, error) {
 	s := newSettings(opts)
-	// Signing vouches for the result: with a key, the repository and every
-	// overlay must be signed by that key, not merely by keys the
-	// repository's own image lists.
-	var trust *sign.KeySet
-	if s.key != nil {
-		var err error
-		if trust, err = s.key.PublicKeySet(); err != nil {
-			return nil, err
-		}
-	}
-	r, err := repo.Open(repoDir, trust)
-	if err != nil {
-		return nil, err
-	}
-	c, err := repo.LoadChain(ctx, r, line, through, trust)
+	r, c, err := loadSigned(ctx, repoDir, line, through, s)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +40,9 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	if s.epoch != nil {
 		epoch = *s.epoch
 	}
-	keys := append([]string{}, base.Keys...)
+	// The image trusts what the line trusts at its head: the key
+	// rotations folded in changed the key files, and the list with them.
+	keys := c.Keys.Strings()
 	m := &manifests.ImageManifest{
 		Schema:      manifests.Schema,
 		Kind:        manifests.KindImage,
@@ -94,6 +83,36 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 		return nil, err
 	}
 	return &Result{Image: img, Manifest: repo.ManifestPath(img), Digest: manifests.Digest(raw), ManifestData: m}, nil
+}
+
+// loadSigned opens the repository and the chain to fold. Signing vouches
+// for the result: with a key, the repository and every overlay must be
+// signed by that key (or the keys WithTrust adds, as key rotations change
+// them), not merely by keys the repository's own image lists, and the
+// line must trust the key at the head the image is made of.
+func loadSigned(ctx context.Context, repoDir, line, through string, s *settings) (*repo.Repo, *repo.Chain, error) {
+	var trust *sign.KeySet
+	if s.key != nil {
+		var err error
+		if trust, err = s.key.PublicKeySet(); err != nil {
+			return nil, nil, err
+		}
+		if s.trust != nil {
+			_ = trust.Merge(s.trust, nil)
+		}
+	}
+	r, err := repo.Open(repoDir, trust)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := repo.LoadChain(ctx, r, line, through, trust)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.key != nil && !c.Keys.Has(s.key.ID()) {
+		return nil, nil, fmt.Errorf("regenerating line %s at %s: key %s is not one the line trusts there (trusted: %s): %w", c.Line.Name, c.Head().Version, s.key.ID(), strings.Join(c.Keys.IDs(), ", "), sign.ErrBadSignature)
+	}
+	return r, c, nil
 }
 
 // foldStream writes the folded tree as tar (see tree.Fold.WriteTar: the

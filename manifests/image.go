@@ -139,6 +139,9 @@ func (m *ImageManifest) Validate() error {
 			return fmt.Errorf("%w: image entry /%s is a %s; a trusted key is a regular file", ErrUnsafePath, e.Path, e.Type)
 		}
 	}
+	if err := checkKeyFiles(m.Keys, m.Files); err != nil {
+		return err
+	}
 	if got := TreeDigest(m.Files); got != m.TreeDigest {
 		return fmt.Errorf("%w: image files digest to %s, manifest says %s", ErrInvalid, got, m.TreeDigest)
 	}

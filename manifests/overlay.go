@@ -38,6 +38,9 @@ type OverlayManifest struct {
 	// Catalog is the line's service catalog after this overlay, set when
 	// the overlay changed it.
 	Catalog *Catalog `json:"catalog,omitempty"`
+	// Keys is set on a key rotation overlay only: the keys it adds to and
+	// revokes from those the line trusts, for everything after it.
+	Keys *Rotation `json:"keys,omitempty"`
 	// TreeDigest is the digest of the node tree after the overlay applies.
 	TreeDigest string `json:"tree_digest"`
 	Created    string `json:"created"`
@@ -95,7 +98,7 @@ func (m *OverlayManifest) Validate() error {
 		if IsProtected(e.Path) && (e.UID != 0 || e.GID != 0 || uint32(e.Mode)&0o7777 != 0o755) {
 			return fmt.Errorf("%w: overlay %s makes /%s %04o owned by %d:%d; the directories holding strata's own files stay 0755 and root's", ErrUnsafePath, m.Version, e.Path, uint32(e.Mode), e.UID, e.GID)
 		}
-		if Within(e.Path, KeysDir) && e.Path != KeysDir {
+		if Within(e.Path, KeysDir) && e.Path != KeysDir && m.Keys == nil {
 			return fmt.Errorf("%w: overlay %s writes /%s: the keys a node trusts change only by key rotation, never as tree content", ErrUnsafePath, m.Version, e.Path)
 		}
 	}
@@ -107,7 +110,7 @@ func (m *OverlayManifest) Validate() error {
 		if err := ValidPath(d); err != nil {
 			return err
 		}
-		if HoldsStrata(d) || Within(d, KeysDir) {
+		if HoldsStrata(d) || Within(d, KeysDir) && m.Keys == nil {
 			return fmt.Errorf("%w: overlay %s deletes /%s, which holds strata's own files", ErrUnsafePath, m.Version, d)
 		}
 		if changed[d] || i > 0 && m.Deletes[i-1] >= d {
@@ -118,6 +121,9 @@ func (m *OverlayManifest) Validate() error {
 		if !ValidUnit(s.Unit) || (s.Action != ActionRestart && s.Action != ActionReload && s.Action != ActionStop) {
 			return fmt.Errorf("%w: overlay %s: service action %q for %q", ErrInvalid, m.Version, s.Action, s.Unit)
 		}
+	}
+	if m.Keys != nil {
+		return m.Keys.validate(m)
 	}
 	return nil
 }

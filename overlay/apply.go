@@ -186,10 +186,12 @@ func describe(as []manifests.ServiceAction) string {
 }
 
 // gather opens the overlays src names, verifying signatures against the
-// node's keys (and, for a repository, file digests against its index,
-// which must be fresh: not older than one the node accepted, not expired).
-// It returns the index serial (0 for files).
+// node's keys as the key rotations after the node's head change them
+// (and, for a repository, file digests against its index, which must be
+// fresh: not older than one the node accepted, not expired). It returns
+// the index serial (0 for files).
 func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([]*Archive, uint64, error) {
+	head := v.head()
 	if src.Repo == "" {
 		var out []*Archive
 		for _, f := range src.Files {
@@ -197,11 +199,19 @@ func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([
 			if err != nil {
 				return nil, 0, err
 			}
+			// A rotation the node has applied already is in its
+			// keys; taking it again could bring back a key a later
+			// one revoked.
+			if manifests.CompareVersions(a.Manifest.Version, head.Version) > 0 {
+				if trust, err = trust.After(a.Manifest); err != nil {
+					return nil, 0, err
+				}
+			}
 			out = append(out, a)
 		}
 		return out, 0, nil
 	}
-	r, err := repo.OpenStore(ctx, repo.Dir(src.Repo), trust)
+	r, err := repo.OpenAt(ctx, repo.Dir(src.Repo), trust, repo.Position{Line: v.ledger.Entries[0].Line, Head: head})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -216,7 +226,6 @@ func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([
 	if err != nil {
 		return nil, 0, err
 	}
-	head := v.head()
 	start := -1
 	if head.Digest == l.Image.Digest {
 		start = 0
@@ -239,6 +248,9 @@ func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([
 		}
 		a, err := repo.OpenIndexed(ctx, r, ref, trust)
 		if err != nil {
+			return nil, 0, err
+		}
+		if trust, err = trust.After(a.Manifest); err != nil {
 			return nil, 0, err
 		}
 		out = append(out, a)

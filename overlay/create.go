@@ -148,6 +148,14 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	}
+	return publish(r, c, m, open, algo, key, key)
+}
+
+// publish signs m with key, writes the overlay with the payload open
+// gives under r's overlays/, and appends it to the index, which indexKey
+// signs.
+func publish(r *repo.Repo, c *Chain, m *manifests.OverlayManifest, open tree.Opener, algo compress.Algorithm, key, indexKey *sign.Key) (*Created, error) {
+	head := c.Head()
 	raw, err := manifests.Encode(m)
 	if err != nil {
 		return nil, err
@@ -171,27 +179,21 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	}
 	digest := manifests.Digest(raw)
 	c.Line.Overlays = append(c.Line.Overlays, manifests.OverlayRef{Version: m.Version, File: rel, Digest: digest, SHA256: sum, Size: size, Parent: head})
-	if err := r.Save(key); err != nil {
+	if err := r.Save(indexKey); err != nil {
 		_ = os.Remove(out)
 		return nil, err
 	}
 	return &Created{Path: out, Manifest: m, Digest: digest}, nil
 }
 
-// checkSigner refuses a key the line's image does not list.
+// checkSigner refuses a key the line does not trust at its head: one its
+// image does not list and no key rotation added, or one a rotation
+// revoked.
 func checkSigner(c *Chain, key *sign.Key) error {
-	own, err := key.PublicKeySet()
-	if err != nil {
-		return err
-	}
-	if c.Image.Trusts(own) {
+	if c.Keys.Has(key.ID()) {
 		return nil
 	}
-	// Keys added by overlays are trusted by nodes, but the repository's
-	// index and chain are verified against the image's keys, so signing
-	// with them would leave a repository nobody can open. Rotating keys
-	// means a new image (a new line) for now.
-	return fmt.Errorf("creating overlay: key %s is not one of line %s's image keys: %w", key.ID(), c.Line.Name, sign.ErrBadSignature)
+	return fmt.Errorf("signing for line %s: key %s is not one the line trusts at %s (trusted: %s): %w", c.Line.Name, key.ID(), c.Head().Version, strings.Join(c.Keys.IDs(), ", "), sign.ErrBadSignature)
 }
 
 // planServices fills in the restart plan and, when unit files or declared

@@ -41,4 +41,8 @@ var (
 	// ErrDrift reports a node whose tree or ledger differs from what it
 	// should be.
 	ErrDrift = node.ErrDrift
+	// ErrRotation reports a key rotation that cannot be made as asked: a
+	// key added twice or trusted already, a revoked key not trusted, no
+	// key left, or an index key not trusted after it.
+	ErrRotation = errors.New("overlay: key rotation refused")
 )

@@ -110,7 +110,7 @@ func VerifyNodeWith(ctx context.Context, root, repoDir string, files bool, trust
 		auditSignatures(a, v, trust)
 	}
 	if repoDir != "" {
-		if err := auditAgainstRepo(a, v, repoDir, trust); err != nil {
+		if err := auditAgainstRepo(ctx, a, v, repoDir, trust); err != nil {
 			return nil, err
 		}
 	}
@@ -133,7 +133,7 @@ func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
 	if err != nil {
 		a.problem("signature", "", "image manifest %s: %v", v.image.Manifest.Version, err)
 	}
-	for _, e := range v.applied {
+	for i, e := range v.applied {
 		sig, err := safefile.Read(filepath.Join(v.n.ManifestStore(), e.Version+".json.minisig"), sign.MaxSignatureSize)
 		if err == nil {
 			var raw []byte
@@ -143,18 +143,29 @@ func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
 		}
 		if err != nil {
 			a.problem("signature", "", "overlay manifest %s: %v", e.Version, err)
+			continue
+		}
+		// A key rotation the auditor's keys verify changes them for
+		// the overlays after it, as it did on the node.
+		if next, err := trust.After(v.overlays[i]); err == nil {
+			trust = next
 		}
 	}
 }
 
-func auditAgainstRepo(a *Audit, v *nodeView, repoDir string, trust *sign.KeySet) error {
+func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string, trust *sign.KeySet) error {
+	var r *repo.Repo
+	var err error
 	if trust == nil {
-		var err error
+		// The node's keys are those of its head, where following the
+		// line's key rotations starts.
 		if trust, err = v.n.TrustedKeys(); err != nil {
 			return err
 		}
+		r, err = repo.OpenAt(ctx, repo.Dir(repoDir), trust, repo.Position{Line: a.Line, Head: *a.Head})
+	} else {
+		r, err = repo.OpenStore(ctx, repo.Dir(repoDir), trust)
 	}
-	r, err := repo.Open(repoDir, trust)
 	if err != nil {
 		a.problem("signature", "", "%v", err)
 		return nil

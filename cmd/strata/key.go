@@ -6,7 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/overlay"
 )
 
 func newKeyCmd(g *globals) *cobra.Command {
@@ -32,8 +34,65 @@ func newKeyCmd(g *globals) *cobra.Command {
 	}
 	gen.Flags().StringVar(&out, "out", "", "path prefix of the key files")
 	required(gen, "out")
-	key.AddCommand(gen)
+	key.AddCommand(gen, newKeyRotateCmd(g))
 	return key
+}
+
+func newKeyRotateCmd(g *globals) *cobra.Command {
+	var repoDir, keyPath, indexKeyPath string
+	var adds []string
+	var o overlay.RotateOptions
+	c := &cobra.Command{
+		Use:   "rotate --repo REPO --key CURRENT (--add NEW.pub ... | --revoke KEYID ...) [--index-key K]",
+		Short: "Publish a key rotation: the next overlay of the line, which changes the keys nodes trust",
+		Long: `Publish a key rotation. It is the next overlay of the line, signed by
+--key (a key the line trusts at its head), and changes nothing but the
+trusted keys: --add trusts a public key, --revoke stops trusting a key id.
+Nodes apply it in sequence like any overlay; after it, they refuse overlays
+signed by a revoked key, and a node that missed it catches up in order.
+
+The index is signed from now on by --index-key (default --key), which must
+be trusted after the rotation: revoking --key needs the new key's secret
+half here. See docs/security.md for the compromise procedure.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if len(adds) == 0 && len(o.Revoke) == 0 {
+				return usageError{fmt.Errorf("nothing to do: give --add NEW.pub or --revoke KEYID")}
+			}
+			for _, p := range adds {
+				b, err := safefile.Read(p, sign.MaxPublicKeySize)
+				if err != nil {
+					return usageError{fmt.Errorf("--add: %w", err)}
+				}
+				o.Add = append(o.Add, b)
+			}
+			key, err := sign.LoadKey(keyPath)
+			if err != nil {
+				return err
+			}
+			if o.IndexKey, err = loadKey(indexKeyPath); err != nil {
+				return err
+			}
+			res, err := overlay.RotateKeys(c.Context(), repoDir, key, o)
+			if err != nil {
+				return err
+			}
+			return g.output(c.OutOrStdout(), map[string]any{"path": res.Path, "digest": res.Digest, "manifest": res.Manifest}, func(w io.Writer) {
+				fmt.Fprintf(w, "wrote %s\n", res.Path)
+				printManifest(w, res.Manifest, res.Digest)
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&repoDir, "repo", "", "repository")
+	f.StringVar(&keyPath, "key", "", "signing key the line trusts at its head")
+	f.StringArrayVar(&adds, "add", nil, "public key file (.pub) to trust")
+	f.StringArrayVar(&o.Revoke, "revoke", nil, "id of a key to stop trusting")
+	f.StringVar(&indexKeyPath, "index-key", "", "key that signs the index from now on (default --key)")
+	f.StringVar(&o.Version, "version", "", "version of the rotation overlay (default: the head's next patch)")
+	f.StringVar(&o.Line, "line", "", "line (when the repository has several)")
+	required(c, "repo", "key")
+	return c
 }
 
 // loadKey loads --key when set.

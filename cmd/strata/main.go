@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	code := exitCode(err)
 	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) {
+	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) || errors.Is(err, overlay.ErrRotation) {
 		code = exitUsage
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {

@@ -144,6 +144,16 @@ func printManifest(w io.Writer, m *manifests.OverlayManifest, digest string) {
 	if m.Catalog != nil {
 		fmt.Fprintf(w, "catalog: updated (%d services)\n", len(m.Catalog.Services))
 	}
+	if m.Keys != nil {
+		fmt.Fprintln(w, "key rotation:")
+		for _, pub := range m.Keys.Add {
+			id, _ := manifests.KeyID(pub)
+			fmt.Fprintf(w, "  trust   %s %s\n", id, pub)
+		}
+		for _, id := range m.Keys.Revoke {
+			fmt.Fprintf(w, "  revoke  %s\n", id)
+		}
+	}
 }
 
 func printActions(w io.Writer, as []manifests.ServiceAction) {

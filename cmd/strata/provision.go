@@ -70,8 +70,14 @@ machine joins the sequence at its head.`,
 					return err
 				}
 				defer os.RemoveAll(work)
-				if image, err = builder.HeadImage(c.Context(), repoDir, line, through, work, key, builder.WithProgress(g.progress())); err != nil {
+				if image, err = builder.HeadImage(c.Context(), repoDir, line, through, work, key, builder.WithTrust(trust), builder.WithProgress(g.progress())); err != nil {
 					return err
+				}
+				if trust != nil && key != nil {
+					// A regenerated head is signed by --sign-key.
+					if err := trust.Merge(key.PublicKeySet()); err != nil {
+						return err
+					}
 				}
 			}
 			if state != "" {
@@ -119,7 +125,7 @@ machine joins the sequence at its head.`,
 	f.StringVar(&do.Hostname, "hostname", "", "with --disk: the node's hostname")
 	f.StringVar(&keyFile, "ssh-authorized-key", "", "with --disk: file of SSH public keys root may log in with")
 	f.StringVar(&do.NodeID, "node-id", "", "with --disk: node id, which with the image fixes every GUID (default: random)")
-	f.StringVar(&pub, "pub", "", "public key the image must be signed with (default: the keys the image lists)")
+	f.StringVar(&pub, "pub", "", "public key the image must be signed with (default: the keys the image lists); with --repo, also trusted to verify the line")
 	f.StringVar(&repoDir, "repo", "", "provision at the head of this repository's line instead of --image")
 	f.StringVar(&line, "line", "", "with --repo: the line (when the repository has several)")
 	f.StringVar(&through, "through", "", "with --repo: provision at this version instead of the head")

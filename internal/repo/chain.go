@@ -23,6 +23,9 @@ type Chain struct {
 	Fold    *tree.Fold
 	State   tree.State
 	Catalog manifests.Catalog
+	// Keys are the keys the line trusts after the chain's last element:
+	// its image's, changed by the key rotations among its overlays.
+	Keys *sign.KeySet
 }
 
 // Head returns the chain's last element.
@@ -46,8 +49,9 @@ func (c *Chain) Lineage() []manifests.Ref {
 // LoadChain opens line (empty: the repository's only line) of r and
 // verifies its image and overlays up to and including version through
 // (empty: the head): file digests against the index, signatures against
-// trust (nil: the image's keys), parent links, and each overlay's tree
-// digest against the folded state.
+// trust (nil: the image's keys) as the key rotations of the chain change
+// it, parent links, and each overlay's tree digest against the folded
+// state.
 func LoadChain(ctx context.Context, r *Repo, line, through string, trust *sign.KeySet) (*Chain, error) {
 	l, err := pickLine(r, line)
 	if err != nil {
@@ -57,12 +61,14 @@ func LoadChain(ctx context.Context, r *Repo, line, through string, trust *sign.K
 	if err != nil {
 		return nil, err
 	}
-	if trust == nil {
-		if trust, err = im.Trust(); err != nil {
-			return nil, err
-		}
+	keys, err := im.Trust()
+	if err != nil {
+		return nil, err
 	}
-	c := &Chain{Repo: r, Line: l, Image: im, Fold: tree.Base(im.Manifest.Files), Catalog: im.Manifest.Catalog}
+	if trust == nil {
+		trust = keys
+	}
+	c := &Chain{Repo: r, Line: l, Image: im, Fold: tree.Base(im.Manifest.Files), Catalog: im.Manifest.Catalog, Keys: keys}
 	if c.State, err = c.Fold.State(); err != nil {
 		return nil, err
 	}
@@ -83,6 +89,12 @@ func LoadChain(ctx context.Context, r *Repo, line, through string, trust *sign.K
 			return nil, err
 		}
 		if err := c.push(a); err != nil {
+			return nil, err
+		}
+		if trust, err = trust.After(a.Manifest); err != nil {
+			return nil, err
+		}
+		if c.Keys, err = c.Keys.After(a.Manifest); err != nil {
 			return nil, err
 		}
 		if ref.Version == through {

@@ -182,8 +182,14 @@ func Open(dir string, trust *sign.KeySet) (*Repo, error) {
 }
 
 // OpenStore reads a repository's index from s and verifies its signature
-// against trust. A nil trust uses the keys of the repository's own images.
+// against trust, the keys trusted at each line's image (nil: the keys the
+// images list), followed through the lines' key rotations when the index
+// is signed by a key one of them brought in.
 func OpenStore(ctx context.Context, s Store, trust *sign.KeySet) (*Repo, error) {
+	return open(ctx, s, trust, nil)
+}
+
+func open(ctx context.Context, s Store, trust *sign.KeySet, at *Position) (*Repo, error) {
 	r := &Repo{Store: s}
 	if d, ok := s.(*DirStore); ok {
 		r.Dir = d.Dir
@@ -193,10 +199,12 @@ func OpenStore(ctx context.Context, s Store, trust *sign.KeySet) (*Repo, error) 
 		return nil, fmt.Errorf("opening repository: %w", err)
 	}
 	if trust != nil {
-		// Nothing of an index is parsed before its signature holds;
-		// without keys, the repository's own images name them, and
-		// the index must be read to find those.
-		if r.KeyID, err = trust.VerifyFor(raw, sig, sign.IndexComment); err != nil {
+		// Nothing of an index is parsed before its signature holds,
+		// unless the trusted keys do not verify it; then what it names
+		// is followed only as far as signed manifests lead (see
+		// verifyIndex). Without keys, the repository's own images
+		// name them, and the index must be read to find those.
+		if _, err := trust.VerifyFor(raw, sig, sign.IndexComment); err != nil && !errors.Is(err, sign.ErrBadSignature) {
 			return nil, fmt.Errorf("opening repository %s: index signature: %w", r.Dir, err)
 		}
 	}
@@ -207,30 +215,11 @@ func OpenStore(ctx context.Context, s Store, trust *sign.KeySet) (*Repo, error) 
 	if err := x.Validate(); err != nil {
 		return nil, fmt.Errorf("opening repository %s: %w", r.Dir, err)
 	}
+	if err := r.verifyIndex(ctx, raw, sig, &x, trust, at); err != nil {
+		return nil, fmt.Errorf("opening repository %s: %w", r.Dir, err)
+	}
 	r.Index = &x
-	if trust == nil {
-		if trust, err = r.imageKeys(ctx); err != nil {
-			return nil, err
-		}
-		if r.KeyID, err = trust.VerifyFor(raw, sig, sign.IndexComment); err != nil {
-			return nil, fmt.Errorf("opening repository %s: index signature: %w", r.Dir, err)
-		}
-	}
 	return r, nil
-}
-
-func (r *Repo) imageKeys(ctx context.Context) (*sign.KeySet, error) {
-	ks := &sign.KeySet{}
-	for _, l := range r.Index.Lines {
-		im, err := r.Image(ctx, &l, nil)
-		if err != nil {
-			return nil, err
-		}
-		if err := ks.Merge(im.Trust()); err != nil {
-			return nil, err
-		}
-	}
-	return ks, nil
 }
 
 // Image loads and verifies the image manifest of line l, checking it

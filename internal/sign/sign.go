@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -336,3 +337,47 @@ func (ks *KeySet) Files() map[string][]byte {
 // without checking it, for display commands that say so. Never use it to
 // decide whether to apply anything.
 func AnyKey() *KeySet { return &KeySet{any: true} }
+
+// After returns the keys trusted after overlay m: ks itself unless m is a
+// key rotation, else a new set without the keys m revokes and with those
+// it adds. A revoked key ks does not hold is no error: an auditor's trust
+// need not be the line's.
+func (ks *KeySet) After(m *manifests.OverlayManifest) (*KeySet, error) {
+	if m.Keys == nil || ks == nil || ks.any {
+		return ks, nil
+	}
+	out := &KeySet{}
+	for _, k := range ks.keys {
+		if !slices.Contains(m.Keys.Revoke, fmt.Sprintf("%016X", k.ID())) {
+			out.keys = append(out.keys, k)
+		}
+	}
+	for _, pub := range m.Keys.Add {
+		pk, err := ParsePublic([]byte(pub))
+		if err != nil {
+			return nil, fmt.Errorf("key rotation %s: %w", m.Version, err)
+		}
+		out.Add(pk)
+	}
+	return out, nil
+}
+
+// Has reports whether the set holds the key with id (as ID prints it).
+func (ks *KeySet) Has(id string) bool {
+	for _, k := range ks.keys {
+		if fmt.Sprintf("%016X", k.ID()) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// IDs returns the ids of the keys, sorted.
+func (ks *KeySet) IDs() []string {
+	out := make([]string, 0, len(ks.keys))
+	for _, k := range ks.keys {
+		out = append(out, fmt.Sprintf("%016X", k.ID()))
+	}
+	sort.Strings(out)
+	return out
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
 )
 
 func newKey(t *testing.T, dir, name string) (*sign.Key, string) {
@@ -339,5 +340,58 @@ func TestLoadKeyEncrypted(t *testing.T) {
 	}
 	if _, err := sign.LoadKey(filepath.Join(dir, "missing.key")); err == nil {
 		t.Fatal("LoadKey of a missing file succeeded")
+	}
+}
+
+// The key files a node keeps are the text manifests.KeyFile gives, which
+// rotation overlays are checked against.
+func TestKeyFilesMatchManifests(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		dir := t.TempDir()
+		if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
+			t.Fatal(err)
+		}
+		ks, err := sign.LoadPublicFile(filepath.Join(dir, "k.pub"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub := ks.Strings()[0]
+		id, _ := manifests.KeyID(pub)
+		want, err := manifests.KeyFile(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ks.Files()[id+".pub"]; string(got) != string(want) {
+			t.Fatalf("Files() = %q, manifests.KeyFile = %q", got, want)
+		}
+		if disk, _ := os.ReadFile(filepath.Join(dir, "k.pub")); string(disk) != string(want) {
+			t.Fatalf("generated .pub = %q, manifests.KeyFile = %q", disk, want)
+		}
+	}
+}
+
+func TestKeySetAfter(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := newKey(t, dir, "a")
+	b, _ := newKey(t, dir, "b")
+	ks, _ := a.PublicKeySet()
+	m := &manifests.OverlayManifest{Version: "1.0.1"}
+	if got, _ := ks.After(m); got != ks {
+		t.Errorf("an overlay that is no rotation changed the keys")
+	}
+	m.Keys = &manifests.Rotation{Add: []string{b.PublicString()}, Revoke: []string{a.ID()}}
+	got, err := ks.After(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := got.IDs(); len(ids) != 1 || ids[0] != b.ID() {
+		t.Errorf("after the rotation: %v, want only %s", ids, b.ID())
+	}
+	if !ks.Has(a.ID()) || ks.Has(b.ID()) {
+		t.Errorf("After changed the set it was called on")
+	}
+	msg := []byte("x")
+	if _, err := got.Verify(msg, a.Sign(msg, "c")); err == nil {
+		t.Errorf("the revoked key still verifies")
 	}
 }

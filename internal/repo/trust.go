@@ -1,0 +1,138 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Position is where in a line a reader stands: a node's head. A reader's
+// keys are those trusted at its position; an index signed by a key that a
+// rotation after that position brought in is verified by following the
+// line's rotations from there (see OpenAt).
+type Position struct {
+	Line string
+	Head manifests.Ref
+}
+
+// OpenAt is OpenStore for a reader at position at whose keys are trust.
+func OpenAt(ctx context.Context, s Store, trust *sign.KeySet, at Position) (*Repo, error) {
+	return open(ctx, s, trust, &at)
+}
+
+// verifyIndex checks the signature of the index raw (decoded as x, which
+// nothing may use before this succeeds). The index is signed by a key
+// trusted at the head of its lines, which a reader behind a key rotation
+// does not trust yet: then the overlays from the reader's position (at,
+// or each line's image when at is nil) are followed, each manifest
+// verified with the keys trusted before it, and the index verified with
+// the keys after the last. Only manifests are read; the walk stops at the
+// first overlay that does not verify or does not continue the one before.
+// A nil trust stands for each line's image's keys.
+func (r *Repo) verifyIndex(ctx context.Context, raw, sig []byte, x *manifests.Index, trust *sign.KeySet, at *Position) error {
+	keys, err := trust, error(nil)
+	if keys == nil {
+		if keys, err = imageKeys(ctx, r, x); err != nil {
+			return err
+		}
+	}
+	if r.KeyID, err = keys.VerifyFor(raw, sig, sign.IndexComment); err == nil {
+		return nil
+	}
+	first := fmt.Errorf("index signature: %w", err)
+	if !errors.Is(err, sign.ErrBadSignature) {
+		return first
+	}
+	head := &sign.KeySet{}
+	var stopped error
+	for i := range x.Lines {
+		l := &x.Lines[i]
+		if at != nil && l.Name != at.Line {
+			continue
+		}
+		start, from := 0, manifests.Ref{Version: l.Image.Version, Digest: l.Image.Digest}
+		if at != nil {
+			if start = position(l, at.Head); start < 0 {
+				return first
+			}
+			from = at.Head
+		}
+		ks, err := r.followRotations(ctx, l, start, from, trust)
+		if err != nil && stopped == nil {
+			stopped = err
+		}
+		if ks != nil {
+			_ = head.Merge(ks, nil)
+		}
+	}
+	if r.KeyID, err = head.VerifyFor(raw, sig, sign.IndexComment); err != nil {
+		if stopped != nil {
+			return fmt.Errorf("%w (following the key rotations after the trusted keys stopped: %v)", first, stopped)
+		}
+		return first
+	}
+	return nil
+}
+
+// imageKeys returns the keys the images of x's lines list.
+func imageKeys(ctx context.Context, r *Repo, x *manifests.Index) (*sign.KeySet, error) {
+	ks := &sign.KeySet{}
+	for i := range x.Lines {
+		im, err := r.Image(ctx, &x.Lines[i], nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := ks.Merge(im.Trust()); err != nil {
+			return nil, err
+		}
+	}
+	return ks, nil
+}
+
+// position returns the index in l.Overlays of the overlay after head, or
+// -1 when head is not in l.
+func position(l *manifests.Line, head manifests.Ref) int {
+	if head.Digest == l.Image.Digest {
+		return 0
+	}
+	for i, o := range l.Overlays {
+		if o.Digest == head.Digest {
+			return i + 1
+		}
+	}
+	return -1
+}
+
+// followRotations returns the keys trusted after the overlays of l from
+// position start on, starting from trust (nil: the line's image's keys).
+// It returns the keys so far, and why it stopped, at the first overlay
+// that does not verify or does not continue from.
+func (r *Repo) followRotations(ctx context.Context, l *manifests.Line, start int, from manifests.Ref, trust *sign.KeySet) (*sign.KeySet, error) {
+	if trust == nil {
+		im, err := r.Image(ctx, l, nil)
+		if err != nil {
+			return nil, err
+		}
+		if trust, err = im.Trust(); err != nil {
+			return nil, err
+		}
+	}
+	for _, ref := range l.Overlays[start:] {
+		a, err := OpenMember(ctx, r.Store, ref, trust)
+		if err != nil {
+			return trust, err
+		}
+		m := a.Manifest
+		if m.Parent != from || a.Digest != ref.Digest || m.Version != ref.Version {
+			return trust, fmt.Errorf("overlay %s does not continue %s: %w", ref.File, from.Version, ErrSequence)
+		}
+		if trust, err = trust.After(m); err != nil {
+			return nil, err
+		}
+		from = manifests.Ref{Version: m.Version, Digest: a.Digest}
+	}
+	return trust, nil
+}

@@ -1,0 +1,395 @@
+package overlay_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+	. "github.com/strata-dev/strata/overlay"
+)
+
+// newKey generates a key pair in dir and returns the secret key and the
+// .pub file's bytes.
+func newKey(t *testing.T, dir, name string) (*sign.Key, []byte) {
+	t.Helper()
+	prefix := filepath.Join(dir, name)
+	if err := sign.Generate(prefix); err != nil {
+		t.Fatal(err)
+	}
+	k, err := sign.LoadKey(prefix + ".key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := os.ReadFile(prefix + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, pub
+}
+
+// nodeKeys returns the ids of the keys the node at root trusts.
+func nodeKeys(t *testing.T, root string) []string {
+	t.Helper()
+	ks, err := node.Node{Root: root}.TrustedKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks.IDs()
+}
+
+func nodeHead(t *testing.T, root string) string {
+	t.Helper()
+	_, head, _, _, err := NodeExpectation(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return head.Version
+}
+
+// A key rotation replaces the line's key A by B: a node that missed it
+// catches up in order, from the line's image or from the middle; after it
+// overlays and indexes signed by A are refused everywhere, B signs, the
+// audits pass with the node's keys or the auditor's A, and a regenerated
+// image trusts B only.
+func TestKeyRotation(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	a := f.key
+	b, bPub := newKey(t, f.dir, "b")
+	f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	fromImage := f.provision()
+	mid := f.provision()
+	if _, err := Apply(ctx, mid, Source{Repo: f.repo}, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Revoking the key that signs needs the new key for the index.
+	before := repoSnap(t, f.repo)
+	_, err := RotateKeys(ctx, f.repo, a, RotateOptions{Add: [][]byte{bPub}, Revoke: []string{a.ID()}})
+	sqErr(t, err, ErrRotation, "--index-key", a.ID())
+	repoUnchanged(t, f.repo, before)
+
+	rot, err := RotateKeys(ctx, f.repo, a, RotateOptions{Add: [][]byte{bPub}, Revoke: []string{a.ID()}, IndexKey: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rot.Manifest.Version != "1.0.2" || len(rot.Manifest.Entries) != 1 || len(rot.Manifest.Deletes) != 1 {
+		t.Fatalf("rotation manifest %s: %d entries, %d deletes; want 1.0.2 writing B's key file and deleting A's", rot.Manifest.Version, len(rot.Manifest.Entries), len(rot.Manifest.Deletes))
+	}
+	r, err := repo.Open(f.repo, nil)
+	if err != nil {
+		t.Fatalf("opening the rotated repository with its image's keys: %v", err)
+	}
+	if r.KeyID != b.ID() {
+		t.Errorf("index signed by %s, want the new key %s", r.KeyID, b.ID())
+	}
+
+	// A is no longer trusted to sign; B is.
+	_, err = Create(ctx, f.repo, a, f.change("/etc/motd", "a\n"), CreateOptions{Version: "1.0.3"})
+	sqErr(t, err, sign.ErrBadSignature, a.ID(), "1.0.2")
+	f.key = b
+	f.create("1.0.3", f.change("/etc/motd", "b\n"))
+
+	for name, root := range map[string]string{"from the image": fromImage, "from 1.0.1": mid} {
+		if _, err := Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{}); err != nil {
+			t.Fatalf("node %s catching up through the rotation: %v", name, err)
+		}
+		if got := nodeHead(t, root); got != "1.0.3" {
+			t.Errorf("node %s at %s, want 1.0.3", name, got)
+		}
+		if got := nodeKeys(t, root); !slices.Equal(got, []string{b.ID()}) {
+			t.Errorf("node %s trusts %v, want only %s", name, got, b.ID())
+		}
+		au, err := VerifyNode(ctx, root, f.repo, true)
+		if err != nil || !au.OK() {
+			t.Errorf("audit of node %s: %v %+v", name, err, au)
+		}
+	}
+	// An auditor who knows A only follows the rotation A signed.
+	aOnly, _ := a.PublicKeySet()
+	if au, err := VerifyRepo(ctx, f.repo, aOnly); err != nil || !au.OK() {
+		t.Errorf("repository audit with A's key: %v %+v", err, au)
+	}
+	if au, err := VerifyNodeWith(ctx, fromImage, f.repo, false, aOnly); err != nil || !au.OK() {
+		t.Errorf("node audit with A's key: %v %+v", err, au)
+	}
+
+	// Files in order work too, on a node that never saw the repository.
+	byFiles := f.provision()
+	var files []string
+	for _, o := range r.Index.Lines[0].Overlays {
+		files = append(files, r.Path(o.File))
+	}
+	if _, err := apply(byFiles, files...); err != nil {
+		t.Fatalf("applying the rotation from files: %v", err)
+	}
+	if got := nodeKeys(t, byFiles); !slices.Equal(got, []string{b.ID()}) {
+		t.Errorf("node by files trusts %v, want %s", got, b.ID())
+	}
+
+	// Rolling the rotation back on a node brings A back, as it was.
+	if _, err := Rollback(ctx, mid, nil, 0, nil); err != nil { // 1.0.3
+		t.Fatal(err)
+	}
+	if _, err := Rollback(ctx, mid, nil, 0, nil); err != nil { // 1.0.2
+		t.Fatal(err)
+	}
+	if got := nodeKeys(t, mid); !slices.Equal(got, []string{a.ID()}) {
+		t.Errorf("after rolling the rotation back the node trusts %v, want %s", got, a.ID())
+	}
+
+	// A regenerated head trusts B only; signed by B, it verifies the
+	// line with A's key added for what came before the rotation.
+	_, err = builder.Regenerate(ctx, f.repo, "", "", filepath.Join(f.dir, "regen-bad"), builder.WithKey(b))
+	sqErr(t, err, sign.ErrBadSignature, a.ID())
+	res, err := builder.Regenerate(ctx, f.repo, "", "", filepath.Join(f.dir, "regen"), builder.WithKey(b), builder.WithTrust(aOnly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.ManifestData.Keys) != 1 || !slices.Equal(keyIDs(t, res.ManifestData.Keys), []string{b.ID()}) {
+		t.Errorf("regenerated image keys %v, want %s", res.ManifestData.Keys, b.ID())
+	}
+	_, err = builder.Regenerate(ctx, f.repo, "", "", filepath.Join(f.dir, "regen-a"), builder.WithKey(a))
+	sqErr(t, err, sign.ErrBadSignature, a.ID(), "not one the line trusts")
+	fresh := filepath.Join(t.TempDir(), "node")
+	if _, err := builder.Provision(ctx, res.Image, fresh, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := nodeKeys(t, fresh); !slices.Equal(got, []string{b.ID()}) {
+		t.Errorf("node from the regenerated image trusts %v, want %s", got, b.ID())
+	}
+	f.create("1.0.4", f.change("/etc/motd", "c\n"))
+	if _, err := Apply(ctx, fresh, Source{Repo: f.repo}, ApplyOptions{}); err != nil {
+		t.Fatalf("node from the regenerated image applying 1.0.4: %v", err)
+	}
+}
+
+// After a rotation, what the revoked key signs is refused: an overlay
+// slipped into an index the new key signs, and an index it signs itself.
+// A node behind the rotation is not fooled by a rotation the attacker's
+// own key signs.
+func TestRevokedKeyRefused(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	a := f.key
+	b, bPub := newKey(t, f.dir, "b")
+	x, xPub := newKey(t, f.dir, "x")
+	behind := f.provision()
+	if _, err := RotateKeys(ctx, f.repo, a, RotateOptions{Add: [][]byte{bPub}, Revoke: []string{a.ID()}, IndexKey: b}); err != nil {
+		t.Fatal(err)
+	}
+	root := f.provision()
+	if _, err := Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	good := repoSnap(t, f.repo)
+
+	// An overlay A signs, continuing the head, listed by an index B signs.
+	m := headManifest(t, root, "1.0.2", []manifests.Entry{contentEntry("etc/motd", "evil\n")}, nil)
+	m.Unclaimed = []string{"etc/motd"}
+	evil := filepath.Join(f.repo, "overlays", "evil.overlay.tar.zst")
+	raw := craft(t, evil, m, a, []member{fileMember(m.Entries[0], []byte("evil\n"))})
+	addToIndex(t, f.repo, b, m, raw, evil)
+	before := snap(t, root)
+	_, err := Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{})
+	sqErr(t, err, sign.ErrBadSignature, a.ID())
+	assertUnchanged(t, root, before)
+	_, err = apply(root, evil)
+	sqErr(t, err, sign.ErrBadSignature, a.ID())
+	assertUnchanged(t, root, before)
+
+	// The same index, signed by A.
+	idx, _ := indexFiles(t, f.repo)
+	putIndex(t, f.repo, idx, a.Sign(idx, sign.IndexComment))
+	_, err = Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{})
+	sqErr(t, err, sign.ErrBadSignature, a.ID())
+	assertUnchanged(t, root, before)
+	restoreRepo(t, f.repo, good)
+
+	// X signs a rotation of its own making (adding X) and an index: a
+	// node behind the real rotation still trusts A only, and refuses.
+	os.Remove(evil)
+	xr := headManifest(t, behind, "1.0.1", nil, nil)
+	text, _ := manifests.KeyFile(pubString(t, xPub))
+	xr.Entries = []manifests.Entry{contentEntry(manifests.KeyPath(x.ID()), string(text))}
+	xr.Keys = &manifests.Rotation{Add: []string{pubString(t, xPub)}, Revoke: []string{}}
+	xr.TreeDigest = treeAfter(t, behind, xr)
+	xfile := filepath.Join(f.repo, "overlays", "x.overlay.tar.zst")
+	raw = craft(t, xfile, xr, x, []member{fileMember(xr.Entries[0], text)})
+	replaceIndex(t, f.repo, x, xr, raw, xfile)
+	before = snap(t, behind)
+	_, err = Apply(ctx, behind, Source{Repo: f.repo}, ApplyOptions{})
+	sqErr(t, err, sign.ErrBadSignature, x.ID(), "key rotations")
+	assertUnchanged(t, behind, before)
+}
+
+// Rotations that cannot be made are refused before anything is written.
+func TestKeyRotationRefusals(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	a := f.key
+	_, bPub := newKey(t, f.dir, "b")
+	aPub, err := os.ReadFile(filepath.Join(f.dir, "k.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := os.ReadFile(filepath.Join(f.dir, "b.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := newKey(t, f.dir, "other")
+	for _, tc := range []struct {
+		name string
+		key  *sign.Key
+		o    RotateOptions
+		want error
+		says string
+	}{
+		{"nothing", a, RotateOptions{}, ErrRotation, "nothing to do"},
+		{"already trusted", a, RotateOptions{Add: [][]byte{aPub}}, ErrRotation, "trusted already"},
+		{"added twice", a, RotateOptions{Add: [][]byte{bPub, bPub}}, ErrRotation, "named twice"},
+		{"secret key", a, RotateOptions{Add: [][]byte{secret}}, ErrRotation, "public key"},
+		{"revoke unknown", a, RotateOptions{Revoke: []string{"0123456789ABCDEF"}}, ErrRotation, "not one the line trusts"},
+		{"revoke garbage", a, RotateOptions{Revoke: []string{"../../etc/passwd"}}, ErrRotation, "not one the line trusts"},
+		{"revoke every key", a, RotateOptions{Revoke: []string{a.ID()}}, ErrRotation, "no key would be left"},
+		{"untrusted signer", other, RotateOptions{Add: [][]byte{bPub}}, sign.ErrBadSignature, other.ID()},
+		{"untrusted index key", a, RotateOptions{Add: [][]byte{bPub}, IndexKey: other}, ErrRotation, other.ID()},
+		{"version not greater", a, RotateOptions{Add: [][]byte{bPub}, Version: "1.0.0"}, manifests.ErrRejected, "1.0.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := repoSnap(t, f.repo)
+			_, err := RotateKeys(ctx, f.repo, tc.key, tc.o)
+			sqErr(t, err, tc.want, tc.says)
+			repoUnchanged(t, f.repo, before)
+		})
+	}
+}
+
+func keyIDs(t *testing.T, pubs []string) []string {
+	t.Helper()
+	var out []string
+	for _, p := range pubs {
+		id, err := manifests.KeyID(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+func pubString(t *testing.T, pub []byte) string {
+	t.Helper()
+	ks, err := sign.NewKeySet(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ks.Strings()[0]
+}
+
+// treeAfter returns the digest of the node's expected tree after m.
+func treeAfter(t *testing.T, root string, m *manifests.OverlayManifest) string {
+	t.Helper()
+	_, _, _, state, err := NodeExpectation(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := state.Apply(m.Entries, m.Deletes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next.Digest()
+}
+
+// addToIndex appends the crafted overlay file to the index and signs it
+// with key.
+func addToIndex(t *testing.T, dir string, key *sign.Key, m *manifests.OverlayManifest, raw []byte, file string) {
+	t.Helper()
+	editIndex(t, dir, key, func(l *manifests.Line) {
+		l.Overlays = append(l.Overlays, indexRef(t, dir, m, raw, file))
+	})
+}
+
+// replaceIndex makes the crafted overlay the line's only one.
+func replaceIndex(t *testing.T, dir string, key *sign.Key, m *manifests.OverlayManifest, raw []byte, file string) {
+	t.Helper()
+	editIndex(t, dir, key, func(l *manifests.Line) {
+		l.Overlays = []manifests.OverlayRef{indexRef(t, dir, m, raw, file)}
+	})
+}
+
+func indexRef(t *testing.T, dir string, m *manifests.OverlayManifest, raw []byte, file string) manifests.OverlayRef {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(dir, file)
+	return manifests.OverlayRef{Version: m.Version, File: rel, Digest: manifests.Digest(raw), SHA256: sqSHA(data), Size: int64(len(data)), Parent: m.Parent}
+}
+
+func editIndex(t *testing.T, dir string, key *sign.Key, edit func(*manifests.Line)) {
+	t.Helper()
+	raw, _ := indexFiles(t, dir)
+	var x manifests.Index
+	if err := json.Unmarshal(raw, &x); err != nil {
+		t.Fatal(err)
+	}
+	edit(&x.Lines[0])
+	x.Serial++
+	out, err := manifests.Encode(&x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putIndex(t, dir, out, key.Sign(out, sign.IndexComment))
+}
+
+// repoSnap is every file of a repository directory by path.
+func repoSnap(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		out[p] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func repoUnchanged(t *testing.T, dir string, before map[string]string) {
+	t.Helper()
+	after := repoSnap(t, dir)
+	for p, b := range before {
+		if after[p] != b {
+			t.Errorf("%s changed", p)
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok && filepath.Base(p) != repo.LockFile {
+			t.Errorf("%s appeared", p)
+		}
+	}
+}
+
+func restoreRepo(t *testing.T, dir string, snap map[string]string) {
+	t.Helper()
+	for p, b := range snap {
+		if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
