@@ -737,6 +737,71 @@ func TestHostileInputs(t *testing.T) {
 			_ = os.Symlink(c.canary, filepath.Join(c.root, manifests.StateDir, "overlays"))
 			return []string{"rollback", "--root", c.root, "--restart-with", "none"}
 		}},
+		// Key rotation: only a rotation a trusted key signs changes the
+		// keys, and it changes nothing else.
+		{"rotation signed by an untrusted key", 3, []string{"not valid for any trusted key"}, func(c *hcase) []string {
+			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, c.resigned(c.b.ov1, c.b.other, "", edited(c.t, rotateTo(c.t, c.b.other)))))
+		}},
+		{"rotation that writes another file too", 3, []string{"key rotation 1.0.1", "exactly the 1 key files"}, func(c *hcase) []string {
+			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, c.resigned(c.b.ov1, c.b.key, "", edited(c.t, func(m *manifests.OverlayManifest) {
+				rotateTo(c.t, c.b.other)(m)
+				m.Entries = append([]manifests.Entry{{Path: "etc/demo/web.conf", Type: manifests.TypeFile, Mode: 0o644, Size: 3, SHA256: strings.Repeat("a", 64)}}, m.Entries...)
+			}))))
+		}},
+		{"rotation whose key file is a symlink", 3, []string{"not the key file"}, func(c *hcase) []string {
+			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, c.resigned(c.b.ov1, c.b.key, "", edited(c.t, func(m *manifests.OverlayManifest) {
+				rotateTo(c.t, c.b.other)(m)
+				m.Entries[0] = manifests.Entry{Path: m.Entries[0].Path, Type: manifests.TypeSymlink, Mode: 0o777, Target: c.canary + "/victim"}
+			}))))
+		}},
+		{"rotation key file of another key", 3, []string{"not the key file"}, func(c *hcase) []string {
+			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, c.resigned(c.b.ov1, c.b.key, "", edited(c.t, func(m *manifests.OverlayManifest) {
+				rotateTo(c.t, c.b.other)(m)
+				m.Entries[0].Path = manifests.KeyPath(c.b.key.ID())
+			}))))
+		}},
+		{"key files without a rotation", 3, []string{"only by key rotation"}, func(c *hcase) []string {
+			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, c.resigned(c.b.ov1, c.b.key, "", edited(c.t, func(m *manifests.OverlayManifest) {
+				rotateTo(c.t, c.b.other)(m)
+				m.Keys = nil
+			}))))
+		}},
+		{"index signed by a key a forged rotation adds", 3, []string{"index signature", "key rotations", "not valid for any trusted key"}, func(c *hcase) []string {
+			// A rotation the attacker's key signs, after 1.0.2, and an
+			// index the attacker's key signs listing it.
+			forged := c.write("demo-1.0.3.overlay.tar.zst", compress.Zstd, c.resigned(c.b.ov2, c.b.other, "", edited(c.t, func(m *manifests.OverlayManifest) {
+				rotateTo(c.t, c.b.other)(m)
+				m.Version, m.Parent = "1.0.3", manifests.Ref{Version: "1.0.2", Digest: manifests.Digest(members(c.t, c.b.ov2)[0].data)}
+				m.Lineage = append(m.Lineage, m.Parent)
+			})))
+			data, _ := os.ReadFile(forged)
+			_ = os.WriteFile(filepath.Join(c.repo, "overlays", filepath.Base(forged)), data, 0o644)
+			raw, _ := os.ReadFile(filepath.Join(c.repo, repo.IndexFile))
+			var x manifests.Index
+			_ = manifests.Decode(raw, &x)
+			ms := members(c.t, forged)
+			sum := sha256.Sum256(data)
+			l := &x.Lines[0]
+			l.Overlays = append(l.Overlays, manifests.OverlayRef{Version: "1.0.3", File: "overlays/" + filepath.Base(forged), Digest: manifests.Digest(ms[0].data), SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), Parent: manifests.Ref{Version: l.Overlays[1].Version, Digest: l.Overlays[1].Digest}})
+			x.Serial += 10
+			out, _ := manifests.Encode(&x)
+			_ = os.WriteFile(filepath.Join(c.repo, repo.IndexFile), out, 0o644)
+			_ = os.WriteFile(filepath.Join(c.repo, repo.SigPath(repo.IndexFile)), c.b.other.Sign(out, sign.IndexComment), 0o644)
+			return c.apply("--repo", c.repo)
+		}},
+		{"key rotate adding a secret key", 2, []string{"--add", "public key"}, func(c *hcase) []string {
+			return []string{"key", "rotate", "--repo", c.repo, "--key", c.b.keyPath, "--add", filepath.Join(c.b.dir, "other.key")}
+		}},
+		{"key rotate revoking the only key", 2, []string{"no key would be left"}, func(c *hcase) []string {
+			return []string{"key", "rotate", "--repo", c.repo, "--key", c.b.keyPath, "--revoke", c.b.key.ID()}
+		}},
+		// A root that is no node is refused alike by every command.
+		{"rollback on a directory that is not a node", 3, []string{"not a strata node"}, func(c *hcase) []string {
+			return []string{"rollback", "--root", c.canary, "--restart-with", "none"}
+		}},
+		{"apply on a directory that is not a node", 3, []string{"not a strata node"}, func(c *hcase) []string {
+			return []string{"apply-overlay", "--root", c.canary, "--restart-with", "none", c.b.ov1}
+		}},
 		// Command-line mistakes with hostile values.
 		{"hostname with a command", 2, []string{"--hostname", "not allowed"}, func(c *hcase) []string {
 			return []string{"provision", "--image", c.b.image, "--disk", filepath.Join(c.canary, "d.img"), "--hostname", "x;reboot"}
@@ -765,6 +830,22 @@ func TestHostileInputs(t *testing.T) {
 			args := tc.run(c)
 			c.refused(tc.code, tc.mention, args...)
 		})
+	}
+}
+
+// rotateTo turns a manifest into a rotation adding key's public half and
+// writing its key file, as a forger would.
+func rotateTo(t *testing.T, key *sign.Key) func(m *manifests.OverlayManifest) {
+	return func(m *manifests.OverlayManifest) {
+		pub := key.PublicString()
+		text, err := manifests.KeyFile(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(text)
+		m.Keys = &manifests.Rotation{Add: []string{pub}, Revoke: []string{}}
+		m.Entries = []manifests.Entry{{Path: manifests.KeyPath(key.ID()), Type: manifests.TypeFile, Mode: 0o644, Size: int64(len(text)), SHA256: hex.EncodeToString(sum[:])}}
+		m.Deletes, m.Services, m.Unclaimed, m.Catalog = []string{}, []manifests.ServiceAction{}, []string{}, nil
 	}
 }
 

@@ -13,13 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/loop"
+	"github.com/strata-dev/strata/manifests"
 )
 
 // Errors about the disk given to MountNode.
 var (
 	// ErrNotNodeDisk reports a disk without the layout Provision writes
 	// (or whose state partition holds no node).
-	ErrNotNodeDisk = errors.New("disk: not a strata node disk")
+	ErrNotNodeDisk = manifests.Rejection("disk: not a strata node disk")
 	// ErrInUse reports a disk another process holds (a running qemu, a
 	// concurrent strata).
 	ErrInUse = errors.New("disk: in use")

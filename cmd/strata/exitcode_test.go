@@ -33,7 +33,7 @@ func TestExitCode(t *testing.T) {
 		manifests.ErrUnsafePath, manifests.ErrInvalid, manifests.ErrVersion, manifests.ErrTooLarge,
 		tree.ErrSpecialFile, tree.ErrHardlink, tree.ErrDuplicate, tree.ErrLimit,
 		repo.ErrTampered, repo.ErrNoManifest, builder.ErrRecipe, builder.ErrImageMismatch,
-		disk.ErrTooSmall, disk.ErrMounted, builder.ErrCache,
+		disk.ErrTooSmall, disk.ErrMounted, builder.ErrCache, node.ErrNotNode, disk.ErrNotNodeDisk,
 		catalog.ErrUnknownUnit, catalog.ErrBadPath, catalog.ErrSymlinkLoop,
 	}
 	for _, s := range rejected {
@@ -44,7 +44,7 @@ func TestExitCode(t *testing.T) {
 		}
 	}
 	plain := []error{
-		errors.New("plain"), repo.ErrExists, overlay.ErrNothingToRollback, node.ErrNotNode,
+		errors.New("plain"), repo.ErrExists, overlay.ErrNothingToRollback,
 		tree.ErrNotExist, tree.ErrNotDir, squashfs.ErrTool, builder.ErrNeedRoot,
 		fmt.Errorf("op: %v", manifests.ErrInvalid), // %v drops the class
 	}

@@ -22,8 +22,10 @@ import (
 var (
 	// ErrLocked reports that another strata process holds the node lock.
 	ErrLocked = errors.New("node: locked by another strata process")
-	// ErrNotNode reports a root without a ledger.
-	ErrNotNode = errors.New("node: not a strata node (no ledger)")
+	// ErrNotNode reports a root without a ledger (of the
+	// manifests.ErrRejected class: the root given is not one strata can
+	// act on).
+	ErrNotNode = manifests.Rejection("node: not a strata node (no ledger)")
 	// ErrBadState reports node state planted as something it must not be
 	// (a symlink where a directory or file belongs).
 	ErrBadState = manifests.Rejection("node: state directory tampered with")
