@@ -58,6 +58,12 @@ func FuzzDecodeOverlay(f *testing.F) {
 	f.Add([]byte(`{"schema":1,"kind":"overlay","version":"1.0.1","version":"2.0.0"}`))
 	f.Add([]byte(`{"schema":1,"kind":"overlay","entries":[],"ENTRIES":[{"path":"a","type":"file","mode":"4755"}]}`))
 	f.Add([]byte(`{"\u212aind":"overlay","catalog":{"services":[{"unit":"a.service","Unit":"b.service"}]}}`))
+	// Key rotations (issue 7): valid, and with keys that are not keys.
+	if b, err = manifests.Encode(validRotation(f)); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add([]byte(`{"schema":1,"kind":"overlay","keys":{"add":["RWQ=","` + testPub(1) + `"],"revoke":["../x",""],"Add":[]},"entries":[{"path":"usr/lib/strata/keys/0000000000000001.pub","type":"symlink","target":"/"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m manifests.OverlayManifest
 		if err := manifests.Decode(b, &m); err != nil {
@@ -68,6 +74,13 @@ func FuzzDecodeOverlay(f *testing.F) {
 		}
 		m.Ancestors(m.Parent.Version)
 		m.Ancestors("0.0.0")
+		if m.Keys != nil {
+			for _, pub := range m.Keys.Add {
+				if _, err := manifests.KeyFile(pub); err != nil {
+					t.Fatalf("a validated rotation adds %q, which is no key: %v", pub, err)
+				}
+			}
+		}
 	})
 }
 

@@ -23,7 +23,7 @@ func testPub(id byte) string {
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-func keyEntry(t *testing.T, pub string) manifests.Entry {
+func keyEntry(t testing.TB, pub string) manifests.Entry {
 	t.Helper()
 	id, err := manifests.KeyID(pub)
 	if err != nil {
@@ -38,7 +38,7 @@ func keyEntry(t *testing.T, pub string) manifests.Entry {
 }
 
 // validRotation adds key 2 and revokes key 1.
-func validRotation(t *testing.T) *manifests.OverlayManifest {
+func validRotation(t testing.TB) *manifests.OverlayManifest {
 	m := validOverlay()
 	m.Entries = []manifests.Entry{keyEntry(t, testPub(2))}
 	m.Deletes = []string{manifests.KeyPath("0000000000000001")}
