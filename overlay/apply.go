@@ -106,7 +106,15 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	if err != nil {
 		return nil, err
 	}
-	archives, serial, err := gather(ctx, v, src, trust)
+	var st repo.Store
+	if src.Repo != "" {
+		var done func()
+		if st, done, err = openRepoStore(src.Repo); err != nil {
+			return nil, err
+		}
+		defer done()
+	}
+	archives, serial, err := gather(ctx, v, src, st, trust)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +198,7 @@ func describe(as []manifests.ServiceAction) string {
 // (and, for a repository, file digests against its index, which must be
 // fresh: not older than one the node accepted, not expired). It returns
 // the index serial (0 for files).
-func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([]*Archive, uint64, error) {
+func gather(ctx context.Context, v *nodeView, src Source, st repo.Store, trust *sign.KeySet) ([]*Archive, uint64, error) {
 	head := v.head()
 	if src.Repo == "" {
 		var out []*Archive
@@ -211,7 +219,7 @@ func gather(ctx context.Context, v *nodeView, src Source, trust *sign.KeySet) ([
 		}
 		return out, 0, nil
 	}
-	r, err := repo.OpenAt(ctx, repo.Dir(src.Repo), trust, repo.Position{Line: v.ledger.Entries[0].Line, Head: head})
+	r, err := repo.OpenAt(ctx, st, trust, repo.Position{Line: v.ledger.Entries[0].Line, Head: head})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/compress"
-	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
@@ -77,9 +76,9 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 		return nil, err
 	}
 	// One writer at a time: a second create waits for the first.
-	unlock, err := node.FileLock(ctx, filepath.Join(repoDir, repo.LockFile), 10*time.Minute)
+	unlock, err := repo.Lock(ctx, repoDir)
 	if err != nil {
-		return nil, fmt.Errorf("locking repository %s: %w", repoDir, err)
+		return nil, err
 	}
 	defer unlock()
 	r, err := repo.Open(repoDir, nil)

@@ -7,13 +7,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/strata-dev/strata/internal/compress"
-	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -44,9 +42,9 @@ type RotateOptions struct {
 // reader of the repository trust the keys it leaves, and the index is
 // signed with one of them. Nothing is written unless every check passes.
 func RotateKeys(ctx context.Context, repoDir string, key *sign.Key, o RotateOptions) (*Created, error) {
-	unlock, err := node.FileLock(ctx, filepath.Join(repoDir, repo.LockFile), 10*time.Minute)
+	unlock, err := repo.Lock(ctx, repoDir)
 	if err != nil {
-		return nil, fmt.Errorf("locking repository %s: %w", repoDir, err)
+		return nil, err
 	}
 	defer unlock()
 	r, err := repo.Open(repoDir, nil)

@@ -154,17 +154,21 @@ func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
 }
 
 func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string, trust *sign.KeySet) error {
+	st, done, err := openRepoStore(repoDir)
+	if err != nil {
+		return err
+	}
+	defer done()
 	var r *repo.Repo
-	var err error
 	if trust == nil {
 		// The node's keys are those of its head, where following the
 		// line's key rotations starts.
 		if trust, err = v.n.TrustedKeys(); err != nil {
 			return err
 		}
-		r, err = repo.OpenAt(ctx, repo.Dir(repoDir), trust, repo.Position{Line: a.Line, Head: *a.Head})
+		r, err = repo.OpenAt(ctx, st, trust, repo.Position{Line: a.Line, Head: *a.Head})
 	} else {
-		r, err = repo.OpenStore(ctx, repo.Dir(repoDir), trust)
+		r, err = repo.OpenStore(ctx, st, trust)
 	}
 	if err != nil {
 		a.problem("signature", "", "%v", err)

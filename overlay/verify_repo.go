@@ -18,7 +18,12 @@ import (
 // trust nil uses the keys the images list.
 func VerifyRepo(ctx context.Context, repoDir string, trust *sign.KeySet) (*Audit, error) {
 	a := &Audit{Repo: repoDir, Findings: []Finding{}}
-	r, err := repo.OpenStore(ctx, repo.Dir(repoDir), trust)
+	st, done, err := openRepoStore(repoDir)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	r, err := repo.OpenStore(ctx, st, trust)
 	if err != nil {
 		a.problem("signature", "", "%v", err)
 		return a, nil
@@ -51,6 +56,9 @@ func VerifyRepo(ctx context.Context, repoDir string, trust *sign.KeySet) (*Audit
 		h := c.Head()
 		a.RepoHead, a.Line = &h, l.Name
 	}
+	if repo.IsURL(repoDir) {
+		return a, nil // a server lists no directories
+	}
 	stray, _ := filepath.Glob(filepath.Join(repoDir, "overlays", "*"))
 	for _, s := range stray {
 		rel, _ := filepath.Rel(repoDir, s)
@@ -62,4 +70,22 @@ func VerifyRepo(ctx context.Context, repoDir string, trust *sign.KeySet) (*Audit
 		return nil, err
 	}
 	return a, nil
+}
+
+// openRepoStore returns the store of the repository at loc (a directory
+// or a URL). A remote one is spooled, so that each member is fetched once
+// however often verification reads it; done removes the copies.
+func openRepoStore(loc string) (repo.Store, func(), error) {
+	st, err := repo.Locate(loc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, local := st.(*repo.DirStore); local {
+		return st, func() {}, nil
+	}
+	sp, err := repo.NewSpool(st, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	return sp, func() { _ = sp.Close() }, nil
 }

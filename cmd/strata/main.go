@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
 )
@@ -56,7 +57,7 @@ func main() {
 		cancel()
 	}()
 	code := run(ctx, os.Args[1:])
-	if s := got.Load(); s != 0 {
+	if s := got.Load(); s != 0 && !(code == exitOK && stoppedCleanly.Load()) {
 		code = 128 + int(s)
 	}
 	os.Exit(code)
@@ -82,7 +83,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	code := exitCode(err)
 	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) || errors.Is(err, overlay.ErrRotation) {
+	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) || errors.Is(err, overlay.ErrRotation) || errors.Is(err, repo.ErrRemote) {
 		code = exitUsage
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -127,6 +128,11 @@ func exitCode(err error) int {
 	}
 	return exitError
 }
+
+// stoppedCleanly is set by the long-running commands (serve) when a
+// signal asked them to stop and they shut down gracefully: that is their
+// normal end, exit 0.
+var stoppedCleanly atomic.Bool
 
 // usageError marks errors in how strata was called.
 type usageError struct{ error }

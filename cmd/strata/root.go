@@ -43,6 +43,7 @@ overlay chain folded in.
 		newGCCmd(g),
 		newVerifyCmd(g),
 		newRegenerateCmd(g),
+		newServeCmd(g),
 	)
 	return root
 }

@@ -35,15 +35,25 @@ func (d *DirStore) Path(name string) string { return filepath.Join(d.Dir, filepa
 
 // Open opens member name; see Store.
 func (d *DirStore) Open(ctx context.Context, name string) (io.ReadCloser, int64, error) {
+	f, fi, err := d.OpenFile(ctx, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	return &member{ctx: ctx, f: f, left: fi.Size()}, fi.Size(), nil
+}
+
+// OpenFile opens member name as Open does and returns the file itself
+// (for a server that seeks in it) with its stat.
+func (d *DirStore) OpenFile(ctx context.Context, name string) (*os.File, fs.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, 0, d.pathErr(name, err)
+		return nil, nil, d.pathErr(name, err)
 	}
 	if !fs.ValidPath(name) || name == "." {
-		return nil, 0, d.pathErr(name, manifests.ErrUnsafePath)
+		return nil, nil, d.pathErr(name, manifests.ErrUnsafePath)
 	}
 	root, err := unix.Open(d.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, 0, &fs.PathError{Op: "open", Path: d.Dir, Err: err}
+		return nil, nil, &fs.PathError{Op: "open", Path: d.Dir, Err: err}
 	}
 	defer unix.Close(root)
 	// O_PATH: a device's or FIFO's open never runs; the type is checked
@@ -54,26 +64,26 @@ func (d *DirStore) Open(ctx context.Context, name string) (io.ReadCloser, int64,
 	})
 	switch {
 	case errors.Is(err, unix.EXDEV):
-		return nil, 0, d.pathErr(name, fmt.Errorf("%w: leaves the repository", manifests.ErrUnsafePath))
+		return nil, nil, d.pathErr(name, fmt.Errorf("%w: leaves the repository", manifests.ErrUnsafePath))
 	case errors.Is(err, unix.ELOOP):
-		return nil, 0, d.pathErr(name, fmt.Errorf("%w: a symlink", ErrNotRegular))
+		return nil, nil, d.pathErr(name, fmt.Errorf("%w: a symlink", ErrNotRegular))
 	case err != nil:
-		return nil, 0, d.pathErr(name, err)
+		return nil, nil, d.pathErr(name, err)
 	}
 	defer unix.Close(fd)
 	f, err := safefile.Reopen(fd, d.Path(name))
 	if errors.Is(err, safefile.ErrNotRegular) {
-		return nil, 0, d.pathErr(name, fmt.Errorf("%w: %w", ErrNotRegular, err))
+		return nil, nil, d.pathErr(name, fmt.Errorf("%w: %w", ErrNotRegular, err))
 	}
 	if err != nil {
-		return nil, 0, d.pathErr(name, err)
+		return nil, nil, d.pathErr(name, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, 0, d.pathErr(name, err)
+		return nil, nil, d.pathErr(name, err)
 	}
-	return &member{ctx: ctx, f: f, left: fi.Size()}, fi.Size(), nil
+	return f, fi, nil
 }
 
 func (d *DirStore) pathErr(name string, err error) error {

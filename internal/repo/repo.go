@@ -56,6 +56,9 @@ type Repo struct {
 // a repository already, the line is added to it; an existing line of the
 // same name is ErrExists.
 func Init(dir, image string, key *sign.Key) (*Repo, error) {
+	if IsURL(dir) {
+		return nil, fmt.Errorf("init repository %s: %w", dir, ErrRemote)
+	}
 	own, err := key.PublicKeySet()
 	if err != nil {
 		return nil, err
@@ -70,9 +73,9 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("init repository %s: %w", dir, err)
 	}
-	unlock, err := node.FileLock(context.Background(), filepath.Join(dir, LockFile), 10*time.Minute)
+	unlock, err := Lock(context.Background(), dir)
 	if err != nil {
-		return nil, fmt.Errorf("init repository %s: %w", dir, err)
+		return nil, err
 	}
 	defer unlock()
 	r := &Repo{Dir: dir, Store: Dir(dir), Index: &manifests.Index{Schema: manifests.Schema, Kind: manifests.KindIndex}}
@@ -124,9 +127,15 @@ func Refresh(dir string, key *sign.Key, validity time.Duration) (*Repo, error) {
 		return nil, err
 	}
 	ctx, st := context.Background(), Dir(dir)
-	unlock, err := node.FileLock(ctx, filepath.Join(dir, LockFile), 10*time.Minute)
+	if !IsURL(dir) {
+		// Not a repository: say so, and leave no lock file behind.
+		if _, err := os.Lstat(filepath.Join(dir, IndexFile)); err != nil {
+			return nil, fmt.Errorf("refreshing repository %s: %w", dir, err)
+		}
+	}
+	unlock, err := Lock(ctx, dir)
 	if err != nil {
-		return nil, fmt.Errorf("refreshing repository %s: %w", dir, err)
+		return nil, err
 	}
 	defer unlock()
 	raw, sig, err := readDoc(ctx, st, IndexFile)
@@ -176,8 +185,13 @@ func Refresh(dir string, key *sign.Key, validity time.Duration) (*Repo, error) {
 	return r, r.Save(key)
 }
 
-// Open reads the repository in directory dir (see OpenStore).
+// Open reads the repository in directory dir (see OpenStore). The
+// commands that use it need the repository's files on disk: a URL is
+// ErrRemote.
 func Open(dir string, trust *sign.KeySet) (*Repo, error) {
+	if IsURL(dir) {
+		return nil, fmt.Errorf("opening repository %s: %w", dir, ErrRemote)
+	}
 	return OpenStore(context.Background(), Dir(dir), trust)
 }
 
@@ -194,9 +208,10 @@ func open(ctx context.Context, s Store, trust *sign.KeySet, at *Position) (*Repo
 	if d, ok := s.(*DirStore); ok {
 		r.Dir = d.Dir
 	}
+	where := fmt.Sprint(s)
 	raw, sig, err := readDoc(ctx, s, IndexFile)
 	if err != nil {
-		return nil, fmt.Errorf("opening repository: %w", err)
+		return nil, fmt.Errorf("opening repository %s: %w", where, err)
 	}
 	if trust != nil {
 		// Nothing of an index is parsed before its signature holds,
@@ -205,18 +220,18 @@ func open(ctx context.Context, s Store, trust *sign.KeySet, at *Position) (*Repo
 		// verifyIndex). Without keys, the repository's own images
 		// name them, and the index must be read to find those.
 		if _, err := trust.VerifyFor(raw, sig, sign.IndexComment); err != nil && !errors.Is(err, sign.ErrBadSignature) {
-			return nil, fmt.Errorf("opening repository %s: index signature: %w", r.Dir, err)
+			return nil, fmt.Errorf("opening repository %s: index signature: %w", where, err)
 		}
 	}
 	var x manifests.Index
 	if err := manifests.Decode(raw, &x); err != nil {
-		return nil, fmt.Errorf("opening repository %s: %w", r.Dir, err)
+		return nil, fmt.Errorf("opening repository %s: %w", where, err)
 	}
 	if err := x.Validate(); err != nil {
-		return nil, fmt.Errorf("opening repository %s: %w", r.Dir, err)
+		return nil, fmt.Errorf("opening repository %s: %w", where, err)
 	}
 	if err := r.verifyIndex(ctx, raw, sig, &x, trust, at); err != nil {
-		return nil, fmt.Errorf("opening repository %s: %w", r.Dir, err)
+		return nil, fmt.Errorf("opening repository %s: %w", where, err)
 	}
 	r.Index = &x
 	return r, nil
@@ -243,6 +258,19 @@ func (r *Repo) Image(ctx context.Context, l *manifests.Line, trust *sign.KeySet)
 // Path returns the host path of a repository-relative file, for the tools
 // that need one (mksquashfs, sqfs2tar) and for messages.
 func (r *Repo) Path(rel string) string { return filepath.Join(r.Dir, filepath.FromSlash(rel)) }
+
+// Lock takes the lock of the repository in directory dir (see LockFile),
+// waiting up to ten minutes for another writer. A URL is ErrRemote.
+func Lock(ctx context.Context, dir string) (func(), error) {
+	if IsURL(dir) {
+		return nil, fmt.Errorf("repository %s: %w", dir, ErrRemote)
+	}
+	unlock, err := node.FileLock(ctx, filepath.Join(dir, LockFile), 10*time.Minute)
+	if err != nil {
+		return nil, fmt.Errorf("locking repository %s: %w", dir, err)
+	}
+	return unlock, nil
+}
 
 // LockFile is the repository's lock, held by every command that writes
 // its index (one writer at a time).

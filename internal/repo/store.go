@@ -21,7 +21,9 @@ import (
 // internal/repo/storetest.
 type Store interface {
 	// Open opens member name for reading; size is its length, and the
-	// reader yields at most size bytes. A missing member is
+	// reader yields at most size bytes. A store that cannot tell the
+	// length before reading (an HTTP response without one) says -1, and
+	// callers bound what they read themselves. A missing member is
 	// fs.ErrNotExist; anything but a regular file (a device, a FIFO, a
 	// directory, a symlink, a path that leaves the repository) is refused
 	// without being read.
@@ -52,7 +54,9 @@ func ReadMember(ctx context.Context, s Store, name string, limit int64) ([]byte,
 	if size > limit {
 		return nil, fmt.Errorf("reading %s: %w: %d bytes (limit %d)", name, manifests.ErrTooLarge, size, limit)
 	}
-	b, err := io.ReadAll(io.LimitReader(rc, limit))
+	// A store that does not know the size (an HTTP response without a
+	// length) is held to the limit as it reads.
+	b, err := manifests.ReadLimited(rc, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
@@ -82,13 +86,17 @@ func HashMember(ctx context.Context, s Store, name string, want int64) (string, 
 		return "", 0, fmt.Errorf("hashing %s: %w", name, err)
 	}
 	defer rc.Close()
-	if size != want {
+	if size >= 0 && size != want {
 		return "", 0, fmt.Errorf("%s is %d bytes, the index says %d: %w", name, size, want, ErrTampered)
 	}
+	// One byte past want shows a member longer than its (unknown) size.
 	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(rc, want))
-	if err == nil && n != size {
-		err = fmt.Errorf("%d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
+	n, err := io.Copy(h, io.LimitReader(rc, want+1))
+	switch {
+	case err == nil && n > want:
+		err = fmt.Errorf("%s is longer than the %d bytes the index says: %w", name, want, ErrTampered)
+	case err == nil && n < want:
+		err = fmt.Errorf("%d of %d bytes: %w", n, want, io.ErrUnexpectedEOF)
 	}
 	if err != nil {
 		return "", 0, fmt.Errorf("hashing %s: %w", name, err)

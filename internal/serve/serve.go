@@ -1,0 +1,136 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Handler serves the repository in directory dir: GET and HEAD of its
+// members. The index and its signature must be revalidated by caches
+// (Cache-Control: no-cache); images and overlays never change under their
+// names and may be cached for good. Hidden names (a leading dot: the
+// repository's lock, files being written) are not served. log, if not
+// nil, is told about failures that are the server's own.
+func Handler(dir string, log func(string)) http.Handler {
+	st := repo.Dir(dir)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		name := strings.TrimPrefix(r.URL.Path, "/")
+		if !fs.ValidPath(name) || name == "." || hidden(name) {
+			http.NotFound(w, r)
+			return
+		}
+		f, fi, err := st.OpenFile(r.Context(), name)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			http.NotFound(w, r)
+			return
+		case errors.Is(err, repo.ErrNotRegular), errors.Is(err, manifests.ErrUnsafePath):
+			http.Error(w, "not a repository member", http.StatusForbidden)
+			return
+		case err != nil:
+			if log != nil {
+				log(fmt.Sprintf("serving %s: %v", name, err))
+			}
+			http.Error(w, "cannot read the member", http.StatusInternalServerError)
+			return
+		}
+		defer f.Close()
+		h := w.Header()
+		h.Set("ETag", fmt.Sprintf(`"%x-%x"`, fi.Size(), fi.ModTime().UnixNano()))
+		if name == repo.IndexFile || name == repo.SigPath(repo.IndexFile) {
+			h.Set("Cache-Control", "no-cache")
+		} else {
+			h.Set("Cache-Control", "public, max-age=31536000, immutable")
+		}
+		h.Set("Content-Type", contentType(name))
+		h.Set("X-Content-Type-Options", "nosniff")
+		http.ServeContent(w, r, "", fi.ModTime(), f)
+	})
+}
+
+func hidden(name string) bool {
+	for _, part := range strings.Split(name, "/") {
+		if strings.HasPrefix(part, ".") {
+			return true
+		}
+	}
+	return false
+}
+
+func contentType(name string) string {
+	switch path.Ext(name) {
+	case ".json":
+		return "application/json"
+	case ".minisig":
+		return "text/plain; charset=utf-8"
+	}
+	return "application/octet-stream"
+}
+
+// Server is a running repository server.
+type Server struct {
+	// Addr is the address it listens on (with the port chosen when the
+	// requested one was 0).
+	Addr string
+	srv  *http.Server
+	ln   net.Listener
+}
+
+// Listen starts listening on addr for handler; Serve then serves.
+func Listen(addr string, handler http.Handler) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("serving: %w", err)
+	}
+	return &Server{
+		Addr: ln.Addr().String(),
+		ln:   ln,
+		srv: &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+		},
+	}, nil
+}
+
+// Serve serves until ctx is done, then shuts down gracefully: it stops
+// accepting, lets requests in flight finish for up to grace, then closes
+// what is left.
+func (s *Server) Serve(ctx context.Context, grace time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving on %s: %w", s.Addr, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := s.srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = s.srv.Close()
+	}
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("shutting down %s: %w", s.Addr, err)
+	}
+	return nil
+}
