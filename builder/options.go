@@ -28,10 +28,11 @@ func newSettings(opts []Option) *settings {
 // WithKey signs the manifest with key; the image trusts its public half.
 func WithKey(key *sign.Key) Option { return func(s *settings) { s.key = key } }
 
-// WithTrust adds keys to those a regeneration verifies the repository
-// with (by default only the public half of the WithKey key): after a key
-// rotation brought the signing key in, the key the line's image and its
-// earlier overlays were signed with.
+// WithTrust adds keys to those a regeneration verifies the line's image
+// and overlays with (by default only the public half of the WithKey key,
+// which must sign the index in any case): after a key rotation brought the
+// signing key in, the key the image and the earlier overlays were signed
+// with.
 func WithTrust(ks *sign.KeySet) Option { return func(s *settings) { s.trust = ks } }
 
 // WithProgress reports each step as a short line of text. Long steps

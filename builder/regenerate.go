@@ -86,10 +86,11 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 }
 
 // loadSigned opens the repository and the chain to fold. Signing vouches
-// for the result: with a key, the repository and every overlay must be
-// signed by that key (or the keys WithTrust adds, as key rotations change
-// them), not merely by keys the repository's own image lists, and the
-// line must trust the key at the head the image is made of.
+// for the result: with a key, the index must be signed by that key, and
+// the line's image and every overlay by it or the keys WithTrust adds (as
+// key rotations change them), not merely by keys the repository's own
+// image lists; the line must trust the key at the head the image is made
+// of.
 func loadSigned(ctx context.Context, repoDir, line, through string, s *settings) (*repo.Repo, *repo.Chain, error) {
 	var trust *sign.KeySet
 	if s.key != nil {
@@ -109,7 +110,22 @@ func loadSigned(ctx context.Context, repoDir, line, through string, s *settings)
 	if err != nil {
 		return nil, nil, err
 	}
-	if s.key != nil && !c.Keys.Has(s.key.ID()) {
+	if s.key == nil {
+		return r, c, nil
+	}
+	// The --pub keys verify the line's history only: the index, which
+	// pins every member's digest, must be signed with the key that signs
+	// the result, so a chain forged with an old (perhaps compromised) key
+	// cannot be laundered into an image the new one vouches for.
+	if through == "" || through == c.Line.Head().Version {
+		if err := c.CheckIndexKey(); err != nil {
+			return nil, nil, fmt.Errorf("regenerating: %w", err)
+		}
+	}
+	if r.KeyID != s.key.ID() {
+		return nil, nil, fmt.Errorf("regenerating line %s: the index is signed by key %s, not by --key %s, which must sign it: %w", c.Line.Name, r.KeyID, s.key.ID(), sign.ErrBadSignature)
+	}
+	if !c.Keys.HasKey(s.key) {
 		return nil, nil, fmt.Errorf("regenerating line %s at %s: key %s is not one the line trusts there (trusted: %s): %w", c.Line.Name, c.Head().Version, s.key.ID(), strings.Join(c.Keys.IDs(), ", "), sign.ErrBadSignature)
 	}
 	return r, c, nil

@@ -263,6 +263,14 @@ func gather(ctx context.Context, v *nodeView, src Source, st repo.Store, trust *
 		}
 		out = append(out, a)
 	}
+	// At the line's head the keys are what the index signer must be
+	// trusted by: one a rotation revoked signs nothing for this node,
+	// even if the keys it had before verified it.
+	if src.Through == "" || src.Through == l.Head().Version {
+		if !trust.Has(r.KeyID) {
+			return nil, 0, fmt.Errorf("repository %s: the index is signed by key %s, which line %s no longer trusts at its head %s (trusted: %s): %w", src.Repo, r.KeyID, l.Name, l.Head().Version, strings.Join(trust.IDs(), ", "), sign.ErrBadSignature)
+		}
+	}
 	return out, r.Index.Serial, nil
 }
 

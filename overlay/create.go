@@ -89,6 +89,9 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err != nil {
 		return nil, err
 	}
+	if err := c.CheckIndexKey(); err != nil {
+		return nil, fmt.Errorf("creating overlay: %w", err)
+	}
 	head := c.Head()
 	if err := manifests.CheckGreater(o.Version, head.Version); err != nil {
 		return nil, fmt.Errorf("creating overlay for line %s (head %s): %w", c.Line.Name, head.Version, err)
@@ -189,7 +192,7 @@ func publish(r *repo.Repo, c *Chain, m *manifests.OverlayManifest, open tree.Ope
 // image does not list and no key rotation added, or one a rotation
 // revoked.
 func checkSigner(c *Chain, key *sign.Key) error {
-	if c.Keys.Has(key.ID()) {
+	if c.Keys.HasKey(key) {
 		return nil
 	}
 	return fmt.Errorf("signing for line %s: key %s is not one the line trusts at %s (trusted: %s): %w", c.Line.Name, key.ID(), c.Head().Version, strings.Join(c.Keys.IDs(), ", "), sign.ErrBadSignature)

@@ -55,6 +55,9 @@ func RotateKeys(ctx context.Context, repoDir string, key *sign.Key, o RotateOpti
 	if err != nil {
 		return nil, err
 	}
+	if err := c.CheckIndexKey(); err != nil {
+		return nil, fmt.Errorf("rotating keys: %w", err)
+	}
 	head := c.Head()
 	if o.Version == "" {
 		v, err := manifests.ParseVersion(head.Version)
@@ -127,7 +130,7 @@ func RotateKeys(ctx context.Context, repoDir string, key *sign.Key, o RotateOpti
 	if indexKey == nil {
 		indexKey = key
 	}
-	if !after.Has(indexKey.ID()) {
+	if !after.HasKey(indexKey) {
 		what := "--index-key"
 		if o.IndexKey == nil {
 			what = "--key"

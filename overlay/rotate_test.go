@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -113,13 +114,21 @@ func TestKeyRotation(t *testing.T) {
 			t.Errorf("audit of node %s: %v %+v", name, err, au)
 		}
 	}
-	// An auditor who knows A only follows the rotation A signed.
+	// An auditor names B, which signs the index, and A for the history
+	// before the rotation; A alone, or B alone, does not pass.
 	aOnly, _ := a.PublicKeySet()
-	if au, err := VerifyRepo(ctx, f.repo, aOnly); err != nil || !au.OK() {
-		t.Errorf("repository audit with A's key: %v %+v", err, au)
+	bOnly, _ := b.PublicKeySet()
+	if au, err := VerifyRepoAs(ctx, f.repo, bOnly, aOnly); err != nil || !au.OK() {
+		t.Errorf("repository audit with B and A's history: %v %+v", err, au)
 	}
-	if au, err := VerifyNodeWith(ctx, fromImage, f.repo, false, aOnly); err != nil || !au.OK() {
-		t.Errorf("node audit with A's key: %v %+v", err, au)
+	if au, err := VerifyNodeAs(ctx, fromImage, f.repo, true, bOnly, aOnly); err != nil || !au.OK() {
+		t.Errorf("node audit with B and A's history: %v %+v", err, au)
+	}
+	if au, err := VerifyRepo(ctx, f.repo, aOnly); err != nil || au.OK() || !hasFinding(au, "signature", "not by the auditor's key") {
+		t.Errorf("repository audit with A alone: %v %+v, want the index refused", err, au)
+	}
+	if au, err := VerifyNodeWith(ctx, fromImage, f.repo, false, bOnly); err != nil || au.OK() || !hasFinding(au, "signature", "image manifest") {
+		t.Errorf("node audit with B alone: %v %+v, want the image's signature refused", err, au)
 	}
 
 	// Files in order work too, on a node that never saw the repository.
@@ -158,7 +167,7 @@ func TestKeyRotation(t *testing.T) {
 		t.Errorf("regenerated image keys %v, want %s", res.ManifestData.Keys, b.ID())
 	}
 	_, err = builder.Regenerate(ctx, f.repo, "", "", filepath.Join(f.dir, "regen-a"), builder.WithKey(a))
-	sqErr(t, err, sign.ErrBadSignature, a.ID(), "not one the line trusts")
+	sqErr(t, err, sign.ErrBadSignature, a.ID(), "not by --key")
 	fresh := filepath.Join(t.TempDir(), "node")
 	if _, err := builder.Provision(ctx, res.Image, fresh, nil); err != nil {
 		t.Fatal(err)
@@ -392,4 +401,56 @@ func restoreRepo(t *testing.T, dir string, snap map[string]string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// What the review of key rotation found, held: a chain forged with an old
+// key cannot be laundered through regenerate --key NEW; an index re-signed
+// with a revoked key is refused by writers, audits, refresh and a node
+// behind the rotation.
+func TestRotationForgeries(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	a := f.key
+	b, bPub := newKey(t, f.dir, "b")
+	behind := f.provision()
+	forged := filepath.Join(f.dir, "forged")
+	if out, err := exec.Command("cp", "-a", f.repo, forged).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if _, err := RotateKeys(ctx, f.repo, a, RotateOptions{Add: [][]byte{bPub}, Revoke: []string{a.ID()}, IndexKey: b}); err != nil {
+		t.Fatal(err)
+	}
+	f.key = b
+	f.create("1.0.2", f.change("/etc/motd", "b\n"))
+
+	// Whoever holds A forges a history: an evil overlay, then a rotation
+	// adding B that keeps A, the index signed by A.
+	if _, err := Create(ctx, forged, a, f.change("/etc/motd", "evil\n"), CreateOptions{Version: "1.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RotateKeys(ctx, forged, a, RotateOptions{Add: [][]byte{bPub}}); err != nil {
+		t.Fatal(err)
+	}
+	aOnly, _ := a.PublicKeySet()
+	_, err := builder.Regenerate(ctx, forged, "", "", filepath.Join(f.dir, "laundered"), builder.WithKey(b), builder.WithTrust(aOnly))
+	sqErr(t, err, sign.ErrBadSignature, "not by --key")
+
+	// The real index, re-signed with the revoked A.
+	raw, _ := indexFiles(t, f.repo)
+	putIndex(t, f.repo, raw, a.Sign(raw, sign.IndexComment))
+	before := repoSnap(t, f.repo)
+	_, err = Create(ctx, f.repo, b, f.change("/etc/motd", "c\n"), CreateOptions{Version: "1.0.3"})
+	sqErr(t, err, sign.ErrBadSignature, a.ID(), "no longer trusts")
+	_, err = repo.Refresh(f.repo, a, 0)
+	sqErr(t, err, sign.ErrBadSignature, a.ID(), "no longer trusts")
+	repoUnchanged(t, f.repo, before)
+	if au, err := VerifyRepo(ctx, f.repo, nil); err != nil || au.OK() || !hasFinding(au, "signature", "no longer trusts") {
+		t.Errorf("audit of an index signed by the revoked key: %v %+v", err, au)
+	}
+	// A node behind the rotation still trusts A, so A's signature
+	// verifies; at the head its keys are B's, and it refuses.
+	snapBefore := snap(t, behind)
+	_, err = Apply(ctx, behind, Source{Repo: f.repo}, ApplyOptions{})
+	sqErr(t, err, sign.ErrBadSignature, a.ID(), "no longer trusts")
+	assertUnchanged(t, behind, snapBefore)
 }

@@ -74,6 +74,16 @@ func VerifyNode(ctx context.Context, root, repoDir string, files bool) (*Audit, 
 // against it, and the repository index is checked against it instead of
 // the keys the node carries, which root on the node could replace.
 func VerifyNodeWith(ctx context.Context, root, repoDir string, files bool, trust *sign.KeySet) (*Audit, error) {
+	return VerifyNodeAs(ctx, root, repoDir, files, trust, nil)
+}
+
+// VerifyNodeAs is VerifyNodeWith with history keys besides the auditor's:
+// they verify the node's image and overlay manifests (and the line's, in
+// the repository), never the index. After a key rotation that revoked a
+// compromised key, the auditor names the new key as trust and the old one
+// as history: the node's history is checked, and an index the old key
+// signs is not taken.
+func VerifyNodeAs(ctx context.Context, root, repoDir string, files bool, trust, history *sign.KeySet) (*Audit, error) {
 	b, err := openBackend(root)
 	if err != nil {
 		return nil, err
@@ -107,10 +117,10 @@ func VerifyNodeWith(ctx context.Context, root, repoDir string, files bool, trust
 		prev = e.Head
 	}
 	if trust != nil {
-		auditSignatures(a, v, trust)
+		auditSignatures(a, v, withHistory(trust, history))
 	}
 	if repoDir != "" {
-		if err := auditAgainstRepo(ctx, a, v, repoDir, trust); err != nil {
+		if err := auditAgainstRepo(ctx, a, v, repoDir, trust, history); err != nil {
 			return nil, err
 		}
 	}
@@ -133,27 +143,32 @@ func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
 	if err != nil {
 		a.problem("signature", "", "image manifest %s: %v", v.image.Manifest.Version, err)
 	}
-	for i, e := range v.applied {
+	for _, e := range v.applied {
+		var raw []byte
 		sig, err := safefile.Read(filepath.Join(v.n.ManifestStore(), e.Version+".json.minisig"), sign.MaxSignatureSize)
 		if err == nil {
-			var raw []byte
 			if raw, err = safefile.Read(filepath.Join(v.n.ManifestStore(), e.Version+".json"), manifests.MaxManifestSize); err == nil {
 				_, err = trust.VerifyFor(raw, sig, sign.OverlayComment(e.Line, e.Version))
 			}
+		}
+		var m manifests.OverlayManifest
+		if err == nil {
+			err = manifests.Decode(raw, &m)
 		}
 		if err != nil {
 			a.problem("signature", "", "overlay manifest %s: %v", e.Version, err)
 			continue
 		}
 		// A key rotation the auditor's keys verify changes them for
-		// the overlays after it, as it did on the node.
-		if next, err := trust.After(v.overlays[i]); err == nil {
+		// the overlays after it, as it did on the node. It is read
+		// from the bytes just verified, not from an earlier read.
+		if next, err := trust.After(&m); err == nil {
 			trust = next
 		}
 	}
 }
 
-func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string, trust *sign.KeySet) error {
+func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string, trust, history *sign.KeySet) error {
 	st, done, err := openRepoStore(repoDir)
 	if err != nil {
 		return err
@@ -167,8 +182,8 @@ func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string
 			return err
 		}
 		r, err = repo.OpenAt(ctx, st, trust, repo.Position{Line: a.Line, Head: *a.Head})
-	} else {
-		r, err = repo.OpenStore(ctx, st, trust)
+	} else if r, err = repo.OpenStore(ctx, st, withHistory(trust, history)); err == nil {
+		err = auditorSigned(r, trust)
 	}
 	if err != nil {
 		a.problem("signature", "", "%v", err)
@@ -244,6 +259,27 @@ func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string
 			missing = append(missing, o.Version)
 		}
 		a.warn("behind", "node is %d overlay(s) behind the head %s: %s", a.Behind, rh.Version, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// withHistory returns the keys an auditor verifies a line's image and
+// overlays with: its own and its history keys.
+func withHistory(trust, history *sign.KeySet) *sign.KeySet {
+	if trust == nil || history == nil {
+		return trust
+	}
+	all := &sign.KeySet{}
+	_ = all.Merge(trust, nil)
+	_ = all.Merge(history, nil)
+	return all
+}
+
+// auditorSigned refuses an index not signed by one of the auditor's own
+// keys (history keys verify history only).
+func auditorSigned(r *repo.Repo, trust *sign.KeySet) error {
+	if trust != nil && !trust.Has(r.KeyID) {
+		return fmt.Errorf("the index is signed by key %s, not by the auditor's key %s: %w", r.KeyID, strings.Join(trust.IDs(), ", "), sign.ErrBadSignature)
 	}
 	return nil
 }

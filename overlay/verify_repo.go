@@ -17,17 +17,29 @@ import (
 // overlay's tree digest against the folded chain, and image constraints.
 // trust nil uses the keys the images list.
 func VerifyRepo(ctx context.Context, repoDir string, trust *sign.KeySet) (*Audit, error) {
+	return VerifyRepoAs(ctx, repoDir, trust, nil)
+}
+
+// VerifyRepoAs is VerifyRepo with history keys besides the auditor's
+// (see VerifyNodeAs): the index must be signed by one of trust, the
+// lines' images and overlays by trust or history, as rotations change
+// them.
+func VerifyRepoAs(ctx context.Context, repoDir string, trust, history *sign.KeySet) (*Audit, error) {
 	a := &Audit{Repo: repoDir, Findings: []Finding{}}
 	st, done, err := openRepoStore(repoDir)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	r, err := repo.OpenStore(ctx, st, trust)
+	r, err := repo.OpenStore(ctx, st, withHistory(trust, history))
+	if err == nil {
+		err = auditorSigned(r, trust)
+	}
 	if err != nil {
 		a.problem("signature", "", "%v", err)
 		return a, nil
 	}
+	trust = withHistory(trust, history)
 	if err := r.Index.CheckFresh(time.Now(), 0); err != nil {
 		a.problem("freshness", "", "%v", err)
 	}
@@ -46,6 +58,9 @@ func VerifyRepo(ctx context.Context, repoDir string, trust *sign.KeySet) (*Audit
 		if err != nil {
 			a.problem("chain", "", "line %s: %v", l.Name, err)
 			continue
+		}
+		if err := c.CheckIndexKey(); err != nil {
+			a.problem("signature", "", "%v", err)
 		}
 		for _, o := range c.Overlays {
 			ok, err := manifests.Satisfies(c.Image.Manifest.Version, o.Manifest.Requires.Image)

@@ -73,7 +73,11 @@ func TestKeyRotationCLI(t *testing.T) {
 	if a := s.verify("node", "repo"); a.Head.Version != "1.0.3" {
 		t.Errorf("node head %s, want 1.0.3", a.Head.Version)
 	}
-	s.ok("verify-sequence", "--repo", "repo", "--pub", "a.pub")
+	s.ok("verify-sequence", "--repo", "repo", "--pub", "b.pub", "--history-pub", "a.pub")
+	s.ok("verify-sequence", "--root", "node", "--repo", "repo", "--pub", "b.pub", "--history-pub", "a.pub", "--files")
+	if _, _, code := s.run("verify-sequence", "--repo", "repo", "--pub", "a.pub"); code != 3 {
+		t.Errorf("repository audit trusting the revoked key for the index: exit %d, want 3", code)
+	}
 
 	// A regenerated head trusts B; provisioned, it keeps following.
 	_, stderr, code = s.run("regenerate", "--repo", "repo", "--key", "b.key", "--out", "regen")
@@ -83,7 +87,7 @@ func TestKeyRotationCLI(t *testing.T) {
 	var img struct {
 		Image string `json:"image"`
 	}
-	s.okJSON(&img, "regenerate", "--repo", "repo", "--key", "b.key", "--pub", "a.pub", "--out", "regen")
+	s.okJSON(&img, "regenerate", "--repo", "repo", "--key", "b.key", "--history-pub", "a.pub", "--out", "regen")
 	s.ok("provision", "--image", img.Image, "--root", "fresh", "--pub", "b.pub")
 	s.write("web3.conf", "listen 8083\n")
 	s.ok("overlay", "create", "--repo", "repo", "--version", "1.0.4", "--key", "b.key", "--add", "/etc/demo/web.conf=web3.conf")

@@ -54,10 +54,10 @@ func applyDisk(c *cobra.Command, g *globals, diskPath string, src overlay.Source
 }
 
 // verifyDisk is verify-sequence --disk.
-func verifyDisk(c *cobra.Command, diskPath, repoDir string, files bool, trust *sign.KeySet) (*overlay.Audit, bool, error) {
+func verifyDisk(c *cobra.Command, diskPath, repoDir string, files bool, trust, history *sign.KeySet) (*overlay.Audit, bool, error) {
 	if ran, err := inPrivateMounts(c, nil); ran {
 		return nil, true, err
 	}
-	a, err := offline.Verify(c.Context(), diskPath, repoDir, files, trust)
+	a, err := offline.Verify(c.Context(), diskPath, repoDir, files, trust, history)
 	return a, false, err
 }

@@ -6,11 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/overlay"
 )
 
 func newVerifyCmd(g *globals) *cobra.Command {
 	var root, repoDir, pub, diskPath string
+	var historyPubs []string
 	var files, strict bool
 	c := &cobra.Command{
 		Use:   "verify-sequence ((--root DIR | --disk DISK) [--repo REPO] [--files] | --repo REPO) [--json]",
@@ -25,7 +27,10 @@ expected state, naming each one that drifted. Pending restarts are listed.
 
 With --pub KEY the audit trusts only that key: the node's image and overlay
 manifests and the repository index must be signed with it (root on a node
-can replace the keys the node carries, but not forge signatures).
+can replace the keys the node carries, but not forge signatures), as the
+line's key rotations change it. --history-pub OLD adds keys that verify
+the image and overlays only, never the index: after a rotation that
+revoked a compromised key, audit with --pub NEW --history-pub OLD.
 
 --disk audits the node on a provisioned disk that is not running (a disk
 image file or a block device that is not mounted), mounted and activated
@@ -43,27 +48,29 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 			switch {
 			case root != "" && diskPath != "":
 				return usageError{fmt.Errorf("give --root DIR or --disk DISK, not both")}
+			case pub == "" && len(historyPubs) > 0:
+				return usageError{fmt.Errorf("--history-pub needs --pub: the key that signs the index now")}
 			case diskPath != "":
-				trust, perr := optionalPub(pub)
+				trust, history, perr := auditorKeys(pub, historyPubs)
 				if perr != nil {
 					return perr
 				}
 				var ran bool
-				if a, ran, err = verifyDisk(c, diskPath, repoDir, files, trust); ran {
+				if a, ran, err = verifyDisk(c, diskPath, repoDir, files, trust, history); ran {
 					return err
 				}
 			case root != "":
-				trust, perr := optionalPub(pub)
+				trust, history, perr := auditorKeys(pub, historyPubs)
 				if perr != nil {
 					return perr
 				}
-				a, err = overlay.VerifyNodeWith(c.Context(), root, repoDir, files, trust)
+				a, err = overlay.VerifyNodeAs(c.Context(), root, repoDir, files, trust, history)
 			case repoDir != "":
-				trust, perr := optionalPub(pub)
+				trust, history, perr := auditorKeys(pub, historyPubs)
 				if perr != nil {
 					return perr
 				}
-				a, err = overlay.VerifyRepo(c.Context(), repoDir, trust)
+				a, err = overlay.VerifyRepoAs(c.Context(), repoDir, trust, history)
 			default:
 				return usageError{fmt.Errorf("give --root DIR, --disk DISK or --repo REPO")}
 			}
@@ -83,9 +90,31 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 	c.Flags().StringVar(&diskPath, "disk", "", "provisioned disk (image file or block device) of a node that is not running")
 	c.Flags().StringVar(&repoDir, "repo", "", "repository")
 	c.Flags().StringVar(&pub, "pub", "", "auditor's public key: manifests, index and images must be signed with it (default: the keys the node or images carry)")
+	c.Flags().StringArrayVar(&historyPubs, "history-pub", nil, "repeatable; a public key that verifies the image and overlays only, never the index (a key a rotation revoked)")
 	c.Flags().BoolVar(&files, "files", false, "recompute the tree digest and name every drifted file")
 	c.Flags().BoolVar(&strict, "strict", false, "treat warnings (behind, pending restarts) as failures")
 	return c
+}
+
+// auditorKeys loads --pub and --history-pub.
+func auditorKeys(pub string, history []string) (*sign.KeySet, *sign.KeySet, error) {
+	trust, err := optionalPub(pub)
+	if err != nil || len(history) == 0 {
+		return trust, nil, err
+	}
+	hs, err := loadPubs(history)
+	return trust, hs, err
+}
+
+// loadPubs loads public key files into one set.
+func loadPubs(paths []string) (*sign.KeySet, error) {
+	ks := &sign.KeySet{}
+	for _, p := range paths {
+		if err := ks.Merge(sign.LoadPublicFile(p)); err != nil {
+			return nil, err
+		}
+	}
+	return ks, nil
 }
 
 func printAudit(w io.Writer, a *overlay.Audit, strict bool) {

@@ -37,7 +37,7 @@ type HTTPStore struct {
 
 // cachedDoc is a document with the validators the server gave it.
 type cachedDoc struct {
-	body         []byte
+	body          []byte
 	etag, lastMod string
 }
 

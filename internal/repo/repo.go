@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/strata-dev/strata/internal/node"
@@ -182,6 +183,17 @@ func Refresh(dir string, key *sign.Key, validity time.Duration) (*Repo, error) {
 		}
 	}
 	r := &Repo{Dir: dir, Store: st, Index: &x, Validity: validity}
+	// Having signed the index once is not enough: a key rotation may
+	// have revoked the key since.
+	for i := range x.Lines {
+		ks, err := HeadKeys(ctx, r, &x.Lines[i])
+		if err != nil {
+			return nil, fmt.Errorf("refreshing repository %s: %w", dir, err)
+		}
+		if !ks.HasKey(key) {
+			return nil, fmt.Errorf("refreshing repository %s: line %s no longer trusts key %s (trusted: %s): %w", dir, x.Lines[i].Name, key.ID(), strings.Join(ks.IDs(), ", "), sign.ErrBadSignature)
+		}
+	}
 	return r, r.Save(key)
 }
 

@@ -3,6 +3,7 @@ package repo_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
 )
 
 // image builds a one-file image of line line signed by a new key.
@@ -199,5 +201,49 @@ func TestRefreshMigratesAndSizesBind(t *testing.T) {
 	_, other, _ := image(t, "beta")
 	if _, err := repo.Refresh(dir, other, 0); !errors.Is(err, sign.ErrBadSignature) {
 		t.Fatalf("refresh with a foreign key: %v, want ErrBadSignature", err)
+	}
+}
+
+// countingStore counts the members opened.
+type countingStore struct {
+	repo.Store
+	opened []string
+}
+
+func (c *countingStore) Open(ctx context.Context, name string) (io.ReadCloser, int64, error) {
+	c.opened = append(c.opened, name)
+	return c.Store.Open(ctx, name)
+}
+
+// An index whose signature no trusted key verifies leads a reader to
+// follow key rotations only when the signature is well formed: a junk
+// signature costs nothing but the index and itself.
+func TestJunkIndexSignatureReadsNothingElse(t *testing.T) {
+	img, key, _ := image(t, "alpha")
+	dir := filepath.Join(t.TempDir(), "repo")
+	if _, err := repo.Init(dir, img, key); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "y")
+	if err := os.WriteFile(src, []byte("y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ch := overlay.Change{Adds: []overlay.Add{{Dest: "/etc/y", Src: src}}}
+	if _, err := overlay.Create(context.Background(), dir, key, ch, overlay.CreateOptions{Version: "1.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, repo.SigPath(repo.IndexFile)), []byte("untrusted comment: x\njunk\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other, err := key.PublicKeySet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &countingStore{Store: repo.Dir(dir)}
+	if _, err := repo.OpenStore(context.Background(), st, other); !errors.Is(err, sign.ErrBadSignature) {
+		t.Fatalf("open with a junk signature: %v, want ErrBadSignature", err)
+	}
+	if strings.Join(st.opened, " ") != "index.json index.json.minisig" {
+		t.Errorf("opened %v, want only the index and its signature", st.opened)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -23,15 +24,18 @@ func OpenAt(ctx context.Context, s Store, trust *sign.KeySet, at Position) (*Rep
 	return open(ctx, s, trust, &at)
 }
 
-// verifyIndex checks the signature of the index raw (decoded as x, which
-// nothing may use before this succeeds). The index is signed by a key
+// verifyIndex checks the signature of the index raw, decoded as x. The
+// index is signed by a key
 // trusted at the head of its lines, which a reader behind a key rotation
 // does not trust yet: then the overlays from the reader's position (at,
 // or each line's image when at is nil) are followed, each manifest
 // verified with the keys trusted before it, and the index verified with
 // the keys after the last. Only manifests are read; the walk stops at the
-// first overlay that does not verify or does not continue the one before.
-// A nil trust stands for each line's image's keys.
+// first overlay that does not verify or does not continue the one before,
+// so what the unverified index names leads the reader to signed manifests
+// only, and to one that is not at most once. Nothing else of x is used
+// before its signature holds. A nil trust stands for each line's image's
+// keys.
 func (r *Repo) verifyIndex(ctx context.Context, raw, sig []byte, x *manifests.Index, trust *sign.KeySet, at *Position) error {
 	keys, err := trust, error(nil)
 	if keys == nil {
@@ -46,8 +50,12 @@ func (r *Repo) verifyIndex(ctx context.Context, raw, sig []byte, x *manifests.In
 	if !errors.Is(err, sign.ErrBadSignature) {
 		return first
 	}
+	// Only a well-formed signature by a key the reader does not trust is
+	// worth following rotations for.
+	if _, err := sign.SignatureKeyID(sig); err != nil {
+		return first
+	}
 	head := &sign.KeySet{}
-	var stopped error
 	for i := range x.Lines {
 		l := &x.Lines[i]
 		if at != nil && l.Name != at.Line {
@@ -56,23 +64,43 @@ func (r *Repo) verifyIndex(ctx context.Context, raw, sig []byte, x *manifests.In
 		start, from := 0, manifests.Ref{Version: l.Image.Version, Digest: l.Image.Digest}
 		if at != nil {
 			if start = position(l, at.Head); start < 0 {
-				return first
+				return fmt.Errorf("%w; the node's head %s (%s) is not in the index's line %s either", first, at.Head.Version, at.Head.Digest, l.Name)
 			}
 			from = at.Head
 		}
 		ks, err := r.followRotations(ctx, l, start, from, trust)
-		if err != nil && stopped == nil {
-			stopped = err
-		}
 		if ks != nil {
 			_ = head.Merge(ks, nil)
 		}
+		if err != nil {
+			// The walk ends at the first manifest that does not hold,
+			// in any line: an unverified index leads it no further.
+			return fmt.Errorf("%w (following the key rotations after the trusted keys stopped: %v)", first, err)
+		}
 	}
 	if r.KeyID, err = head.VerifyFor(raw, sig, sign.IndexComment); err != nil {
-		if stopped != nil {
-			return fmt.Errorf("%w (following the key rotations after the trusted keys stopped: %v)", first, stopped)
-		}
 		return first
+	}
+	return nil
+}
+
+// HeadKeys returns the keys line l of r trusts at its head: its image's,
+// changed by the key rotations among its overlays, each manifest verified
+// with the keys before it (manifests only; LoadChain verifies the rest).
+func HeadKeys(ctx context.Context, r *Repo, l *manifests.Line) (*sign.KeySet, error) {
+	ks, err := r.followRotations(ctx, l, 0, manifests.Ref{Version: l.Image.Version, Digest: l.Image.Digest}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("line %s: %w", l.Name, err)
+	}
+	return ks, nil
+}
+
+// CheckIndexKey refuses an index signed by a key the chain's line does not
+// trust at the chain's last element (a key a rotation revoked): a reader
+// that verified it with older keys must not take it.
+func (c *Chain) CheckIndexKey() error {
+	if !c.Keys.Has(c.Repo.KeyID) {
+		return fmt.Errorf("the index is signed by key %s, which line %s no longer trusts at %s (trusted: %s): %w", c.Repo.KeyID, c.Line.Name, c.Head().Version, strings.Join(c.Keys.IDs(), ", "), sign.ErrBadSignature)
 	}
 	return nil
 }

@@ -357,9 +357,39 @@ func (ks *KeySet) After(m *manifests.OverlayManifest) (*KeySet, error) {
 		if err != nil {
 			return nil, fmt.Errorf("key rotation %s: %w", m.Version, err)
 		}
+		// Key files are named by id: a second key of the same id would
+		// replace the first one's file on nodes while both stayed in
+		// this set.
+		for _, k := range out.keys {
+			if k.ID() == pk.ID() && !k.Equal(pk) {
+				return nil, fmt.Errorf("%w: key rotation %s adds a key whose id %016X names another trusted key", ErrBadSignature, m.Version, pk.ID())
+			}
+		}
 		out.Add(pk)
 	}
 	return out, nil
+}
+
+// SignatureKeyID returns the id of the key a minisign signature says made
+// it, without verifying anything.
+func SignatureKeyID(sig []byte) (string, error) {
+	var s minisign.Signature
+	if err := s.UnmarshalText(sig); err != nil {
+		return "", fmt.Errorf("%w: malformed signature: %v", ErrBadSignature, err)
+	}
+	return fmt.Sprintf("%016X", s.KeyID), nil
+}
+
+// HasKey reports whether the set holds k's public half itself (not merely
+// a key of the same id).
+func (ks *KeySet) HasKey(k *Key) bool {
+	pub := k.priv.Public().(minisign.PublicKey)
+	for _, o := range ks.keys {
+		if o.Equal(pub) {
+			return true
+		}
+	}
+	return false
 }
 
 // Has reports whether the set holds the key with id (as ID prints it).

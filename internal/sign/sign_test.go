@@ -2,6 +2,7 @@ package sign_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"os"
 	"os/exec"
@@ -393,5 +394,29 @@ func TestKeySetAfter(t *testing.T) {
 	msg := []byte("x")
 	if _, err := got.Verify(msg, a.Sign(msg, "c")); err == nil {
 		t.Errorf("the revoked key still verifies")
+	}
+}
+
+// A rotation adding a key whose id names another trusted key is refused:
+// key files are named by id, so on nodes it would replace the other one.
+func TestKeySetAfterRefusesIDCollision(t *testing.T) {
+	a, _ := newKey(t, t.TempDir(), "a")
+	ks, _ := a.PublicKeySet()
+	b, err := base64.StdEncoding.DecodeString(a.PublicString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0xff // same id, another key
+	twin := base64.StdEncoding.EncodeToString(b)
+	m := &manifests.OverlayManifest{Version: "1.0.1", Keys: &manifests.Rotation{Add: []string{twin}}}
+	if _, err := ks.After(m); !errors.Is(err, sign.ErrBadSignature) || !strings.Contains(err.Error(), a.ID()) {
+		t.Fatalf("After with a key of a trusted id: %v, want a refusal naming %s", err, a.ID())
+	}
+	if ks.HasKey(a) != true {
+		t.Fatal("HasKey of the set's own key")
+	}
+	other, _ := newKey(t, t.TempDir(), "o")
+	if ks.HasKey(other) {
+		t.Fatal("HasKey of another key")
 	}
 }

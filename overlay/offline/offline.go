@@ -49,15 +49,15 @@ func Apply(ctx context.Context, diskPath string, src overlay.Source, o overlay.A
 }
 
 // Verify audits the node on a disk that is not running, mounted with
-// Mount, as overlay.VerifyNodeWith audits a running one (repoDir,
-// files and trust as there). The audit's Root is the disk.
-func Verify(ctx context.Context, diskPath, repoDir string, files bool, trust *sign.KeySet) (a *overlay.Audit, err error) {
+// Mount, as overlay.VerifyNodeAs audits a running one (repoDir, files,
+// trust and history as there). The audit's Root is the disk.
+func Verify(ctx context.Context, diskPath, repoDir string, files bool, trust, history *sign.KeySet) (a *overlay.Audit, err error) {
 	n, err := Mount(ctx, diskPath, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, n.Close()) }()
-	a, err = overlay.VerifyNodeWith(ctx, n.Root, repoDir, files, trust)
+	a, err = overlay.VerifyNodeAs(ctx, n.Root, repoDir, files, trust, history)
 	if a != nil {
 		a.Root = diskPath
 	}

@@ -184,7 +184,7 @@ func TestOfflineDisk(t *testing.T) {
 		t.Fatalf("progress: %q", steps)
 	}
 
-	a, err := offline.Verify(ctx, e.disk, e.repo, true, nil)
+	a, err := offline.Verify(ctx, e.disk, e.repo, true, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestOfflineDisk(t *testing.T) {
 	if err != nil || rep.To.Version != "1.0.5" {
 		t.Fatalf("catching up: %+v, %v", rep, err)
 	}
-	a, err = offline.Verify(ctx, e.disk, e.repo, true, nil)
+	a, err = offline.Verify(ctx, e.disk, e.repo, true, nil, nil)
 	if err != nil || !a.OK() || a.TreeDigest != c5.Manifest.TreeDigest || a.Behind != 0 {
 		t.Fatalf("audit after catching up: %v %+v", err, a)
 	}
@@ -278,7 +278,7 @@ func TestOfflineDiskRefusals(t *testing.T) {
 	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := offline.Verify(ctx, e.disk, "", false, nil); !errors.Is(err, disk.ErrInUse) {
+	if _, err := offline.Verify(ctx, e.disk, "", false, nil, nil); !errors.Is(err, disk.ErrInUse) {
 		t.Fatalf("verifying a locked disk: %v, want ErrInUse", err)
 	}
 	f.Close()
@@ -288,14 +288,14 @@ func TestOfflineDiskRefusals(t *testing.T) {
 	if err := os.WriteFile(plain, make([]byte, 4<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := offline.Verify(ctx, plain, "", false, nil); !errors.Is(err, disk.ErrNotNodeDisk) {
+	if _, err := offline.Verify(ctx, plain, "", false, nil, nil); !errors.Is(err, disk.ErrNotNodeDisk) {
 		t.Fatalf("verifying a blank file: %v, want ErrNotNodeDisk", err)
 	}
 	requireNoLeftovers(t, plain)
 
 	// A block device works like a file (a loop device here)...
 	dev := attachLoop(t, e.disk)
-	a, err := offline.Verify(ctx, dev, "", true, nil)
+	a, err := offline.Verify(ctx, dev, "", true, nil, nil)
 	if err != nil || !a.OK() {
 		t.Fatalf("verifying %s: %v %+v", dev, err, a)
 	}
@@ -308,7 +308,7 @@ func TestOfflineDiskRefusals(t *testing.T) {
 	if err := unix.Mount(stateDev, mnt, "ext4", unix.MS_RDONLY, ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err = offline.Verify(ctx, stateDev, "", false, nil)
+	_, err = offline.Verify(ctx, stateDev, "", false, nil, nil)
 	if uerr := unix.Unmount(mnt, 0); uerr != nil {
 		t.Error(uerr)
 	}
