@@ -61,10 +61,10 @@ func NewHTTPClient() *http.Client {
 func HTTP(base string) (*HTTPStore, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("repository URL %q: want http://HOST/PATH or https://HOST/PATH", base)
+		return nil, fmt.Errorf("repository URL %q: want http://HOST/PATH or https://HOST/PATH: %w", base, ErrLocation)
 	}
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("repository URL %q: no user, query or fragment", base)
+		return nil, fmt.Errorf("repository URL %q: no user, query or fragment: %w", base, ErrLocation)
 	}
 	if !strings.HasSuffix(u.Path, "/") {
 		u.Path += "/"

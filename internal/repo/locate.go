@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -8,20 +9,24 @@ import (
 // ErrRemote reports a command that writes a repository given a URL:
 // repositories are published into a directory, which any web server then
 // serves.
-var ErrRemote = fmt.Errorf("repo: a repository URL is read-only; publish into a directory and serve that")
+var ErrRemote = errors.New("repo: a repository URL is read-only; publish into a directory and serve that")
+
+// ErrLocation reports a --repo that names no repository strata can read:
+// an unknown scheme, a malformed URL.
+var ErrLocation = errors.New("repo: not a repository location")
 
 // Locate returns the store of the repository at loc: an http:// or
 // https:// URL (see HTTPStore), or else a local directory.
 func Locate(loc string) (Store, error) {
 	switch {
 	case loc == "":
-		return nil, fmt.Errorf("no repository given")
+		return nil, fmt.Errorf("no repository given: %w", ErrLocation)
 	case IsURL(loc) && (strings.HasPrefix(loc, "http://") || strings.HasPrefix(loc, "https://")):
 		return HTTP(loc)
 	case strings.HasPrefix(loc, "oci://"):
-		return nil, fmt.Errorf("repository %s: OCI registries are not supported yet", loc)
+		return nil, fmt.Errorf("repository %s: OCI registries are not supported yet: %w", loc, ErrLocation)
 	case IsURL(loc):
-		return nil, fmt.Errorf("repository %q: unknown scheme; want a directory, http://, https:// or oci://", loc)
+		return nil, fmt.Errorf("repository %q: unknown scheme; want a directory, http:// or https://: %w", loc, ErrLocation)
 	}
 	return Dir(loc), nil
 }
