@@ -18,8 +18,15 @@ import (
 // Source says which overlays to apply: Files in the order given, or every
 // overlay of Repo after the node's head up to Through (empty: the head).
 type Source struct {
-	Files   []string
-	Repo    string
+	// Files are overlay files, applied in order.
+	Files []string
+	// Repo is a repository (a directory or a URL): the overlays of the
+	// node's line after its head.
+	Repo string
+	// Store, when set, is Repo's store, opened by the caller (the agent
+	// keeps one across polls, with the index it just fetched).
+	Store repo.Store
+	// Through stops a repository apply after this version.
 	Through string
 }
 
@@ -109,7 +116,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	var st repo.Store
 	if src.Repo != "" {
 		var done func()
-		if st, done, err = openRepoStore(src.Repo); err != nil {
+		if st, done, err = openRepoStore(src.Repo, src.Store); err != nil {
 			return nil, err
 		}
 		defer done()

@@ -169,7 +169,7 @@ func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
 }
 
 func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string, trust, history *sign.KeySet) error {
-	st, done, err := openRepoStore(repoDir)
+	st, done, err := openRepoStore(repoDir, nil)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func VerifyRepo(ctx context.Context, repoDir string, trust *sign.KeySet) (*Audit
 // them.
 func VerifyRepoAs(ctx context.Context, repoDir string, trust, history *sign.KeySet) (*Audit, error) {
 	a := &Audit{Repo: repoDir, Findings: []Finding{}}
-	st, done, err := openRepoStore(repoDir)
+	st, done, err := openRepoStore(repoDir, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -88,12 +88,15 @@ func VerifyRepoAs(ctx context.Context, repoDir string, trust, history *sign.KeyS
 }
 
 // openRepoStore returns the store of the repository at loc (a directory
-// or a URL). A remote one is spooled, so that each member is fetched once
-// however often verification reads it; done removes the copies.
-func openRepoStore(loc string) (repo.Store, func(), error) {
-	st, err := repo.Locate(loc)
-	if err != nil {
-		return nil, nil, err
+// or a URL), or st when the caller has it open already. A remote one is
+// spooled, so that each member is fetched once however often verification
+// reads it; done removes the copies.
+func openRepoStore(loc string, st repo.Store) (repo.Store, func(), error) {
+	if st == nil {
+		var err error
+		if st, err = repo.Locate(loc); err != nil {
+			return nil, nil, err
+		}
 	}
 	if _, local := st.(*repo.DirStore); local {
 		return st, func() {}, nil

@@ -44,6 +44,8 @@ overlay chain folded in.
 		newVerifyCmd(g),
 		newRegenerateCmd(g),
 		newServeCmd(g),
+		newAgentCmd(g),
+		newNudgeCmd(g),
 	)
 	return root
 }

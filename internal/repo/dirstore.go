@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -23,6 +25,9 @@ import (
 type DirStore struct {
 	// Dir is the repository's directory.
 	Dir string
+
+	mu     sync.Mutex
+	polled string // the index's size, mtime and inode at the last Poll
 }
 
 var _ Putter = (*DirStore)(nil)
@@ -153,3 +158,37 @@ func (m *member) Close() error {
 	}
 	return nil
 }
+
+// Poll reports whether the index changed since the last Poll (true the
+// first time): its size, modification time or inode differ. It reads
+// nothing but the index's metadata.
+func (d *DirStore) Poll(ctx context.Context) (bool, error) {
+	f, fi, err := d.OpenFile(ctx, IndexFile)
+	if err != nil {
+		return false, err
+	}
+	f.Close()
+	var ino uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = st.Ino
+	}
+	stamp := fmt.Sprintf("%d-%d-%d", fi.Size(), fi.ModTime().UnixNano(), ino)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	changed := stamp != d.polled
+	d.polled = stamp
+	return changed, nil
+}
+
+// Poller is a Store that can tell cheaply whether its index changed.
+type Poller interface {
+	Store
+	// Poll reports whether the index changed since the last Poll (true
+	// the first time).
+	Poll(ctx context.Context) (bool, error)
+}
+
+var (
+	_ Poller = (*DirStore)(nil)
+	_ Poller = (*HTTPStore)(nil)
+)

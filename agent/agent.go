@@ -1,0 +1,353 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// Options are the settings of an Agent that its configuration file does
+// not change.
+type Options struct {
+	// Root is the node (/ on a running node).
+	Root string
+	// ConfigPath is the configuration file, read before every poll.
+	ConfigPath string
+	// Base is the configuration the file's settings override: defaults
+	// and the command line's.
+	Base Config
+	// Restarter carries out restart plans (nil: recorded as pending).
+	Restarter overlay.Restarter
+	// LockWait is how long an apply waits for the node lock.
+	LockWait time.Duration
+	// Log receives one line per decision (the journal, under systemd).
+	Log func(string)
+	// TreeCheckEvery is how often the node's files are compared with its
+	// head (default 15 minutes; also after every apply).
+	TreeCheckEvery time.Duration
+}
+
+// Agent polls a repository and applies what the node is missing.
+type Agent struct {
+	o       Options
+	wake    chan struct{}
+	metrics *metrics
+
+	mu       sync.Mutex
+	state    State
+	store    repo.Poller
+	storeFor string
+	retry    bool // the last apply failed: try again even if the index did not change
+	failures int
+	lastTree time.Time
+	nudged   time.Time // time of the newest nudge taken
+}
+
+// State is what the agent last did, for health and metrics.
+type State struct {
+	// Config is "ok", "not configured" or "config invalid: ...".
+	Config      string `json:"config"`
+	ConfigValid bool   `json:"config_valid"`
+	Repo        string `json:"repo,omitempty"`
+	// LastPoll is the last successful poll; LastPollError the last
+	// failed one's error, cleared by a success.
+	LastPoll      time.Time `json:"last_poll,omitzero"`
+	LastPollError string    `json:"last_poll_error,omitempty"`
+	// LastApply is the last apply attempt.
+	LastApply *ApplyResult `json:"last_apply,omitempty"`
+	// Failures counts consecutive failed polls and applies.
+	Failures int `json:"consecutive_failures"`
+	// NextPoll is when the agent polls next (unless nudged).
+	NextPoll time.Time `json:"next_poll,omitzero"`
+	// TreeMatches reports whether the node's files matched its head at
+	// TreeChecked (nil before the first check).
+	TreeMatches *bool     `json:"tree_matches_head,omitempty"`
+	TreeChecked time.Time `json:"tree_checked,omitzero"`
+}
+
+// ApplyResult is one apply attempt.
+type ApplyResult struct {
+	Time time.Time `json:"time"`
+	// Result is "ok" or "failed".
+	Result string `json:"result"`
+	// From and To are the node's heads before and after.
+	From    string `json:"from,omitempty"`
+	To      string `json:"to,omitempty"`
+	Applied int    `json:"applied"`
+	Reason  string `json:"reason,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// New returns an agent for the node at o.Root.
+func New(o Options) *Agent {
+	if o.Log == nil {
+		o.Log = func(string) {}
+	}
+	if o.TreeCheckEvery <= 0 {
+		o.TreeCheckEvery = 15 * time.Minute
+	}
+	if o.ConfigPath == "" {
+		o.ConfigPath = DefaultConfigPath
+	}
+	a := &Agent{o: o, wake: make(chan struct{}, 1)}
+	a.metrics = newMetrics(a)
+	return a
+}
+
+// State returns a copy of the agent's state.
+func (a *Agent) State() State {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.state
+}
+
+// Wake makes the agent poll now instead of at its next poll time.
+func (a *Agent) Wake() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run polls and applies until ctx is done; it returns nil then. Nothing a
+// poll or an apply meets stops it.
+func (a *Agent) Run(ctx context.Context) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		case <-a.wake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+		wait := a.cycle(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		a.mu.Lock()
+		a.state.NextPoll = time.Now().Add(wait)
+		a.mu.Unlock()
+		timer.Reset(wait)
+	}
+}
+
+// cycle reads the configuration, polls, applies when there is something
+// to apply, and returns how long to wait before the next cycle.
+func (a *Agent) cycle(ctx context.Context) time.Duration {
+	cfg, err := LoadConfig(a.o.ConfigPath, a.o.Base)
+	if err != nil {
+		return a.configFailed(err)
+	}
+	a.mu.Lock()
+	if a.store == nil || a.storeFor != cfg.Repo {
+		st, lerr := repo.Locate(cfg.Repo)
+		if lerr != nil { // validate checked it; a race with an edit
+			a.mu.Unlock()
+			return a.configFailed(lerr)
+		}
+		p, ok := st.(repo.Poller)
+		if !ok {
+			a.mu.Unlock()
+			return a.configFailed(fmt.Errorf("repo %s cannot be polled", cfg.Repo))
+		}
+		a.store, a.storeFor, a.retry = p, cfg.Repo, true
+	}
+	if !a.state.ConfigValid {
+		a.o.Log("config ok: polling " + cfg.Repo)
+	}
+	a.state.Config, a.state.ConfigValid, a.state.Repo = "ok", true, cfg.Repo
+	st, retry := a.store, a.retry
+	a.mu.Unlock()
+	a.metrics.configValid.Set(1)
+
+	changed, err := st.Poll(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
+		a.metrics.polls.WithLabelValues("error").Inc()
+		a.o.Log(fmt.Sprintf("poll of %s failed: %v", cfg.Repo, err))
+		a.mu.Lock()
+		a.state.LastPollError = err.Error()
+		a.mu.Unlock()
+		return a.failed(cfg)
+	}
+	result := "unchanged"
+	if changed {
+		result = "changed"
+	}
+	a.metrics.polls.WithLabelValues(result).Inc()
+	a.mu.Lock()
+	a.state.LastPoll, a.state.LastPollError = time.Now(), ""
+	a.mu.Unlock()
+	if !changed && !retry {
+		a.checkTree(ctx, false)
+		return a.succeeded(cfg)
+	}
+	if a.apply(ctx, cfg, st) {
+		a.checkTree(ctx, true)
+		return a.succeeded(cfg)
+	}
+	if ctx.Err() != nil {
+		return 0
+	}
+	return a.failed(cfg)
+}
+
+// apply applies what the node is missing and reports whether it worked.
+func (a *Agent) apply(ctx context.Context, cfg Config, st repo.Store) bool {
+	res := &ApplyResult{Time: time.Now()}
+	rep, err := overlay.Apply(ctx, a.o.Root, overlay.Source{Repo: cfg.Repo, Store: st}, overlay.ApplyOptions{
+		Restarter: a.o.Restarter,
+		LockWait:  a.o.LockWait,
+		Progress:  a.o.Log,
+	})
+	if rep != nil {
+		res.From, res.To = rep.From.Version, rep.To.Version
+		for _, p := range rep.Plans {
+			if !p.AlreadyApplied && p.Version != "" && manifests.CompareVersions(p.Version, rep.From.Version) > 0 && manifests.CompareVersions(p.Version, rep.To.Version) <= 0 {
+				res.Applied++
+			}
+		}
+	}
+	a.metrics.applied.Add(float64(res.Applied))
+	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		res.Result, res.Reason, res.Error = "failed", Reason(err), err.Error()
+		a.metrics.failures.WithLabelValues(res.Reason).Inc()
+		a.o.Log(fmt.Sprintf("apply from %s failed (%s): %v", cfg.Repo, res.Reason, err))
+	} else {
+		res.Result = "ok"
+		if res.Applied > 0 {
+			a.o.Log(fmt.Sprintf("applied %d overlays from %s: %s -> %s", res.Applied, cfg.Repo, res.From, res.To))
+		} else {
+			a.o.Log(fmt.Sprintf("node is at the head of %s (%s)", cfg.Repo, res.To))
+		}
+	}
+	a.mu.Lock()
+	a.state.LastApply = res
+	a.retry = err != nil
+	a.mu.Unlock()
+	return err == nil
+}
+
+// checkTree compares the node's files with its head after an apply, and
+// otherwise every TreeCheckEvery.
+func (a *Agent) checkTree(ctx context.Context, now bool) {
+	a.mu.Lock()
+	due := now || time.Since(a.lastTree) >= a.o.TreeCheckEvery
+	a.mu.Unlock()
+	if !due {
+		return
+	}
+	au, err := overlay.VerifyNode(ctx, a.o.Root, "", true)
+	if err != nil {
+		a.o.Log(fmt.Sprintf("checking the node's files: %v", err))
+		return
+	}
+	ok := au.OK()
+	a.mu.Lock()
+	a.lastTree = time.Now()
+	a.state.TreeMatches, a.state.TreeChecked = &ok, a.lastTree
+	a.mu.Unlock()
+	if !ok {
+		a.o.Log("the node's files do not match its head; see strata verify-sequence --files")
+	}
+}
+
+func (a *Agent) configFailed(err error) time.Duration {
+	msg := "config invalid: " + err.Error()
+	if errors.Is(err, ErrNotConfigured) {
+		msg = "not configured: " + err.Error()
+	}
+	a.mu.Lock()
+	if a.state.Config != msg {
+		a.o.Log(msg)
+	}
+	a.state.Config, a.state.ConfigValid = msg, false
+	a.mu.Unlock()
+	a.metrics.configValid.Set(0)
+	// The file is read again soon: a fix takes effect by itself.
+	wait := time.Duration(a.o.Base.Interval)
+	if wait <= 0 {
+		wait = DefaultInterval
+	}
+	return min(wait, 30*time.Second)
+}
+
+func (a *Agent) succeeded(cfg Config) time.Duration {
+	a.mu.Lock()
+	a.failures, a.state.Failures = 0, 0
+	a.mu.Unlock()
+	return jittered(time.Duration(cfg.Interval), cfg.Jitter)
+}
+
+// failed counts a failure and returns the backoff: the interval doubled
+// per consecutive failure, up to max_backoff, with jitter.
+func (a *Agent) failed(cfg Config) time.Duration {
+	a.mu.Lock()
+	a.failures++
+	a.state.Failures = a.failures
+	n := a.failures
+	a.mu.Unlock()
+	wait := time.Duration(cfg.Interval)
+	for i := 1; i < n && wait < time.Duration(cfg.MaxBackoff); i++ {
+		wait *= 2
+	}
+	return jittered(min(wait, time.Duration(cfg.MaxBackoff)), cfg.Jitter)
+}
+
+// jittered varies d by up to p percent either way, so a fleet does not
+// poll in step.
+func jittered(d time.Duration, p Percent) time.Duration {
+	if p <= 0 || d <= 0 {
+		return d
+	}
+	span := int64(d) * int64(p) / 100
+	return d + time.Duration(rand.Int64N(2*span+1)-span)
+}
+
+// Reason classifies an apply or poll error for metrics and health.
+func Reason(err error) string {
+	switch {
+	case errors.Is(err, manifests.ErrIndexRollback):
+		return "index_rollback"
+	case errors.Is(err, manifests.ErrIndexExpired):
+		return "index_expired"
+	case errors.Is(err, node.ErrLocked):
+		return "locked"
+	case errors.Is(err, overlay.ErrRestart):
+		return "restart"
+	case errors.Is(err, overlay.ErrValidation):
+		return "validation"
+	case errors.Is(err, sign.ErrBadSignature), errors.Is(err, sign.ErrUnsigned), errors.Is(err, sign.ErrNoKeys):
+		return "signature"
+	case errors.Is(err, overlay.ErrSequence):
+		return "sequence"
+	case errors.Is(err, repo.ErrTampered), errors.Is(err, overlay.ErrPayload):
+		return "tampered"
+	case errors.Is(err, overlay.ErrConstraint):
+		return "constraint"
+	case errors.Is(err, manifests.ErrRejected):
+		return "rejected"
+	}
+	return "error"
+}

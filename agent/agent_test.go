@@ -1,0 +1,440 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/strata-dev/strata/agent"
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/serve"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// world is a line with a repository served over HTTP and a directory node
+// at the line's image.
+type world struct {
+	t       *testing.T
+	dir     string
+	key     *sign.Key
+	repo    string
+	root    string
+	srv     *httptest.Server
+	down    atomic.Bool  // the server answers nothing but 503
+	polls   atomic.Int32 // requests for index.json
+	notMod  atomic.Int32 // of which answered 304
+	version int
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{t: t, dir: t.TempDir(), version: 0}
+	if err := sign.Generate(filepath.Join(w.dir, "k")); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if w.key, err = sign.LoadKey(filepath.Join(w.dir, "k.key")); err != nil {
+		t.Fatal(err)
+	}
+	recipe := filepath.Join(w.dir, "recipe.yaml")
+	body := `line: demo
+version: 1.0.0
+epoch: 1700000000
+files:
+  - path: /etc/app/app.conf
+    content: "port 80\n"
+  - path: /usr/lib/systemd/system/app.service
+    content: "[Service]\nExecStart=/usr/bin/app\n"
+  - path: /usr/bin/app
+    content: "#!/bin/sh\n"
+    mode: "0755"
+services:
+  - unit: app.service
+    paths: [/etc/app]
+`
+	if err := os.WriteFile(recipe, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := builder.Build(context.Background(), recipe, filepath.Join(w.dir, "images"), builder.WithKey(w.key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.repo = filepath.Join(w.dir, "repo")
+	if _, err := repo.Init(w.repo, res.Image, w.key); err != nil {
+		t.Fatal(err)
+	}
+	w.root = filepath.Join(w.dir, "node")
+	if _, err := builder.Provision(context.Background(), res.Image, w.root, nil); err != nil {
+		t.Fatal(err)
+	}
+	inner := serve.Handler(w.repo, nil)
+	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if w.down.Load() {
+			http.Error(rw, "down", http.StatusServiceUnavailable)
+			return
+		}
+		rec := &recorder{ResponseWriter: rw}
+		inner.ServeHTTP(rec, r)
+		if r.URL.Path == "/index.json" {
+			w.polls.Add(1)
+			if rec.code == http.StatusNotModified {
+				w.notMod.Add(1)
+			}
+		}
+	}))
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+type recorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// publish creates the next overlay (1.0.N) changing the app's config.
+func (w *world) publish() string {
+	w.t.Helper()
+	w.version++
+	v := "1.0." + strconv.Itoa(w.version)
+	src := filepath.Join(w.dir, "app.conf."+v)
+	if err := os.WriteFile(src, []byte("port "+strconv.Itoa(8000+w.version)+"\n"), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := overlay.Create(context.Background(), w.repo, w.key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app/app.conf", Src: src}}}, overlay.CreateOptions{Version: v}); err != nil {
+		w.t.Fatal(err)
+	}
+	return v
+}
+
+// head returns the node's head version.
+func (w *world) head() string {
+	w.t.Helper()
+	st, err := overlay.NodeStatus(context.Background(), w.root)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return st.Head.Version
+}
+
+// run starts an agent with cfg written to its config file; it stops when
+// the test ends.
+func (w *world) run(cfg string) (*agent.Agent, string, *logBuf) {
+	w.t.Helper()
+	path := filepath.Join(w.dir, "agent.yaml")
+	if cfg != "" {
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	logs := &logBuf{}
+	a := agent.New(agent.Options{Root: w.root, ConfigPath: path, Base: agent.Config{Jitter: 0, Interval: agent.Duration(time.Second)}, Log: logs.add})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := a.Run(ctx); err != nil {
+			w.t.Errorf("agent: %v", err)
+		}
+	}()
+	hs := httptest.NewServer(a.Handler())
+	w.t.Cleanup(func() {
+		cancel()
+		<-done
+		hs.Close()
+	})
+	return a, hs.URL, logs
+}
+
+type logBuf struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logBuf) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, s)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// eventually waits (generously: these machines are shared) for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s: %v: %s", url, err, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+func metrics(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// Test 1: the agent follows a repository over HTTP, applying what is
+// published in order; an unchanged poll is one request, answered 304.
+func TestAgentFollowsHTTPRepository(t *testing.T) {
+	w := newWorld(t)
+	w.publish()
+	w.publish()
+	a, base, logs := w.run("repo: " + w.srv.URL + "/\ninterval: 1s\njitter: 0%\n")
+	eventually(t, "the node at 1.0.2", func() bool { return w.head() == "1.0.2" })
+	polls := w.polls.Load()
+	eventually(t, "an unchanged poll", func() bool { return w.notMod.Load() >= 1 })
+	// Each unchanged poll is a single request for the index, a 304.
+	time.Sleep(2500 * time.Millisecond)
+	if extra, nm := w.polls.Load()-polls, w.notMod.Load(); extra != nm {
+		t.Errorf("%d index requests after the apply, %d answered 304; want all 304", extra, nm)
+	}
+	v := w.publish()
+	eventually(t, "the node at "+v, func() bool { return w.head() == v })
+	var h agent.Health
+	if code := getJSON(t, base+"/health", &h); code != 200 || h.Head.Version != v || h.Line != "demo" || h.Agent.LastApply == nil || h.Agent.LastApply.Result != "ok" {
+		t.Errorf("health %d: %+v", code, h)
+	}
+	if len(h.Configs) != 1 || h.Configs[0].Path != "etc/app/app.conf" || h.Configs[0].SHA256 != h.Configs[0].Expected || h.Configs[0].ModTime.IsZero() {
+		t.Errorf("health configs: %+v", h.Configs)
+	}
+	if h.IndexSerial == 0 || h.LedgerDigest == "" || h.NodeID == "" {
+		t.Errorf("health lacks serial, ledger digest or node id: %+v", h)
+	}
+	m := metrics(t, base)
+	for _, want := range []string{
+		`strata_head_info{digest="` + h.Head.Digest + `",image="1.0.0",line="demo",version="` + v + `"} 1`,
+		"strata_overlays_applied_total 3",
+		`strata_service_config_current{unit="app.service"} 0`, // restarts are pending: no restarter
+		"strata_pending_restarts 1",
+		"strata_tree_matches_head 1",
+		"strata_agent_config_valid 1",
+		"strata_seconds_since_last_poll ",
+		"strata_build_info{",
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q:\n%s", want, m)
+		}
+	}
+	if st := a.State(); st.Failures != 0 {
+		t.Errorf("failures %d after a clean run; log:\n%s", st.Failures, logs)
+	}
+}
+
+// Test 3: a rolled-back index (an older serial, validly signed) and an
+// expired one are refused, named in health and metrics, and the node is
+// untouched.
+func TestAgentRefusesStaleIndexes(t *testing.T) {
+	w := newWorld(t)
+	w.publish()
+	oldRaw, _ := os.ReadFile(filepath.Join(w.repo, repo.IndexFile))
+	oldSig, _ := os.ReadFile(filepath.Join(w.repo, repo.SigPath(repo.IndexFile)))
+	w.publish()
+	_, base, _ := w.run("repo: " + w.srv.URL + "\ninterval: 1s\njitter: 0%\n")
+	eventually(t, "the node at 1.0.2", func() bool { return w.head() == "1.0.2" })
+	ledger, _ := os.ReadFile(filepath.Join(w.root, manifests.LedgerPath))
+
+	// Rollback: serial 2 replayed (after the node accepted 3).
+	putIndex(t, w.repo, oldRaw, oldSig)
+	eventually(t, "the rollback reported", func() bool {
+		var h agent.Health
+		getJSON(t, base+"/health", &h)
+		return h.Agent.LastApply != nil && h.Agent.LastApply.Reason == "index_rollback"
+	})
+	if m := metrics(t, base); !strings.Contains(m, `strata_apply_failures_total{reason="index_rollback"} `) || strings.Contains(m, `strata_apply_failures_total{reason="index_rollback"} 0`) {
+		t.Errorf("metrics do not count the rollback:\n%s", m)
+	}
+	if code := getJSON(t, base+"/health", nil); code != http.StatusServiceUnavailable {
+		t.Errorf("health after a refused index: %d, want 503", code)
+	}
+
+	// Freeze: an authentic, newer index past its expiry.
+	var x manifests.Index
+	if err := manifests.Decode(oldRaw, &x); err != nil {
+		t.Fatal(err)
+	}
+	x.Serial = 10
+	x.Expires = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	raw, _ := manifests.Encode(&x)
+	putIndex(t, w.repo, raw, w.key.Sign(raw, sign.IndexComment))
+	eventually(t, "the expiry reported", func() bool {
+		var h agent.Health
+		getJSON(t, base+"/health", &h)
+		return h.Agent.LastApply != nil && h.Agent.LastApply.Reason == "index_expired"
+	})
+	now, _ := os.ReadFile(filepath.Join(w.root, manifests.LedgerPath))
+	if string(now) != string(ledger) || w.head() != "1.0.2" {
+		t.Errorf("the node changed while refusing stale indexes")
+	}
+}
+
+func putIndex(t *testing.T, dir string, raw, sig []byte) {
+	t.Helper()
+	// The signature first, as a publisher writes it: a reader in between
+	// sees a pair that does not verify, and tries again.
+	if err := os.WriteFile(filepath.Join(dir, repo.SigPath(repo.IndexFile)), sig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, repo.IndexFile), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Test 4: the server goes away mid-run and comes back: the agent backs
+// off, recovers, and applies what it missed, in order.
+func TestAgentBacksOffAndRecovers(t *testing.T) {
+	w := newWorld(t)
+	a, base, logs := w.run("repo: " + w.srv.URL + "\ninterval: 1s\njitter: 0%\nmax_backoff: 4s\n")
+	eventually(t, "a first poll", func() bool { return !a.State().LastPoll.IsZero() })
+	w.down.Store(true)
+	w.publish()
+	w.publish()
+	eventually(t, "two failed polls", func() bool { return a.State().Failures >= 2 })
+	if st := a.State(); time.Until(st.NextPoll) > 5*time.Second {
+		t.Errorf("next poll in %s: beyond max_backoff", time.Until(st.NextPoll))
+	}
+	if m := metrics(t, base); !strings.Contains(m, `strata_polls_total{result="error"}`) {
+		t.Errorf("metrics lack failed polls:\n%s", m)
+	}
+	w.down.Store(false)
+	eventually(t, "the node at 1.0.2", func() bool { return w.head() == "1.0.2" })
+	if a.State().Failures != 0 {
+		t.Errorf("failures not cleared after recovering")
+	}
+	// In order: the ledger records 1.0.1 then 1.0.2.
+	st, _ := overlay.NodeStatus(context.Background(), w.root)
+	if strings.Join(st.Layers, ",") != "1.0.1,1.0.2" {
+		t.Errorf("layers %v, want 1.0.1,1.0.2", st.Layers)
+	}
+	if !strings.Contains(logs.String(), "poll of") {
+		t.Errorf("the log does not record the failed polls:\n%s", logs)
+	}
+}
+
+// Test 5: a signed nudge makes the agent apply at once; an unsigned, a
+// wrongly signed, a replayed or a stale one is refused and changes
+// nothing.
+func TestAgentNudges(t *testing.T) {
+	w := newWorld(t)
+	a, base, _ := w.run("repo: " + w.srv.URL + "\ninterval: 1h\njitter: 0%\n")
+	eventually(t, "a first poll", func() bool { return !a.State().LastPoll.IsZero() })
+	v := w.publish()
+	time.Sleep(1500 * time.Millisecond)
+	if w.head() == v {
+		t.Fatal("applied without a nudge (interval 1h)")
+	}
+	other, err := func() (*sign.Key, error) {
+		p := filepath.Join(w.dir, "other")
+		if err := sign.Generate(p); err != nil {
+			return nil, err
+		}
+		return sign.LoadKey(p + ".key")
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := agent.SignNudge(other, "demo", time.Now())
+	stale, _ := agent.SignNudge(w.key, "demo", time.Now().Add(-time.Hour))
+	wrongLine, _ := agent.SignNudge(w.key, "other", time.Now())
+	forged, _ := agent.SignNudge(w.key, "demo", time.Now())
+	forged.Time++ // the signature no longer covers it
+	for name, n := range map[string]*agent.Nudge{"untrusted key": bad, "stale": stale, "other line": wrongLine, "altered": forged, "unsigned": {Line: "demo", Time: time.Now().Unix()}} {
+		if err := agent.SendNudge(context.Background(), base, n); err == nil || !strings.Contains(err.Error(), "403") {
+			t.Errorf("%s nudge: %v, want 403", name, err)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if w.head() == v {
+		t.Fatal("a refused nudge made the agent apply")
+	}
+	good, _ := agent.SignNudge(w.key, "demo", time.Now())
+	if err := agent.SendNudge(context.Background(), base, good); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the nudged apply", func() bool { return w.head() == v })
+	if err := agent.SendNudge(context.Background(), base, good); err == nil {
+		t.Error("a replayed nudge was taken")
+	}
+	if m := metrics(t, base); !strings.Contains(m, `strata_nudges_total{result="refused"} 6`) || !strings.Contains(m, `strata_nudges_total{result="taken"} 1`) {
+		t.Errorf("nudge metrics:\n%s", m)
+	}
+}
+
+// Test 6: a missing or corrupted configuration keeps the agent up,
+// reporting it, and it recovers by itself when the file is fixed.
+func TestAgentSurvivesBadConfig(t *testing.T) {
+	w := newWorld(t)
+	w.publish()
+	a, base, _ := w.run("")
+	eventually(t, "not configured", func() bool { return strings.HasPrefix(a.State().Config, "not configured") })
+	path := filepath.Join(w.dir, "agent.yaml")
+	for _, bad := range []string{"repo: [", "repo: ftp://x/\n", "repo: " + w.srv.URL + "\ninterval: soon\n", "repo: " + w.srv.URL + "\nintervall: 1s\n"} {
+		if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a.Wake()
+		eventually(t, "config invalid for "+bad, func() bool { return strings.HasPrefix(a.State().Config, "config invalid") })
+		var h agent.Health
+		if code := getJSON(t, base+"/health", &h); code != http.StatusServiceUnavailable || !strings.HasPrefix(h.Agent.Config, "config invalid") {
+			t.Errorf("health with %q: %d %q", bad, code, h.Agent.Config)
+		}
+		if m := metrics(t, base); !strings.Contains(m, "strata_agent_config_valid 0") {
+			t.Errorf("metrics with %q do not say the config is invalid", bad)
+		}
+	}
+	if w.head() != "1.0.0" {
+		t.Fatal("applied with an invalid configuration")
+	}
+	if err := os.WriteFile(path, []byte("repo: "+w.srv.URL+"\ninterval: 1s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the node at 1.0.1 once the config is fixed", func() bool { return w.head() == "1.0.1" })
+	if !a.State().ConfigValid {
+		t.Error("config still reported invalid")
+	}
+}

@@ -1,0 +1,126 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/safefile"
+)
+
+// DefaultConfigPath is where a node's agent configuration lives.
+const DefaultConfigPath = "/etc/strata/agent.yaml"
+
+// maxConfigSize bounds the configuration file.
+const maxConfigSize = 64 << 10
+
+// Config is the agent's configuration (/etc/strata/agent.yaml):
+//
+//	repo: https://repo.example.net/strata/   # required: a URL or a directory
+//	interval: 2m                              # between polls (at least 1s)
+//	jitter: 20%                               # each wait varies by up to this much
+//	max_backoff: 30m                          # the longest wait after failures
+type Config struct {
+	Repo       string   `yaml:"repo"`
+	Interval   Duration `yaml:"interval"`
+	Jitter     Percent  `yaml:"jitter"`
+	MaxBackoff Duration `yaml:"max_backoff"`
+}
+
+// The defaults of Config.
+const (
+	DefaultInterval   = 2 * time.Minute
+	DefaultJitter     = 20
+	DefaultMaxBackoff = 30 * time.Minute
+)
+
+// ErrNotConfigured reports an agent without a configuration file and
+// without a repository given on its command line: it polls nothing.
+var ErrNotConfigured = errors.New("agent: not configured")
+
+// Duration is a time.Duration written as Go writes one ("2m", "90s").
+type Duration time.Duration
+
+// UnmarshalYAML parses a duration.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v <= 0 {
+		return fmt.Errorf("line %d: %q is not a positive duration such as 2m or 90s", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Percent is a share written as "20%" (or 20).
+type Percent int
+
+// UnmarshalYAML parses a percentage from 0 to 100.
+func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
+	v, err := strconv.Atoi(strings.TrimSuffix(n.Value, "%"))
+	if err != nil || v < 0 || v > 100 {
+		return fmt.Errorf("line %d: %q is not a percentage from 0%% to 100%%", n.Line, n.Value)
+	}
+	*p = Percent(v)
+	return nil
+}
+
+// ParsePercent parses "20%" or "20".
+func ParsePercent(s string) (Percent, error) {
+	var p Percent
+	err := p.UnmarshalYAML(&yaml.Node{Value: s, Line: 1})
+	return p, err
+}
+
+// LoadConfig reads the configuration at path over base (defaults and the
+// command line's settings, DefaultJitter included): what the file sets
+// wins. A missing file is base
+// alone, ErrNotConfigured when that names no repository.
+func LoadConfig(path string, base Config) (Config, error) {
+	c := base
+	raw, err := safefile.Read(path, maxConfigSize)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if c.Repo == "" {
+			return c, fmt.Errorf("%s does not exist and no --repo was given: %w", path, ErrNotConfigured)
+		}
+	case err != nil:
+		return c, fmt.Errorf("reading %s: %w", path, err)
+	default:
+		dec := yaml.NewDecoder(strings.NewReader(string(raw)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file
+			return c, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return c, c.validate()
+}
+
+// validate fills in defaults and checks the settings.
+func (c *Config) validate() error {
+	if c.Repo == "" {
+		return errors.New("repo: required (a repository URL or directory)")
+	}
+	if _, err := repo.Locate(c.Repo); err != nil {
+		return fmt.Errorf("repo: %w", err)
+	}
+	if c.Interval == 0 {
+		c.Interval = Duration(DefaultInterval)
+	}
+	if time.Duration(c.Interval) < time.Second {
+		return fmt.Errorf("interval %s: at least 1s", time.Duration(c.Interval))
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = Duration(max(DefaultMaxBackoff, time.Duration(c.Interval)))
+	}
+	if c.MaxBackoff < c.Interval {
+		return fmt.Errorf("max_backoff %s is shorter than interval %s", time.Duration(c.MaxBackoff), time.Duration(c.Interval))
+	}
+	return nil
+}

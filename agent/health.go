@@ -1,0 +1,105 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// Health is what GET /health reports.
+type Health struct {
+	// NodeID is the id provision --disk gave the node (state partition),
+	// else its /etc/machine-id.
+	NodeID  string        `json:"node_id"`
+	Root    string        `json:"root"`
+	Backend string        `json:"backend"`
+	Line    string        `json:"line"`
+	Image   manifests.Ref `json:"image"`
+	Head    manifests.Ref `json:"head"`
+	// LedgerDigest is the SHA-256 of the ledger file.
+	LedgerDigest string                    `json:"ledger_digest"`
+	Layers       []string                  `json:"layers"`
+	Pending      []manifests.ServiceAction `json:"pending_restarts"`
+	Reboot       []manifests.ServiceAction `json:"reboot_required"`
+	LastFailure  *manifests.LedgerEntry    `json:"last_failure,omitempty"`
+	// IndexSerial is the highest index serial the node accepted.
+	IndexSerial uint64 `json:"index_serial"`
+	// Services are the units of the node's catalog; Configs the managed
+	// configuration files with their digests and times on disk.
+	Services []string             `json:"services"`
+	Configs  []overlay.ConfigFile `json:"configs,omitempty"`
+	Agent    State                `json:"agent"`
+}
+
+// owes reports whether unit has a restart or reload pending, deferred to
+// a reboot, or failed in the last attempt.
+func (h *Health) owes(unit string) bool {
+	for _, l := range [][]manifests.ServiceAction{h.Pending, h.Reboot} {
+		for _, a := range l {
+			if a.Unit == unit {
+				return true
+			}
+		}
+	}
+	if f := h.LastFailure; f != nil {
+		for _, l := range [][]manifests.ServiceAction{f.Pending, f.Done} {
+			for _, a := range l {
+				if a.Unit == unit {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// Health reads the node's health now.
+func (a *Agent) Health(ctx context.Context) (*Health, error) { return a.nodeHealth(ctx, true) }
+
+func (a *Agent) nodeHealth(ctx context.Context, configs bool) (*Health, error) {
+	st, err := overlay.NodeStatus(ctx, a.o.Root)
+	if err != nil {
+		return nil, err
+	}
+	h := &Health{Root: a.o.Root, Backend: st.Backend, Line: st.Line, Image: st.Image, Head: st.Head,
+		Layers: st.Layers, Pending: st.Pending, Reboot: st.Reboot, LastFailure: st.LastFailure, Agent: a.State()}
+	n := node.Node{Root: a.o.Root}
+	if h.IndexSerial, err = n.IndexSerial(); err != nil {
+		return nil, err
+	}
+	if raw, err := safefile.Read(n.Path(manifests.LedgerPath), manifests.MaxManifestSize); err == nil {
+		sum := sha256.Sum256(raw)
+		h.LedgerDigest = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	h.NodeID = nodeID(a.o.Root)
+	cs, err := overlay.NodeConfigs(ctx, a.o.Root)
+	if err != nil {
+		return nil, err
+	}
+	h.Services = cs.Services
+	if configs {
+		h.Configs = cs.Files
+	}
+	return h, nil
+}
+
+// nodeID reads the node's id: the state partition's, else machine-id.
+func nodeID(root string) string {
+	for _, p := range []string{"state/identity/node-id", "etc/machine-id"} {
+		if raw, err := safefile.Read(filepath.Join(root, p), 256); err == nil {
+			if id := strings.TrimSpace(string(raw)); id != "" {
+				return id
+			}
+		}
+	}
+	host, _ := os.Hostname()
+	return host
+}

@@ -1,0 +1,59 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Handler serves the agent's endpoints: GET /health (JSON, 503 while the
+// configuration is invalid or the last apply failed), GET /metrics
+// (Prometheus) and POST /nudge (a signed Nudge: 202 taken, 403 refused).
+func (a *Agent) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		h, err := a.Health(r.Context())
+		if err != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": err.Error(), "agent": a.State()})
+			return
+		}
+		code := http.StatusOK
+		if !h.Agent.ConfigValid || h.Agent.LastApply != nil && h.Agent.LastApply.Result != "ok" {
+			code = http.StatusServiceUnavailable
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(h)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("POST /nudge", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxNudgeSize+1))
+		if err == nil && len(body) > maxNudgeSize {
+			err = errors.New("nudge too large")
+		}
+		if err == nil {
+			err = a.takeNudge(body)
+		}
+		if err != nil {
+			a.metrics.nudges.WithLabelValues("refused").Inc()
+			a.o.Log("nudge refused: " + err.Error())
+			code := http.StatusForbidden
+			if !errors.Is(err, errNudge) {
+				code = http.StatusInternalServerError
+			}
+			http.Error(w, err.Error(), code)
+			return
+		}
+		a.metrics.nudges.WithLabelValues("taken").Inc()
+		a.o.Log("nudged: polling now")
+		w.WriteHeader(http.StatusAccepted)
+	})
+	return mux
+}

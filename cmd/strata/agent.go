@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strata-dev/strata/agent"
+	"github.com/strata-dev/strata/internal/serve"
+)
+
+func newAgentCmd(g *globals) *cobra.Command {
+	var root, configPath, listen, restartWith, jitter string
+	var base agent.Config
+	var interval time.Duration
+	var lockWait time.Duration
+	c := &cobra.Command{
+		Use:   "agent [--config FILE] [--repo URL] [--interval 2m] [--jitter 20%] [--listen ADDR]",
+		Short: "Poll the line's repository and apply what the node is missing; serve health and metrics",
+		Long: `Run the pull agent on the node at --root (default /). Before every poll it
+reads --config (default /etc/strata/agent.yaml; its settings win over the
+flags): repo, interval, jitter, max_backoff. It polls the index with a
+conditional request, applies pending overlays in order (validation,
+restarts and health checks, switching back on failure), backs off
+exponentially on failure, and logs each decision on stderr (the journal).
+
+A missing or invalid configuration keeps it running: it reports "not
+configured" or "config invalid" in health and metrics and recovers by
+itself when the file is fixed.
+
+--listen serves GET /health (JSON), GET /metrics (Prometheus) and POST
+/nudge (a nudge signed by a key the node trusts: strata nudge). SIGINT or
+SIGTERM stop it, exit 0.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			p, err := agent.ParsePercent(jitter)
+			if err != nil {
+				return usageError{fmt.Errorf("--jitter: %w", err)}
+			}
+			if interval < time.Second {
+				return usageError{fmt.Errorf("--interval %s: at least 1s", interval)}
+			}
+			base.Jitter, base.Interval = p, agent.Duration(interval)
+			r, err := restarter(restartWith, root)
+			if err != nil {
+				return err
+			}
+			log := g.progress()
+			if log == nil {
+				log = func(string) {}
+			}
+			a := agent.New(agent.Options{Root: root, ConfigPath: configPath, Base: base, Restarter: r, LockWait: lockWait, Log: log})
+			s, err := serve.Listen(listen, a.Handler())
+			if err != nil {
+				return err
+			}
+			log(fmt.Sprintf("agent for %s: health and metrics on http://%s/", root, s.Addr))
+			errc := make(chan error, 1)
+			go func() { errc <- s.Serve(c.Context(), 5*time.Second) }()
+			err = a.Run(c.Context())
+			err = errors.Join(err, <-errc)
+			if err == nil {
+				stoppedCleanly.Store(true)
+			}
+			return err
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&root, "root", "/", "the node")
+	f.StringVar(&configPath, "config", agent.DefaultConfigPath, "configuration file (read before every poll)")
+	f.StringVar(&base.Repo, "repo", "", "repository URL or directory (the configuration's repo wins)")
+	f.DurationVar(&interval, "interval", agent.DefaultInterval, "time between polls")
+	f.StringVar(&jitter, "jitter", "20%", "how much each wait varies, either way")
+	f.StringVar(&listen, "listen", "127.0.0.1:9411", "address of the health, metrics and nudge endpoints")
+	f.StringVar(&restartWith, "restart-with", "", "systemd (default with --root /), none, or exec:'CMD {unit} {action}'")
+	f.DurationVar(&lockWait, "lock-wait", 30*time.Second, "how long an apply waits for the node lock")
+	return c
+}
+
+func newNudgeCmd(g *globals) *cobra.Command {
+	var keyPath, line string
+	c := &cobra.Command{
+		Use:   "nudge --key K --line LINE URL...",
+		Short: "Make agents poll now: send each a nudge signed with K",
+		Long: `Send a signed nudge to each agent URL (its --listen address, such as
+http://node7:9411/). An agent takes a nudge only if a key its node trusts
+signed it, for its line, made within 5 minutes of its clock and newer than
+the last one it took; then it polls at once. Every agent is tried; the
+command fails if any refused or could not be reached, naming each.`,
+		Args: args(cobra.MinimumNArgs(1)),
+		RunE: func(c *cobra.Command, urls []string) error {
+			key, err := loadKey(keyPath)
+			if err != nil {
+				return err
+			}
+			n, err := agent.SignNudge(key, line, time.Now())
+			if err != nil {
+				return usageError{fmt.Errorf("--line: %w", err)}
+			}
+			var errs []error
+			for _, u := range urls {
+				if err := agent.SendNudge(c.Context(), u, n); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				if log := g.progress(); log != nil {
+					log("nudged " + u)
+				}
+			}
+			return errors.Join(errs...)
+		},
+	}
+	c.Flags().StringVar(&keyPath, "key", "", "signing key the nodes trust")
+	c.Flags().StringVar(&line, "line", "", "the agents' line")
+	required(c, "key", "line")
+	return c
+}

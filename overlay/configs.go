@@ -1,0 +1,135 @@
+package overlay
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/manifests"
+)
+
+// ConfigFile is a managed configuration file as it is on the node.
+type ConfigFile struct {
+	// Path is the tree path (etc/...).
+	Path string `json:"path"`
+	// Units are the catalog's services that claim it.
+	Units []string `json:"units"`
+	// SHA256 is the hex digest of the file on disk ("" when it is missing
+	// or not a regular file; Error says why).
+	SHA256 string `json:"sha256,omitempty"`
+	// Expected is the digest the node's tree says the file has.
+	Expected string `json:"expected"`
+	// ModTime is the file's modification time on disk.
+	ModTime time.Time `json:"mtime,omitzero"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// Configs are a node's services and the configuration files they claim.
+type Configs struct {
+	// Services are the units of the node's service catalog.
+	Services []string     `json:"services"`
+	Files    []ConfigFile `json:"files"`
+}
+
+// maxConfigFile bounds how much of one configuration file is hashed.
+const maxConfigFile = 64 << 20
+
+// NodeConfigs lists the configuration files the node's service catalog
+// claims below /etc (declared paths, reload paths and unit files; a
+// declared directory stands for the files below it), each hashed as it is
+// on disk, without following a symlink. It changes nothing.
+func NodeConfigs(ctx context.Context, root string) (*Configs, error) {
+	b, err := openBackend(root)
+	if err != nil {
+		return nil, err
+	}
+	v, err := loadView(b.Node())
+	if err != nil {
+		return nil, err
+	}
+	state, err := v.expected()
+	if err != nil {
+		return nil, err
+	}
+	entries := state.Entries()
+	claims := map[string][]string{}
+	out := &Configs{Services: []string{}, Files: []ConfigFile{}}
+	for _, s := range v.catalog().Services {
+		out.Services = append(out.Services, s.Unit)
+		var paths []string
+		paths = append(paths, s.Paths...)
+		paths = append(paths, s.ReloadPaths...)
+		paths = append(paths, s.UnitFiles...)
+		for _, p := range paths {
+			if !manifests.Within(p, "etc") {
+				continue
+			}
+			for _, e := range entries {
+				if e.Type == manifests.TypeFile && manifests.Within(e.Path, p) {
+					claims[e.Path] = appendOnce(claims[e.Path], s.Unit)
+				}
+			}
+		}
+	}
+	for _, e := range entries {
+		units, ok := claims[e.Path]
+		if !ok {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		f := ConfigFile{Path: e.Path, Units: units, Expected: e.SHA256}
+		f.SHA256, f.ModTime, err = hashOnDisk(filepath.Join(root, filepath.FromSlash(e.Path)))
+		if err != nil {
+			f.Error = err.Error()
+		}
+		out.Files = append(out.Files, f)
+	}
+	sort.Strings(out.Services)
+	return out, nil
+}
+
+func appendOnce(ss []string, s string) []string {
+	for _, x := range ss {
+		if x == s {
+			return ss
+		}
+	}
+	return append(ss, s)
+}
+
+// hashOnDisk hashes the regular file at path, opened without following a
+// symlink and non-blocking (a FIFO planted there cannot hang it).
+func hashOnDisk(path string) (string, time.Time, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("opening %s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fi.ModTime(), fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(f, maxConfigFile+1))
+	if err != nil {
+		return "", fi.ModTime(), fmt.Errorf("reading %s: %w", path, err)
+	}
+	if n > maxConfigFile {
+		return "", fi.ModTime(), fmt.Errorf("%s is larger than %d bytes", path, maxConfigFile)
+	}
+	return hex.EncodeToString(h.Sum(nil)), fi.ModTime(), nil
+}
