@@ -18,8 +18,24 @@ const (
 
 // strataUnits are the units baked in with the binary. strata-verify
 // audits the node at boot and daily; it does nothing on a machine that
-// was never provisioned (no ledger).
+// was never provisioned (no ledger). strata-agent is enabled but starts
+// only once /etc/strata/agent.yaml exists (an overlay can ship it).
 var strataUnits = map[string]string{
+	"strata-agent.service": `[Unit]
+Description=strata: pull agent (follows the line's repository, see /etc/strata/agent.yaml)
+ConditionPathExists=/var/lib/strata/ledger.json
+ConditionPathExists=/etc/strata/agent.yaml
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+ExecStart=/usr/bin/strata agent --root /
+Restart=always
+RestartSec=10s
+
+[Install]
+WantedBy=multi-user.target
+`,
 	"strata-verify.service": `[Unit]
 Description=strata: audit this node against its image and overlays
 ConditionPathExists=/var/lib/strata/ledger.json
@@ -47,8 +63,9 @@ WantedBy=timers.target
 }
 
 // strataEnabled are the install symlinks of the units: the audit runs at
-// boot and daily.
+// boot and daily, the agent at boot once configured.
 var strataEnabled = map[string]string{
+	"etc/systemd/system/multi-user.target.wants/strata-agent.service":  "/usr/lib/systemd/system/strata-agent.service",
 	"etc/systemd/system/multi-user.target.wants/strata-verify.service": "/usr/lib/systemd/system/strata-verify.service",
 	"etc/systemd/system/timers.target.wants/strata-verify.timer":       "/usr/lib/systemd/system/strata-verify.timer",
 }
