@@ -32,3 +32,24 @@ case $help in
 *"-tar"*) ;;
 *) echo "deps: mksquashfs lacks -tar (need squashfs-tools >= 4.5)" >&2; exit 1 ;;
 esac
+# Servers the fleet tests start on loopback themselves (Prometheus scrapes
+# agents): installed without recommends, and without letting the package
+# start its own service (a policy-rc.d that denies, as container images do).
+if ! command -v prometheus >/dev/null 2>&1; then
+	echo "deps: installing prometheus" >&2
+	SUDO=""
+	[ "$(id -u)" -eq 0 ] || SUDO=sudo
+	export DEBIAN_FRONTEND=noninteractive
+	policy=/usr/sbin/policy-rc.d
+	made=""
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+		$SUDO chmod 755 "$policy"
+		made=1
+	fi
+	$SUDO apt-get update -qq
+	rc=0
+	$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null || rc=$?
+	[ -z "$made" ] || $SUDO rm -f "$policy"
+	[ "$rc" -eq 0 ] || exit "$rc"
+fi

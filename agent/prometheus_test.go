@@ -1,0 +1,139 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// freePort returns a loopback port nobody listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startPrometheus runs Debian's prometheus on loopback, scraping targets
+// every second; it is killed when the test ends.
+func startPrometheus(t *testing.T, targets ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("prometheus is required (make test installs it: scripts/deps.sh): %v", err)
+	}
+	dir := t.TempDir()
+	quoted := make([]string, len(targets))
+	for i, tg := range targets {
+		quoted[i] = fmt.Sprintf("%q", tg)
+	}
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: strata\n    static_configs:\n      - targets: [%s]\n", strings.Join(quoted, ", "))
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	logf, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "log"))
+			t.Logf("prometheus log:\n%s", b)
+		}
+	})
+	return "http://" + addr
+}
+
+type promResult struct {
+	Metric map[string]string `json:"metric"`
+	Value  [2]any            `json:"value"`
+}
+
+// query runs an instant query through Prometheus's HTTP API.
+func query(t *testing.T, prom, q string) []promResult {
+	t.Helper()
+	resp, err := http.Get(prom + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return nil // not up yet
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []promResult `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || r.Status != "success" {
+		return nil
+	}
+	return r.Data.Result
+}
+
+// A real Prometheus scrapes two agents; their series, queried through its
+// API, say where each node is and what it owes.
+func TestPrometheusScrapesAgents(t *testing.T) {
+	one, two := newWorld(t), newWorld(t)
+	one.publish()
+	two.publish()
+	two.publish()
+	_, base1, _ := one.run("repo: " + one.srv.URL + "\ninterval: 1s\njitter: 0%\n")
+	_, base2, _ := two.run("repo: " + two.srv.URL + "\ninterval: 1s\njitter: 0%\n")
+	eventually(t, "both nodes at their heads", func() bool { return one.head() == "1.0.1" && two.head() == "1.0.2" })
+	host := func(u string) string { return strings.TrimPrefix(u, "http://") }
+	prom := startPrometheus(t, host(base1), host(base2))
+
+	var heads []promResult
+	eventually(t, "Prometheus to scrape both heads", func() bool {
+		heads = query(t, prom, `strata_head_info`)
+		return len(heads) == 2 && heads[0].Metric["version"] != "" && heads[1].Metric["version"] != ""
+	})
+	got := map[string]string{}
+	for _, r := range heads {
+		got[r.Metric["instance"]] = r.Metric["version"]
+	}
+	if got[host(base1)] != "1.0.1" || got[host(base2)] != "1.0.2" {
+		t.Errorf("strata_head_info versions by instance: %v", got)
+	}
+	var applied []promResult
+	eventually(t, "overlays applied", func() bool {
+		applied = query(t, prom, `strata_overlays_applied_total`)
+		return len(applied) == 2
+	})
+	counts := []string{}
+	for _, r := range applied {
+		counts = append(counts, fmt.Sprint(r.Value[1]))
+	}
+	sort.Strings(counts)
+	if strings.Join(counts, ",") != "1,2" {
+		t.Errorf("strata_overlays_applied_total: %v, want 1 and 2", counts)
+	}
+	// No restarter: app.service owes a restart on both nodes.
+	stale := query(t, prom, `strata_service_config_current{unit="app.service"} == 0`)
+	if len(stale) != 2 {
+		t.Errorf("strata_service_config_current == 0 on %d nodes, want 2", len(stale))
+	}
+	if up := query(t, prom, `sum(up{job="strata"})`); len(up) != 1 || fmt.Sprint(up[0].Value[1]) != "2" {
+		t.Errorf("up: %v", up)
+	}
+}
