@@ -98,7 +98,8 @@ func openRepoStore(loc string, st repo.Store) (repo.Store, func(), error) {
 			return nil, nil, err
 		}
 	}
-	if _, local := st.(*repo.DirStore); local {
+	switch st.(type) {
+	case *repo.DirStore, *repo.BundleStore: // local files: read again at no cost
 		return st, func() {}, nil
 	}
 	sp, err := repo.NewSpool(st, "")

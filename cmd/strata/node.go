@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/overlay"
 )
 
@@ -33,9 +34,9 @@ func restarter(spec string, root string) (overlay.Restarter, error) {
 func newApplyCmd(g *globals) *cobra.Command {
 	var src overlay.Source
 	var o overlay.ApplyOptions
-	var root, restartWith, diskPath string
+	var root, restartWith, diskPath, bundle string
 	c := &cobra.Command{
-		Use:   "apply-overlay (--root DIR | --disk DISK) (FILE ... | --repo REPO [--through V])",
+		Use:   "apply-overlay (--root DIR | --disk DISK) (FILE ... | --repo REPO [--through V] | --bundle B.tar [--through V])",
 		Short: "Verify overlays, apply them in order, restart only what they touch",
 		Long: `Apply overlays to the node at --root. Everything is verified before the node
 changes: signatures against the node's keys, the parent chain against the
@@ -53,14 +54,25 @@ pending.`,
 		Args: args(cobra.ArbitraryArgs),
 		RunE: func(c *cobra.Command, a []string) error {
 			src.Files = a
-			if (len(a) == 0) == (src.Repo == "") {
-				return usageError{fmt.Errorf("give overlay FILEs or --repo REPO (not both)")}
+			if btoi(len(a) > 0)+btoi(src.Repo != "")+btoi(bundle != "") != 1 {
+				return usageError{fmt.Errorf("give overlay FILEs, --repo REPO or --bundle B.tar (one of them)")}
 			}
-			if src.Through != "" && src.Repo == "" {
-				return usageError{fmt.Errorf("--through needs --repo")}
+			if src.Through != "" && src.Repo == "" && bundle == "" {
+				return usageError{fmt.Errorf("--through needs --repo or --bundle")}
 			}
 			if (root == "") == (diskPath == "") {
 				return usageError{fmt.Errorf("give --root DIR or --disk DISK (not both)")}
+			}
+			if bundle != "" {
+				bs, err := repo.OpenBundle(bundle)
+				if err != nil {
+					return err
+				}
+				defer bs.Close()
+				src.Repo, src.Store = bundle, bs
+				if src.Through == "" {
+					src.Through = bs.Info.To
+				}
 			}
 			if diskPath != "" {
 				return applyDisk(c, g, diskPath, src, o, a)
@@ -82,7 +94,8 @@ pending.`,
 	f.StringVar(&root, "root", "", "node root directory")
 	f.StringVar(&diskPath, "disk", "", "provisioned disk (image file or block device) of a node that is not running")
 	f.StringVar(&src.Repo, "repo", "", "apply every pending overlay of this repository")
-	f.StringVar(&src.Through, "through", "", "with --repo: stop at this version")
+	f.StringVar(&bundle, "bundle", "", "apply the pending overlays a bundle (strata bundle) carries")
+	f.StringVar(&src.Through, "through", "", "with --repo or --bundle: stop at this version")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print the plan and change nothing")
 	f.StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")
 	f.DurationVar(&o.LockWait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")

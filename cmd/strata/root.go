@@ -46,6 +46,7 @@ overlay chain folded in.
 		newServeCmd(g),
 		newAgentCmd(g),
 		newNudgeCmd(g),
+		newBundleCmd(g),
 	)
 	return root
 }

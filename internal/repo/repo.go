@@ -50,6 +50,8 @@ type Repo struct {
 	// Validity is how long the next Save keeps the index current (zero:
 	// DefaultValidity).
 	Validity time.Duration
+
+	raw, sig []byte // the index and signature as read and verified
 }
 
 // Init starts a repository at dir whose line begins at image, copying the
@@ -245,7 +247,7 @@ func open(ctx context.Context, s Store, trust *sign.KeySet, at *Position) (*Repo
 	if err := r.verifyIndex(ctx, raw, sig, &x, trust, at); err != nil {
 		return nil, fmt.Errorf("opening repository %s: %w", where, err)
 	}
-	r.Index = &x
+	r.Index, r.raw, r.sig = &x, raw, sig
 	return r, nil
 }
 
