@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/registrytest"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/serve"
 	"github.com/strata-dev/strata/internal/sign"
@@ -436,5 +439,56 @@ func TestAgentSurvivesBadConfig(t *testing.T) {
 	eventually(t, "the node at 1.0.1 once the config is fixed", func() bool { return w.head() == "1.0.1" })
 	if !a.State().ConfigValid {
 		t.Error("config still reported invalid")
+	}
+}
+
+// Test 2: the same through a real registry (oci://, on loopback): the
+// agent applies what is pushed, in order, and an unchanged poll is one
+// request, resolving the tag.
+func TestAgentFollowsRegistry(t *testing.T) {
+	w := newWorld(t)
+	addr := registrytest.Start(t)
+	var mu sync.Mutex
+	var requests []string
+	target, _ := url.Parse("http://" + addr)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests = append(requests, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		proxy.ServeHTTP(rw, r)
+	}))
+	defer front.Close()
+	ref := "oci://" + strings.TrimPrefix(front.URL, "http://") + "/strata/demo"
+	push := func() {
+		if _, err := repo.Push(context.Background(), w.repo, ref, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push()
+	_, _, logs := w.run("repo: " + ref + "\ninterval: 1s\njitter: 0%\n")
+	w.publish()
+	w.publish()
+	push()
+	eventually(t, "the node at 1.0.2", func() bool { return w.head() == "1.0.2" })
+	led, err := os.ReadFile(filepath.Join(w.root, manifests.LedgerPath))
+	if err != nil || !strings.Contains(string(led), `"1.0.1"`) {
+		t.Fatalf("ledger: %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond) // let any apply in flight finish its requests
+	mu.Lock()
+	mark := len(requests)
+	mu.Unlock()
+	time.Sleep(2500 * time.Millisecond)
+	mu.Lock()
+	idle := append([]string{}, requests[mark:]...)
+	mu.Unlock()
+	if len(idle) == 0 {
+		t.Fatalf("no poll in 2.5s at a 1s interval; log:\n%s", logs)
+	}
+	for _, r := range idle {
+		if r != "HEAD /v2/strata/demo/manifests/latest" {
+			t.Errorf("an unchanged poll made %q; want only HEAD of the tag", r)
+		}
 	}
 }

@@ -33,10 +33,14 @@ case $help in
 *) echo "deps: mksquashfs lacks -tar (need squashfs-tools >= 4.5)" >&2; exit 1 ;;
 esac
 # Servers the fleet tests start on loopback themselves (Prometheus scrapes
-# agents): installed without recommends, and without letting the package
-# start its own service (a policy-rc.d that denies, as container images do).
-if ! command -v prometheus >/dev/null 2>&1; then
-	echo "deps: installing prometheus" >&2
+# agents; a registry holds an OCI repository): installed without
+# recommends, and without letting the packages start their own services (a
+# policy-rc.d that denies, as container images do).
+servers=()
+command -v prometheus >/dev/null 2>&1 || servers+=(prometheus)
+command -v docker-registry >/dev/null 2>&1 || servers+=(docker-registry)
+if [ "${#servers[@]}" -gt 0 ]; then
+	echo "deps: installing ${servers[*]}" >&2
 	SUDO=""
 	[ "$(id -u)" -eq 0 ] || SUDO=sudo
 	export DEBIAN_FRONTEND=noninteractive
@@ -49,7 +53,7 @@ if ! command -v prometheus >/dev/null 2>&1; then
 	fi
 	$SUDO apt-get update -qq
 	rc=0
-	$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null || rc=$?
+	$SUDO apt-get install -y -qq --no-install-recommends "${servers[@]}" >/dev/null || rc=$?
 	[ -z "$made" ] || $SUDO rm -f "$policy"
 	[ "$rc" -eq 0 ] || exit "$rc"
 fi

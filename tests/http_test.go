@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/strata-dev/strata/internal/registrytest"
 )
 
 // startServe runs `strata serve DIR --listen 127.0.0.1:0` and returns its
@@ -91,5 +93,37 @@ func TestHTTPRepository(t *testing.T) {
 	_, stderr, code := s.run("apply-overlay", "--root", "node", "--repo", "ftp://example.net/repo")
 	if code != 2 || !strings.Contains(stderr, "unknown scheme") {
 		t.Errorf("an ftp repository: exit %d, %s", code, stderr)
+	}
+}
+
+// A repository pushed to a real registry (strata repo push) is followed
+// and audited by reference.
+func TestOCIRepository(t *testing.T) {
+	addr := registrytest.Start(t)
+	s := &session{t: t, dir: t.TempDir()}
+	s.ok("key", "generate", "--out", "k")
+	s.ok("build-image", filepath.Join(demoDir, "recipe.yaml"), "--out", "images", "--key", "k.key")
+	s.ok("repo", "init", "repo", "--image", "images/demo-1.0.0.squashfs", "--key", "k.key")
+	s.write("web.conf", "listen 8081\n")
+	s.ok("overlay", "create", "--repo", "repo", "--version", "1.0.1", "--key", "k.key", "--add", "/etc/demo/web.conf=web.conf")
+	ref := "oci://" + addr + "/strata/demo:stable"
+	var pushed struct {
+		Digest string `json:"digest"`
+	}
+	s.okJSON(&pushed, "repo", "push", "repo", ref)
+	if !strings.HasPrefix(pushed.Digest, "sha256:") {
+		t.Fatalf("repo push: %+v", pushed)
+	}
+	s.ok("provision", "--image", "images/demo-1.0.0.squashfs", "--root", "node")
+	s.ok("apply-overlay", "--root", "node", "--repo", ref, "--restart-with", "none")
+	if a := s.verify("node", ref); a.Head.Version != "1.0.1" {
+		t.Errorf("node at %s after applying from %s", a.Head.Version, ref)
+	}
+	s.ok("verify-sequence", "--repo", ref, "--pub", "k.pub")
+	if _, stderr, code := s.run("apply-overlay", "--root", "node", "--repo", "oci://"+addr+"/strata/missing"); code == 0 || !strings.Contains(stderr, "strata/missing") {
+		t.Errorf("a repository the registry lacks: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code := s.run("overlay", "create", "--repo", ref, "--version", "1.0.2", "--key", "k.key", "--add", "/etc/demo/web.conf=web.conf"); code != 2 || !strings.Contains(stderr, "read-only") {
+		t.Errorf("overlay create into a registry: exit %d: %s", code, stderr)
 	}
 }

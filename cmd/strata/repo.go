@@ -35,7 +35,7 @@ func newRepoCmd(g *globals) *cobra.Command {
 	init.Flags().StringVar(&image, "image", "", "the line's image (.squashfs with its .image.json beside it)")
 	init.Flags().StringVar(&keyPath, "key", "", "key that signs the index; the image must trust it")
 	required(init, "image", "key")
-	rc.AddCommand(init, newRepoRefreshCmd(g))
+	rc.AddCommand(init, newRepoRefreshCmd(g), newRepoPushCmd(g))
 	return rc
 }
 
@@ -73,4 +73,31 @@ say). The key must be the one that signed the index.`,
 	c.Flags().DurationVar(&validFor, "valid-for", repo.DefaultValidity, "how long the index stays current")
 	required(c, "key")
 	return c
+}
+
+func newRepoPushCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "push REPO oci://REGISTRY/NAME[:TAG]",
+		Short: "Publish a repository directory to an OCI registry (one artifact, tagged)",
+		Long: `Push the repository in directory REPO to an OCI registry: every member its
+signed index names (images, image manifests, overlays, the index and
+signatures) as a blob the registry does not have yet, then one artifact
+(artifact type ` + repo.ArtifactType + `) listing them, then the tag
+(default latest). Nodes read it with --repo oci://REGISTRY/NAME[:TAG].
+
+A loopback registry is spoken to over plain HTTP, any other over TLS;
+oci+http://... forces plain HTTP. Credentials come from docker login
+(~/.docker/config.json).`,
+		Args: args(cobra.ExactArgs(2)),
+		RunE: func(c *cobra.Command, a []string) error {
+			desc, err := repo.Push(c.Context(), a[0], a[1], g.progress())
+			if err != nil {
+				return err
+			}
+			res := map[string]any{"reference": a[1], "digest": desc.Digest.String(), "size": desc.Size}
+			return g.output(c.OutOrStdout(), res, func(w io.Writer) {
+				fmt.Fprintf(w, "pushed %s to %s (%s)\n", a[0], a[1], desc.Digest)
+			})
+		},
+	}
 }

@@ -16,17 +16,18 @@ var ErrRemote = errors.New("repo: a repository URL is read-only; publish into a 
 var ErrLocation = errors.New("repo: not a repository location")
 
 // Locate returns the store of the repository at loc: an http:// or
-// https:// URL (see HTTPStore), or else a local directory.
+// https:// URL (see HTTPStore), an oci:// or oci+http:// reference (see
+// OCIStore), or else a local directory.
 func Locate(loc string) (Store, error) {
 	switch {
 	case loc == "":
 		return nil, fmt.Errorf("no repository given: %w", ErrLocation)
 	case IsURL(loc) && (strings.HasPrefix(loc, "http://") || strings.HasPrefix(loc, "https://")):
 		return HTTP(loc)
-	case strings.HasPrefix(loc, "oci://"):
-		return nil, fmt.Errorf("repository %s: OCI registries are not supported yet: %w", loc, ErrLocation)
+	case strings.HasPrefix(loc, "oci://"), strings.HasPrefix(loc, "oci+http://"):
+		return OCI(loc)
 	case IsURL(loc):
-		return nil, fmt.Errorf("repository %q: unknown scheme; want a directory, http:// or https://: %w", loc, ErrLocation)
+		return nil, fmt.Errorf("repository %q: unknown scheme; want a directory, http://, https://, oci:// or oci+http://: %w", loc, ErrLocation)
 	}
 	return Dir(loc), nil
 }

@@ -1,0 +1,338 @@
+package repo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/credentials"
+	"oras.land/oras-go/v2/registry/remote/retry"
+
+	"github.com/strata-dev/strata/manifests"
+)
+
+// A repository in an OCI registry is one artifact, tagged (default
+// "latest"): an OCI image manifest whose artifact type is
+// ArtifactType and whose layers are the repository's members, each a
+// blob of its own media type titled with its path. Pushing a new
+// publication uploads only the blobs the registry lacks and moves the
+// tag; nodes resolve the tag (one request) to see whether anything
+// changed.
+const (
+	ArtifactType        = "application/vnd.strata.repository.v1"
+	MediaIndex          = "application/vnd.strata.index.v1+json"
+	MediaSignature      = "application/vnd.strata.signature.v1"
+	MediaOverlay        = "application/vnd.strata.overlay.v1.tar"
+	MediaImage          = "application/vnd.strata.image.v1.squashfs"
+	MediaImageManifest  = "application/vnd.strata.image-manifest.v1+json"
+	maxOCIManifestBytes = 4 << 20
+)
+
+// mediaType returns the media type of a repository member.
+func mediaType(name string) string {
+	switch {
+	case name == IndexFile:
+		return MediaIndex
+	case strings.HasSuffix(name, ".minisig"):
+		return MediaSignature
+	case strings.HasPrefix(name, "overlays/"):
+		return MediaOverlay
+	case strings.HasSuffix(name, ".image.json"):
+		return MediaImageManifest
+	case strings.HasSuffix(name, ".squashfs"):
+		return MediaImage
+	}
+	return "application/octet-stream"
+}
+
+// OCIStore is a repository held in an OCI registry (read through
+// oras-go). It is read-only; strata repo push writes one.
+type OCIStore struct {
+	ref  string // the reference as given (oci://...)
+	repo *remote.Repository
+	tag  string
+
+	mu       sync.Mutex
+	manifest ocispec.Descriptor            // the artifact last resolved
+	members  map[string]ocispec.Descriptor // its layers by title
+	polled   digest.Digest                 // the artifact at the last Poll
+}
+
+var (
+	_ Store  = (*OCIStore)(nil)
+	_ Poller = (*OCIStore)(nil)
+)
+
+// OCI returns the store of the repository at ref: oci://HOST[:PORT]/NAME
+// [:TAG] (TLS, except to a loopback registry, which is spoken to over
+// plain HTTP as oras --plain-http does) or oci+http://... (plain HTTP to
+// any registry). Credentials come from the Docker configuration
+// (~/.docker/config.json, docker login), as oras and docker use them.
+func OCI(ref string) (*OCIStore, error) {
+	plain := false
+	rest, ok := strings.CutPrefix(ref, "oci://")
+	if !ok {
+		if rest, ok = strings.CutPrefix(ref, "oci+http://"); !ok {
+			return nil, fmt.Errorf("registry reference %q: want oci://HOST/NAME[:TAG]: %w", ref, ErrLocation)
+		}
+		plain = true
+	}
+	tag := "latest"
+	if i := strings.LastIndex(rest, ":"); i > strings.LastIndex(rest, "/") {
+		rest, tag = rest[:i], rest[i+1:]
+	}
+	r, err := remote.NewRepository(rest)
+	if err != nil {
+		return nil, fmt.Errorf("registry reference %q: %v: %w", ref, err, ErrLocation)
+	}
+	if _, err := r.ParseReference(tag); err != nil {
+		return nil, fmt.Errorf("registry reference %q: tag %q: %v: %w", ref, tag, err, ErrLocation)
+	}
+	host := r.Reference.Host()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		plain = true
+	}
+	r.PlainHTTP = plain
+	client := &auth.Client{Client: retry.DefaultClient, Cache: auth.NewCache()}
+	client.SetUserAgent("strata")
+	if store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{}); err == nil {
+		client.Credential = credentials.Credential(store)
+	}
+	r.Client = client
+	r.ManifestMediaTypes = []string{ocispec.MediaTypeImageManifest}
+	return &OCIStore{ref: ref, repo: r, tag: tag}, nil
+}
+
+// String returns the reference.
+func (o *OCIStore) String() string { return o.ref }
+
+// Poll resolves the tag and reports whether it names another artifact
+// than at the last Poll (true the first time): one request.
+func (o *OCIStore) Poll(ctx context.Context) (bool, error) {
+	desc, err := o.repo.Resolve(ctx, o.tag)
+	if err != nil {
+		return false, o.err("resolve", err)
+	}
+	o.mu.Lock()
+	changed := desc.Digest != o.polled
+	loaded := o.members != nil && desc.Digest == o.manifest.Digest
+	o.mu.Unlock()
+	if !loaded {
+		if err := o.load(ctx, desc); err != nil {
+			return false, err
+		}
+	}
+	o.mu.Lock()
+	o.polled = desc.Digest
+	o.mu.Unlock()
+	return changed, nil
+}
+
+// load fetches the artifact's manifest, bounded and verified against its
+// digest, and indexes its layers by title.
+func (o *OCIStore) load(ctx context.Context, desc ocispec.Descriptor) error {
+	if desc.Size > maxOCIManifestBytes {
+		return o.err("manifest", fmt.Errorf("%w: %d bytes (limit %d)", manifests.ErrTooLarge, desc.Size, maxOCIManifestBytes))
+	}
+	rc, err := o.repo.Fetch(ctx, desc)
+	if err != nil {
+		return o.err("manifest", err)
+	}
+	defer rc.Close()
+	raw, err := content.ReadAll(rc, desc)
+	if err != nil {
+		return o.err("manifest", err)
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return o.err("manifest", err)
+	}
+	if m.Config.MediaType != ArtifactType && m.ArtifactType != ArtifactType {
+		return o.err("manifest", fmt.Errorf("%w: not a strata repository (artifact type %q)", manifests.ErrInvalid, m.Config.MediaType))
+	}
+	members := map[string]ocispec.Descriptor{}
+	for _, l := range m.Layers {
+		name := l.Annotations[ocispec.AnnotationTitle]
+		if !fs.ValidPath(name) || name == "." {
+			return o.err("manifest", fmt.Errorf("%w: layer title %q", manifests.ErrUnsafePath, name))
+		}
+		if _, dup := members[name]; dup {
+			return o.err("manifest", fmt.Errorf("%w: layer %q twice", manifests.ErrInvalid, name))
+		}
+		if err := l.Digest.Validate(); err != nil || l.Size < 0 {
+			return o.err("manifest", fmt.Errorf("%w: layer %q: bad digest or size", manifests.ErrInvalid, name))
+		}
+		members[name] = l
+	}
+	o.mu.Lock()
+	o.manifest, o.members = desc, members
+	o.mu.Unlock()
+	return nil
+}
+
+// Open fetches member name's blob; see Store. The reader checks the
+// blob's digest at its end, so a registry serving other bytes fails the
+// read.
+func (o *OCIStore) Open(ctx context.Context, name string) (io.ReadCloser, int64, error) {
+	if !fs.ValidPath(name) || name == "." {
+		return nil, 0, &fs.PathError{Op: "open", Path: o.ref + "/" + name, Err: manifests.ErrUnsafePath}
+	}
+	o.mu.Lock()
+	loaded := o.members != nil
+	o.mu.Unlock()
+	if !loaded || name == IndexFile {
+		// A reader that did not poll, or asks for the index again,
+		// sees the tag as it is now.
+		desc, err := o.repo.Resolve(ctx, o.tag)
+		if err != nil {
+			return nil, 0, o.err("resolve", err)
+		}
+		o.mu.Lock()
+		same := o.members != nil && desc.Digest == o.manifest.Digest
+		o.mu.Unlock()
+		if !same {
+			if err := o.load(ctx, desc); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	o.mu.Lock()
+	d, ok := o.members[name]
+	o.mu.Unlock()
+	if !ok {
+		return nil, 0, &fs.PathError{Op: "open", Path: o.ref + "/" + name, Err: fs.ErrNotExist}
+	}
+	rc, err := o.repo.Blobs().Fetch(ctx, d)
+	if err != nil {
+		return nil, 0, &fs.PathError{Op: "fetch", Path: o.ref + "/" + name, Err: err}
+	}
+	vr := content.NewVerifyReader(io.LimitReader(rc, d.Size), d)
+	return &verifiedBlob{member: member{ctx: ctx, f: vr, left: d.Size}, rc: rc, vr: vr}, d.Size, nil
+}
+
+// verifiedBlob is a blob whose digest is checked when it is read whole.
+type verifiedBlob struct {
+	member
+	rc io.Closer
+	vr *content.VerifyReader
+}
+
+func (b *verifiedBlob) Read(p []byte) (int, error) {
+	n, err := b.member.Read(p)
+	if errors.Is(err, io.EOF) {
+		if verr := b.vr.Verify(); verr != nil {
+			return n, fmt.Errorf("%w: %v", ErrTampered, verr)
+		}
+	}
+	return n, err
+}
+
+func (b *verifiedBlob) Close() error { return b.rc.Close() }
+
+func (o *OCIStore) err(op string, err error) error {
+	if errors.Is(err, errdef.ErrNotFound) {
+		err = fmt.Errorf("%w: %v", fs.ErrNotExist, err)
+	}
+	return &fs.PathError{Op: op, Path: o.ref, Err: err}
+}
+
+// Push publishes the repository in directory dir to the registry at ref
+// (see OCI): every member the index names, its signature and the image
+// manifests, as blobs the registry does not have yet, then the artifact,
+// then the tag. The index is read and verified first (nil trust: the
+// images' keys), so only a signed repository is pushed; readers verify
+// everything again.
+func Push(ctx context.Context, dir, ref string, progress func(string)) (ocispec.Descriptor, error) {
+	if progress == nil {
+		progress = func(string) {}
+	}
+	o, err := OCI(ref)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	r, err := Open(dir, nil)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	names := []string{IndexFile, SigPath(IndexFile)}
+	for _, l := range r.Index.Lines {
+		mp := ManifestPath(l.Image.File)
+		names = append(names, l.Image.File, mp, SigPath(mp))
+		for _, ov := range l.Overlays {
+			names = append(names, ov.File)
+		}
+	}
+	var layers []ocispec.Descriptor
+	for _, name := range names {
+		d, err := pushFile(ctx, o.repo, r.Path(name), name)
+		if err != nil {
+			return ocispec.Descriptor{}, err
+		}
+		progress(fmt.Sprintf("pushed %s (%d bytes)", name, d.Size))
+		layers = append(layers, d)
+	}
+	desc, err := oras.PackManifest(ctx, o.repo, oras.PackManifestVersion1_0, ArtifactType, oras.PackManifestOptions{
+		Layers:              layers,
+		ManifestAnnotations: map[string]string{ocispec.AnnotationCreated: "1970-01-01T00:00:00Z"},
+	})
+	if err != nil {
+		return ocispec.Descriptor{}, o.err("push manifest", err)
+	}
+	if err := o.repo.Tag(ctx, desc, o.tag); err != nil {
+		return ocispec.Descriptor{}, o.err("tag", err)
+	}
+	progress(fmt.Sprintf("tagged %s as %s", desc.Digest, o.tag))
+	return desc, nil
+}
+
+// pushFile pushes the file at host as a blob titled name, unless the
+// registry has it.
+func pushFile(ctx context.Context, repo *remote.Repository, host, name string) (ocispec.Descriptor, error) {
+	f, err := os.Open(host)
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("pushing %s: %w", name, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return ocispec.Descriptor{}, fmt.Errorf("pushing %s: %w", name, ErrNotRegular)
+	}
+	dg, err := digest.SHA256.FromReader(f)
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("pushing %s: %w", name, err)
+	}
+	d := ocispec.Descriptor{MediaType: mediaType(name), Digest: dg, Size: fi.Size(),
+		Annotations: map[string]string{ocispec.AnnotationTitle: path.Clean(name)}}
+	exists, err := repo.Exists(ctx, d)
+	if err != nil {
+		return d, fmt.Errorf("pushing %s: %w", name, err)
+	}
+	if exists {
+		return d, nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return d, err
+	}
+	if err := repo.Push(ctx, d, io.LimitReader(f, fi.Size())); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+		return d, fmt.Errorf("pushing %s: %w", name, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,92 @@
+package repo_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/strata-dev/strata/internal/registrytest"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// A repository pushed to a real registry reads back member for member,
+// verifies as the directory does, and polls by resolving its tag.
+func TestOCIPushAndRead(t *testing.T) {
+	ctx := context.Background()
+	addr := registrytest.Start(t)
+	img, key, pub := image(t, "alpha")
+	dir := filepath.Join(t.TempDir(), "repo")
+	if _, err := repo.Init(dir, img, key); err != nil {
+		t.Fatal(err)
+	}
+	ref := "oci://" + addr + "/strata/alpha:stable"
+	if _, err := repo.Push(ctx, dir, ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := repo.Locate(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trust, err := sign.LoadPublicFile(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := repo.OpenStore(ctx, st, trust)
+	if err != nil {
+		t.Fatalf("opening the pushed repository: %v", err)
+	}
+	if _, err := repo.LoadChain(ctx, r, "", "", nil); err != nil {
+		t.Fatalf("loading its chain: %v", err)
+	}
+	for _, name := range []string{repo.IndexFile, r.Index.Lines[0].Image.File} {
+		want, _ := os.ReadFile(filepath.Join(dir, name))
+		got, err := repo.ReadMember(ctx, st, name, 1<<30)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s: %d bytes, %v; want the directory's %d", name, len(got), err, len(want))
+		}
+	}
+	if _, _, err := st.Open(ctx, "overlays/none.overlay.tar.zst"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a member the artifact lacks: %v, want not exist", err)
+	}
+	if _, _, err := st.Open(ctx, "../x"); !errors.Is(err, manifests.ErrUnsafePath) {
+		t.Errorf("an unsafe name: %v", err)
+	}
+	p := st.(repo.Poller)
+	if changed, err := p.Poll(ctx); err != nil || !changed {
+		t.Fatalf("first poll: %v %v", changed, err)
+	}
+	if changed, err := p.Poll(ctx); err != nil || changed {
+		t.Fatalf("unchanged poll: %v %v", changed, err)
+	}
+	src := filepath.Join(t.TempDir(), "y")
+	if err := os.WriteFile(src, []byte("y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := overlay.Create(ctx, dir, key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/y", Src: src}}}, overlay.CreateOptions{Version: "1.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Push(ctx, dir, ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := p.Poll(ctx); err != nil || !changed {
+		t.Fatalf("poll after a push: %v %v", changed, err)
+	}
+	rc, size, err := st.Open(ctx, "overlays/alpha-1.0.1.overlay.tar.zst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || int64(len(b)) != size {
+		t.Fatalf("reading the new overlay: %d of %d bytes, %v", len(b), size, err)
+	}
+	if _, err := repo.Locate("oci://" + addr + "/Strata/UPPER"); !errors.Is(err, repo.ErrLocation) {
+		t.Errorf("an invalid repository name: %v, want ErrLocation", err)
+	}
+}
