@@ -16,6 +16,7 @@
 # Usage: scripts/bench.sh [path/to/strata]   (env: FILES, FILE_KB, CHANGED, RUNS)
 set -euo pipefail
 S=$(realpath "${1:-bin/strata}")
+SRC=$(pwd)   # the source tree (make bench runs from it), for the Go-side rows
 FILES=${FILES:-4000}        # files in the base tree
 FILE_KB=${FILE_KB:-24}      # average file size
 CHANGED=${CHANGED:-400}     # files an overlay changes
@@ -175,3 +176,9 @@ if [ "$DEBIAN" = 1 ]; then
 	row "build-image" dnbuild "mksquashfs DIR" dnmksq
 	row "provision --disk" disk "dd conv=sparse" dd
 fi
+
+# Fleet scale: 2,000 simulated agents polling one strata serve over
+# loopback (internal/serve TestScale2000Agents); its report, not a ratio:
+# an unchanged poll has no peer but "one small response".
+printf '\nFleet: '
+( cd "$SRC" && STRATA_SCALE_REPORT="$W/scale.txt" go test ./internal/serve -run '^TestScale2000Agents$' -count=1 >/dev/null ) && cat "$W/scale.txt"
