@@ -128,10 +128,25 @@ func (m *OverlayManifest) Validate() error {
 	return nil
 }
 
+// LineageWindow is how many ancestors an overlay manifest lists at most:
+// the nearest, ending at the parent. A full lineage grew every manifest
+// with its line (and made reading a line quadratic); the parent link
+// chains the rest. Manifests with a longer lineage still validate.
+const LineageWindow = 64
+
+// WindowLineage returns the last LineageWindow refs of a line's lineage.
+func WindowLineage(refs []Ref) []Ref {
+	if len(refs) > LineageWindow {
+		refs = refs[len(refs)-LineageWindow:]
+	}
+	return append([]Ref(nil), refs...)
+}
+
 // Ancestors returns the versions of Lineage strictly after version from,
 // up to and including the parent. It is how a node names the overlays it
-// is missing. If from is not in the lineage, every lineage version after the
-// first (the image) is returned.
+// is missing. If from is not in the lineage, every lineage version newer
+// than from is returned (a lineage window may start after it; then more
+// are missing than it names, and Complete reports false).
 func (m *OverlayManifest) Ancestors(from string) []string {
 	var out []string
 	found := false
@@ -144,9 +159,18 @@ func (m *OverlayManifest) Ancestors(from string) []string {
 		}
 	}
 	if !found {
-		for _, r := range m.Lineage[1:] {
-			out = append(out, r.Version)
+		for _, r := range m.Lineage {
+			if CompareVersions(r.Version, from) > 0 {
+				out = append(out, r.Version)
+			}
 		}
 	}
 	return out
+}
+
+// Covers reports whether the lineage reaches back to version v (lists it
+// or anything older), so that whether v is an ancestor can be told from
+// the manifest alone.
+func (m *OverlayManifest) Covers(v string) bool {
+	return len(m.Lineage) > 0 && CompareVersions(m.Lineage[0].Version, v) <= 0
 }

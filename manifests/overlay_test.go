@@ -3,6 +3,7 @@ package manifests_test
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,8 +143,10 @@ func TestOverlayAncestors(t *testing.T) {
 		{"1.0.0", []string{"1.0.1", "1.0.2"}},
 		{"1.0.1", []string{"1.0.2"}},
 		{"1.0.2", nil},
-		{"0.9.0", []string{"1.0.1", "1.0.2"}},
-		{"", []string{"1.0.1", "1.0.2"}},
+		// Not in the lineage: everything newer, as a window may start
+		// after the node's head.
+		{"0.9.0", []string{"1.0.0", "1.0.1", "1.0.2"}},
+		{"1.0.1-rc.1", []string{"1.0.1", "1.0.2"}},
 	}
 	for _, tt := range tests {
 		if got := m.Ancestors(tt.from); !reflect.DeepEqual(got, tt.want) {
@@ -157,6 +160,17 @@ func TestOverlayAncestors(t *testing.T) {
 	}
 	if got := first.Ancestors("2.0.0"); got != nil {
 		t.Errorf("first overlay Ancestors(unknown) = %v, want none", got)
+	}
+	if !m.Covers("1.0.0") || !m.Covers("1.0.2") || m.Covers("0.9.0") {
+		t.Errorf("Covers: the lineage starts at 1.0.0")
+	}
+	var line []manifests.Ref
+	for i := 0; i < manifests.LineageWindow+10; i++ {
+		line = append(line, ref("1.0."+strconv.Itoa(i)))
+	}
+	w := manifests.WindowLineage(line)
+	if len(w) != manifests.LineageWindow || w[len(w)-1] != line[len(line)-1] || w[0] != line[10] {
+		t.Errorf("WindowLineage kept %d refs from %s", len(w), w[0].Version)
 	}
 }
 

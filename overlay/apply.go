@@ -370,16 +370,27 @@ func checkParent(m *manifests.OverlayManifest, head manifests.Ref, known []manif
 			return fmt.Errorf("overlay %s descends from a %s with digest %s, but the node's %s is %s (a fork): %w", m.Version, r.Version, r.Digest, head.Version, head.Digest, ErrSequence)
 		}
 	}
+	missing := strings.Join(m.Ancestors(head.Version), ", ")
+	if !m.Covers(head.Version) {
+		// The node's head is older than the manifest's lineage window:
+		// a gap at least that long (a fork would show when the missing
+		// overlays are applied, each checked against its parent).
+		return fmt.Errorf("overlay %s needs parent %s but the node's head is %s; missing: the overlays after %s up to %s: %w",
+			m.Version, m.Parent.Version, head.Version, head.Version, missing, ErrSequence)
+	}
 	if !inLineage {
 		return fmt.Errorf("overlay %s does not descend from the node's head %s (%s); its line runs %s (a fork): %w", m.Version, head.Version, head.Digest, lineageVersions(m.Lineage), ErrSequence)
 	}
-	missing := m.Ancestors(head.Version)
 	return fmt.Errorf("overlay %s needs parent %s but the node's head is %s; missing: %s: %w",
-		m.Version, m.Parent.Version, head.Version, strings.Join(missing, ", "), ErrSequence)
+		m.Version, m.Parent.Version, head.Version, missing, ErrSequence)
 }
 
-// checkLineage requires every ref of known in m's lineage, in order.
+// checkLineage requires every ref of known that m's lineage reaches back
+// to (its window) in the lineage, in order.
 func checkLineage(m *manifests.OverlayManifest, known []manifests.Ref) error {
+	for len(known) > 0 && !m.Covers(known[0].Version) {
+		known = known[1:]
+	}
 	i := 0
 	for _, r := range m.Lineage {
 		if i < len(known) && r == known[i] {

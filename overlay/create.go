@@ -119,7 +119,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 		Line:     c.Line.Name,
 		Version:  o.Version,
 		Parent:   head,
-		Lineage:  c.Lineage(),
+		Lineage:  manifests.WindowLineage(c.Lineage()),
 		Requires: manifests.Requires{Image: o.RequiresImage},
 		Entries:  d.entries,
 		Deletes:  d.deletes,

@@ -40,7 +40,7 @@ services:
 `
 
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	key     *sign.Key
 	keyPath string
@@ -48,7 +48,7 @@ type fixture struct {
 	image   string
 }
 
-func requireTools(t *testing.T) {
+func requireTools(t testing.TB) {
 	t.Helper()
 	for _, tool := range []string{"mksquashfs", "sqfs2tar", "rdsquashfs"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -57,7 +57,7 @@ func requireTools(t *testing.T) {
 	}
 }
 
-func writeFiles(t *testing.T, root string, files map[string]string) {
+func writeFiles(t testing.TB, root string, files map[string]string) {
 	t.Helper()
 	for p, content := range files {
 		full := filepath.Join(root, p)
@@ -74,7 +74,7 @@ func writeFiles(t *testing.T, root string, files map[string]string) {
 	}
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	requireTools(t)
 	dir := t.TempDir()

@@ -82,7 +82,7 @@ func RotateKeys(ctx context.Context, repoDir string, key *sign.Key, o RotateOpti
 		Line:      c.Line.Name,
 		Version:   o.Version,
 		Parent:    head,
-		Lineage:   c.Lineage(),
+		Lineage:   manifests.WindowLineage(c.Lineage()),
 		Requires:  manifests.Requires{Image: "^" + c.Image.Manifest.Version},
 		Entries:   []manifests.Entry{},
 		Deletes:   []string{},

@@ -642,3 +642,29 @@ func sqRichChange(f *fixture) Change {
 		Deletes: []string{"/usr/share/doc", "/etc/link"},
 	}
 }
+
+// A line longer than the lineage window: manifests list the nearest
+// LineageWindow ancestors only, a node far behind is told it has a gap
+// (not a fork), and catching up from the repository works as before.
+func TestLineageWindow(t *testing.T) {
+	f := newFixture(t)
+	n := manifests.LineageWindow + 6
+	var last *Created
+	for i := 1; i <= n; i++ {
+		last = f.create("1.0."+strconv.Itoa(i), f.change("/etc/app/conf.d/w.conf", "w "+strconv.Itoa(i)+"\n"))
+	}
+	if got := len(last.Manifest.Lineage); got != manifests.LineageWindow {
+		t.Fatalf("the %dth overlay lists %d ancestors, want %d", n, got, manifests.LineageWindow)
+	}
+	root := f.provision()
+	before := snap(t, root)
+	_, err := apply(root, last.Path)
+	sqErr(t, err, ErrSequence, "missing: the overlays after 1.0.0", "1.0."+strconv.Itoa(n-1))
+	assertUnchanged(t, root, before)
+	if _, err := Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}); err != nil {
+		t.Fatalf("catching up a line longer than the window: %v", err)
+	}
+	if a, err := VerifyNode(context.Background(), root, f.repo, true); err != nil || !a.OK() || a.Head.Version != "1.0."+strconv.Itoa(n) {
+		t.Fatalf("audit after catching up: %v %+v", err, a)
+	}
+}

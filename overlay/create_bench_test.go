@@ -1,0 +1,33 @@
+package overlay_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+
+	. "github.com/strata-dev/strata/overlay"
+)
+
+// BenchmarkCreateAtDepth measures publishing one small overlay at the
+// head of a line that already has depth overlays (issue 8: the cost of
+// publishing must not grow with the line).
+func BenchmarkCreateAtDepth(b *testing.B) {
+	for _, depth := range []int{1, 100, 400} {
+		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
+			f := newFixture(b)
+			for i := 1; i <= depth; i++ {
+				f.create("1.0."+strconv.Itoa(i), f.change("/etc/app/conf.d/v.conf", "v "+strconv.Itoa(i)+"\n"))
+			}
+			next := depth
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				next++
+				ch := f.change("/etc/app/conf.d/v.conf", "v "+strconv.Itoa(next)+"\n")
+				if _, err := Create(context.Background(), f.repo, f.key, ch, CreateOptions{Version: "1.0." + strconv.Itoa(next)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
