@@ -50,6 +50,20 @@ type Line struct {
 	Name     string       `json:"name"`
 	Image    ImageRef     `json:"image"`
 	Overlays []OverlayRef `json:"overlays"`
+	// State, when set, is the line's head state (see HeadState): what
+	// the chain folds to at its head, so that publishing the next
+	// overlay need not read the chain. One for an older version (an
+	// index another tool appended to) is not used.
+	State *StateRef `json:"state,omitempty"`
+}
+
+// StateRef locates a line's head state in a repository.
+type StateRef struct {
+	// Version is the head the state describes.
+	Version string `json:"version"`
+	File    string `json:"file"`
+	SHA256  string `json:"sha256"`
+	Size    int64  `json:"size"`
 }
 
 // ImageRef locates an image in a repository.
@@ -151,6 +165,14 @@ func (x *Index) Validate() error {
 				return fmt.Errorf("line %s: %w", l.Name, err)
 			}
 			prev = Ref{Version: o.Version, Digest: o.Digest}
+		}
+		if st := l.State; st != nil {
+			if err := ValidPath(st.File); err != nil {
+				return fmt.Errorf("line %s: state: %w", l.Name, err)
+			}
+			if !l.HasVersion(st.Version) || !validHex(st.SHA256, 64) || st.Size <= 0 || st.Size > MaxManifestSize {
+				return fmt.Errorf("%w: line %s: state for %s, sha256 %q, size %d", ErrInvalid, l.Name, st.Version, st.SHA256, st.Size)
+			}
 		}
 	}
 	return nil

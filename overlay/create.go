@@ -85,7 +85,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err != nil {
 		return nil, err
 	}
-	c, err := LoadChain(ctx, r, o.Line, "", nil)
+	c, err := repo.LoadHead(ctx, r, o.Line)
 	if err != nil {
 		return nil, err
 	}
@@ -150,14 +150,22 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	}
-	return publish(r, c, m, open, algo, key, key)
+	return publish(r, c, m, open, algo, key, key, next)
 }
 
 // publish signs m with key, writes the overlay with the payload open
 // gives under r's overlays/, and appends it to the index, which indexKey
 // signs.
-func publish(r *repo.Repo, c *Chain, m *manifests.OverlayManifest, open tree.Opener, algo compress.Algorithm, key, indexKey *sign.Key) (*Created, error) {
+func publish(r *repo.Repo, c *Chain, m *manifests.OverlayManifest, open tree.Opener, algo compress.Algorithm, key, indexKey *sign.Key, next tree.State) (*Created, error) {
 	head := c.Head()
+	keys, err := c.Keys.After(m)
+	if err != nil {
+		return nil, err
+	}
+	cat := c.Catalog
+	if m.Catalog != nil {
+		cat = *m.Catalog
+	}
 	raw, err := manifests.Encode(m)
 	if err != nil {
 		return nil, err
@@ -181,7 +189,13 @@ func publish(r *repo.Repo, c *Chain, m *manifests.OverlayManifest, open tree.Ope
 	}
 	digest := manifests.Digest(raw)
 	c.Line.Overlays = append(c.Line.Overlays, manifests.OverlayRef{Version: m.Version, File: rel, Digest: digest, SHA256: sum, Size: size, Parent: head})
-	if err := r.Save(indexKey); err != nil {
+	st := &manifests.HeadState{
+		Schema: manifests.Schema, Kind: manifests.KindState, Line: c.Line.Name,
+		Head:       manifests.Ref{Version: m.Version, Digest: digest},
+		Image:      manifests.Ref{Version: c.Line.Image.Version, Digest: c.Line.Image.Digest},
+		TreeDigest: m.TreeDigest, Keys: keys.Strings(), Catalog: cat, Files: next.Entries(),
+	}
+	if err := r.SaveWithState(c.Line, st, indexKey); err != nil {
 		_ = os.Remove(out)
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 // head of a line that already has depth overlays (issue 8: the cost of
 // publishing must not grow with the line).
 func BenchmarkCreateAtDepth(b *testing.B) {
-	for _, depth := range []int{1, 100, 400} {
+	for _, depth := range []int{1, 100, 400, 1000} {
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
 			f := newFixture(b)
 			for i := 1; i <= depth; i++ {

@@ -51,7 +51,7 @@ func RotateKeys(ctx context.Context, repoDir string, key *sign.Key, o RotateOpti
 	if err != nil {
 		return nil, err
 	}
-	c, err := LoadChain(ctx, r, o.Line, "", nil)
+	c, err := repo.LoadHead(ctx, r, o.Line)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func RotateKeys(ctx context.Context, repoDir string, key *sign.Key, o RotateOpti
 	open := func(e manifests.Entry) (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(files[e.Path])), nil
 	}
-	return publish(r, c, m, open, compress.Zstd, key, indexKey)
+	return publish(r, c, m, open, compress.Zstd, key, indexKey, next)
 }
 
 // rotation checks what o asks for against the keys the line trusts at

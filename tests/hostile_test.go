@@ -864,6 +864,7 @@ func indexAt(t *testing.T, dir string, s uint64) []byte {
 	}
 	x.Serial = s
 	x.Lines[0].Overlays = x.Lines[0].Overlays[:s-1]
+	x.Lines[0].State = nil // that publication's state file is gone
 	out, err := manifests.Encode(&x)
 	if err != nil {
 		t.Fatal(err)

@@ -26,10 +26,18 @@ type Chain struct {
 	// Keys are the keys the line trusts after the chain's last element:
 	// its image's, changed by the key rotations among its overlays.
 	Keys *sign.KeySet
+
+	// fromState marks a chain loaded from the line's head state
+	// (LoadHead): Overlays is empty, and the head and lineage are the
+	// index's.
+	fromState bool
 }
 
 // Head returns the chain's last element.
 func (c *Chain) Head() manifests.Ref {
+	if c.fromState {
+		return c.Line.Head()
+	}
 	if n := len(c.Overlays); n > 0 {
 		a := c.Overlays[n-1]
 		return manifests.Ref{Version: a.Manifest.Version, Digest: a.Digest}
@@ -40,6 +48,12 @@ func (c *Chain) Head() manifests.Ref {
 // Lineage returns every element of the chain as refs, image first.
 func (c *Chain) Lineage() []manifests.Ref {
 	out := []manifests.Ref{{Version: c.Image.Manifest.Version, Digest: c.Image.Digest}}
+	if c.fromState {
+		for _, o := range c.Line.Overlays {
+			out = append(out, manifests.Ref{Version: o.Version, Digest: o.Digest})
+		}
+		return out
+	}
 	for _, a := range c.Overlays {
 		out = append(out, manifests.Ref{Version: a.Manifest.Version, Digest: a.Digest})
 	}
