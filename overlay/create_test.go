@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/strata-dev/strata/internal/repo"
@@ -254,4 +255,51 @@ func TestCreateOutsideHierarchiesRefused(t *testing.T) {
 		t.Error("a refused change altered the repository index")
 	}
 	f.create("1.0.1", f.change("/opt/tool/conf", "ok\n"))
+}
+
+// The head state a publisher reads instead of the chain is what the
+// chain folds to; a tampered one is refused, and the audit compares them.
+func TestHeadState(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	f.create("1.0.2", f.change("/usr/lib/systemd/system/other.service", "[Service]\nExecStart=/usr/bin/other --x\n"))
+	r, err := repo.Open(f.repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &r.Index.Lines[0]
+	if l.State == nil || l.State.Version != "1.0.2" {
+		t.Fatalf("index state %+v, want one for 1.0.2", l.State)
+	}
+	if n, _ := filepath.Glob(filepath.Join(f.repo, "states", "*")); len(n) != 1 {
+		t.Errorf("state files %v, want only the head's", n)
+	}
+	hs, err := repo.LoadHead(ctx, r, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadChain(ctx, r, "", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs.State.Digest() != c.State.Digest() || hs.Head() != c.Head() || len(hs.Lineage()) != len(c.Lineage()) || len(hs.Catalog.Services) != len(c.Catalog.Services) {
+		t.Fatalf("head state and chain differ")
+	}
+	if a, err := VerifyRepo(ctx, f.repo, nil); err != nil || !a.OK() {
+		t.Fatalf("audit: %v %+v", err, a)
+	}
+	// A state file changed behind the index's back is refused.
+	p := filepath.Join(f.repo, filepath.FromSlash(l.State.File))
+	raw, _ := os.ReadFile(p)
+	i := strings.Index(string(raw), `"tree_digest"`) + len(`"tree_digest": "sha256:`)
+	raw[i] ^= 1 // the same size, another digest
+	if err := os.WriteFile(p, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Create(ctx, f.repo, f.key, f.change("/etc/motd", "x\n"), CreateOptions{Version: "1.0.3"})
+	sqErr(t, err, repo.ErrTampered, "head state")
+	if a, err := VerifyRepo(ctx, f.repo, nil); err != nil || a.OK() || !hasFinding(a, "state", "head state") {
+		t.Errorf("audit of a tampered state: %v %+v", err, a)
+	}
 }

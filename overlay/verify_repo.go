@@ -62,6 +62,7 @@ func VerifyRepoAs(ctx context.Context, repoDir string, trust, history *sign.KeyS
 		if err := c.CheckIndexKey(); err != nil {
 			a.problem("signature", "", "%v", err)
 		}
+		auditState(ctx, a, r, c)
 		for _, o := range c.Overlays {
 			ok, err := manifests.Satisfies(c.Image.Manifest.Version, o.Manifest.Requires.Image)
 			if err != nil || !ok {
@@ -107,4 +108,29 @@ func openRepoStore(loc string, st repo.Store) (repo.Store, func(), error) {
 		return nil, nil, err
 	}
 	return sp, func() { _ = sp.Close() }, nil
+}
+
+// auditState checks a line's head state, which publishers trust instead
+// of the chain, against the chain itself: the same tree, catalog and keys.
+func auditState(ctx context.Context, a *Audit, r *repo.Repo, c *Chain) {
+	l := c.Line
+	if l.State == nil || l.State.Version != l.Head().Version {
+		return
+	}
+	hs, err := repo.LoadHead(ctx, r, l.Name)
+	if err != nil {
+		a.problem("state", "", "line %s: %v", l.Name, err)
+		return
+	}
+	if hs.State.Digest() != c.State.Digest() {
+		a.problem("state", "", "line %s: the head state's tree %s is not the chain's %s", l.Name, hs.State.Digest(), c.State.Digest())
+	}
+	want, _ := manifests.Encode(&c.Catalog)
+	got, _ := manifests.Encode(&hs.Catalog)
+	if string(want) != string(got) {
+		a.problem("state", "", "line %s: the head state's service catalog is not the chain's", l.Name)
+	}
+	if strings.Join(hs.Keys.Strings(), ",") != strings.Join(c.Keys.Strings(), ",") {
+		a.problem("state", "", "line %s: the head state trusts keys %v, the chain %v", l.Name, hs.Keys.IDs(), c.Keys.IDs())
+	}
 }

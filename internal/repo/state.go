@@ -3,6 +3,7 @@ package repo
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -29,6 +30,9 @@ func LoadHead(ctx context.Context, r *Repo, line string) (*Chain, error) {
 		return LoadChain(ctx, r, line, "", nil)
 	}
 	raw, err := ReadMember(ctx, r.Store, l.State.File, l.State.Size)
+	if errors.Is(err, manifests.ErrTooLarge) {
+		err = fmt.Errorf("head state %s is longer than the %d bytes the index says: %w", l.State.File, l.State.Size, ErrTampered)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("line %s: head state: %w", l.Name, err)
 	}
