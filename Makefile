@@ -57,6 +57,8 @@ fuzz:
 	$(GO) test ./builder -run '^$$' -fuzz '^FuzzParseRecipe$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/catalog -run '^$$' -fuzz '^FuzzParseUnit$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/compress -run '^$$' -fuzz '^FuzzXzReader$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/repo -run '^$$' -fuzz '^FuzzOpenBundle$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./agent -run '^$$' -fuzz '^FuzzLoadConfig$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin demo-out
