@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 )
 
@@ -18,11 +19,18 @@ var ErrNeedKey = errors.New("builder: a signing key is needed")
 // workDir and signed with key (required then). The repository and chain are
 // verified against key when it is given, else against the image's keys.
 func HeadImage(ctx context.Context, repoDir, line, through, workDir string, key *sign.Key, opts ...Option) (string, error) {
-	r, c, err := loadSigned(ctx, repoDir, line, through, newSettings(append(opts, WithKey(key))))
+	r, c, done, err := loadSigned(ctx, repoDir, line, through, newSettings(append(opts, WithKey(key))))
 	if err != nil {
 		return "", err
 	}
+	defer done()
 	if len(c.Overlays) == 0 {
+		if r.Dir == "" {
+			if err := os.MkdirAll(workDir, 0o755); err != nil {
+				return "", fmt.Errorf("fetching into %s: %w", workDir, err)
+			}
+			return repo.FetchImage(ctx, r, c.Line, workDir)
+		}
 		return r.Path(c.Line.Image.File), nil
 	}
 	if key == nil {

@@ -26,10 +26,11 @@ import (
 // staged. The result is reproducible: times come from the head overlay.
 func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts ...Option) (*Result, error) {
 	s := newSettings(opts)
-	r, c, err := loadSigned(ctx, repoDir, line, through, s)
+	r, c, done, err := loadSigned(ctx, repoDir, line, through, s)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	if len(c.Overlays) == 0 {
 		return nil, fmt.Errorf("regenerating line %s: no overlay to fold in at %s; the line's image is already current", c.Line.Name, c.Head().Version)
 	}
@@ -73,6 +74,17 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	img := filepath.Join(outDir, name+".squashfs")
 	s.progress(fmt.Sprintf("writing %s (%s folded through %s)", img, base.Version, head.Version))
 	baseImage := r.Path(c.Line.Image.File)
+	if r.Dir == "" {
+		// A remote repository: the base image streams from a local copy.
+		tmp, err := os.MkdirTemp("", "strata-regenerate-")
+		if err != nil {
+			return nil, fmt.Errorf("regenerating: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		if baseImage, err = repo.FetchImage(ctx, r, c.Line, tmp); err != nil {
+			return nil, err
+		}
+	}
 	err = squashfs.Write(ctx, img, squashfs.WriteOptions{Compressor: m.Compressor, Epoch: epoch}, func(w io.Writer) error {
 		return foldStream(ctx, w, baseImage, c.Fold, raw, epoch)
 	})
@@ -91,27 +103,44 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 // key rotations change them), not merely by keys the repository's own
 // image lists; the line must trust the key at the head the image is made
 // of.
-func loadSigned(ctx context.Context, repoDir, line, through string, s *settings) (*repo.Repo, *repo.Chain, error) {
+func loadSigned(ctx context.Context, repoDir, line, through string, s *settings) (r *repo.Repo, c *repo.Chain, done func(), err error) {
 	var trust *sign.KeySet
 	if s.key != nil {
-		var err error
 		if trust, err = s.key.PublicKeySet(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if s.trust != nil {
 			_ = trust.Merge(s.trust, nil)
 		}
 	}
-	r, err := repo.Open(repoDir, trust)
+	st, err := repo.Locate(repoDir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	c, err := repo.LoadChain(ctx, r, line, through, trust)
-	if err != nil {
-		return nil, nil, err
+	cleanup := func() {}
+	if _, local := st.(*repo.DirStore); !local {
+		// Each overlay is read more than once (hash, manifest, payload):
+		// fetch it once.
+		sp, err := repo.NewSpool(st, "")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		st, cleanup = sp, func() { _ = sp.Close() }
+	}
+	done = cleanup
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	if r, err = repo.OpenStore(ctx, st, trust); err != nil {
+		return nil, nil, nil, err
+	}
+	if c, err = repo.LoadChain(ctx, r, line, through, trust); err != nil {
+		return nil, nil, nil, err
 	}
 	if s.key == nil {
-		return r, c, nil
+		return r, c, done, nil
 	}
 	// The --pub keys verify the line's history only: the index, which
 	// pins every member's digest, must be signed with the key that signs
@@ -119,16 +148,16 @@ func loadSigned(ctx context.Context, repoDir, line, through string, s *settings)
 	// cannot be laundered into an image the new one vouches for.
 	if through == "" || through == c.Line.Head().Version {
 		if err := c.CheckIndexKey(); err != nil {
-			return nil, nil, fmt.Errorf("regenerating: %w", err)
+			return nil, nil, nil, fmt.Errorf("regenerating: %w", err)
 		}
 	}
 	if r.KeyID != s.key.ID() {
-		return nil, nil, fmt.Errorf("regenerating line %s: the index is signed by key %s, not by --key %s, which must sign it: %w", c.Line.Name, r.KeyID, s.key.ID(), sign.ErrBadSignature)
+		return nil, nil, nil, fmt.Errorf("regenerating line %s: the index is signed by key %s, not by --key %s, which must sign it: %w", c.Line.Name, r.KeyID, s.key.ID(), sign.ErrBadSignature)
 	}
 	if !c.Keys.HasKey(s.key) {
-		return nil, nil, fmt.Errorf("regenerating line %s at %s: key %s is not one the line trusts there (trusted: %s): %w", c.Line.Name, c.Head().Version, s.key.ID(), strings.Join(c.Keys.IDs(), ", "), sign.ErrBadSignature)
+		return nil, nil, nil, fmt.Errorf("regenerating line %s at %s: key %s is not one the line trusts there (trusted: %s): %w", c.Line.Name, c.Head().Version, s.key.ID(), strings.Join(c.Keys.IDs(), ", "), sign.ErrBadSignature)
 	}
-	return r, c, nil
+	return r, c, done, nil
 }
 
 // foldStream writes the folded tree as tar (see tree.Fold.WriteTar: the

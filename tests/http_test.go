@@ -80,6 +80,12 @@ func TestHTTPRepository(t *testing.T) {
 		t.Errorf("node at %s after applying from %s, want 1.0.2", a.Head.Version, url)
 	}
 	s.ok("verify-sequence", "--repo", url, "--pub", "k.pub")
+	// Regenerating and provisioning at the head read the image over HTTP.
+	s.ok("regenerate", "--repo", url, "--key", "k.key", "--out", "regen")
+	s.ok("provision", "--repo", url, "--key", "k.key", "--root", "fresh")
+	if a := s.verify("fresh", url); a.Head.Version != "1.0.2" {
+		t.Errorf("a node provisioned at the head of %s is at %s", url, a.Head.Version)
+	}
 	for _, args := range [][]string{
 		{"overlay", "create", "--repo", url, "--version", "1.0.3", "--key", "k.key", "--add", "/etc/demo/web.conf=web.conf"},
 		{"repo", "refresh", url, "--key", "k.key"},

@@ -74,7 +74,7 @@ machine joins the sequence at its head.`,
 					return err
 				}
 				if trust != nil && key != nil {
-					// A regenerated head is signed by --sign-key.
+					// A regenerated head is signed by --key.
 					if err := trust.Merge(key.PublicKeySet()); err != nil {
 						return err
 					}

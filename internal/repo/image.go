@@ -1,9 +1,15 @@
 package repo
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/strata-dev/strata/internal/safefile"
@@ -91,4 +97,69 @@ func toBytes(ss []string) [][]byte {
 func (im *Image) Trusts(ks *sign.KeySet) bool {
 	own, err := im.Trust()
 	return err == nil && own.Contains(ks)
+}
+
+// FetchImage copies the image of line l of r, with its manifest and
+// signature, into directory dir and returns the image's path there, for
+// the tools that need a local file (sqfs2tar, provisioning). The squashfs
+// is checked against the size and SHA-256 the index records as it is
+// copied, the manifest against the digest; a local repository's image is
+// copied all the same, so the caller may remove dir when done.
+func FetchImage(ctx context.Context, r *Repo, l *manifests.Line, dir string) (string, error) {
+	base := path.Base(l.Image.File)
+	dst := filepath.Join(dir, base)
+	if err := copyMember(ctx, r.Store, l.Image.File, l.Image.Size, l.Image.SHA256, dst); err != nil {
+		return "", err
+	}
+	mp := ManifestPath(l.Image.File)
+	raw, sig, err := readDoc(ctx, r.Store, mp)
+	if err != nil {
+		return "", fmt.Errorf("fetching image %s: %w", l.Image.File, err)
+	}
+	if d := manifests.Digest(raw); d != l.Image.Digest {
+		return "", fmt.Errorf("image %s: manifest digest %s, index says %s: %w", l.Image.File, d, l.Image.Digest, ErrTampered)
+	}
+	if err := os.WriteFile(ManifestPath(dst), raw, 0o644); err != nil {
+		return "", fmt.Errorf("fetching image: %w", err)
+	}
+	if sig != nil {
+		if err := os.WriteFile(SigPath(ManifestPath(dst)), sig, 0o644); err != nil {
+			return "", fmt.Errorf("fetching image: %w", err)
+		}
+	}
+	return dst, nil
+}
+
+// copyMember copies member name (size bytes, SHA-256 sum) to the new file
+// dst, refusing a member of another size or digest (dst is removed then).
+func copyMember(ctx context.Context, s Store, name string, size int64, sum, dst string) (err error) {
+	rc, n, err := s.Open(ctx, name)
+	if err != nil {
+		return fmt.Errorf("fetching %s: %w", name, err)
+	}
+	defer rc.Close()
+	if n >= 0 && n != size {
+		return fmt.Errorf("%s is %d bytes, the index says %d: %w", name, n, size, ErrTampered)
+	}
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("fetching %s: %w", name, err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(dst)
+		}
+	}()
+	h := sha256.New()
+	got, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(rc, size+1))
+	if err != nil {
+		return fmt.Errorf("fetching %s: %w", name, err)
+	}
+	if got != size || hex.EncodeToString(h.Sum(nil)) != sum {
+		return fmt.Errorf("%s is not what the index says (%d bytes, sha256 %s): %w", name, size, sum, ErrTampered)
+	}
+	return nil
 }
