@@ -40,6 +40,7 @@ const (
 	MediaOverlay        = "application/vnd.strata.overlay.v1.tar"
 	MediaImage          = "application/vnd.strata.image.v1.squashfs"
 	MediaImageManifest  = "application/vnd.strata.image-manifest.v1+json"
+	MediaState          = "application/vnd.strata.state.v1+json"
 	maxOCIManifestBytes = 4 << 20
 )
 
@@ -56,6 +57,8 @@ func mediaType(name string) string {
 		return MediaImageManifest
 	case strings.HasSuffix(name, ".squashfs"):
 		return MediaImage
+	case strings.HasPrefix(name, StateDir+"/"):
+		return MediaState
 	}
 	return "application/octet-stream"
 }
@@ -278,6 +281,9 @@ func Push(ctx context.Context, dir, ref string, progress func(string)) (ocispec.
 		names = append(names, l.Image.File, mp, SigPath(mp))
 		for _, ov := range l.Overlays {
 			names = append(names, ov.File)
+		}
+		if l.State != nil {
+			names = append(names, l.State.File)
 		}
 	}
 	var layers []ocispec.Descriptor
