@@ -50,6 +50,13 @@ type Agent struct {
 	failures int
 	lastTree time.Time
 	nudged   time.Time // time of the newest nudge taken
+
+	healthMu sync.Mutex // one reading of the node's health at a time
+	health   *Health
+	healthAt time.Time
+
+	refusedLogged time.Time // refused nudges are logged at most every 10s
+	refusedQuiet  int       // refused since
 }
 
 // State is what the agent last did, for health and metrics.
@@ -176,7 +183,9 @@ func (a *Agent) cycle(ctx context.Context) time.Duration {
 	a.mu.Unlock()
 	a.metrics.configValid.Set(1)
 
-	changed, err := st.Poll(ctx)
+	pctx, cancel := context.WithTimeout(ctx, PollTimeout)
+	changed, err := st.Poll(pctx)
+	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0
@@ -197,12 +206,17 @@ func (a *Agent) cycle(ctx context.Context) time.Duration {
 	a.state.LastPoll, a.state.LastPollError = time.Now(), ""
 	a.mu.Unlock()
 	if !changed && !retry {
+		wait := a.succeeded(cfg)
 		a.checkTree(ctx, false)
-		return a.succeeded(cfg)
+		return wait
 	}
-	if a.apply(ctx, cfg, st) {
-		a.checkTree(ctx, true)
-		return a.succeeded(cfg)
+	actx, cancel := context.WithTimeout(ctx, ApplyTimeout)
+	applied, ok := a.apply(actx, cfg, st)
+	cancel()
+	if ok {
+		wait := a.succeeded(cfg)
+		a.checkTree(ctx, applied > 0)
+		return wait
 	}
 	if ctx.Err() != nil {
 		return 0
@@ -210,8 +224,16 @@ func (a *Agent) cycle(ctx context.Context) time.Duration {
 	return a.failed(cfg)
 }
 
-// apply applies what the node is missing and reports whether it worked.
-func (a *Agent) apply(ctx context.Context, cfg Config, st repo.Store) bool {
+// The bounds of one cycle: a poll, and an apply (which holds the node
+// lock), are given up when they take longer, whatever the server does.
+const (
+	PollTimeout  = 2 * time.Minute
+	ApplyTimeout = 30 * time.Minute
+)
+
+// apply applies what the node is missing and reports how many overlays
+// it applied and whether it worked.
+func (a *Agent) apply(ctx context.Context, cfg Config, st repo.Store) (int, bool) {
 	res := &ApplyResult{Time: time.Now()}
 	rep, err := overlay.Apply(ctx, a.o.Root, overlay.Source{Repo: cfg.Repo, Store: st}, overlay.ApplyOptions{
 		Restarter: a.o.Restarter,
@@ -228,8 +250,8 @@ func (a *Agent) apply(ctx context.Context, cfg Config, st repo.Store) bool {
 	}
 	a.metrics.applied.Add(float64(res.Applied))
 	if err != nil {
-		if ctx.Err() != nil {
-			return false
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return res.Applied, false // stopping
 		}
 		res.Result, res.Reason, res.Error = "failed", Reason(err), err.Error()
 		a.metrics.failures.WithLabelValues(res.Reason).Inc()
@@ -246,7 +268,7 @@ func (a *Agent) apply(ctx context.Context, cfg Config, st repo.Store) bool {
 	a.state.LastApply = res
 	a.retry = err != nil
 	a.mu.Unlock()
-	return err == nil
+	return res.Applied, err == nil
 }
 
 // checkTree compares the node's files with its head after an apply, and
@@ -321,7 +343,10 @@ func jittered(d time.Duration, p Percent) time.Duration {
 	if p <= 0 || d <= 0 {
 		return d
 	}
-	span := int64(d) * int64(p) / 100
+	span := int64(float64(d) * float64(p) / 100)
+	if span <= 0 {
+		return d
+	}
 	return d + time.Duration(rand.Int64N(2*span+1)-span)
 }
 

@@ -240,8 +240,12 @@ func TestAgentFollowsHTTPRepository(t *testing.T) {
 	v := w.publish()
 	eventually(t, "the node at "+v, func() bool { return w.head() == v })
 	var h agent.Health
-	if code := getJSON(t, base+"/health", &h); code != 200 || h.Head.Version != v || h.Line != "demo" || h.Agent.LastApply == nil || h.Agent.LastApply.Result != "ok" {
-		t.Errorf("health %d: %+v", code, h)
+	eventually(t, "health at "+v, func() bool { // health is read at most every 2s
+		h = agent.Health{}
+		return getJSON(t, base+"/health", &h) == 200 && h.Head.Version == v
+	})
+	if h.Line != "demo" || h.Agent.LastApply == nil || h.Agent.LastApply.Result != "ok" {
+		t.Errorf("health: %+v", h)
 	}
 	if len(h.Configs) != 1 || h.Configs[0].Path != "etc/app/app.conf" || h.Configs[0].SHA256 != h.Configs[0].Expected || h.Configs[0].ModTime.IsZero() {
 		t.Errorf("health configs: %+v", h.Configs)

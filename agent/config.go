@@ -41,6 +41,12 @@ const (
 	DefaultMaxBackoff = 30 * time.Minute
 )
 
+// The bounds of interval and max_backoff.
+const (
+	MaxInterval     = 24 * time.Hour
+	MaxBackoffLimit = 7 * 24 * time.Hour
+)
+
 // ErrNotConfigured reports an agent without a configuration file and
 // without a repository given on its command line: it polls nothing.
 var ErrNotConfigured = errors.New("agent: not configured")
@@ -113,8 +119,11 @@ func (c *Config) validate() error {
 	if c.Interval == 0 {
 		c.Interval = Duration(DefaultInterval)
 	}
-	if time.Duration(c.Interval) < time.Second {
-		return fmt.Errorf("interval %s: at least 1s", time.Duration(c.Interval))
+	if time.Duration(c.Interval) < time.Second || time.Duration(c.Interval) > MaxInterval {
+		return fmt.Errorf("interval %s: from 1s to %s", time.Duration(c.Interval), MaxInterval)
+	}
+	if time.Duration(c.MaxBackoff) > MaxBackoffLimit {
+		return fmt.Errorf("max_backoff %s: at most %s", time.Duration(c.MaxBackoff), MaxBackoffLimit)
 	}
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = Duration(max(DefaultMaxBackoff, time.Duration(c.Interval)))

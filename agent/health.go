@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/safefile"
@@ -61,10 +62,39 @@ func (h *Health) owes(unit string) bool {
 	return false
 }
 
-// Health reads the node's health now.
+// Health reads the node's health: at most once every HealthCacheFor
+// (health and metrics requests in between share the reading), since it
+// reads the ledger, folds the node's tree and hashes its config files.
 func (a *Agent) Health(ctx context.Context) (*Health, error) { return a.nodeHealth(ctx, true) }
 
+// HealthCacheFor is how long one reading of the node's health serves
+// requests.
+const HealthCacheFor = 2 * time.Second
+
 func (a *Agent) nodeHealth(ctx context.Context, configs bool) (*Health, error) {
+	a.healthMu.Lock()
+	defer a.healthMu.Unlock()
+	if a.health != nil && time.Since(a.healthAt) < HealthCacheFor {
+		h := *a.health
+		h.Agent = a.State()
+		if !configs {
+			h.Configs = nil
+		}
+		return &h, nil
+	}
+	h, err := a.readHealth(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.health, a.healthAt = h, time.Now()
+	out := *h
+	if !configs {
+		out.Configs = nil
+	}
+	return &out, nil
+}
+
+func (a *Agent) readHealth(ctx context.Context) (*Health, error) {
 	st, err := overlay.NodeStatus(ctx, a.o.Root)
 	if err != nil {
 		return nil, err
@@ -84,10 +114,7 @@ func (a *Agent) nodeHealth(ctx context.Context, configs bool) (*Health, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.Services = cs.Services
-	if configs {
-		h.Configs = cs.Files
-	}
+	h.Services, h.Configs = cs.Services, cs.Files
 	return h, nil
 }
 

@@ -69,7 +69,7 @@ func SendNudge(ctx context.Context, base string, n *Nudge) error {
 		return fmt.Errorf("nudging %s: %w", base, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := nudgeClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("nudging %s: %w", base, err)
 	}
@@ -80,6 +80,10 @@ func SendNudge(ctx context.Context, base string, n *Nudge) error {
 	}
 	return nil
 }
+
+// nudgeClient bounds a nudge's round trip: an agent that does not answer
+// must not hold the sender.
+var nudgeClient = &http.Client{Timeout: 30 * time.Second}
 
 // errNudge reports a refused nudge.
 var errNudge = errors.New("nudge refused")

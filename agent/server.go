@@ -3,8 +3,10 @@ package agent
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -34,6 +36,8 @@ func (a *Agent) Handler() http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("POST /nudge", func(w http.ResponseWriter, r *http.Request) {
+		// A nudge is small: one that trickles in is dropped.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(10 * time.Second))
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxNudgeSize+1))
 		if err == nil && len(body) > maxNudgeSize {
 			err = errors.New("nudge too large")
@@ -43,7 +47,7 @@ func (a *Agent) Handler() http.Handler {
 		}
 		if err != nil {
 			a.metrics.nudges.WithLabelValues("refused").Inc()
-			a.o.Log("nudge refused: " + err.Error())
+			a.logRefused(err)
 			code := http.StatusForbidden
 			if !errors.Is(err, errNudge) {
 				code = http.StatusInternalServerError
@@ -56,4 +60,21 @@ func (a *Agent) Handler() http.Handler {
 		w.WriteHeader(http.StatusAccepted)
 	})
 	return mux
+}
+
+// logRefused logs a refused nudge, at most one line every 10 seconds (a
+// flood of bad nudges must not flood the journal; the metric counts all).
+func (a *Agent) logRefused(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if time.Since(a.refusedLogged) < 10*time.Second {
+		a.refusedQuiet++
+		return
+	}
+	msg := "nudge refused: " + err.Error()
+	if a.refusedQuiet > 0 {
+		msg += fmt.Sprintf(" (and %d more refused since the last report)", a.refusedQuiet)
+	}
+	a.refusedLogged, a.refusedQuiet = time.Now(), 0
+	a.o.Log(msg)
 }

@@ -375,8 +375,8 @@ func checkParent(m *manifests.OverlayManifest, head manifests.Ref, known []manif
 		// The node's head is older than the manifest's lineage window:
 		// a gap at least that long (a fork would show when the missing
 		// overlays are applied, each checked against its parent).
-		return fmt.Errorf("overlay %s needs parent %s but the node's head is %s; missing: the overlays after %s up to %s: %w",
-			m.Version, m.Parent.Version, head.Version, head.Version, missing, ErrSequence)
+		return fmt.Errorf("overlay %s needs parent %s but the node's head is %s; missing: the overlays after %s up to %s (its lineage names the last %d: %s): %w",
+			m.Version, m.Parent.Version, head.Version, head.Version, m.Parent.Version, len(m.Lineage), missing, ErrSequence)
 	}
 	if !inLineage {
 		return fmt.Errorf("overlay %s does not descend from the node's head %s (%s); its line runs %s (a fork): %w", m.Version, head.Version, head.Digest, lineageVersions(m.Lineage), ErrSequence)

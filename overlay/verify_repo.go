@@ -119,7 +119,7 @@ func auditState(ctx context.Context, a *Audit, r *repo.Repo, c *Chain) {
 	}
 	hs, err := repo.LoadHead(ctx, r, l.Name)
 	if err != nil {
-		a.problem("state", "", "line %s: %v", l.Name, err)
+		a.problem("state", "", "%v", err) // it names the line
 		return
 	}
 	if hs.State.Digest() != c.State.Digest() {

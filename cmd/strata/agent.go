@@ -52,7 +52,7 @@ SIGTERM stop it, exit 0.`,
 				log = func(string) {}
 			}
 			a := agent.New(agent.Options{Root: root, ConfigPath: configPath, Base: base, Restarter: r, LockWait: lockWait, Log: log})
-			s, err := serve.Listen(listen, a.Handler())
+			s, err := serve.Listen(listen, a.Handler(), 64)
 			if err != nil {
 				return err
 			}

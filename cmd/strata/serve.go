@@ -14,6 +14,7 @@ import (
 func newServeCmd(g *globals) *cobra.Command {
 	var listen string
 	var grace time.Duration
+	var maxConns int
 	c := &cobra.Command{
 		Use:   "serve REPO [--listen ADDR]",
 		Short: "Serve a repository over HTTP (read-only) for nodes to pull from",
@@ -29,6 +30,9 @@ works the same (see docs/fleet.md). SIGINT or SIGTERM stop it gracefully
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
 			dir := a[0]
+			if maxConns < 1 {
+				return usageError{fmt.Errorf("--max-conns %d: at least 1", maxConns)}
+			}
 			if repo.IsURL(dir) {
 				return usageError{fmt.Errorf("serve: %s is a URL; serve a repository directory", dir)}
 			}
@@ -36,7 +40,7 @@ works the same (see docs/fleet.md). SIGINT or SIGTERM stop it gracefully
 				return fmt.Errorf("serve: %s is not a repository: %w", dir, err)
 			}
 			log := g.progress()
-			s, err := serve.Listen(listen, serve.Handler(dir, log))
+			s, err := serve.Listen(listen, serve.Handler(dir, log), maxConns)
 			if err != nil {
 				return err
 			}
@@ -52,5 +56,6 @@ works the same (see docs/fleet.md). SIGINT or SIGTERM stop it gracefully
 	}
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on (HOST:PORT; :PORT for every address)")
 	c.Flags().DurationVar(&grace, "grace", 10*time.Second, "how long requests in flight may take to finish on shutdown")
+	c.Flags().IntVar(&maxConns, "max-conns", 4096, "connections served at once (more wait)")
 	return c
 }

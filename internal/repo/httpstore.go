@@ -182,8 +182,10 @@ func (h *HTTPStore) get(ctx context.Context, name string, hdr http.Header) (*htt
 	if err := ctx.Err(); err != nil {
 		return nil, &fs.PathError{Op: "GET", Path: u, Err: err}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	rctx, watch, cancel := withIdleTimeout(ctx)
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, u, nil)
 	if err != nil {
+		cancel()
 		return nil, &fs.PathError{Op: "GET", Path: u, Err: err}
 	}
 	for k, v := range hdr {
@@ -197,22 +199,25 @@ func (h *HTTPStore) get(ctx context.Context, name string, hdr http.Header) (*htt
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		cancel()
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
 		return nil, &fs.PathError{Op: "GET", Path: u, Err: err}
 	}
 	if resp.StatusCode == http.StatusOK {
+		resp.Body = watch(resp.Body)
 		return resp, nil
 	}
 	resp.Body.Close()
+	cancel()
 	switch resp.StatusCode {
 	case http.StatusNotModified:
 		return nil, errNotModified
 	case http.StatusNotFound, http.StatusGone:
 		return nil, &fs.PathError{Op: "GET", Path: u, Err: fs.ErrNotExist}
 	case http.StatusForbidden:
-		return nil, &fs.PathError{Op: "GET", Path: u, Err: fmt.Errorf("%w: the server refuses it (403 Forbidden)", ErrNotRegular)}
+		return nil, &fs.PathError{Op: "GET", Path: u, Err: fmt.Errorf("%w: the server refuses it (403 Forbidden: not a regular member, or access denied)", ErrNotRegular)}
 	}
 	return nil, &fs.PathError{Op: "GET", Path: u, Err: fmt.Errorf("server answered %s", resp.Status)}
 }

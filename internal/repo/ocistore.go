@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"os"
+	"net/http"
 	"path"
 	"strings"
 	"sync"
@@ -114,7 +115,9 @@ func OCI(ref string) (*OCIStore, error) {
 		plain = true
 	}
 	r.PlainHTTP = plain
-	client := &auth.Client{Client: retry.DefaultClient, Cache: auth.NewCache()}
+	// Bounded waits for connections and headers, as for HTTP
+	// repositories; bodies have the idle watchdog (Open).
+	client := &auth.Client{Client: &http.Client{Transport: retry.NewTransport(NewHTTPClient().Transport)}, Cache: auth.NewCache()}
 	client.SetUserAgent("strata")
 	if store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{}); err == nil {
 		client.Credential = credentials.Credential(store)
@@ -223,10 +226,13 @@ func (o *OCIStore) Open(ctx context.Context, name string) (io.ReadCloser, int64,
 	if !ok {
 		return nil, 0, &fs.PathError{Op: "open", Path: o.ref + "/" + name, Err: fs.ErrNotExist}
 	}
-	rc, err := o.repo.Blobs().Fetch(ctx, d)
+	rctx, watch, cancel := withIdleTimeout(ctx)
+	rc, err := o.repo.Blobs().Fetch(rctx, d)
 	if err != nil {
+		cancel()
 		return nil, 0, &fs.PathError{Op: "fetch", Path: o.ref + "/" + name, Err: err}
 	}
+	rc = watch(rc)
 	vr := content.NewVerifyReader(io.LimitReader(rc, d.Size), d)
 	return &verifiedBlob{member: member{ctx: ctx, f: vr, left: d.Size}, rc: rc, vr: vr}, d.Size, nil
 }
@@ -258,11 +264,13 @@ func (o *OCIStore) err(op string, err error) error {
 }
 
 // Push publishes the repository in directory dir to the registry at ref
-// (see OCI): every member the index names, its signature and the image
-// manifests, as blobs the registry does not have yet, then the artifact,
-// then the tag. The index is read and verified first (nil trust: the
-// images' keys), so only a signed repository is pushed; readers verify
-// everything again.
+// (see OCI): the index and its signature exactly as verified (nil trust:
+// the images' keys), then every member the index names, each opened as a
+// repository member (never through a symlink, never a FIFO or device)
+// and checked against the size and SHA-256 (or manifest digest) the index
+// records, as blobs the registry does not have yet; then the artifact,
+// then the tag. Nothing unverified is pushed; readers verify everything
+// again.
 func Push(ctx context.Context, dir, ref string, progress func(string)) (ocispec.Descriptor, error) {
 	if progress == nil {
 		progress = func(string) {}
@@ -275,24 +283,38 @@ func Push(ctx context.Context, dir, ref string, progress func(string)) (ocispec.
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
-	names := []string{IndexFile, SigPath(IndexFile)}
+	type pushed struct {
+		name string
+		size int64  // -1: not recorded (signatures: verified by readers)
+		sum  string // bare hex SHA-256, "" when not recorded
+		data []byte // pushed from memory (the index, as verified)
+	}
+	members := []pushed{{name: IndexFile, size: -1, data: r.raw}, {name: SigPath(IndexFile), size: -1, data: r.sig}}
 	for _, l := range r.Index.Lines {
 		mp := ManifestPath(l.Image.File)
-		names = append(names, l.Image.File, mp, SigPath(mp))
+		members = append(members, pushed{name: l.Image.File, size: l.Image.Size, sum: l.Image.SHA256},
+			pushed{name: mp, size: -1, sum: strings.TrimPrefix(l.Image.Digest, manifests.DigestPrefix)},
+			pushed{name: SigPath(mp), size: -1})
 		for _, ov := range l.Overlays {
-			names = append(names, ov.File)
+			members = append(members, pushed{name: ov.File, size: ov.Size, sum: ov.SHA256})
 		}
 		if l.State != nil {
-			names = append(names, l.State.File)
+			members = append(members, pushed{name: l.State.File, size: l.State.Size, sum: l.State.SHA256})
 		}
 	}
+	st := Dir(dir)
 	var layers []ocispec.Descriptor
-	for _, name := range names {
-		d, err := pushFile(ctx, o.repo, r.Path(name), name)
+	for _, m := range members {
+		var d ocispec.Descriptor
+		if m.data != nil {
+			d, err = pushBytes(ctx, o.repo, m.name, m.data)
+		} else {
+			d, err = pushMember(ctx, o.repo, st, m.name, m.size, m.sum)
+		}
 		if err != nil {
 			return ocispec.Descriptor{}, err
 		}
-		progress(fmt.Sprintf("pushed %s (%d bytes)", name, d.Size))
+		progress(fmt.Sprintf("pushed %s (%d bytes)", m.name, d.Size))
 		layers = append(layers, d)
 	}
 	desc, err := oras.PackManifest(ctx, o.repo, oras.PackManifestVersion1_0, ArtifactType, oras.PackManifestOptions{
@@ -309,36 +331,67 @@ func Push(ctx context.Context, dir, ref string, progress func(string)) (ocispec.
 	return desc, nil
 }
 
-// pushFile pushes the file at host as a blob titled name, unless the
-// registry has it.
-func pushFile(ctx context.Context, repo *remote.Repository, host, name string) (ocispec.Descriptor, error) {
-	f, err := os.Open(host)
+func layer(name string, dg digest.Digest, size int64) ocispec.Descriptor {
+	return ocispec.Descriptor{MediaType: mediaType(name), Digest: dg, Size: size,
+		Annotations: map[string]string{ocispec.AnnotationTitle: path.Clean(name)}}
+}
+
+// pushBytes pushes data as a blob titled name, unless the registry has it.
+func pushBytes(ctx context.Context, repo *remote.Repository, name string, data []byte) (ocispec.Descriptor, error) {
+	d := layer(name, digest.FromBytes(data), int64(len(data)))
+	return d, pushBlob(ctx, repo, d, func() (io.Reader, error) { return bytes.NewReader(data), nil })
+}
+
+// pushMember pushes repository member name of st, checked against size
+// and sum when the index records them.
+func pushMember(ctx context.Context, repo *remote.Repository, st *DirStore, name string, size int64, sum string) (ocispec.Descriptor, error) {
+	f, fi, err := st.OpenFile(ctx, name)
 	if err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("pushing %s: %w", name, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return ocispec.Descriptor{}, fmt.Errorf("pushing %s: %w", name, ErrNotRegular)
+	if size >= 0 && fi.Size() != size {
+		return ocispec.Descriptor{}, fmt.Errorf("pushing %s: %d bytes, the index says %d: %w", name, fi.Size(), size, ErrTampered)
 	}
-	dg, err := digest.SHA256.FromReader(f)
+	if fi.Size() > maxPushSignature && size < 0 && sum == "" {
+		return ocispec.Descriptor{}, fmt.Errorf("pushing %s: %w: %d bytes for a signature", name, manifests.ErrTooLarge, fi.Size())
+	}
+	dg, err := digest.SHA256.FromReader(io.LimitReader(f, fi.Size()))
 	if err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("pushing %s: %w", name, err)
 	}
-	d := ocispec.Descriptor{MediaType: mediaType(name), Digest: dg, Size: fi.Size(),
-		Annotations: map[string]string{ocispec.AnnotationTitle: path.Clean(name)}}
+	if sum != "" && dg.Encoded() != sum {
+		return ocispec.Descriptor{}, fmt.Errorf("pushing %s: sha256 %s, the index says %s: %w", name, dg.Encoded(), sum, ErrTampered)
+	}
+	d := layer(name, dg, fi.Size())
+	return d, pushBlob(ctx, repo, d, func() (io.Reader, error) {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		return io.LimitReader(f, fi.Size()), nil
+	})
+}
+
+// maxPushSignature bounds a member the index does not size: a signature.
+const maxPushSignature = 64 << 10
+
+// pushBlob uploads d's content unless the registry has it; the registry
+// checks the digest of what arrives.
+func pushBlob(ctx context.Context, repo *remote.Repository, d ocispec.Descriptor, content func() (io.Reader, error)) error {
+	name := d.Annotations[ocispec.AnnotationTitle]
 	exists, err := repo.Exists(ctx, d)
 	if err != nil {
-		return d, fmt.Errorf("pushing %s: %w", name, err)
+		return fmt.Errorf("pushing %s: %w", name, err)
 	}
 	if exists {
-		return d, nil
+		return nil
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return d, err
+	rd, err := content()
+	if err != nil {
+		return fmt.Errorf("pushing %s: %w", name, err)
 	}
-	if err := repo.Push(ctx, d, io.LimitReader(f, fi.Size())); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
-		return d, fmt.Errorf("pushing %s: %w", name, err)
+	if err := repo.Push(ctx, d, rd); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+		return fmt.Errorf("pushing %s: %w", name, err)
 	}
-	return d, nil
+	return nil
 }

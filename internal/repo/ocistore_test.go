@@ -90,3 +90,40 @@ func TestOCIPushAndRead(t *testing.T) {
 		t.Errorf("an invalid repository name: %v, want ErrLocation", err)
 	}
 }
+
+// repo push sends only what the index vouches for: a member that became a
+// symlink (to a secret, say) or changed is refused, and nothing is tagged.
+func TestOCIPushRefusesUnverifiedMembers(t *testing.T) {
+	ctx := context.Background()
+	addr := registrytest.Start(t)
+	img, key, _ := image(t, "alpha")
+	dir := filepath.Join(t.TempDir(), "repo")
+	r, err := repo.Init(dir, img, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := r.Path(r.Index.Lines[0].Image.File)
+	secret := filepath.Join(t.TempDir(), "signing.key")
+	if err := os.WriteFile(secret, []byte("SECRET KEY MATERIAL"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	saved, _ := os.ReadFile(member)
+	ref := "oci://" + addr + "/strata/alpha"
+	for name, plant := range map[string]func(){
+		"symlink": func() { os.Remove(member); _ = os.Symlink(secret, member) },
+		"changed": func() {
+			os.Remove(member)
+			_ = os.WriteFile(member, append(saved[:len(saved)-1:len(saved)-1], 'x'), 0o644)
+		},
+	} {
+		plant()
+		_, err := repo.Push(ctx, dir, ref, nil)
+		if !errors.Is(err, manifests.ErrRejected) {
+			t.Errorf("push with a %s image: %v, want a rejection", name, err)
+		}
+		st, _ := repo.Locate(ref)
+		if _, err := st.(repo.Poller).Poll(ctx); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("after a refused push (%s) the tag exists: %v", name, err)
+		}
+	}
+}

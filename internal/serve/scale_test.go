@@ -93,6 +93,7 @@ func TestScale2000Agents(t *testing.T) {
 	tr := repo.NewHTTPClient()
 	tr.Transport.(*http.Transport).MaxConnsPerHost = 256
 	tr.Transport.(*http.Transport).MaxIdleConnsPerHost = 256
+	tr.Transport.(*http.Transport).MaxIdleConns = 256
 	stores := make([]*repo.HTTPStore, agents)
 	for i := range stores {
 		st, err := repo.HTTP(srv.URL)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/strata-dev/strata/internal/repo"
@@ -91,15 +92,19 @@ type Server struct {
 	ln   net.Listener
 }
 
-// Listen starts listening on addr for handler; Serve then serves.
-func Listen(addr string, handler http.Handler) (*Server, error) {
+// Listen starts listening on addr for handler, serving at most maxConns
+// connections at once (more wait to be accepted); Serve then serves. A
+// request must arrive whole within 30 seconds; responses have no
+// deadline (an image takes as long as it takes) but a client that stops
+// reading for IdleWrite is dropped.
+func Listen(addr string, handler http.Handler, maxConns int) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("serving: %w", err)
 	}
 	return &Server{
 		Addr: ln.Addr().String(),
-		ln:   ln,
+		ln:   &limitListener{Listener: ln, slots: make(chan struct{}, maxConns)},
 		srv: &http.Server{
 			Handler:           handler,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -107,6 +112,35 @@ func Listen(addr string, handler http.Handler) (*Server, error) {
 			MaxHeaderBytes:    64 << 10,
 		},
 	}, nil
+}
+
+// limitListener accepts a connection only while fewer than cap(slots)
+// are open.
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.slots <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
+}
+
+type slotConn struct {
+	net.Conn
+	once sync.Once
+	free func()
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.free)
+	return err
 }
 
 // Serve serves until ctx is done, then shuts down gracefully: it stops
