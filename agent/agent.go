@@ -130,6 +130,12 @@ func (a *Agent) Wake() {
 func (a *Agent) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	listening := make(chan struct{})
+	go func() {
+		defer close(listening)
+		a.listenNudges(ctx)
+	}()
+	defer func() { <-listening }()
 	for {
 		select {
 		case <-ctx.Done():

@@ -496,3 +496,34 @@ func TestAgentFollowsRegistry(t *testing.T) {
 		}
 	}
 }
+
+// Nudges through the repository's server: strata serve relays a nudge the
+// line's keys verify to the agents waiting on it, which take it at once;
+// one the line's keys do not verify is refused by the server.
+func TestAgentNudgedThroughServer(t *testing.T) {
+	w := newWorld(t)
+	a, _, _ := w.run("repo: " + w.srv.URL + "\ninterval: 1h\njitter: 0%\n")
+	eventually(t, "a first poll", func() bool { return !a.State().LastPoll.IsZero() })
+	v := w.publish()
+	p := filepath.Join(w.dir, "other")
+	if err := sign.Generate(p); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sign.LoadKey(p + ".key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := agent.SignNudge(other, "demo", time.Now())
+	if err := agent.SendNudge(context.Background(), w.srv.URL, bad); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Fatalf("the server relayed a nudge signed by an untrusted key: %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if w.head() == v {
+		t.Fatal("applied without a trusted nudge (interval 1h)")
+	}
+	good, _ := agent.SignNudge(w.key, "demo", time.Now())
+	if err := agent.SendNudge(context.Background(), w.srv.URL, good); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the apply the relayed nudge asked for", func() bool { return w.head() == v })
+}

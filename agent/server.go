@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/strata-dev/strata/internal/nudge"
 )
 
 // Handler serves the agent's endpoints: GET /health (JSON, 503 while the
@@ -38,8 +39,8 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("POST /nudge", func(w http.ResponseWriter, r *http.Request) {
 		// A nudge is small: one that trickles in is dropped.
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(10 * time.Second))
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxNudgeSize+1))
-		if err == nil && len(body) > maxNudgeSize {
+		body, err := io.ReadAll(io.LimitReader(r.Body, nudge.MaxSize+1))
+		if err == nil && len(body) > nudge.MaxSize {
 			err = errors.New("nudge too large")
 		}
 		if err == nil {
@@ -49,7 +50,7 @@ func (a *Agent) Handler() http.Handler {
 			a.metrics.nudges.WithLabelValues("refused").Inc()
 			a.logRefused(err)
 			code := http.StatusForbidden
-			if !errors.Is(err, errNudge) {
+			if !errors.Is(err, nudge.ErrRefused) {
 				code = http.StatusInternalServerError
 			}
 			http.Error(w, err.Error(), code)

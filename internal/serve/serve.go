@@ -17,14 +17,20 @@ import (
 )
 
 // Handler serves the repository in directory dir: GET and HEAD of its
-// members. The index and its signature must be revalidated by caches
+// members, and /nudge, a relay of nudges to the agents waiting on it (a
+// repository has no member of that name). The index and its signature must be revalidated by caches
 // (Cache-Control: no-cache); images and overlays never change under their
 // names and may be cached for good. Hidden names (a leading dot: the
 // repository's lock, files being written) are not served. log, if not
 // nil, is told about failures that are the server's own.
 func Handler(dir string, log func(string)) http.Handler {
 	st := repo.Dir(dir)
+	nudges := newRelay(dir, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/nudge" {
+			nudges.ServeHTTP(w, r)
+			return
+		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
