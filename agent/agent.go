@@ -32,7 +32,8 @@ type Options struct {
 	// Log receives one line per decision (the journal, under systemd).
 	Log func(string)
 	// TreeCheckEvery is how often the node's files are compared with its
-	// head (default 15 minutes; also after every apply).
+	// head (default 15 minutes; also after every apply that applied
+	// something).
 	TreeCheckEvery time.Duration
 }
 
