@@ -25,12 +25,11 @@ func OpenAt(ctx context.Context, s Store, trust *sign.KeySet, at Position) (*Rep
 }
 
 // verifyIndex checks the signature of the index raw, decoded as x. The
-// index is signed by a key
-// trusted at the head of its lines, which a reader behind a key rotation
-// does not trust yet: then the overlays from the reader's position (at,
-// or each line's image when at is nil) are followed, each manifest
-// verified with the keys trusted before it, and the index verified with
-// the keys after the last. Only manifests are read; the walk stops at the
+// index is signed by a key trusted at the head of its lines, which a
+// reader behind a key rotation does not trust yet: then the overlays from
+// the reader's position (at, or each line's image when at is nil) are
+// followed, each manifest verified with the keys trusted before it, and
+// the index verified with the keys after the last. Only manifests are read; the walk stops at the
 // first overlay that does not verify or does not continue the one before,
 // so what the unverified index names leads the reader to signed manifests
 // only, and to one that is not at most once. Nothing else of x is used
