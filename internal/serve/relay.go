@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/nudge"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
 )
 
 // RelayWait is how long GET /nudge holds a request open for a nudge.
@@ -30,10 +31,16 @@ type relay struct {
 	latest map[string]*nudge.Nudge
 	raw    map[string][]byte
 	wake   chan struct{} // closed and replaced when a nudge arrives
+
+	keysMu sync.Mutex
+	index  *repo.DirStore          // polled for changes to the index
+	keys   map[string]*sign.KeySet // each line's head keys, for the index polled last
+	absent map[string]error        // lines that index lacks
 }
 
 func newRelay(dir string, log func(string)) *relay {
-	return &relay{dir: dir, log: log, latest: map[string]*nudge.Nudge{}, raw: map[string][]byte{}, wake: make(chan struct{})}
+	return &relay{dir: dir, log: log, latest: map[string]*nudge.Nudge{}, raw: map[string][]byte{}, wake: make(chan struct{}),
+		index: repo.Dir(dir)}
 }
 
 func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -80,20 +87,50 @@ func (rl *relay) post(w http.ResponseWriter, r *http.Request) {
 }
 
 // verify checks a nudge against the keys its line trusts at its head.
+// The keys are worked out (the repository opened, the line's rotations
+// followed) once per publication, not per nudge: anyone can post one.
 func (rl *relay) verify(ctx context.Context, n *nudge.Nudge) error {
+	keys, err := rl.lineKeys(ctx, n.Line)
+	if err != nil {
+		return err
+	}
+	return n.Verify(keys, n.Line, time.Now())
+}
+
+func (rl *relay) lineKeys(ctx context.Context, line string) (*sign.KeySet, error) {
+	rl.keysMu.Lock()
+	defer rl.keysMu.Unlock()
+	changed, err := rl.index.Poll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if changed || rl.keys == nil {
+		rl.keys, rl.absent = map[string]*sign.KeySet{}, map[string]error{}
+	}
+	if ks, ok := rl.keys[line]; ok {
+		return ks, nil
+	}
+	if err, ok := rl.absent[line]; ok {
+		return nil, err
+	}
 	r, err := repo.Open(rl.dir, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	l, err := r.Index.Find(n.Line)
+	l, err := r.Index.Find(line)
 	if err != nil {
-		return errors.Join(nudge.ErrRefused, err)
+		err = errors.Join(nudge.ErrRefused, err)
+		if len(rl.absent) < 1024 {
+			rl.absent[line] = err
+		}
+		return nil, err
 	}
-	keys, err := repo.HeadKeys(ctx, r, l)
+	ks, err := repo.HeadKeys(ctx, r, l)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return n.Verify(keys, l.Name, time.Now())
+	rl.keys[line] = ks
+	return ks, nil
 }
 
 func (rl *relay) wait(w http.ResponseWriter, r *http.Request) {
