@@ -253,8 +253,7 @@ func TestAgentFollowsHTTPRepository(t *testing.T) {
 	if h.IndexSerial == 0 || h.LedgerDigest == "" || h.NodeID == "" {
 		t.Errorf("health lacks serial, ledger digest or node id: %+v", h)
 	}
-	m := metrics(t, base)
-	for _, want := range []string{
+	wants := []string{
 		`strata_head_info{digest="` + h.Head.Digest + `",image="1.0.0",line="demo",version="` + v + `"} 1`,
 		"strata_overlays_applied_total 3",
 		`strata_service_config_current{unit="app.service"} 0`, // restarts are pending: no restarter
@@ -263,10 +262,26 @@ func TestAgentFollowsHTTPRepository(t *testing.T) {
 		"strata_agent_config_valid 1",
 		"strata_seconds_since_last_poll ",
 		"strata_build_info{",
-	} {
-		if !strings.Contains(m, want) {
-			t.Errorf("metrics lack %q:\n%s", want, m)
+	}
+	// The head moves when the ledger commits; the agent counts the apply
+	// when Apply returns, a moment later.
+	var m string
+	lacking := func() []string {
+		m = metrics(t, base)
+		var out []string
+		for _, want := range wants {
+			if !strings.Contains(m, want) {
+				out = append(out, want)
+			}
 		}
+		return out
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(lacking()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if l := lacking(); len(l) > 0 {
+		t.Errorf("metrics lack %q:\n%s", l, m)
 	}
 	if st := a.State(); st.Failures != 0 {
 		t.Errorf("failures %d after a clean run; log:\n%s", st.Failures, logs)
