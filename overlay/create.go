@@ -75,23 +75,11 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if _, err := manifests.ParseVersion(o.Version); err != nil {
 		return nil, err
 	}
-	// One writer at a time: a second create waits for the first.
-	unlock, err := repo.Lock(ctx, repoDir)
+	r, c, unlock, err := openHead(ctx, repoDir, o.Line, "creating overlay")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	r, err := repo.Open(repoDir, nil)
-	if err != nil {
-		return nil, err
-	}
-	c, err := repo.LoadHead(ctx, r, o.Line)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.CheckIndexKey(); err != nil {
-		return nil, fmt.Errorf("creating overlay: %w", err)
-	}
 	head := c.Head()
 	if err := manifests.CheckGreater(o.Version, head.Version); err != nil {
 		return nil, fmt.Errorf("creating overlay for line %s (head %s): %w", c.Line.Name, head.Version, err)
@@ -200,6 +188,33 @@ func publish(r *repo.Repo, c *Chain, m *manifests.OverlayManifest, open tree.Ope
 		return nil, err
 	}
 	return &Created{Path: out, Manifest: m, Digest: digest}, nil
+}
+
+// openHead locks the repository in repoDir for a publisher (one writer
+// at a time: a second waits for the first), opens it and loads line at
+// its head, refusing an index signed by a key the line no longer trusts;
+// what names the operation in that error. unlock releases the lock.
+func openHead(ctx context.Context, repoDir, line, what string) (*repo.Repo, *Chain, func(), error) {
+	unlock, err := repo.Lock(ctx, repoDir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, err := repo.Open(repoDir, nil)
+	if err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
+	c, err := repo.LoadHead(ctx, r, line)
+	if err == nil {
+		if err = c.CheckIndexKey(); err != nil {
+			err = fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	if err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
+	return r, c, unlock, nil
 }
 
 // checkSigner refuses a key the line does not trust at its head: one its

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/compress"
-	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -42,22 +41,11 @@ type RotateOptions struct {
 // reader of the repository trust the keys it leaves, and the index is
 // signed with one of them. Nothing is written unless every check passes.
 func RotateKeys(ctx context.Context, repoDir string, key *sign.Key, o RotateOptions) (*Created, error) {
-	unlock, err := repo.Lock(ctx, repoDir)
+	r, c, unlock, err := openHead(ctx, repoDir, o.Line, "rotating keys")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	r, err := repo.Open(repoDir, nil)
-	if err != nil {
-		return nil, err
-	}
-	c, err := repo.LoadHead(ctx, r, o.Line)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.CheckIndexKey(); err != nil {
-		return nil, fmt.Errorf("rotating keys: %w", err)
-	}
 	head := c.Head()
 	if o.Version == "" {
 		v, err := manifests.ParseVersion(head.Version)
