@@ -31,6 +31,9 @@ type OverlayManifest struct {
 	Entries []Entry `json:"entries"`
 	// Deletes are paths removed (with everything below them), sorted.
 	Deletes []string `json:"deletes"`
+	// Patches lists the file entries whose payload member is a patch
+	// against the path's previous content, sorted by path.
+	Patches []Patch `json:"patches,omitempty"`
 	// Services is the restart plan the overlay calls for.
 	Services []ServiceAction `json:"services"`
 	// Unclaimed are changed paths no service claims: they restart nothing.
@@ -89,6 +92,9 @@ func (m *OverlayManifest) Validate() error {
 		return fmt.Errorf("%w: overlay %s changes nothing", ErrInvalid, m.Version)
 	}
 	if err := validEntries(m.Entries); err != nil {
+		return err
+	}
+	if err := validPatches(m); err != nil {
 		return err
 	}
 	for _, e := range m.Entries {

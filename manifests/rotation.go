@@ -88,6 +88,9 @@ func (r *Rotation) validate(m *OverlayManifest) error {
 	if len(r.Add) > maxRotationKeys || len(r.Revoke) > maxRotationKeys {
 		return bad("names more than %d keys", maxRotationKeys)
 	}
+	if len(m.Patches) > 0 {
+		return bad("ships a patch; key files travel whole")
+	}
 	want := map[string]Entry{}
 	for _, pub := range r.Add {
 		id, err := KeyID(pub)

@@ -3,7 +3,6 @@ package overlay
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -156,7 +155,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	}
 	for _, a := range todo[min(1, len(todo)):] {
 		progress(fmt.Sprintf("verifying %s %s", a.Manifest.Line, a.Manifest.Version))
-		if err := a.Payload(ctx, func(manifests.Entry, io.Reader) error { return nil }); err != nil {
+		if err := a.Verify(ctx); err != nil {
 			return rep, err
 		}
 	}

@@ -2,13 +2,17 @@ package overlay
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -19,6 +23,27 @@ import (
 // mount namespace that already sees the new stacks at the real paths.
 type stagedRunner interface {
 	RunStaged(ctx context.Context, t node.Txn, argv []string) (string, error)
+}
+
+// nodeBases gives an overlay's patches the content they were made
+// against from the node's own tree: the file at the path, read beneath
+// the root without following a symlink. It must be the content the
+// node's head (before) has there, and that the patch names; else the
+// error says which it is not, and nothing has changed.
+func nodeBases(n node.Node, before tree.State) tree.Bases {
+	return func(_ context.Context, path, sum string) ([]byte, error) {
+		if e := before[path]; e.Type != manifests.TypeFile || e.SHA256 != sum {
+			return nil, fmt.Errorf("the patch was made against content %.12s, the node's head has %.12s there", sum, e.SHA256)
+		}
+		b, err := safefile.ReadBeneath(n.Root, path, manifests.MaxPatchTarget)
+		if err != nil {
+			return nil, fmt.Errorf("reading the node's file: %w", err)
+		}
+		if got := sha256.Sum256(b); hex.EncodeToString(got[:]) != sum {
+			return nil, errors.New("the node's file drifted from its head (see verify-sequence --files); restore it before applying")
+		}
+		return b, nil
+	}
 }
 
 // validationTimeout bounds a service's validation command.
@@ -50,7 +75,10 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 		Pending:    plan.Actions,
 		Time:       time.Now().UTC().Format(time.RFC3339),
 	}
-	t, err := b.Stage(ctx, &node.Change{Manifest: m, Payload: a.Payload, Record: rec, Before: states[0], After: states[1]})
+	payload := func(ctx context.Context, fn func(manifests.Entry, io.Reader) error) error {
+		return a.Payload(ctx, nodeBases(n, states[0]), fn)
+	}
+	t, err := b.Stage(ctx, &node.Change{Manifest: m, Payload: payload, Record: rec, Before: states[0], After: states[1]})
 	if err != nil {
 		return err
 	}

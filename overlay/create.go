@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -130,15 +131,21 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 		if host, ok := d.src[e.Path]; ok {
 			return os.Open(host)
 		}
-		return chainContent(ctx, c, e)
+		b, err := chainContent(ctx, c, e)
+		return io.NopCloser(bytes.NewReader(b)), err
 	}
 	if err := planServices(m, c, next, open, ch); err != nil {
 		return nil, err
 	}
+	patches, err := makePatches(ctx, c, m.Entries, open)
+	if err != nil {
+		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
+	}
+	m.Patches = patches.list
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	}
-	return publish(r, c, m, open, algo, key, key, next)
+	return publish(r, c, m, patches.opener(open), algo, key, key, next)
 }
 
 // publish signs m with key, writes the overlay with the payload open

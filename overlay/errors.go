@@ -20,6 +20,9 @@ var (
 	ErrPayload = archive.ErrPayload
 	// ErrFormat reports an archive that is not a strata overlay.
 	ErrFormat = archive.ErrFormat
+	// ErrNoBase reports a file shipped as a patch whose base content is
+	// not at hand (on a node: the file drifted).
+	ErrNoBase = archive.ErrNoBase
 	// ErrEmpty reports a change that changes nothing.
 	ErrEmpty = manifests.Rejection("overlay: empty change")
 	// ErrSymlinkPath reports a write through a symlinked directory.

@@ -13,7 +13,9 @@ import (
 )
 
 // writeArchive writes a complete overlay archive to path atomically: the
-// manifest, its signature, then each entry of m with content from open.
+// manifest, its signature, then each entry of m with content from open
+// (for a file m ships as a patch, open gets the member's entry, whose
+// size and SHA-256 are the patch's, and returns the patch).
 func writeArchive(path string, raw, sig []byte, m *manifests.OverlayManifest, open tree.Opener, algo compress.Algorithm) error {
 	created, _ := time.Parse(time.RFC3339, m.Created)
 	mtime := created.Unix()
@@ -41,6 +43,9 @@ func writeArchive(path string, raw, sig []byte, m *manifests.OverlayManifest, op
 			}
 		}
 		for _, e := range m.Entries {
+			if p, ok := m.PatchFor(e.Path); ok {
+				e.Size, e.SHA256 = p.Size, p.SHA256
+			}
 			if err := tree.WriteEntry(tw, e, open, mtime); err != nil {
 				return err
 			}

@@ -11,6 +11,8 @@
 #   build-image of images/debian-node (cached base) vs mksquashfs of its tree
 #   provision --disk   vs  dd conv=sparse of the disk it wrote (the same
 #                           non-zero bytes into a file of the same size)
+#   overlay size       vs  OSTree static delta (bytes, not seconds) for one
+#                           byte appended to libc and for a config edit
 # (DEBIAN=0 leaves out the Debian rows.)
 # Each pair runs interleaved RUNS times; the table shows medians.
 # Usage: scripts/bench.sh [path/to/strata]   (env: FILES, FILE_KB, CHANGED, RUNS)
@@ -157,6 +159,29 @@ if [ "$DEBIAN" = 1 ]; then
 		time_it disk "$S" provision --image "$img" --disk disk1.img --size "$disksize" --node-id bench
 		time_it dd dd if=disk1.img of=disk2.img bs=4M conv=sparse status=none
 	done
+
+	# Payload sizes on the same image: what strata ships for a change
+	# (the overlay file) against what OSTree ships for it (the static
+	# delta between the two commits, --inline: one file). Two changes:
+	# one byte appended to libc (a large binary whose old version the
+	# node has), and a config-only change (nginx.conf).
+	libc=usr/lib/x86_64-linux-gnu/libc.so.6 conf=etc/nginx/nginx.conf
+	cp "dntree/$libc" libc.new && printf x >>libc.new
+	sed 's/worker_connections 768/worker_connections 1024/' "dntree/$conf" >conf.new
+	cmp -s conf.new "dntree/$conf" && { echo "bench: $conf has no worker_connections 768" >&2; exit 1; }
+	"$S" repo init dnrepo --image "$img" --key k.key >/dev/null
+	"$S" overlay create --repo dnrepo --version 1.0.1 --key k.key --add "/$libc=libc.new" >/dev/null
+	"$S" overlay create --repo dnrepo --version 1.0.2 --key k.key --add "/$conf=conf.new" >/dev/null
+	sz_libc=$(stat -c %s dnrepo/overlays/debian-node-1.0.1.overlay.tar.zst)
+	sz_conf=$(stat -c %s dnrepo/overlays/debian-node-1.0.2.overlay.tar.zst)
+	ostree --repo=ost init --mode=archive
+	commit() { ostree --repo=ost commit --branch=node --tree=dir=dntree --timestamp=2026-01-01T00:00:00Z >/dev/null && ostree --repo=ost rev-parse node; }
+	c0=$(commit)
+	cp libc.new "dntree/$libc" && c1=$(commit)
+	cp conf.new "dntree/$conf" && c2=$(commit)
+	ostree --repo=ost static-delta generate --from="$c0" --to="$c1" --inline --filename=delta-libc >/dev/null
+	ostree --repo=ost static-delta generate --from="$c1" --to="$c2" --inline --filename=delta-conf >/dev/null
+	os_libc=$(stat -c %s delta-libc) os_conf=$(stat -c %s delta-conf)
 fi
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
@@ -175,6 +200,11 @@ if [ "$DEBIAN" = 1 ]; then
 	printf '\nDebian node image: %d MB tree, disk of %s\n\n' "$dnsize" "$disksize"
 	row "build-image" dnbuild "mksquashfs DIR" dnmksq
 	row "provision --disk" disk "dd conv=sparse" dd
+	printf '\nPayload for one change (bytes; strata overlay vs OSTree static delta, --inline)\n\n'
+	printf '%-28s %10s %10s %8s\n' "change" "strata" "ostree" "ratio"
+	size_row() { printf '%-28s %10d %10d %7sx\n' "$1" "$2" "$3" "$(ratio "$2" "$3")"; }
+	size_row "libc.so.6 + 1 byte" "$sz_libc" "$os_libc"
+	size_row "nginx.conf (config only)" "$sz_conf" "$os_conf"
 fi
 
 # Fleet scale: 2,000 simulated agents polling one strata serve over

@@ -100,7 +100,7 @@ func newOverlayInspectCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if pub != "" {
-				if err := ar.Payload(c.Context(), func(manifests.Entry, io.Reader) error { return nil }); err != nil {
+				if err := ar.Verify(c.Context()); err != nil {
 					return err
 				}
 			}
@@ -127,6 +127,9 @@ func printManifest(w io.Writer, m *manifests.OverlayManifest, digest string) {
 		switch e.Type {
 		case manifests.TypeFile:
 			extra = fmt.Sprintf(" %d bytes sha256:%.12s", e.Size, e.SHA256)
+			if p, ok := m.PatchFor(e.Path); ok {
+				extra += fmt.Sprintf(" (patch of %d bytes against sha256:%.12s)", p.Size, p.Base)
+			}
 		case manifests.TypeSymlink:
 			extra = " -> " + e.Target
 		}

@@ -2,6 +2,7 @@ package archive
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"os"
 
 	"github.com/strata-dev/strata/internal/compress"
+	"github.com/strata-dev/strata/internal/patch"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
@@ -118,7 +120,7 @@ func ReadArchive(r io.Reader, trust *sign.KeySet) (*Archive, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = a.walkPayload(tr, func(manifests.Entry, io.Reader) error { return nil })
+	err = a.walkPayload(tr, walker{ctx: context.Background(), verifyOnly: true, fn: func(manifests.Entry, io.Reader) error { return nil }})
 	return a, err
 }
 
@@ -185,7 +187,26 @@ func member(tr *tar.Reader, name string, limit int64) ([]byte, error) {
 // against the manifest entry, fn gets the entry and the content (files
 // only). Content is hashed as fn reads it and compared with the manifest
 // at the member's end; fn's work must be discarded when Payload fails.
-func (a *Archive) Payload(ctx context.Context, fn func(e manifests.Entry, r io.Reader) error) error {
+//
+// A file the overlay ships as a patch (manifests.Patch) is rebuilt before
+// fn sees it: its member is read whole and checked against the patch's
+// size and SHA-256, bases supplies the content the patch was made
+// against (checked against the patch's base SHA-256), and fn gets the
+// rebuilt content. bases may be nil for an overlay without patches.
+func (a *Archive) Payload(ctx context.Context, bases tree.Bases, fn func(e manifests.Entry, r io.Reader) error) error {
+	return a.read(ctx, walker{bases: bases, fn: fn})
+}
+
+// Verify reads the whole payload and checks every member against the
+// manifest without keeping anything: file members against their entry's
+// size and SHA-256, patch members against the patch's (the files they
+// rebuild are checked when they are rebuilt, which needs the node's
+// content).
+func (a *Archive) Verify(ctx context.Context) error {
+	return a.read(ctx, walker{verifyOnly: true, fn: func(manifests.Entry, io.Reader) error { return nil }})
+}
+
+func (a *Archive) read(ctx context.Context, w walker) error {
 	if a.open == nil {
 		return fmt.Errorf("overlay %s: %w: no payload to read", a.Source, ErrFormat)
 	}
@@ -210,12 +231,15 @@ func (a *Archive) Payload(ctx context.Context, fn func(e manifests.Entry, r io.R
 	if string(raw) != string(a.Raw) {
 		return fmt.Errorf("overlay %s: %w: manifest changed since it was verified", a.Source, ErrFormat)
 	}
-	if err := a.walkPayload(tr, func(e manifests.Entry, r io.Reader) error {
+	fn := w.fn
+	w.ctx = ctx
+	w.fn = func(e manifests.Entry, r io.Reader) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		return fn(e, r)
-	}); err != nil {
+	}
+	if err := a.walkPayload(tr, w); err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			// A cancelled read is an interruption, not a bad payload.
 			return fmt.Errorf("overlay %s: reading its payload: %w", a.Source, cerr)
@@ -225,10 +249,23 @@ func (a *Archive) Payload(ctx context.Context, fn func(e manifests.Entry, r io.R
 	return nil
 }
 
-func (a *Archive) walkPayload(tr *tar.Reader, fn func(manifests.Entry, io.Reader) error) error {
-	// Each member must match its entry's size exactly, so the manifest
-	// bounds what is decompressed; the default limits bound the manifest.
+// walker is what one pass over a payload does with its members.
+type walker struct {
+	ctx        context.Context
+	bases      tree.Bases
+	verifyOnly bool // patch members are checked, not rebuilt
+	fn         func(manifests.Entry, io.Reader) error
+}
+
+func (a *Archive) walkPayload(tr *tar.Reader, w walker) error {
+	// Each member must match its entry's size exactly (a patch member
+	// its patch's size), so the manifest bounds what is decompressed;
+	// the default limits bound the manifest.
 	rd := tree.NewTarReader(tr, tree.Limits{MaxEntries: len(a.Manifest.Entries) + 1})
+	patches := make(map[string]manifests.Patch, len(a.Manifest.Patches))
+	for _, p := range a.Manifest.Patches {
+		patches[p.Path] = p
+	}
 	for i, want := range a.Manifest.Entries {
 		got, r, err := rd.Next()
 		if err == io.EOF {
@@ -237,23 +274,37 @@ func (a *Archive) walkPayload(tr *tar.Reader, fn func(manifests.Entry, io.Reader
 		if err != nil {
 			return fmt.Errorf("%w: member %d (expected %s): %w", ErrPayload, i, want.Path, err)
 		}
-		got.SHA256 = want.SHA256
-		if got.Type == manifests.TypeFile && got.Size != want.Size && got.Path == want.Path {
-			return fmt.Errorf("%w: member %s is %d bytes, manifest says %d", ErrPayload, got.Path, got.Size, want.Size)
+		p, patched := patches[want.Path]
+		size := want.Size
+		if patched {
+			size = p.Size
 		}
+		got.SHA256 = want.SHA256
+		if got.Type == manifests.TypeFile && got.Size != size && got.Path == want.Path {
+			return fmt.Errorf("%w: member %s is %d bytes, manifest says %d", ErrPayload, got.Path, got.Size, size)
+		}
+		got.Size = want.Size
 		if got != want {
 			return fmt.Errorf("%w: member %d is %s %s %04o %d:%d, manifest says %s %s %04o %d:%d",
 				ErrPayload, i, got.Type, got.Path, uint32(got.Mode), got.UID, got.GID, want.Type, want.Path, uint32(want.Mode), want.UID, want.GID)
 		}
 		if want.Type != manifests.TypeFile {
-			if err := fn(want, nil); err != nil {
+			if err := w.fn(want, nil); err != nil {
 				return err
 			}
 			continue
 		}
+		if patched {
+			if r, err = w.rebuild(want, p, r); err != nil {
+				return err
+			}
+			if r == nil {
+				continue // verified only
+			}
+		}
 		h := sha256.New()
 		cr := &countReader{r: io.TeeReader(r, h)}
-		if err := fn(want, cr); err != nil {
+		if err := w.fn(want, cr); err != nil {
 			if cr.err != nil {
 				return fmt.Errorf("%w: reading member %s: %w", ErrPayload, want.Path, cr.err)
 			}
@@ -278,11 +329,51 @@ func (a *Archive) walkPayload(tr *tar.Reader, fn func(manifests.Entry, io.Reader
 	return nil
 }
 
+// rebuild reads patch member r of entry e, checks it against p and
+// returns the rebuilt content (nil when only verifying).
+func (w walker) rebuild(e manifests.Entry, p manifests.Patch, r io.Reader) (io.Reader, error) {
+	pb, err := io.ReadAll(io.LimitReader(r, p.Size+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading patch member %s: %w", ErrPayload, e.Path, err)
+	}
+	if int64(len(pb)) != p.Size || sha256Hex(pb) != p.SHA256 {
+		return nil, fmt.Errorf("%w: patch member %s (%d bytes, sha256 %s) is not the patch the manifest names", ErrPayload, e.Path, len(pb), sha256Hex(pb))
+	}
+	if w.verifyOnly {
+		return nil, nil
+	}
+	if w.bases == nil {
+		return nil, fmt.Errorf("%w: /%s ships as a patch and no content to rebuild it from was given", ErrNoBase, e.Path)
+	}
+	base, err := w.bases(w.ctx, e.Path, p.Base)
+	if err != nil {
+		return nil, fmt.Errorf("%w: /%s: %w", ErrNoBase, e.Path, err)
+	}
+	if got := sha256Hex(base); got != p.Base {
+		return nil, fmt.Errorf("%w: /%s ships as a patch against content %s, and the content at hand is %s", ErrNoBase, e.Path, short(p.Base), short(got))
+	}
+	content, err := patch.Apply(base, pb, e.Size)
+	if err != nil {
+		return nil, fmt.Errorf("%w: rebuilding %s: %w", ErrPayload, e.Path, err)
+	}
+	return bytes.NewReader(content), nil
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func short(sum string) string { return sum[:min(12, len(sum))] }
+
 // Layer returns the overlay as a layer of a fold, its payload streamed by
 // Payload.
 func (a *Archive) Layer() tree.Layer {
 	l := ManifestLayer(a.Manifest)
 	l.Payload = a.Payload
+	for _, p := range a.Manifest.Patches {
+		l.Needs = append(l.Needs, p.Base)
+	}
 	return l
 }
 

@@ -68,12 +68,43 @@ func Read(path string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readAll(f, path, limit)
+}
+
+// ReadBeneath is Read of the slash-separated path rel inside the
+// directory root: it is resolved with openat2(RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS), so neither a symlink nor ".." on the way can take
+// the read out of root or to another file.
+func ReadBeneath(root, rel string, limit int64) ([]byte, error) {
+	dfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(dfd)
+	full := root + "/" + rel
+	fd, err := unix.Openat2(dfd, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, &os.PathError{Op: "openat2", Path: full, Err: err}
+	}
+	defer unix.Close(fd)
+	f, err := Reopen(fd, full)
+	if err != nil {
+		return nil, err
+	}
+	return readAll(f, full, limit)
+}
+
+// readAll reads f to its end, up to limit bytes, and closes it.
+func readAll(f *os.File, path string, limit int64) ([]byte, error) {
 	defer f.Close()
 	var buf bytes.Buffer
 	if fi, err := f.Stat(); err == nil && fi.Size() > 0 && fi.Size() <= limit {
 		buf.Grow(int(fi.Size()) + bytes.MinRead) // the size may change; it only sizes the buffer
 	}
-	_, err = buf.ReadFrom(io.LimitReader(f, limit+1))
+	_, err := buf.ReadFrom(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}

@@ -56,3 +56,41 @@ func TestReadProc(t *testing.T) {
 		t.Fatalf("Read(/proc/self/stat) = %d bytes, %v", len(b), err)
 	}
 }
+
+func TestReadBeneath(t *testing.T) {
+	root := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "secret")
+	for p, data := range map[string]string{filepath.Join(root, "usr/lib/f"): "content", outside: "secret"} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, err := safefile.ReadBeneath(root, "usr/lib/f", 100); err != nil || string(b) != "content" {
+		t.Fatalf("ReadBeneath = %q, %v", b, err)
+	}
+	// Planted links, to the file outside and through a linked directory,
+	// and a climb: none is followed.
+	if err := os.Symlink(outside, filepath.Join(root, "usr/lib/link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(outside), filepath.Join(root, "usr/dirlink")); err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"usr/lib/link", "usr/dirlink/secret", "../" + filepath.Base(filepath.Dir(outside)) + "/secret"} {
+		if b, err := safefile.ReadBeneath(root, rel, 100); err == nil {
+			t.Errorf("ReadBeneath(%s) read %q", rel, b)
+		}
+	}
+	if _, err := safefile.ReadBeneath(root, "usr/lib/f", 3); !errors.Is(err, safefile.ErrTooLarge) {
+		t.Errorf("ReadBeneath over the limit = %v", err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(root, "usr/fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := safefile.ReadBeneath(root, "usr/fifo", 100); !errors.Is(err, safefile.ErrNotRegular) {
+		t.Errorf("ReadBeneath of a FIFO = %v", err)
+	}
+}

@@ -13,7 +13,17 @@ import (
 // every entry, with the content of files. Each member is checked against
 // its entry by the time fn is called for the next one (the last at the
 // end), so what fn did must be discarded when Payload fails.
-type Payload func(ctx context.Context, fn func(e manifests.Entry, r io.Reader) error) error
+//
+// A layer may ship files as patches against the content its path had
+// below it: Payload asks bases for that content (by path and SHA-256)
+// and gives fn the rebuilt file. bases may be nil for a layer whose Needs
+// is empty.
+type Payload func(ctx context.Context, bases Bases, fn func(e manifests.Entry, r io.Reader) error) error
+
+// Bases returns the content path has, with SHA-256 sum (bare hex), in the
+// tree below a layer: what the layer's patch for path was made against.
+// The payload checks the content's digest itself.
+type Bases func(ctx context.Context, path, sum string) ([]byte, error)
 
 // Layer is one change to a tree, as an overlay makes it: paths deleted
 // (each with everything below it), then entries added or replaced.
@@ -25,6 +35,9 @@ type Layer struct {
 	// Payload streams the contents of Entries; nil when no content is
 	// needed (folding states only).
 	Payload Payload
+	// Needs lists the SHA-256 sums of the contents the layer's patches
+	// were made against, which its Payload asks bases for.
+	Needs []string
 }
 
 // Fold is a base tree with layers applied in order, in the manner of

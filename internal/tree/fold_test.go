@@ -15,7 +15,7 @@ import (
 
 // memPayload streams entries with contents from a map, counting calls.
 func memPayload(entries []manifests.Entry, contents map[string]string, calls *int) tree.Payload {
-	return func(ctx context.Context, fn func(manifests.Entry, io.Reader) error) error {
+	return func(ctx context.Context, _ tree.Bases, fn func(manifests.Entry, io.Reader) error) error {
 		*calls++
 		for _, e := range entries {
 			var r io.Reader

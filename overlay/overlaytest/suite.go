@@ -3,6 +3,7 @@ package overlaytest
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,6 +55,21 @@ var rootfs = map[string]string{
 	"usr/bin/app":                        "#!/bin/sh\nexec sleep infinity\n",
 	"usr/lib/systemd/system/app.service": "[Service]\nExecStart=/usr/bin/app\n",
 	"usr/share/doc/readme":               "docs\n",
+	"usr/lib/libbig.so":                  library(1, 256<<10),
+}
+
+// library returns n bytes that compress about as a shared library does,
+// large enough for a change to it to ship as a patch.
+func library(seed uint64, n int) string {
+	r := rand.New(rand.NewPCG(seed, 7))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('a' + r.IntN(12))
+		if r.IntN(3) == 0 {
+			b[i] = byte(r.Uint32())
+		}
+	}
+	return string(b)
 }
 
 // env is one run's image, key and repository.
@@ -218,6 +234,29 @@ func Run(t *testing.T, newNode Factory) {
 				t.Fatalf("tree digest after rollback %s, want the image's %s", a.TreeDigest, before.digest)
 			}
 		})
+	})
+	t.Run("PatchedFile", func(t *testing.T) {
+		// A change to a large file ships as a patch against the image's
+		// copy, the next as a patch against that; the node rebuilds both
+		// from the file it has.
+		e := newEnv(t)
+		root := newNode(t, e.image)
+		v2 := rootfs["usr/lib/libbig.so"] + "one more line\n"
+		v3 := v2[:1000] + "an edit near the start" + v2[1022:]
+		c1 := e.create(t, "1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/lib/libbig.so", Src: e.file(t, v2)}}})
+		c2 := e.create(t, "1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/lib/libbig.so", Src: e.file(t, v3)}}})
+		for _, c := range []*overlay.Created{c1, c2} {
+			if len(c.Manifest.Patches) != 1 {
+				t.Fatalf("%s ships no patch: %+v", c.Manifest.Version, c.Manifest.Patches)
+			}
+		}
+		if _, err := apply(root, c1.Path, c2.Path); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(filepath.Join(root, "usr/lib/libbig.so")); err != nil || string(got) != v3 {
+			t.Fatalf("usr/lib/libbig.so is not 1.0.2's content (%v)", err)
+		}
+		requireAudit(t, root, e.repo)
 	})
 	t.Run("GapRefusedNodeUntouched", func(t *testing.T) {
 		e := newEnv(t)

@@ -1,0 +1,90 @@
+package overlay
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+
+	"github.com/strata-dev/strata/internal/patch"
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// patchRecord is about what a patch's record adds to the manifest.
+const patchRecord = 256
+
+// patches are the files a new overlay ships as patches: the manifest's
+// list and the patch bytes by path.
+type patches struct {
+	list  []manifests.Patch
+	bytes map[string][]byte
+}
+
+// makePatches picks, among entries (sorted by path), the large files the
+// head has as files too, and makes for each the patch against the head's
+// content (read back from the repository); a patch is kept only when it
+// is smaller than the new content compressed on its own, by more than
+// its manifest record costs.
+func makePatches(ctx context.Context, c *Chain, entries []manifests.Entry, open tree.Opener) (*patches, error) {
+	ps := &patches{bytes: map[string][]byte{}}
+	for _, e := range entries {
+		old, ok := c.State[e.Path]
+		if e.Type != manifests.TypeFile || !ok || old.Type != manifests.TypeFile || !patch.Worth(old.Size, e.Size) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		base, err := chainContent(ctx, c, old)
+		if err != nil {
+			return nil, fmt.Errorf("reading /%s at the head to patch it: %w", e.Path, err)
+		}
+		content, err := readEntry(open, e)
+		if err != nil {
+			return nil, err
+		}
+		p, err := patch.Make(base, content)
+		if err != nil {
+			return nil, fmt.Errorf("patching /%s: %w", e.Path, err)
+		}
+		if len(p)+patchRecord >= patch.Compressed(content) {
+			continue
+		}
+		sum := sha256.Sum256(p)
+		ps.list = append(ps.list, manifests.Patch{Path: e.Path, Base: old.SHA256, Size: int64(len(p)), SHA256: hex.EncodeToString(sum[:])})
+		ps.bytes[e.Path] = p
+	}
+	return ps, nil
+}
+
+// opener returns open with the patches in place of the files they stand
+// for.
+func (ps *patches) opener(open tree.Opener) tree.Opener {
+	return func(e manifests.Entry) (io.ReadCloser, error) {
+		if p, ok := ps.bytes[e.Path]; ok {
+			return io.NopCloser(bytes.NewReader(p)), nil
+		}
+		return open(e)
+	}
+}
+
+// readEntry reads file entry e whole through open, checking its size and
+// digest.
+func readEntry(open tree.Opener, e manifests.Entry) ([]byte, error) {
+	rc, err := open(e)
+	if err != nil {
+		return nil, fmt.Errorf("opening /%s: %w", e.Path, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, e.Size+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading /%s: %w", e.Path, err)
+	}
+	if sum := sha256.Sum256(b); int64(len(b)) != e.Size || hex.EncodeToString(sum[:]) != e.SHA256 {
+		return nil, fmt.Errorf("reading /%s: content changed since it was scanned (%d bytes, want %d)", e.Path, len(b), e.Size)
+	}
+	return b, nil
+}

@@ -1,0 +1,246 @@
+package overlay_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/patch"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+	. "github.com/strata-dev/strata/overlay"
+)
+
+// library returns n bytes that compress about as well as a shared
+// library does: text-like runs mixed with random bytes.
+func library(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 7))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('a' + r.IntN(12))
+		if r.IntN(3) == 0 {
+			b[i] = byte(r.Uint32())
+		}
+	}
+	return b
+}
+
+func (f *fixture) hostBytes(b []byte) string {
+	f.t.Helper()
+	p := filepath.Join(f.t.TempDir(), "src")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	return p
+}
+
+func fileSize(t *testing.T, p string) int64 {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// TestPatchedOverlays follows one large file through a line: added whole,
+// then changed twice (each change a patch, the second against content the
+// first patch rebuilt), applied on a node, audited, and folded into a
+// regenerated image.
+func TestPatchedOverlays(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	const dest = "/usr/lib/libbig.so"
+	v1 := library(1, 400<<10)
+	v2 := append(append([]byte(nil), v1...), 'x') // one byte appended
+	v3 := append([]byte(nil), v2...)
+	copy(v3[200<<10:], "an edit in the middle of the file")
+	c1 := f.create("1.0.1", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(v1)}}})
+	c2 := f.create("1.0.2", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(v2)}}})
+	c3 := f.create("1.0.3", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(v3)}}})
+	if len(c1.Manifest.Patches) != 0 {
+		t.Fatalf("a new file shipped as a patch: %+v", c1.Manifest.Patches)
+	}
+	for _, c := range []*Created{c2, c3} {
+		ps := c.Manifest.Patches
+		if len(ps) != 1 || ps[0].Path != strings.TrimPrefix(dest, "/") {
+			t.Fatalf("%s: patches %+v, want one for %s", c.Manifest.Version, ps, dest)
+		}
+		// The whole overlay is a fraction of the file compressed alone.
+		if whole, got := int64(patch.Compressed(v2)), fileSize(t, c.Path); got*20 > whole {
+			t.Errorf("%s is %d bytes; the file compressed alone is %d", c.Manifest.Version, got, whole)
+		}
+	}
+	if c3.Manifest.Patches[0].Base != c2.Manifest.Entries[len(c2.Manifest.Entries)-1].SHA256 {
+		t.Errorf("1.0.3's patch is not made against 1.0.2's content")
+	}
+
+	root := f.provision()
+	if _, err := apply(root, c1.Path, c2.Path, c3.Path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(root, dest))
+	if err != nil || !bytes.Equal(got, v3) {
+		t.Fatalf("the node's %s is not the content of 1.0.3 (%v)", dest, err)
+	}
+	if a, err := VerifyNode(ctx, root, f.repo, true); err != nil || !a.OK() {
+		t.Fatalf("verify: %v %+v", err, a)
+	}
+
+	// The regenerated image carries the rebuilt file, and a node
+	// provisioned from it is at the head.
+	res, err := builder.Regenerate(ctx, f.repo, "", "", filepath.Join(f.dir, "regen"), builder.WithKey(f.key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(t.TempDir(), "node")
+	if _, err := builder.Provision(ctx, res.Image, fresh, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(fresh, dest)); err != nil || !bytes.Equal(got, v3) {
+		t.Fatalf("the regenerated image's %s is not the head's (%v)", dest, err)
+	}
+	if res.ManifestData.TreeDigest != c3.Manifest.TreeDigest {
+		t.Errorf("regenerated tree %s, head %s", res.ManifestData.TreeDigest, c3.Manifest.TreeDigest)
+	}
+
+	// A patch made against a file of the image itself (read back with
+	// rdsquashfs), after a chain that rebuilt other content.
+	c4 := f.create("1.0.4", Change{Adds: []Add{{Dest: "/usr/share/doc/readme", Src: f.hostBytes(append(library(2, 100<<10), "docs\n"...))}}})
+	if len(c4.Manifest.Patches) != 0 {
+		t.Fatalf("a 5-byte file was patched into 100 KiB: %+v", c4.Manifest.Patches)
+	}
+}
+
+// TestPatchAgainstDriftedFile: a node whose copy of the file drifted
+// cannot rebuild it; the apply says so and changes nothing.
+func TestPatchAgainstDriftedFile(t *testing.T) {
+	f := newFixture(t)
+	const dest = "/usr/lib/libbig.so"
+	v1 := library(3, 300<<10)
+	c1 := f.create("1.0.1", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(v1)}}})
+	c2 := f.create("1.0.2", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(append(append([]byte(nil), v1...), "more"...))}}})
+	if len(c2.Manifest.Patches) != 1 {
+		t.Fatalf("no patch: %+v", c2.Manifest.Patches)
+	}
+	root := f.provision()
+	if _, err := apply(root, c1.Path); err != nil {
+		t.Fatal(err)
+	}
+	drifted := append([]byte(nil), v1...)
+	drifted[10] ^= 1
+	if err := os.WriteFile(filepath.Join(root, dest), drifted, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := snap(t, root)
+	_, err := apply(root, c2.Path)
+	if !errors.Is(err, ErrNoBase) || !strings.Contains(err.Error(), "drifted") || !strings.Contains(err.Error(), dest) {
+		t.Fatalf("apply onto a drifted file = %v, want ErrNoBase naming %s", err, dest)
+	}
+	if !errors.Is(err, manifests.ErrRejected) {
+		t.Errorf("not a rejection (exit 3): %v", err)
+	}
+	assertUnchanged(t, root, before)
+	// A planted symlink in its place is not followed either.
+	if err := os.Remove(filepath.Join(root, dest)); err != nil {
+		t.Fatal(err)
+	}
+	outside := f.hostBytes(v1) // the right content, but outside the root
+	if err := os.Symlink(outside, filepath.Join(root, dest)); err != nil {
+		t.Fatal(err)
+	}
+	before = snap(t, root)
+	if _, err := apply(root, c2.Path); !errors.Is(err, ErrNoBase) {
+		t.Fatalf("apply through a planted link = %v, want ErrNoBase", err)
+	}
+	assertUnchanged(t, root, before)
+}
+
+// TestCraftedPatchesRefused feeds a node signed overlays whose patches
+// lie: each is refused and the node is unchanged.
+func TestCraftedPatchesRefused(t *testing.T) {
+	f := newFixture(t)
+	const rel = "usr/lib/libbig.so"
+	v1 := library(4, 300<<10)
+	c1 := f.create("1.0.1", Change{Adds: []Add{{Dest: "/" + rel, Src: f.hostBytes(v1)}}})
+	root := f.provision()
+	if _, err := apply(root, c1.Path); err != nil {
+		t.Fatal(err)
+	}
+	v2 := append(append([]byte(nil), v1...), "next"...)
+	good, err := patch.Make(v1, v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := patch.Make(v1, append(append([]byte(nil), v1...), "else"...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := manifests.Entry{Path: rel, Type: manifests.TypeFile, Mode: 0o644, Size: int64(len(v2)), SHA256: sha(v2)}
+	for _, tc := range []struct {
+		name  string
+		patch manifests.Patch
+		data  []byte
+		want  error
+	}{
+		{"member is not the named patch", manifests.Patch{Path: rel, Base: sha(v1), Size: int64(len(good)), SHA256: sha(good)}, flipByte(good), ErrPayload},
+		{"patch rebuilds other content", manifests.Patch{Path: rel, Base: sha(v1), Size: int64(len(other)), SHA256: sha(other)}, other, ErrPayload},
+		{"base is not the node's content", manifests.Patch{Path: rel, Base: sha(v2), Size: int64(len(good)), SHA256: sha(good)}, good, ErrNoBase},
+		{"member longer than the patch", manifests.Patch{Path: rel, Base: sha(v1), Size: int64(len(good)), SHA256: sha(good)}, append(append([]byte(nil), good...), 0), ErrPayload},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := headManifest(t, root, "1.0.2", []manifests.Entry{entry}, nil)
+			m.Patches = []manifests.Patch{tc.patch}
+			p := filepath.Join(t.TempDir(), "bad.overlay.tar.zst")
+			me := entry
+			me.Size = int64(len(tc.data))
+			craft(t, p, m, f.key, []member{fileMember(me, tc.data)})
+			before := snap(t, root)
+			_, err := apply(root, p)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("apply = %v, want %v", err, tc.want)
+			}
+			t.Log(err)
+			assertUnchanged(t, root, before)
+		})
+	}
+	// The honest version of the same overlay applies.
+	m := headManifest(t, root, "1.0.2", []manifests.Entry{entry}, nil)
+	m.Patches = []manifests.Patch{{Path: rel, Base: sha(v1), Size: int64(len(good)), SHA256: sha(good)}}
+	p := filepath.Join(t.TempDir(), "good.overlay.tar.zst")
+	me := entry
+	me.Size = int64(len(good))
+	craft(t, p, m, f.key, []member{fileMember(me, good)})
+	a, err := Open(p, sign.AnyKey())
+	if err == nil {
+		err = a.Verify(context.Background())
+	}
+	if err == nil {
+		_, err = apply(root, p)
+	}
+	if err != nil {
+		t.Fatalf("the honest crafted overlay: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, rel)); !bytes.Equal(got, v2) {
+		t.Fatal("rebuilt content differs")
+	}
+}
+
+func flipByte(b []byte) []byte {
+	c := append([]byte(nil), b...)
+	c[len(c)/2] ^= 0x55
+	return c
+}
+
+func sha(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
