@@ -47,8 +47,13 @@ func (x *Index) ExpiresAt() time.Time {
 
 // Line is one image and the overlays that follow it, in order.
 type Line struct {
-	Name     string       `json:"name"`
-	Image    ImageRef     `json:"image"`
+	Name  string   `json:"name"`
+	Image ImageRef `json:"image"`
+	// Segments hold the line's oldest overlays, SegmentSize each, sealed
+	// in files the index pins (see SegmentSize); Overlays are the ones
+	// after them. A reader that needs the whole line loads them first
+	// (repo.Expand); then Segments is empty and Overlays holds all.
+	Segments []SegmentRef `json:"segments,omitempty"`
 	Overlays []OverlayRef `json:"overlays"`
 	// State, when set, is the line's head state (see HeadState): what
 	// the chain folds to at its head, so that publishing the next
@@ -98,11 +103,14 @@ func (l *Line) Head() Ref {
 	if n := len(l.Overlays); n > 0 {
 		return Ref{Version: l.Overlays[n-1].Version, Digest: l.Overlays[n-1].Digest}
 	}
+	if n := len(l.Segments); n > 0 {
+		return l.Segments[n-1].Last
+	}
 	return Ref{Version: l.Image.Version, Digest: l.Image.Digest}
 }
 
 // HasVersion reports whether the line's image or one of its overlays has
-// version v.
+// version v. Overlays sealed in segments count only once loaded.
 func (l *Line) HasVersion(v string) bool {
 	if l.Image.Version == v {
 		return true
@@ -113,6 +121,24 @@ func (l *Line) HasVersion(v string) bool {
 		}
 	}
 	return false
+}
+
+// After returns the index in Overlays of the overlay that follows head,
+// or -1 when head is not the image nor one of Overlays (it may be sealed
+// in a segment).
+func (l *Line) After(head Ref) int {
+	if head.Digest == l.Image.Digest && len(l.Segments) == 0 {
+		return 0
+	}
+	for i, o := range l.Overlays {
+		if o.Digest == head.Digest {
+			return i + 1
+		}
+	}
+	if n := len(l.Segments); n > 0 && l.Segments[n-1].Last.Digest == head.Digest {
+		return 0
+	}
+	return -1
 }
 
 // Find returns the line named name.
@@ -152,19 +178,12 @@ func (x *Index) Validate() error {
 		if l.Image.Size <= 0 {
 			return fmt.Errorf("%w: line %s: image without its size (an index from before sizes: re-sign it with strata repo refresh)", ErrInvalid, l.Name)
 		}
-		prev := Ref{Version: l.Image.Version, Digest: l.Image.Digest}
-		for _, o := range l.Overlays {
-			if o.Size <= 0 {
-				return fmt.Errorf("%w: line %s: overlay %s without its size (re-sign the index with strata repo refresh)", ErrInvalid, l.Name, o.Version)
-			}
-			if o.Parent != prev {
-				return fmt.Errorf("%w: line %s: overlay %s names parent %s (%s), previous element is %s (%s)",
-					ErrInvalid, l.Name, o.Version, o.Parent.Version, o.Parent.Digest, prev.Version, prev.Digest)
-			}
-			if err := CheckGreater(o.Version, prev.Version); err != nil {
-				return fmt.Errorf("line %s: %w", l.Name, err)
-			}
-			prev = Ref{Version: o.Version, Digest: o.Digest}
+		prev, err := validSegments(&l)
+		if err != nil {
+			return err
+		}
+		if _, err := chainRefs(l.Name, prev, l.Overlays); err != nil {
+			return err
 		}
 		if st := l.State; st != nil {
 			if err := ValidPath(st.File); err != nil {

@@ -240,20 +240,25 @@ func gather(ctx context.Context, v *nodeView, src Source, st repo.Store, trust *
 	if err != nil {
 		return nil, 0, err
 	}
-	start := -1
-	if head.Digest == l.Image.Digest {
-		start = 0
-	}
-	for i, o := range l.Overlays {
-		if o.Digest == head.Digest {
-			start = i + 1
-		}
+	start, err := r.Find(ctx, l, head)
+	if err != nil {
+		return nil, 0, err
 	}
 	if start < 0 {
 		return nil, 0, fmt.Errorf("node head %s (%s) is not in line %s of %s: %w", head.Version, head.Digest, l.Name, src.Repo, ErrSequence)
 	}
 	if src.Through != "" && !l.HasVersion(src.Through) {
-		return nil, 0, fmt.Errorf("line %s has no version %s: %w", l.Name, src.Through, ErrSequence)
+		// Through may be older than the inline overlays: then nothing
+		// after the node's head is wanted, or the line lacks it.
+		if err := r.Expand(ctx, l); err != nil {
+			return nil, 0, err
+		}
+		if start, err = r.Find(ctx, l, head); err != nil {
+			return nil, 0, err
+		}
+		if !l.HasVersion(src.Through) {
+			return nil, 0, fmt.Errorf("line %s has no version %s: %w", l.Name, src.Through, ErrSequence)
+		}
 	}
 	var out []*Archive
 	for _, ref := range l.Overlays[start:] {

@@ -3,7 +3,9 @@ package overlay_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	. "github.com/strata-dev/strata/overlay"
@@ -11,9 +13,21 @@ import (
 
 // BenchmarkCreateAtDepth measures publishing one small overlay at the
 // head of a line that already has depth overlays (issue 8: the cost of
-// publishing must not grow with the line).
+// publishing must not grow with the line). STRATA_BENCH_DEPTHS lists the
+// depths (default 1,100,1000; make bench adds 10000).
 func BenchmarkCreateAtDepth(b *testing.B) {
-	for _, depth := range []int{1, 100, 400, 1000} {
+	depths := []int{1, 100, 1000}
+	if s := os.Getenv("STRATA_BENCH_DEPTHS"); s != "" {
+		depths = nil
+		for _, f := range strings.Split(s, ",") {
+			d, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || d < 1 {
+				b.Fatalf("STRATA_BENCH_DEPTHS: %q is not a depth", f)
+			}
+			depths = append(depths, d)
+		}
+	}
+	for _, depth := range depths {
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
 			f := newFixture(b)
 			for i := 1; i <= depth; i++ {

@@ -7,6 +7,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"runtime"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/strata-dev/strata/internal/patch"
 	"github.com/strata-dev/strata/internal/tree"
@@ -25,39 +28,68 @@ type patches struct {
 
 // makePatches picks, among entries (sorted by path), the large files the
 // head has as files too, and makes for each the patch against the head's
-// content (read back from the repository); a patch is kept only when it
-// is smaller than the new content compressed on its own, by more than
-// its manifest record costs.
+// content (read back from the repository); a patch is made only when the
+// two share enough content (patch.Similar) and kept only when it is
+// smaller than the new content compressed on its own, by more than its
+// manifest record costs.
 func makePatches(ctx context.Context, c *Chain, entries []manifests.Entry, open tree.Opener) (*patches, error) {
-	ps := &patches{bytes: map[string][]byte{}}
+	var todo []manifests.Entry
 	for _, e := range entries {
 		old, ok := c.State[e.Path]
-		if e.Type != manifests.TypeFile || !ok || old.Type != manifests.TypeFile || !patch.Worth(old.Size, e.Size) {
-			continue
+		if e.Type == manifests.TypeFile && ok && old.Type == manifests.TypeFile && patch.Worth(old.Size, e.Size) {
+			todo = append(todo, e)
 		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		base, err := chainContent(ctx, c, old)
-		if err != nil {
-			return nil, fmt.Errorf("reading /%s at the head to patch it: %w", e.Path, err)
-		}
-		content, err := readEntry(open, e)
-		if err != nil {
-			return nil, err
-		}
-		p, err := patch.Make(base, content)
-		if err != nil {
-			return nil, fmt.Errorf("patching /%s: %w", e.Path, err)
-		}
-		if len(p)+patchRecord >= patch.Compressed(content) {
+	}
+	// Reading a base back (rdsquashfs, a process each) dominates: the
+	// files are worked on a few at a time, results kept in path order.
+	made := make([][]byte, len(todo))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, e := range todo {
+		g.Go(func() error {
+			p, err := makePatch(gctx, c, c.State[e.Path], e, open)
+			made[i] = p
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	ps := &patches{bytes: map[string][]byte{}}
+	for i, e := range todo {
+		p := made[i]
+		if p == nil {
 			continue
 		}
 		sum := sha256.Sum256(p)
-		ps.list = append(ps.list, manifests.Patch{Path: e.Path, Base: old.SHA256, Size: int64(len(p)), SHA256: hex.EncodeToString(sum[:])})
+		ps.list = append(ps.list, manifests.Patch{Path: e.Path, Base: c.State[e.Path].SHA256, Size: int64(len(p)), SHA256: hex.EncodeToString(sum[:])})
 		ps.bytes[e.Path] = p
 	}
 	return ps, nil
+}
+
+// makePatch returns the patch from old's content to e's, or nil when one
+// would not pay.
+func makePatch(ctx context.Context, c *Chain, old, e manifests.Entry, open tree.Opener) ([]byte, error) {
+	base, err := chainContent(ctx, c, old)
+	if err != nil {
+		return nil, fmt.Errorf("reading /%s at the head to patch it: %w", e.Path, err)
+	}
+	content, err := readEntry(open, e)
+	if err != nil {
+		return nil, err
+	}
+	if !patch.Similar(base, content) {
+		return nil, nil
+	}
+	p, err := patch.Make(base, content)
+	if err != nil {
+		return nil, fmt.Errorf("patching /%s: %w", e.Path, err)
+	}
+	if len(p)+patchRecord >= patch.Compressed(content) {
+		return nil, nil
+	}
+	return p, nil
 }
 
 // opener returns open with the patches in place of the files they stand

@@ -203,6 +203,10 @@ func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string
 		a.problem("unknown", "", "%v", err)
 		return nil
 	}
+	if err := r.Expand(ctx, l); err != nil {
+		a.problem("tampered", "", "%v", err)
+		return nil
+	}
 	rh := l.Head()
 	a.RepoHead = &rh
 	im := v.image.Manifest

@@ -44,7 +44,12 @@ func VerifyRepoAs(ctx context.Context, repoDir string, trust, history *sign.KeyS
 		a.problem("freshness", "", "%v", err)
 	}
 	indexed := map[string]bool{}
-	for _, l := range r.Index.Lines {
+	for i := range r.Index.Lines {
+		l := &r.Index.Lines[i]
+		if err := r.Expand(ctx, l); err != nil {
+			a.problem("tampered", "", "%v", err) // it names the line
+			continue
+		}
 		indexed[filepath.Clean(l.Image.File)] = true
 		for _, o := range l.Overlays {
 			indexed[filepath.Clean(o.File)] = true

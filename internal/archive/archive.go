@@ -206,6 +206,27 @@ func (a *Archive) Verify(ctx context.Context) error {
 	return a.read(ctx, walker{verifyOnly: true, fn: func(manifests.Entry, io.Reader) error { return nil }})
 }
 
+// File returns the content the overlay gives file path (one of its file
+// entries), checked against its entry; bases is asked for that file's
+// base only (the overlay's other patches are checked, not rebuilt).
+func (a *Archive) File(ctx context.Context, bases tree.Bases, path string) ([]byte, error) {
+	var found []byte
+	seen := false
+	err := a.read(ctx, walker{bases: bases, only: path, fn: func(e manifests.Entry, r io.Reader) error {
+		if e.Path != path || r == nil {
+			return nil
+		}
+		seen = true
+		b, err := io.ReadAll(r)
+		found = b
+		return err
+	}})
+	if err == nil && !seen {
+		err = fmt.Errorf("overlay %s: no file /%s", a.Source, path)
+	}
+	return found, err
+}
+
 func (a *Archive) read(ctx context.Context, w walker) error {
 	if a.open == nil {
 		return fmt.Errorf("overlay %s: %w: no payload to read", a.Source, ErrFormat)
@@ -253,7 +274,8 @@ func (a *Archive) read(ctx context.Context, w walker) error {
 type walker struct {
 	ctx        context.Context
 	bases      tree.Bases
-	verifyOnly bool // patch members are checked, not rebuilt
+	verifyOnly bool   // patch members are checked, not rebuilt
+	only       string // when set, only this path's patch is rebuilt
 	fn         func(manifests.Entry, io.Reader) error
 }
 
@@ -339,7 +361,7 @@ func (w walker) rebuild(e manifests.Entry, p manifests.Patch, r io.Reader) (io.R
 	if int64(len(pb)) != p.Size || sha256Hex(pb) != p.SHA256 {
 		return nil, fmt.Errorf("%w: patch member %s (%d bytes, sha256 %s) is not the patch the manifest names", ErrPayload, e.Path, len(pb), sha256Hex(pb))
 	}
-	if w.verifyOnly {
+	if w.verifyOnly || w.only != "" && w.only != e.Path {
 		return nil, nil
 	}
 	if w.bases == nil {

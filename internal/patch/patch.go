@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -67,13 +68,18 @@ func Make(oldContent, newContent []byte) ([]byte, error) {
 // the settings Make uses but no dictionary: the measure a patch must
 // beat.
 func Compressed(content []byte) int {
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(level), zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(true))
+	enc, err := plain()
 	if err != nil {
 		return len(content)
 	}
-	defer enc.Close()
 	return len(enc.EncodeAll(content, nil))
 }
+
+// plain is the encoder Compressed uses, made once (EncodeAll may be
+// called concurrently).
+var plain = sync.OnceValues(func() (*zstd.Encoder, error) {
+	return zstd.NewWriter(nil, zstd.WithEncoderLevel(level), zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(true))
+})
 
 // Apply rebuilds a file from oldContent and patch p. The result must be
 // exactly size bytes (at most MaxContent): decoding stops past it, so a

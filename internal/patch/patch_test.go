@@ -147,3 +147,27 @@ func FuzzApply(f *testing.F) {
 		}
 	})
 }
+
+func TestSimilar(t *testing.T) {
+	old := content(8, 300<<10)
+	inserted := append(append(append([]byte(nil), old[:1000]...), "inserted near the start, shifting all that follows"...), old[1000:]...)
+	reversed := make([]byte, len(old))
+	for i := range old {
+		reversed[i] = old[len(old)-1-i]
+	}
+	half := append(append([]byte(nil), old[:100<<10]...), content(9, 200<<10)...)
+	for name, tc := range map[string]struct {
+		next []byte
+		want bool
+	}{
+		"appended":    {append(append([]byte(nil), old...), 'x'), true},
+		"inserted":    {inserted, true},
+		"a third old": {half, true},
+		"reversed":    {reversed, false},
+		"unrelated":   {content(10, 300<<10), false},
+	} {
+		if got := Similar(old, tc.next); got != tc.want {
+			t.Errorf("%s: Similar = %v, want %v", name, got, tc.want)
+		}
+	}
+}

@@ -132,6 +132,18 @@ func WriteBundle(ctx context.Context, r *Repo, line, from, to, out string) (n in
 	if err != nil {
 		return 0, err
 	}
+	// A node at from reads the segments only when from is not among
+	// the index's inline overlays (or the end of its segments): only
+	// then does the bundle carry them.
+	var pinned []manifests.OverlayRef
+	if len(l.Segments) > 0 && l.Segments[len(l.Segments)-1].Last.Version != from && !inline(l, from) {
+		for _, seg := range l.Segments {
+			pinned = append(pinned, manifests.OverlayRef{File: seg.File, Size: seg.Size, SHA256: seg.SHA256})
+		}
+	}
+	if err := r.Expand(ctx, l); err != nil {
+		return 0, err
+	}
 	if to == "" {
 		to = l.Head().Version
 	}
@@ -141,7 +153,7 @@ func WriteBundle(ctx context.Context, r *Repo, line, from, to, out string) (n in
 	if manifests.CompareVersions(from, to) >= 0 {
 		return 0, fmt.Errorf("bundle: --from %s is not before --to %s: %w", from, to, ErrSequence)
 	}
-	var refs []manifests.OverlayRef
+	refs := pinned
 	for _, o := range l.Overlays {
 		if manifests.CompareVersions(o.Version, from) > 0 && manifests.CompareVersions(o.Version, to) <= 0 {
 			refs = append(refs, o)
@@ -180,6 +192,7 @@ func WriteBundle(ctx context.Context, r *Repo, line, from, to, out string) (n in
 			return 0, err
 		}
 	}
+	n = len(refs) - len(pinned)
 	for _, o := range refs {
 		rc, size, err := r.Store.Open(ctx, o.File)
 		if err != nil {
@@ -217,5 +230,15 @@ func WriteBundle(ctx context.Context, r *Repo, line, from, to, out string) (n in
 	if err := os.Rename(tmp.Name(), out); err != nil {
 		return 0, fmt.Errorf("writing bundle %s: %w", out, err)
 	}
-	return len(refs), nil
+	return n, nil
+}
+
+// inline reports whether version v is one of l's inline overlays.
+func inline(l *manifests.Line, v string) bool {
+	for _, o := range l.Overlays {
+		if o.Version == v {
+			return true
+		}
+	}
+	return false
 }

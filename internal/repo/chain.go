@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/sign"
@@ -31,6 +32,43 @@ type Chain struct {
 	// (LoadHead): Overlays is empty, and the head and lineage are the
 	// index's.
 	fromState bool
+	// mu guards loading the line's segments (OverlayAt).
+	mu sync.Mutex
+}
+
+// Len returns the number of overlays of the chain: those it opened, or,
+// for a chain from a head state, those of its line.
+func (c *Chain) Len() int {
+	if !c.fromState {
+		return len(c.Overlays)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.Line.Segments)*manifests.SegmentSize + len(c.Line.Overlays)
+}
+
+// OverlayAt returns the chain's i-th overlay (0: the first after the
+// image): opened already, or, for a chain from a head state, opened from
+// the line's index (its segments loaded when i lies in them), its file
+// checked against the index but its signature not (what vouches for
+// content read from it is the head state's digest). Safe for concurrent
+// use.
+func (c *Chain) OverlayAt(ctx context.Context, i int) (*archive.Archive, error) {
+	if !c.fromState {
+		return c.Overlays[i], nil
+	}
+	c.mu.Lock()
+	sealed := len(c.Line.Segments) * manifests.SegmentSize
+	if i < sealed {
+		if err := c.Repo.Expand(ctx, c.Line); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+		sealed = 0
+	}
+	ref := c.Line.Overlays[i-sealed]
+	c.mu.Unlock()
+	return OpenIndexed(ctx, c.Repo, ref, sign.AnyKey())
 }
 
 // Head returns the chain's last element.
@@ -45,9 +83,15 @@ func (c *Chain) Head() manifests.Ref {
 	return manifests.Ref{Version: c.Image.Manifest.Version, Digest: c.Image.Digest}
 }
 
-// Lineage returns every element of the chain as refs, image first.
+// Lineage returns every element of the chain as refs, image first; for
+// a chain from a head state whose line has segments not loaded, only the
+// inline overlays (at least a lineage window of them, as Validate of the
+// index demands).
 func (c *Chain) Lineage() []manifests.Ref {
 	out := []manifests.Ref{{Version: c.Image.Manifest.Version, Digest: c.Image.Digest}}
+	if c.fromState && len(c.Line.Segments) > 0 {
+		out = out[:0]
+	}
 	if c.fromState {
 		for _, o := range c.Line.Overlays {
 			out = append(out, manifests.Ref{Version: o.Version, Digest: o.Digest})
@@ -69,6 +113,9 @@ func (c *Chain) Lineage() []manifests.Ref {
 func LoadChain(ctx context.Context, r *Repo, line, through string, trust *sign.KeySet) (*Chain, error) {
 	l, err := pickLine(r, line)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.Expand(ctx, l); err != nil {
 		return nil, err
 	}
 	im, err := r.Image(ctx, l, trust)

@@ -290,7 +290,14 @@ func Push(ctx context.Context, dir, ref string, progress func(string)) (ocispec.
 		data []byte // pushed from memory (the index, as verified)
 	}
 	members := []pushed{{name: IndexFile, size: -1, data: r.raw}, {name: SigPath(IndexFile), size: -1, data: r.sig}}
-	for _, l := range r.Index.Lines {
+	for i := range r.Index.Lines {
+		l := &r.Index.Lines[i]
+		for _, seg := range l.Segments {
+			members = append(members, pushed{name: seg.File, size: seg.Size, sum: seg.SHA256})
+		}
+		if err := r.Expand(ctx, l); err != nil {
+			return ocispec.Descriptor{}, err
+		}
 		mp := ManifestPath(l.Image.File)
 		members = append(members, pushed{name: l.Image.File, size: l.Image.Size, sum: l.Image.SHA256},
 			pushed{name: mp, size: -1, sum: strings.TrimPrefix(l.Image.Digest, manifests.DigestPrefix)},

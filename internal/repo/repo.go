@@ -294,28 +294,33 @@ const LockFile = ".lock"
 // repository says otherwise (Repo.Validity).
 const DefaultValidity = 30 * 24 * time.Hour
 
-// Save publishes the index: its serial grows by one and it expires
-// Validity (DefaultValidity) from now; then it is signed and written
-// (signature first, then the index, each atomically).
+// Save publishes the index: lines with SealAt or more inline overlays
+// have their oldest sealed into segment files (see manifests.SegmentSize);
+// its serial grows by one and it expires Validity (DefaultValidity) from
+// now; then it is signed and written (signature first, then the index,
+// each atomically).
 func (r *Repo) Save(key *sign.Key) error {
 	validity := r.Validity
 	if validity <= 0 {
 		validity = DefaultValidity
+	}
+	p, ok := r.Store.(Putter)
+	if !ok {
+		return fmt.Errorf("saving repository %s: %w", r.Dir, ErrReadOnly)
+	}
+	ctx := context.Background()
+	if err := r.seal(ctx, p); err != nil {
+		return fmt.Errorf("saving repository %s: %w", r.Dir, err)
 	}
 	r.Index.Serial++
 	r.Index.Expires = time.Now().Add(validity).UTC().Truncate(time.Second).Format(time.RFC3339)
 	if err := r.Index.Validate(); err != nil {
 		return fmt.Errorf("saving repository %s: %w", r.Dir, err)
 	}
-	p, ok := r.Store.(Putter)
-	if !ok {
-		return fmt.Errorf("saving repository %s: %w", r.Dir, ErrReadOnly)
-	}
 	b, err := manifests.Encode(r.Index)
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
 	if err := p.Put(ctx, SigPath(IndexFile), bytes.NewReader(key.Sign(b, sign.IndexComment))); err != nil {
 		return err
 	}

@@ -62,10 +62,15 @@ func (r *Repo) verifyIndex(ctx context.Context, raw, sig []byte, x *manifests.In
 		}
 		start, from := 0, manifests.Ref{Version: l.Image.Version, Digest: l.Image.Digest}
 		if at != nil {
-			if start = position(l, at.Head); start < 0 {
+			if start, err = r.Find(ctx, l, at.Head); err != nil {
+				return fmt.Errorf("%w (%v)", first, err)
+			}
+			if start < 0 {
 				return fmt.Errorf("%w; the node's head %s (%s) is not in the index's line %s either", first, at.Head.Version, at.Head.Digest, l.Name)
 			}
 			from = at.Head
+		} else if err := r.Expand(ctx, l); err != nil {
+			return fmt.Errorf("%w (%v)", first, err)
 		}
 		ks, err := r.followRotations(ctx, l, start, from, trust)
 		if ks != nil {
@@ -87,6 +92,9 @@ func (r *Repo) verifyIndex(ctx context.Context, raw, sig []byte, x *manifests.In
 // changed by the key rotations among its overlays, each manifest verified
 // with the keys before it (manifests only; LoadChain verifies the rest).
 func HeadKeys(ctx context.Context, r *Repo, l *manifests.Line) (*sign.KeySet, error) {
+	if err := r.Expand(ctx, l); err != nil {
+		return nil, err
+	}
 	ks, err := r.followRotations(ctx, l, 0, manifests.Ref{Version: l.Image.Version, Digest: l.Image.Digest}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("line %s: %w", l.Name, err)
@@ -117,20 +125,6 @@ func imageKeys(ctx context.Context, r *Repo, x *manifests.Index) (*sign.KeySet, 
 		}
 	}
 	return ks, nil
-}
-
-// position returns the index in l.Overlays of the overlay after head, or
-// -1 when head is not in l.
-func position(l *manifests.Line, head manifests.Ref) int {
-	if head.Digest == l.Image.Digest {
-		return 0
-	}
-	for i, o := range l.Overlays {
-		if o.Digest == head.Digest {
-			return i + 1
-		}
-	}
-	return -1
 }
 
 // followRotations returns the keys trusted after the overlays of l from
