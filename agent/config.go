@@ -69,19 +69,21 @@ type Percent int
 
 // UnmarshalYAML parses a percentage from 0 to 100.
 func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
-	v, err := strconv.Atoi(strings.TrimSuffix(n.Value, "%"))
-	if err != nil || v < 0 || v > 100 {
-		return fmt.Errorf("line %d: %q is not a percentage from 0%% to 100%%", n.Line, n.Value)
+	v, err := ParsePercent(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
 	}
-	*p = Percent(v)
+	*p = v
 	return nil
 }
 
 // ParsePercent parses "20%" or "20".
 func ParsePercent(s string) (Percent, error) {
-	var p Percent
-	err := p.UnmarshalYAML(&yaml.Node{Value: s, Line: 1})
-	return p, err
+	v, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
+	if err != nil || v < 0 || v > 100 {
+		return 0, fmt.Errorf("%q is not a percentage from 0%% to 100%%", s)
+	}
+	return Percent(v), nil
 }
 
 // LoadConfig reads the configuration at path over base (defaults and the

@@ -13,6 +13,8 @@
 #                           non-zero bytes into a file of the same size)
 #   overlay size       vs  OSTree static delta (bytes, not seconds) for one
 #                           byte appended to libc and for a config edit
+# and, without a peer, overlay create at depth 1 to 10,000 (DEPTHS) and
+# 2,000 agents polling one strata serve.
 # (DEBIAN=0 leaves out the Debian rows.)
 # Each pair runs interleaved RUNS times; the table shows medians.
 # Usage: scripts/bench.sh [path/to/strata]   (env: FILES, FILE_KB, CHANGED, RUNS)
@@ -206,6 +208,12 @@ if [ "$DEBIAN" = 1 ]; then
 	size_row "libc.so.6 + 1 byte" "$sz_libc" "$os_libc"
 	size_row "nginx.conf (config only)" "$sz_conf" "$os_conf"
 fi
+
+# Publishing at depth (issue 8): one small overlay published at the head
+# of a line of N overlays, N up to 10,000 (building that line takes a few
+# minutes); the cost must stay flat as the line grows.
+printf '\nPublishing one overlay at depth N (overlay create, Go benchmark):\n'
+( cd "$SRC" && STRATA_BENCH_DEPTHS=${DEPTHS:-1,1000,10000} go test ./overlay -run '^$' -bench '^BenchmarkCreateAtDepth$' -benchtime 20x -timeout 60m ) | awk '/^BenchmarkCreateAtDepth/ {sub(/^BenchmarkCreateAtDepth\//, ""); sub(/-[0-9]+$/, "", $1); printf "  %-14s %8.1f ms\n", $1, $3/1e6}'
 
 # Fleet scale: 2,000 simulated agents polling one strata serve over
 # loopback (internal/serve TestScale2000Agents); its report, not a ratio:

@@ -35,13 +35,15 @@ import (
 // tag; nodes resolve the tag (one request) to see whether anything
 // changed.
 const (
-	ArtifactType        = "application/vnd.strata.repository.v1"
-	MediaIndex          = "application/vnd.strata.index.v1+json"
-	MediaSignature      = "application/vnd.strata.signature.v1"
-	MediaOverlay        = "application/vnd.strata.overlay.v1.tar"
-	MediaImage          = "application/vnd.strata.image.v1.squashfs"
-	MediaImageManifest  = "application/vnd.strata.image-manifest.v1+json"
-	MediaState          = "application/vnd.strata.state.v1+json"
+	ArtifactType       = "application/vnd.strata.repository.v1"
+	MediaIndex         = "application/vnd.strata.index.v1+json"
+	MediaSignature     = "application/vnd.strata.signature.v1"
+	MediaOverlay       = "application/vnd.strata.overlay.v1.tar"
+	MediaImage         = "application/vnd.strata.image.v1.squashfs"
+	MediaImageManifest = "application/vnd.strata.image-manifest.v1+json"
+	MediaState         = "application/vnd.strata.state.v1+json"
+	// MediaSegment is a sealed index segment.
+	MediaSegment        = "application/vnd.strata.segment.v1+json"
 	maxOCIManifestBytes = 4 << 20
 )
 
@@ -60,6 +62,8 @@ func mediaType(name string) string {
 		return MediaImage
 	case strings.HasPrefix(name, StateDir+"/"):
 		return MediaState
+	case strings.HasPrefix(name, SegmentDir+"/"):
+		return MediaSegment
 	}
 	return "application/octet-stream"
 }

@@ -112,7 +112,12 @@ func TestPeerNeedrestartOneLibrary(t *testing.T) {
 func TestLibcUpdate(t *testing.T) {
 	l := newLab(t, "live-libc")
 	const libc = "usr/lib/x86_64-linux-gnu/libc.so.6"
-	_, file := l.create("1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/" + libc, Src: l.grown(libc)}}})
+	c, file := l.create("1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/" + libc, Src: l.grown(libc)}}})
+	// The new libc travels as a patch, which the node rebuilds from the
+	// copy in its read-only image.
+	if len(c.Manifest.Patches) != 1 || c.Manifest.Patches[0].Path != libc || c.Manifest.Patches[0].Size > 4096 {
+		t.Fatalf("libc does not ship as a small patch: %+v", c.Manifest.Patches)
+	}
 	before := l.units()
 	pid1 := l.sh("systemctl show -p ExecMainStartTimestampMonotonic --value -- init.scope; cat /proc/1/stat | cut -d' ' -f22")
 	res, listed := peer(t, l, file)
@@ -161,6 +166,13 @@ func TestLibcUpdate(t *testing.T) {
 	if len(st.Reboot) == 0 {
 		t.Error("status names no unit waiting for a reboot")
 	}
+	// The rebuilt libc is the one the overlay names, byte for byte.
+	for _, e := range c.Manifest.Entries {
+		if got := strings.Fields(l.sh("sha256sum /" + libc))[0]; e.Path == libc && got != e.SHA256 {
+			t.Errorf("the node's libc has sha256 %s, the overlay says %s", got, e.SHA256)
+		}
+	}
+	l.audit()
 	// strata's plan against needrestart's method (the units whose
 	// processes map libc): every such unit is restarted or deferred
 	// (init.scope is PID 1: re-executed), and nothing else is restarted.
