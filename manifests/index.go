@@ -55,6 +55,10 @@ type Line struct {
 	// (repo.Expand); then Segments is empty and Overlays holds all.
 	Segments []SegmentRef `json:"segments,omitempty"`
 	Overlays []OverlayRef `json:"overlays"`
+	// Sealed keeps the segment refs of a line whose segments were loaded
+	// (Segments is then empty), for what must name the files themselves
+	// (bundles, pushes). Never encoded.
+	Sealed []SegmentRef `json:"-"`
 	// State, when set, is the line's head state (see HeadState): what
 	// the chain folds to at its head, so that publishing the next
 	// overlay need not read the chain. One for an older version (an
@@ -121,6 +125,15 @@ func (l *Line) HasVersion(v string) bool {
 		}
 	}
 	return false
+}
+
+// SegmentRefs returns the line's segment refs as the signed index names
+// them, loaded or not.
+func (l *Line) SegmentRefs() []SegmentRef {
+	if len(l.Segments) > 0 {
+		return l.Segments
+	}
+	return l.Sealed
 }
 
 // After returns the index in Overlays of the overlay that follows head,

@@ -11,6 +11,15 @@ const KindSegment = "segment"
 // index of bounded size however long the line grows.
 const SegmentSize = 128
 
+// Bounds of what an index may name in segments: a segment of 128 refs
+// is about 50 KB, and a line of MaxSegments segments has over 130,000
+// overlays. They bound what a reader loads for an index whose signature
+// it has yet to verify (following key rotations).
+const (
+	MaxSegmentSize = 256 << 10
+	MaxSegments    = 1024
+)
+
 // SealAt is the number of inline overlay refs at which a writer seals the
 // oldest SegmentSize of them: what stays inline is at least
 // LineageWindow, so a node whose head is within a lineage window of the
@@ -80,11 +89,14 @@ func chainRefs(line string, prev Ref, overlays []OverlayRef) (Ref, error) {
 // inline overlays follow: the last segment's last overlay, or the image.
 func validSegments(l *Line) (Ref, error) {
 	prev := Ref{Version: l.Image.Version, Digest: l.Image.Digest}
+	if len(l.Segments) > MaxSegments {
+		return prev, fmt.Errorf("%w: line %s: %d segments (at most %d)", ErrInvalid, l.Name, len(l.Segments), MaxSegments)
+	}
 	for _, s := range l.Segments {
 		if err := ValidPath(s.File); err != nil {
 			return prev, fmt.Errorf("line %s: segment: %w", l.Name, err)
 		}
-		if !validHex(s.SHA256, 64) || s.Size <= 0 || s.Size > MaxManifestSize || !ValidDigest(s.Last.Digest) {
+		if !validHex(s.SHA256, 64) || s.Size <= 0 || s.Size > MaxSegmentSize || !ValidDigest(s.Last.Digest) {
 			return prev, fmt.Errorf("%w: line %s: segment %s: sha256 %q, size %d, last %q", ErrInvalid, l.Name, s.File, s.SHA256, s.Size, s.Last.Digest)
 		}
 		if err := CheckGreater(s.Last.Version, prev.Version); err != nil {

@@ -3,6 +3,7 @@ package overlay
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -142,20 +143,25 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	}
 	// Staging verifies each payload just before its overlay commits; the
 	// payloads of the later overlays of a batch are verified now, so a bad
-	// one stops the batch before the node changes at all. They are read
-	// twice, on purpose: this pass costs about 1% of applying them
-	// (BenchmarkPayloadVerify against BenchmarkApplyBatch), less than
-	// writing them to a spool and reading that back would, and staging
-	// re-checks every member anyway. A store for which a second read is
-	// dear (HTTP, OCI) should cache members, not this loop.
+	// one stops the batch before the node changes at all: every member,
+	// and every patched file rebuilt from the base it will have (the
+	// node's file, which must not have drifted, or what an earlier
+	// overlay of the batch writes). They are read twice, on purpose: this
+	// pass costs about 1% of applying them (BenchmarkPayloadVerify against
+	// BenchmarkApplyBatch), less than writing them to a spool and reading
+	// that back would, and staging re-checks every member anyway. A store
+	// for which a second read is dear (HTTP, OCI) should cache members,
+	// not this loop.
 	for _, a := range todo {
 		if err := b.Check(a.Manifest); err != nil {
 			return rep, err
 		}
 	}
-	for _, a := range todo[min(1, len(todo)):] {
+	for k := 1; k < len(todo); k++ {
+		a := todo[k]
 		progress(fmt.Sprintf("verifying %s %s", a.Manifest.Line, a.Manifest.Version))
-		if err := a.Verify(ctx); err != nil {
+		bases := batchBases(n, todo, k, states)
+		if err := a.Payload(ctx, bases, func(manifests.Entry, io.Reader) error { return nil }); err != nil {
 			return rep, err
 		}
 	}

@@ -33,7 +33,7 @@ type stagedRunner interface {
 func nodeBases(n node.Node, before tree.State) tree.Bases {
 	return func(_ context.Context, path, sum string) ([]byte, error) {
 		if e := before[path]; e.Type != manifests.TypeFile || e.SHA256 != sum {
-			return nil, fmt.Errorf("the patch was made against content %.12s, the node's head has %.12s there", sum, e.SHA256)
+			return nil, fmt.Errorf("the patch was made against content %.12s, the node's head has %s there", sum, describeFile(e))
 		}
 		b, err := safefile.ReadBeneath(n.Root, path, manifests.MaxPatchTarget)
 		if err != nil {
@@ -43,6 +43,36 @@ func nodeBases(n node.Node, before tree.State) tree.Bases {
 			return nil, errors.New("the node's file drifted from its head (see verify-sequence --files); restore it before applying")
 		}
 		return b, nil
+	}
+}
+
+// describeFile names what a tree holds at a path, for messages.
+func describeFile(e manifests.Entry) string {
+	switch e.Type {
+	case manifests.TypeFile:
+		return fmt.Sprintf("content %.12s", e.SHA256)
+	case "":
+		return "nothing"
+	}
+	return "a " + string(e.Type)
+}
+
+// batchBases gives the k-th overlay of a batch the bases of its patches
+// before anything of the batch has changed the node: what an earlier
+// overlay of the batch writes at the path, else the node's own file; each
+// must be the content the tree before overlay k has there.
+func batchBases(n node.Node, todo []*Archive, k int, states map[string][2]tree.State) tree.Bases {
+	before := states[todo[k].Manifest.Version][0]
+	return func(ctx context.Context, path, sum string) ([]byte, error) {
+		if e := before[path]; e.Type != manifests.TypeFile || e.SHA256 != sum {
+			return nil, fmt.Errorf("the patch was made against content %.12s, the tree before it has %s there", sum, describeFile(e))
+		}
+		for j := k - 1; j >= 0; j-- {
+			if carries(todo[j].Manifest, path) {
+				return todo[j].File(ctx, batchBases(n, todo, j, states), path)
+			}
+		}
+		return nodeBases(n, states[todo[0].Manifest.Version][0])(ctx, path, sum)
 	}
 }
 

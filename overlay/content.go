@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/strata-dev/strata/internal/squashfs"
@@ -17,12 +18,18 @@ import (
 // files (unit files, binaries) and the bases of new patches, not bulk
 // reads.
 func chainContent(ctx context.Context, c *Chain, e manifests.Entry) ([]byte, error) {
-	return contentBelow(ctx, c, c.Len(), e.Path, e.SHA256)
+	return contentBelow(ctx, c, c.Len(), e.Path, e.SHA256, -1)
 }
 
+// errPatchChain reports a file whose content at the head is more patches
+// deep than a caller's limit.
+var errPatchChain = errors.New("overlay: the file is rebuilt through too many patches")
+
 // contentBelow returns the content of path, which must have SHA-256 sum,
-// in the tree of the chain's image and its first n overlays.
-func contentBelow(ctx context.Context, c *Chain, n int, path, sum string) ([]byte, error) {
+// in the tree of the chain's image and its first n overlays. When depth
+// is not negative, rebuilding it through more than depth patches stops
+// with errPatchChain.
+func contentBelow(ctx context.Context, c *Chain, n int, path, sum string, depth int) ([]byte, error) {
 	for i := n - 1; i >= 0; i-- {
 		a, err := c.OverlayAt(ctx, i)
 		if err != nil {
@@ -31,13 +38,16 @@ func contentBelow(ctx context.Context, c *Chain, n int, path, sum string) ([]byt
 		if !carries(a.Manifest, path) {
 			continue
 		}
-		below := func(ctx context.Context, p, s string) ([]byte, error) { return contentBelow(ctx, c, i, p, s) }
+		if _, patched := a.Manifest.PatchFor(path); patched && depth == 0 {
+			return nil, errPatchChain
+		}
+		below := func(ctx context.Context, p, s string) ([]byte, error) { return contentBelow(ctx, c, i, p, s, depth-1) }
 		found, err := a.File(ctx, below, path)
 		if err != nil {
 			return nil, err
 		}
 		if manifests.Digest(found) != manifests.DigestPrefix+sum {
-			return nil, fmt.Errorf("overlay %s: /%s is not the content expected at the head: %w", a.Manifest.Version, path, ErrPayload)
+			return nil, fmt.Errorf("overlay %s: /%s is not the content the tree has there (sha256 %.12s): %w", a.Manifest.Version, path, sum, ErrPayload)
 		}
 		return found, nil
 	}

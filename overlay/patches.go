@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/strata-dev/strata/internal/patch"
 	"github.com/strata-dev/strata/internal/tree"
@@ -18,6 +20,17 @@ import (
 
 // patchRecord is about what a patch's record adds to the manifest.
 const patchRecord = 256
+
+// maxPatchChain bounds how many patches deep create rebuilds a file's
+// head content to patch it again: deeper, the file ships whole, and the
+// next patch is made against that, so publishing stays bounded however
+// often a file changes.
+const maxPatchChain = 8
+
+// patchMemory bounds what the patches being made at once hold: each
+// weighs twice its old and new contents (the contents, the encoder's
+// window and dictionary tables).
+const patchMemory = 4 * 2 * manifests.MaxPatchTarget
 
 // patches are the files a new overlay ships as patches: the manifest's
 // list and the patch bytes by path.
@@ -45,14 +58,23 @@ func makePatches(ctx context.Context, c *Chain, entries []manifests.Entry, open 
 	made := make([][]byte, len(todo))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
+	mem := semaphore.NewWeighted(patchMemory)
 	for i, e := range todo {
+		weight := 2 * (c.State[e.Path].Size + e.Size)
+		if err := mem.Acquire(gctx, weight); err != nil {
+			break // cancelled: Wait reports why
+		}
 		g.Go(func() error {
+			defer mem.Release(weight)
 			p, err := makePatch(gctx, c, c.State[e.Path], e, open)
 			made[i] = p
 			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	ps := &patches{bytes: map[string][]byte{}}
@@ -71,7 +93,10 @@ func makePatches(ctx context.Context, c *Chain, entries []manifests.Entry, open 
 // makePatch returns the patch from old's content to e's, or nil when one
 // would not pay.
 func makePatch(ctx context.Context, c *Chain, old, e manifests.Entry, open tree.Opener) ([]byte, error) {
-	base, err := chainContent(ctx, c, old)
+	base, err := contentBelow(ctx, c, c.Len(), old.Path, old.SHA256, maxPatchChain)
+	if errors.Is(err, errPatchChain) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading /%s at the head to patch it: %w", e.Path, err)
 	}

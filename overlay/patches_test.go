@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -112,8 +113,9 @@ func TestPatchedOverlays(t *testing.T) {
 		t.Errorf("regenerated tree %s, head %s", res.ManifestData.TreeDigest, c3.Manifest.TreeDigest)
 	}
 
-	// A patch made against a file of the image itself (read back with
-	// rdsquashfs), after a chain that rebuilt other content.
+	// A small file made large is not patched: a 5-byte base shares
+	// nothing worth a patch (patches against files of the image itself
+	// are the conformance suite's PatchedFile).
 	c4 := f.create("1.0.4", Change{Adds: []Add{{Dest: "/usr/share/doc/readme", Src: f.hostBytes(append(library(2, 100<<10), "docs\n"...))}}})
 	if len(c4.Manifest.Patches) != 0 {
 		t.Fatalf("a 5-byte file was patched into 100 KiB: %+v", c4.Manifest.Patches)
@@ -243,4 +245,68 @@ func flipByte(b []byte) []byte {
 func sha(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// TestPatchInBatchChecksBaseFirst: a batch whose second overlay patches a
+// file that drifted on the node is refused before the first one commits.
+func TestPatchInBatchChecksBaseFirst(t *testing.T) {
+	f := newFixture(t)
+	const dest = "/usr/lib/libbig.so"
+	v1 := library(5, 300<<10)
+	c1 := f.create("1.0.1", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(v1)}}})
+	c2 := f.create("1.0.2", f.change("/etc/motd", "unrelated\n"))
+	c3 := f.create("1.0.3", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(append(append([]byte(nil), v1...), "tail"...))}}})
+	if len(c3.Manifest.Patches) != 1 {
+		t.Fatalf("no patch: %+v", c3.Manifest.Patches)
+	}
+	root := f.provision()
+	if _, err := apply(root, c1.Path); err != nil {
+		t.Fatal(err)
+	}
+	drifted := append([]byte(nil), v1...)
+	drifted[100] ^= 1
+	if err := os.WriteFile(filepath.Join(root, dest), drifted, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := snap(t, root)
+	if _, err := apply(root, c2.Path, c3.Path); !errors.Is(err, ErrNoBase) {
+		t.Fatalf("batch onto a drifted file = %v, want ErrNoBase", err)
+	}
+	assertUnchanged(t, root, before)
+	// Restored, the same batch applies, and within a batch a patch may
+	// build on what an earlier overlay of it writes.
+	if err := os.WriteFile(filepath.Join(root, dest), v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v4 := append(append([]byte(nil), v1...), "tail and more"...)
+	c4 := f.create("1.0.4", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(v4)}}})
+	if _, err := apply(root, c2.Path, c3.Path, c4.Path); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, dest)); !bytes.Equal(got, v4) {
+		t.Fatal("the batch did not rebuild 1.0.4's content")
+	}
+}
+
+// TestPatchChainBounded: a file patched again and again ships whole once
+// its content is more than a few patches deep, so publishing never reads
+// back a line's whole history of it.
+func TestPatchChainBounded(t *testing.T) {
+	f := newFixture(t)
+	const dest = "/usr/lib/libbig.so"
+	content := library(6, 100<<10)
+	var whole []string
+	for i := 1; i <= 12; i++ {
+		content = append(content, byte('a'+i))
+		v := "1.0." + strconv.Itoa(i)
+		c := f.create(v, Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(content)}}})
+		if len(c.Manifest.Patches) == 0 {
+			whole = append(whole, v)
+		}
+	}
+	// 1.0.1 adds the file; 1.0.2 to 1.0.10 patch it (the ninth patch's
+	// base is eight patches deep); 1.0.11 ships whole; 1.0.12 patches that.
+	if strings.Join(whole, ",") != "1.0.1,1.0.11" {
+		t.Fatalf("shipped whole: %v, want 1.0.1 and 1.0.11", whole)
+	}
 }

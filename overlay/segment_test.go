@@ -69,8 +69,52 @@ func TestSegmentedIndex(t *testing.T) {
 	if err != nil || len(rep.Plans) != 3 {
 		t.Fatalf("apply --bundle: %v", err)
 	}
+
+	// The command's path: the line verified whole (LoadChain loads the
+	// segments into the index it holds), then a bundle for a fresh node
+	// at the image, which must carry the segments the index names.
+	r3, err := repo.Open(f.repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadChain(ctx, r3, "", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	out2 := filepath.Join(t.TempDir(), "fresh.tar")
+	if _, err := repo.WriteBundle(ctx, r3, "", "1.0.0", "1.0.2", out2); err != nil {
+		t.Fatal(err)
+	}
+	bs2, err := repo.OpenBundle(out2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs2.Close()
+	if _, err := Apply(ctx, f.provision(), Source{Repo: out2, Store: bs2, Through: bs2.Info.To}, ApplyOptions{}); err != nil {
+		t.Fatalf("a fresh node applying a bundle from the image: %v", err)
+	}
+
+	// Sealing is deterministic and never rewrites: a save of the whole
+	// line (refresh reads it whole to follow rotations) leaves every
+	// segment file as it was.
+	segDir := filepath.Join(f.repo, repo.SegmentDir)
+	seen := map[string]int64{}
+	des, _ := os.ReadDir(segDir)
+	for _, de := range des {
+		fi, _ := de.Info()
+		seen[de.Name()] = fi.ModTime().UnixNano()
+	}
 	if _, err := repo.Refresh(f.repo, f.key, 0); err != nil {
 		t.Fatalf("repo refresh: %v", err)
+	}
+	des, _ = os.ReadDir(segDir)
+	for _, de := range des {
+		fi, _ := de.Info()
+		if seen[de.Name()] != fi.ModTime().UnixNano() {
+			t.Errorf("refresh wrote segment %s", de.Name())
+		}
+	}
+	if len(des) != 2 {
+		t.Errorf("%d segment files after refresh, want 2", len(des))
 	}
 	r2, err := repo.Open(f.repo, nil)
 	if err != nil || len(r2.Index.Lines[0].Segments) != 2 {
@@ -98,4 +142,44 @@ func TestSegmentedIndex(t *testing.T) {
 		t.Fatalf("verify-sequence --repo passed a tampered segment: %v", err)
 	}
 	f.create("1.0."+strconv.Itoa(total+1), f.change("/etc/app/conf.d/v.conf", "next\n"))
+}
+
+// TestSegmentsSurviveRotation: after a key rotation the index is signed
+// by a key the image does not list, so opening it follows the rotations
+// through the whole line; the index the reader gets still names its
+// segments (bundles and pushes carry them), and publishing goes on.
+func TestSegmentsSurviveRotation(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	for i := 1; i <= manifests.SealAt; i++ {
+		f.create("1.0."+strconv.Itoa(i), f.change("/etc/app/conf.d/v.conf", "v "+strconv.Itoa(i)+"\n"))
+	}
+	b, bPub := newKey(t, f.dir, "b")
+	if _, err := RotateKeys(ctx, f.repo, f.key, RotateOptions{Add: [][]byte{bPub}, Revoke: []string{f.key.ID()}, IndexKey: b}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := repo.Open(f.repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.Index.Lines[0].Segments); n != 1 {
+		t.Fatalf("the opened index names %d segments, want 1", n)
+	}
+	if _, err := Create(ctx, f.repo, b, f.change("/etc/app/conf.d/v.conf", "after\n"), CreateOptions{Version: "2.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "b.tar")
+	if _, err := repo.WriteBundle(ctx, r, "", "1.0.0", "1.0.1", out); err != nil {
+		t.Fatal(err)
+	}
+	bs, err := repo.OpenBundle(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	rc, _, err := bs.Open(ctx, r.Index.Lines[0].SegmentRefs()[0].File)
+	if err != nil {
+		t.Fatalf("the bundle from the image does not carry the segment: %v", err)
+	}
+	rc.Close()
 }

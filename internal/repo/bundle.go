@@ -132,17 +132,17 @@ func WriteBundle(ctx context.Context, r *Repo, line, from, to, out string) (n in
 	if err != nil {
 		return 0, err
 	}
-	// A node at from reads the segments only when from is not among
-	// the index's inline overlays (or the end of its segments): only
-	// then does the bundle carry them.
-	var pinned []manifests.OverlayRef
-	if len(l.Segments) > 0 && l.Segments[len(l.Segments)-1].Last.Version != from && !inline(l, from) {
-		for _, seg := range l.Segments {
-			pinned = append(pinned, manifests.OverlayRef{File: seg.File, Size: seg.Size, SHA256: seg.SHA256})
-		}
-	}
 	if err := r.Expand(ctx, l); err != nil {
 		return 0, err
+	}
+	// A node at from reads the index's segments when the overlay after
+	// from is sealed in one: then the bundle carries them all.
+	var pinned []manifests.OverlayRef
+	segs := l.SegmentRefs()
+	if next := successor(l, from); next >= 0 && next < len(segs)*manifests.SegmentSize {
+		for _, seg := range segs {
+			pinned = append(pinned, manifests.OverlayRef{File: seg.File, Size: seg.Size, SHA256: seg.SHA256})
+		}
 	}
 	if to == "" {
 		to = l.Head().Version
@@ -233,12 +233,16 @@ func WriteBundle(ctx context.Context, r *Repo, line, from, to, out string) (n in
 	return n, nil
 }
 
-// inline reports whether version v is one of l's inline overlays.
-func inline(l *manifests.Line, v string) bool {
-	for _, o := range l.Overlays {
+// successor returns the index in l.Overlays (the whole line) of the
+// overlay after version v: 0 for the image; -1 when v is not in l.
+func successor(l *manifests.Line, v string) int {
+	if v == l.Image.Version {
+		return 0
+	}
+	for i, o := range l.Overlays {
 		if o.Version == v {
-			return true
+			return i + 1
 		}
 	}
-	return false
+	return -1
 }

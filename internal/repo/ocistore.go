@@ -296,7 +296,7 @@ func Push(ctx context.Context, dir, ref string, progress func(string)) (ocispec.
 	members := []pushed{{name: IndexFile, size: -1, data: r.raw}, {name: SigPath(IndexFile), size: -1, data: r.sig}}
 	for i := range r.Index.Lines {
 		l := &r.Index.Lines[i]
-		for _, seg := range l.Segments {
+		for _, seg := range l.SegmentRefs() {
 			members = append(members, pushed{name: seg.File, size: seg.Size, sum: seg.SHA256})
 		}
 		if err := r.Expand(ctx, l); err != nil {

@@ -34,7 +34,7 @@ func (r *Repo) Expand(ctx context.Context, l *manifests.Line) error {
 		prev = ref.Last
 	}
 	l.Overlays = append(all, l.Overlays...)
-	l.Segments = nil
+	l.Sealed, l.Segments = l.Segments, nil
 	return nil
 }
 
@@ -76,7 +76,8 @@ func readSegment(ctx context.Context, s Store, line string, ref manifests.Segmen
 // segment files, SegmentSize at a time, while SealAt or more are inline.
 // Boundaries fall every SegmentSize overlays from a line's image, so a
 // line that was expanded and is saved again seals into the same files,
-// byte for byte (an existing one is rewritten only if it differs).
+// byte for byte. A file's name carries its SHA-256, and a file is never
+// rewritten: the one an index names stays what it was.
 func (r *Repo) seal(ctx context.Context, p Putter) error {
 	for i := range r.Index.Lines {
 		l := &r.Index.Lines[i]
@@ -86,16 +87,24 @@ func (r *Repo) seal(ctx context.Context, p Putter) error {
 			if err != nil {
 				return err
 			}
-			name := fmt.Sprintf("%s/%s-%d.json", SegmentDir, l.Name, len(l.Segments))
 			sum := sha256.Sum256(raw)
-			ref := manifests.SegmentRef{File: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(raw)), Last: manifests.Ref{Version: seg.Overlays[len(seg.Overlays)-1].Version, Digest: seg.Overlays[len(seg.Overlays)-1].Digest}}
-			if have, err := ReadMember(ctx, r.Store, name, ref.Size); err != nil || !bytes.Equal(have, raw) {
+			hexsum := hex.EncodeToString(sum[:])
+			name := fmt.Sprintf("%s/%s-%d-%.16s.json", SegmentDir, l.Name, len(l.Segments), hexsum)
+			ref := manifests.SegmentRef{File: name, SHA256: hexsum, Size: int64(len(raw)), Last: manifests.Ref{Version: seg.Overlays[len(seg.Overlays)-1].Version, Digest: seg.Overlays[len(seg.Overlays)-1].Digest}}
+			have, err := ReadMember(ctx, r.Store, name, ref.Size)
+			switch {
+			case err == nil && !bytes.Equal(have, raw):
+				return fmt.Errorf("sealing segment %s: a different file of that name exists: %w", name, ErrTampered)
+			case err != nil:
 				if err := p.Put(ctx, name, bytes.NewReader(raw)); err != nil {
 					return fmt.Errorf("sealing segment %s: %w", name, err)
 				}
 			}
 			l.Segments = append(l.Segments, ref)
 			l.Overlays = append([]manifests.OverlayRef{}, l.Overlays[manifests.SegmentSize:]...)
+		}
+		if len(l.Segments) > 0 {
+			l.Sealed = nil
 		}
 	}
 	return nil

@@ -56,21 +56,25 @@ func (r *Repo) verifyIndex(ctx context.Context, raw, sig []byte, x *manifests.In
 	}
 	head := &sign.KeySet{}
 	for i := range x.Lines {
-		l := &x.Lines[i]
+		// A copy: loading its segments to follow rotations must not
+		// change the index the reader gets (whose segment refs bundles
+		// and pushes name, and which a publisher writes back).
+		lc := x.Lines[i]
+		l := &lc
 		if at != nil && l.Name != at.Line {
 			continue
 		}
 		start, from := 0, manifests.Ref{Version: l.Image.Version, Digest: l.Image.Digest}
 		if at != nil {
 			if start, err = r.Find(ctx, l, at.Head); err != nil {
-				return fmt.Errorf("%w (%v)", first, err)
+				return fmt.Errorf("%w (following the key rotations: %w)", first, err)
 			}
 			if start < 0 {
 				return fmt.Errorf("%w; the node's head %s (%s) is not in the index's line %s either", first, at.Head.Version, at.Head.Digest, l.Name)
 			}
 			from = at.Head
 		} else if err := r.Expand(ctx, l); err != nil {
-			return fmt.Errorf("%w (%v)", first, err)
+			return fmt.Errorf("%w (following the key rotations: %w)", first, err)
 		}
 		ks, err := r.followRotations(ctx, l, start, from, trust)
 		if ks != nil {

@@ -2,11 +2,11 @@ package tree
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/strata-dev/strata/manifests"
 )
@@ -43,6 +43,7 @@ func (f *Fold) WriteTar(ctx context.Context, tw *tar.Writer, base *Reader, mtime
 		return WriteEntry(tw, e, func(manifests.Entry) (io.ReadCloser, error) { return io.NopCloser(r), nil }, mtime)
 	}
 	k := newKeeper(f.layers)
+	defer k.close()
 	if base != nil {
 		orig := NewState(f.base)
 		for {
@@ -96,16 +97,18 @@ func (f *Fold) WriteTar(ctx context.Context, tw *tar.Writer, base *Reader, mtime
 	return nil
 }
 
-// keeper holds, by SHA-256, the contents that layers' patches were made
+// keeper keeps, by SHA-256, the contents that layers' patches were made
 // against, from when they stream by until the last layer needing them
-// has been read.
+// has been read: in files of a temporary directory, so a fold that
+// patches many large files holds one of them in memory at a time.
 type keeper struct {
 	need map[string]int
-	kept map[string][]byte
+	kept map[string]string // sum -> file
+	dir  string
 }
 
 func newKeeper(layers []Layer) *keeper {
-	k := &keeper{need: map[string]int{}, kept: map[string][]byte{}}
+	k := &keeper{need: map[string]int{}, kept: map[string]string{}}
 	for _, l := range layers {
 		for _, sum := range l.Needs {
 			k.need[sum]++
@@ -117,20 +120,34 @@ func newKeeper(layers []Layer) *keeper {
 // keep returns a reader of r's content, keeping a copy when a patch needs
 // it (and e is small enough to be a patch's base at all).
 func (k *keeper) keep(e manifests.Entry, r io.Reader) (io.Reader, error) {
-	if e.Type != manifests.TypeFile || k.need[e.SHA256] == 0 || k.kept[e.SHA256] != nil || e.Size > manifests.MaxPatchTarget {
+	if e.Type != manifests.TypeFile || k.need[e.SHA256] == 0 || k.kept[e.SHA256] != "" || e.Size > manifests.MaxPatchTarget {
 		return r, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(r, e.Size+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", e.Path, err)
+	if k.dir == "" {
+		dir, err := os.MkdirTemp("", "strata-fold-")
+		if err != nil {
+			return nil, fmt.Errorf("keeping patch bases: %w", err)
+		}
+		k.dir = dir
 	}
-	k.kept[e.SHA256] = b
-	return bytes.NewReader(b), nil
+	f, err := os.CreateTemp(k.dir, "base-")
+	if err != nil {
+		return nil, fmt.Errorf("keeping patch bases: %w", err)
+	}
+	_, err = io.Copy(f, io.LimitReader(r, e.Size+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("keeping %s: %w", e.Path, err)
+	}
+	k.kept[e.SHA256] = f.Name()
+	return &lazyFile{path: f.Name()}, nil
 }
 
 func (k *keeper) base(_ context.Context, path, sum string) ([]byte, error) {
-	if b, ok := k.kept[sum]; ok {
-		return b, nil
+	if p, ok := k.kept[sum]; ok {
+		return os.ReadFile(p)
 	}
 	return nil, fmt.Errorf("folding %s: %w: no content with sha256 %s below it", path, errNoContent, sum)
 }
@@ -138,7 +155,44 @@ func (k *keeper) base(_ context.Context, path, sum string) ([]byte, error) {
 func (k *keeper) release(sums []string) {
 	for _, sum := range sums {
 		if k.need[sum]--; k.need[sum] <= 0 {
-			delete(k.kept, sum)
+			if p, ok := k.kept[sum]; ok {
+				_ = os.Remove(p)
+				delete(k.kept, sum)
+			}
 		}
 	}
+}
+
+// close removes what the keeper still holds.
+func (k *keeper) close() {
+	if k.dir != "" {
+		_ = os.RemoveAll(k.dir)
+	}
+}
+
+// lazyFile reads a file, opened at the first read and closed at its end:
+// one never read holds nothing open.
+type lazyFile struct {
+	path string
+	f    *os.File
+	done bool
+}
+
+func (r *lazyFile) Read(p []byte) (int, error) {
+	if r.done {
+		return 0, io.EOF
+	}
+	if r.f == nil {
+		f, err := os.Open(r.path)
+		if err != nil {
+			return 0, err
+		}
+		r.f = f
+	}
+	n, err := r.f.Read(p)
+	if err != nil {
+		r.f.Close()
+		r.done = true
+	}
+	return n, err
 }

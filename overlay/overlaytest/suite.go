@@ -257,6 +257,19 @@ func Run(t *testing.T, newNode Factory) {
 			t.Fatalf("usr/lib/libbig.so is not 1.0.2's content (%v)", err)
 		}
 		requireAudit(t, root, e.repo)
+		// Folded into a fresh image, the first patch's base comes from
+		// the image's own tree as it streams by.
+		res, err := builder.Regenerate(context.Background(), e.repo, "", "", filepath.Join(e.dir, "regen"), builder.WithKey(e.key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh := filepath.Join(t.TempDir(), "fresh")
+		if _, err := builder.Provision(context.Background(), res.Image, fresh, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(filepath.Join(fresh, "usr/lib/libbig.so")); err != nil || string(got) != v3 {
+			t.Fatalf("the regenerated image's usr/lib/libbig.so is not 1.0.2's content (%v)", err)
+		}
 	})
 	t.Run("GapRefusedNodeUntouched", func(t *testing.T) {
 		e := newEnv(t)
