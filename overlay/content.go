@@ -9,6 +9,16 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
+// Content returns the bytes of file entry e as chain c has it at its last
+// element (see LoadChain; a chain from a head state works too), checked
+// against e's SHA-256.
+func Content(ctx context.Context, c *Chain, e manifests.Entry) ([]byte, error) {
+	if e.Type != manifests.TypeFile {
+		return nil, fmt.Errorf("reading /%s: a %s, not a file", e.Path, e.Type)
+	}
+	return chainContent(ctx, c, e)
+}
+
 // chainContent returns the bytes of file entry e as the chain's head has it:
 // from the newest overlay that carries the path, or from the base image
 // (for a chain from a head state, the bytes must have the digest the head

@@ -56,6 +56,10 @@ type CreateOptions struct {
 	RequiresImage string
 	// Created is the manifest timestamp; default now.
 	Created time.Time
+	// Parent, when set, is the head version the change was made against:
+	// Create refuses (ErrHeadMoved) when the line's head is another one,
+	// so an edit never silently drops what was published meanwhile.
+	Parent string
 }
 
 // Created describes a new overlay.
@@ -82,6 +86,9 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	}
 	defer unlock()
 	head := c.Head()
+	if o.Parent != "" && o.Parent != head.Version {
+		return nil, fmt.Errorf("creating overlay %s: the change was made against %s, and line %s's head is now %s: %w", o.Version, o.Parent, c.Line.Name, head.Version, ErrHeadMoved)
+	}
 	if err := manifests.CheckGreater(o.Version, head.Version); err != nil {
 		return nil, fmt.Errorf("creating overlay for line %s (head %s): %w", c.Line.Name, head.Version, err)
 	}

@@ -23,6 +23,9 @@ var (
 	// ErrNoBase reports a file shipped as a patch whose base content is
 	// not at hand (on a node: the file drifted).
 	ErrNoBase = archive.ErrNoBase
+	// ErrHeadMoved reports a change made against a head that is no
+	// longer the line's (see CreateOptions.Parent).
+	ErrHeadMoved = manifests.Rejection("overlay: the line's head moved")
 	// ErrEmpty reports a change that changes nothing.
 	ErrEmpty = manifests.Rejection("overlay: empty change")
 	// ErrSymlinkPath reports a write through a symlinked directory.

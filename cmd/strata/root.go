@@ -47,6 +47,7 @@ overlay chain folded in.
 		newAgentCmd(g),
 		newNudgeCmd(g),
 		newBundleCmd(g),
+		newConfigCmd(g),
 	)
 	return root
 }

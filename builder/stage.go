@@ -1,0 +1,91 @@
+package builder
+
+import (
+	"archive/tar"
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/squashfs"
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Stage unpacks the tree of chain c (a line verified by repo.LoadChain up
+// to its last element) into the existing empty directory dir: the image's
+// files that survive and each overlay's payload, every file checked
+// against the folded tree as it streams. It is what a service's
+// validation command runs against before a change is published.
+func Stage(ctx context.Context, c *repo.Chain, dir string) error {
+	rd, err := squashfs.Open(ctx, c.Repo.Path(c.Line.Image.File))
+	if err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := c.Fold.WriteTar(ctx, tw, tree.NewReader(rd, tree.Limits{}), 0)
+		if err == nil {
+			err = tw.Close()
+		}
+		if cerr := rd.Close(); err == nil {
+			err = cerr
+		}
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	tr := tree.NewReader(pr, tree.Limits{})
+	var err2 error
+	for {
+		e, r, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			err2 = fmt.Errorf("staging line %s: %w", c.Line.Name, err)
+			break
+		}
+		if e.Type == manifests.TypeFile {
+			e.SHA256 = c.State[e.Path].SHA256
+		}
+		if err := tree.Create(filepath.Join(dir, filepath.FromSlash(e.Path)), e, r); err != nil {
+			err2 = fmt.Errorf("staging line %s: %w", c.Line.Name, err)
+			break
+		}
+	}
+	pr.CloseWithError(io.ErrClosedPipe)
+	if err := <-done; err2 == nil && err != nil && err != io.ErrClosedPipe {
+		err2 = fmt.Errorf("staging line %s: %w", c.Line.Name, err)
+	}
+	return err2
+}
+
+// argvScript is chrootScript's setup with argv run in the tree, never
+// through a shell: the words after the root are the command.
+var argvScript = strings.Replace(strings.Replace(chrootScript,
+	"root=$1\n", "root=$1\nshift\n", 1),
+	`chroot "$root" /bin/sh -c "$2"`, `chroot "$root" "$@"`, 1)
+
+// RunInTree runs argv (its program an absolute path inside the tree)
+// under chroot in the tree at root, isolated as a build's run steps are
+// (its own PID, UTS, IPC and mount namespaces, proc, sys and a small dev
+// of its own), and returns its combined output. The tree is a staged copy
+// the caller discards: nothing is put back.
+func RunInTree(ctx context.Context, root string, argv []string) (string, error) {
+	if len(argv) == 0 || !strings.HasPrefix(argv[0], "/") {
+		return "", fmt.Errorf("running in %s: %q is not an absolute program path", root, argv)
+	}
+	for _, d := range []string{"dev", "proc", "sys"} {
+		if err := ensureDir(filepath.Join(root, d)); err != nil {
+			return "", err
+		}
+	}
+	args := append([]string{"-c", argvScript, "strata-run", root}, argv...)
+	var out []string
+	err := runLines(isolated(ctx, "/bin/sh", args...), func(l string) { out = append(out, l) })
+	return strings.Join(out, "\n"), err
+}

@@ -1,0 +1,244 @@
+package configedit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// ErrValidation reports an edit a service's validation command refused.
+var ErrValidation = manifests.Rejection("config: the service's validation refused the change")
+
+// Edit is a file's new content at an absolute image path.
+type Edit struct {
+	Path    string
+	Content []byte
+}
+
+// SetOptions are the settings of Set.
+type SetOptions struct {
+	// Line picks the line (optional when the repository has one).
+	Line string
+	// Version of the overlay to publish; default the next patch version
+	// after the head.
+	Version string
+	// Key signs the overlay; it must be one the line trusts at its head.
+	Key *sign.Key
+	// Parent is the head version the edits were made against (config
+	// edit records it when it opens the editor): Set refuses with
+	// overlay.ErrHeadMoved when the head is another one now. Default:
+	// the head when Set starts.
+	Parent string
+	// Confirm, when set, sees the plan (diff, restart plan, validations
+	// run) and decides whether to publish.
+	Confirm func(*Plan) bool
+	// Progress receives one line per step; nil is silent.
+	Progress func(string)
+}
+
+// Plan is what publishing edits would do: the changes against the head,
+// the restart plan, and the validation commands that passed.
+type Plan struct {
+	Report
+	// Validated lists "UNIT: COMMAND" for each validation that passed.
+	Validated []string `json:"validated"`
+	// Published is the overlay written, when it was.
+	Published *overlay.Created `json:"-"`
+}
+
+// Head returns the head version of line in the repository in directory
+// repoDir: what an edit starts from.
+func Head(ctx context.Context, repoDir, line string) (string, error) {
+	_, c, err := open(ctx, repoDir, line, "")
+	if err != nil {
+		return "", err
+	}
+	return c.Head().Version, nil
+}
+
+// Set checks edits against the head of the line and publishes them as
+// its next overlay, signed with o.Key: each file's syntax (CheckSyntax),
+// then, when a service with a validation command claims a changed path,
+// that command run in the head's tree with every edit in place (staged in
+// a temporary directory, isolated as a build's run steps are). Nothing is
+// published unless every check passes and Confirm (if set) agrees; the
+// plan is returned either way.
+func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan, error) {
+	progress := o.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	if o.Key == nil {
+		return nil, errors.New("config: a signing key is needed to publish")
+	}
+	if len(edits) == 0 {
+		return nil, errors.New("config: no file to set")
+	}
+	r, c, err := open(ctx, repoDir, o.Line, "")
+	if err != nil {
+		return nil, err
+	}
+	head := c.Head().Version
+	if o.Parent == "" {
+		o.Parent = head
+	}
+	if o.Parent != head {
+		return nil, fmt.Errorf("config: the edit was made against %s, and line %s's head is now %s; start again from the head: %w", o.Parent, c.Line.Name, head, overlay.ErrHeadMoved)
+	}
+	byPath := map[string][]byte{}
+	next := map[string]manifests.Entry{}
+	for _, ed := range edits {
+		rel, err := manifests.ImagePath(ed.Path)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := byPath[rel]; dup {
+			return nil, fmt.Errorf("config: /%s given twice", rel)
+		}
+		if old, ok := c.State[rel]; ok && old.Type != manifests.TypeFile {
+			return nil, fmt.Errorf("config: /%s is a %s at %s, not a file", rel, old.Type, head)
+		}
+		if err := CheckSyntax(rel, ed.Content); err != nil {
+			return nil, err
+		}
+		byPath[rel] = ed.Content
+		sum := sha256.Sum256(ed.Content)
+		e := manifests.Entry{Path: rel, Type: manifests.TypeFile, Mode: 0o644, Size: int64(len(ed.Content)), SHA256: hex.EncodeToString(sum[:])}
+		if old, ok := c.State[rel]; ok {
+			e.Mode, e.UID, e.GID = old.Mode, old.UID, old.GID
+		}
+		next[rel] = e
+	}
+	plan := &Plan{Report: Report{Line: c.Line.Name, From: head, Changes: []Change{}}, Validated: []string{}}
+	var changed []string
+	for _, rel := range sortedKeys(byPath) {
+		n := next[rel]
+		old, had := c.State[rel]
+		if had && old == n {
+			continue // unchanged
+		}
+		ch := Change{Path: "/" + rel, Kind: "added", New: &n}
+		if had {
+			ch.Kind, ch.Old, ch.What = "modified", &old, what(old, n)
+		}
+		ch.Diff, err = textDiff(ch, func(e manifests.Entry, side int) ([]byte, error) {
+			if side == 1 {
+				return byPath[rel], nil
+			}
+			return overlay.Content(ctx, c, e)
+		})
+		if err != nil {
+			return nil, err
+		}
+		plan.Changes = append(plan.Changes, ch)
+		changed = append(changed, rel)
+	}
+	if len(changed) == 0 {
+		return plan, fmt.Errorf("config: nothing differs from head %s: %w", head, overlay.ErrEmpty)
+	}
+	plan.plan(c.Catalog, changed)
+	plan.To = o.Version
+	if plan.To == "" {
+		v, err := manifests.ParseVersion(head)
+		if err != nil {
+			return nil, err
+		}
+		plan.To = v.IncPatch().String()
+	}
+	if err := validate(ctx, r, c.Line.Name, c.Catalog, plan, byPath, next, progress); err != nil {
+		return plan, err
+	}
+	if o.Confirm != nil && !o.Confirm(plan) {
+		return plan, nil
+	}
+	dir, err := os.MkdirTemp("", "strata-config-")
+	if err != nil {
+		return plan, fmt.Errorf("config: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	var ch overlay.Change
+	for i, rel := range changed {
+		src := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.WriteFile(src, byPath[rel], 0o600); err != nil {
+			return plan, fmt.Errorf("config: %w", err)
+		}
+		ch.Adds = append(ch.Adds, overlay.Add{Dest: "/" + rel, Src: src})
+	}
+	progress(fmt.Sprintf("publishing %s %s", c.Line.Name, plan.To))
+	created, err := overlay.Create(ctx, repoDir, o.Key, ch, overlay.CreateOptions{Version: plan.To, Line: c.Line.Name, Parent: head})
+	if err != nil {
+		return plan, err
+	}
+	plan.Published = created
+	return plan, nil
+}
+
+// validate runs the validation command of every service the plan touches
+// that has one, in the line's head tree with the edits in place.
+func validate(ctx context.Context, r *repo.Repo, line string, cat manifests.Catalog, plan *Plan, byPath map[string][]byte, next map[string]manifests.Entry, progress func(string)) error {
+	var cmds []manifests.Service
+	for _, a := range plan.Services {
+		for _, s := range cat.Services {
+			if s.Unit == a.Unit && len(s.Validate) > 0 {
+				cmds = append(cmds, s)
+			}
+		}
+	}
+	if len(cmds) == 0 {
+		return nil
+	}
+	progress(fmt.Sprintf("staging the tree of %s %s to validate", line, plan.From))
+	full, err := overlay.LoadChain(ctx, r, line, "", nil)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "strata-stage-")
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	if err := builder.Stage(ctx, full, dir); err != nil {
+		return err
+	}
+	for rel, content := range byPath {
+		host := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
+			return fmt.Errorf("config: staging /%s: %w", rel, err)
+		}
+		_ = os.Remove(host)
+		if err := tree.Create(host, next[rel], strings.NewReader(string(content))); err != nil {
+			return fmt.Errorf("config: staging /%s: %w", rel, err)
+		}
+	}
+	for _, s := range cmds {
+		progress(fmt.Sprintf("validating %s: %s", s.Unit, strings.Join(s.Validate, " ")))
+		out, err := builder.RunInTree(ctx, dir, s.Validate)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %s: %v\n%s", ErrValidation, s.Unit, strings.Join(s.Validate, " "), err, strings.TrimSpace(out))
+		}
+		plan.Validated = append(plan.Validated, s.Unit+": "+strings.Join(s.Validate, " "))
+	}
+	return nil
+}
+
+func sortedKeys(m map[string][]byte) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
