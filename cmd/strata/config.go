@@ -51,10 +51,10 @@ func newConfigGetCmd(g *globals) *cobra.Command {
 func newConfigDiffCmd(g *globals) *cobra.Command {
 	var repoDir, line string
 	c := &cobra.Command{
-		Use:   "diff --repo REPO V1 V2",
-		Short: "Show what changed between two versions and the services each change touches",
+		Use:     "diff --repo REPO V1 V2",
+		Short:   "Show what changed between two versions and the services each change touches",
 		Example: `  strata config diff --repo repo 1.0.2 1.0.5`,
-		Args: args(cobra.ExactArgs(2)),
+		Args:    args(cobra.ExactArgs(2)),
 		RunE: func(c *cobra.Command, a []string) error {
 			rep, err := configedit.Diff(c.Context(), repoDir, line, a[0], a[1])
 			if err != nil {
@@ -83,7 +83,7 @@ of every service that claims a changed file runs against the head's tree
 with the change in place; nothing is published unless all pass. For CI:
 it never asks.`,
 		Example: `  strata config set --repo repo --key ci.key /etc/nginx/nginx.conf=nginx.conf`,
-		Args: args(cobra.MinimumNArgs(1)),
+		Args:    args(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
 			var edits []configedit.Edit
 			for _, arg := range a {
@@ -135,7 +135,7 @@ before publishing it as the next overlay. If the head moved while the
 editor was open, nothing is published; if a check fails, nothing is
 published and the edited file is kept, and its path printed.`,
 		Example: `  EDITOR=nano strata config edit --repo repo --key ops.key /etc/nginx/nginx.conf`,
-		Args: args(cobra.ExactArgs(1)),
+		Args:    args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
 			key, err := loadKey(keyPath)
 			if err != nil {
