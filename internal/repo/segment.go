@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/strata-dev/strata/manifests"
 )
@@ -93,12 +94,14 @@ func (r *Repo) seal(ctx context.Context, p Putter) error {
 			ref := manifests.SegmentRef{File: name, SHA256: hexsum, Size: int64(len(raw)), Last: manifests.Ref{Version: seg.Overlays[len(seg.Overlays)-1].Version, Digest: seg.Overlays[len(seg.Overlays)-1].Digest}}
 			have, err := ReadMember(ctx, r.Store, name, ref.Size)
 			switch {
-			case err == nil && !bytes.Equal(have, raw):
-				return fmt.Errorf("sealing segment %s: a different file of that name exists: %w", name, ErrTampered)
-			case err != nil:
+			case errors.Is(err, fs.ErrNotExist):
 				if err := p.Put(ctx, name, bytes.NewReader(raw)); err != nil {
 					return fmt.Errorf("sealing segment %s: %w", name, err)
 				}
+			case errors.Is(err, manifests.ErrTooLarge) || err == nil && !bytes.Equal(have, raw):
+				return fmt.Errorf("sealing segment %s: a different file of that name exists: %w", name, ErrTampered)
+			case err != nil:
+				return fmt.Errorf("sealing segment %s: %w", name, err)
 			}
 			l.Segments = append(l.Segments, ref)
 			l.Overlays = append([]manifests.OverlayRef{}, l.Overlays[manifests.SegmentSize:]...)
