@@ -1,7 +1,13 @@
 package main
 
 import (
+	"errors"
+	"text/tabwriter"
+	"time"
+
 	"fmt"
+	"github.com/strata-dev/strata/fleet"
+	"github.com/strata-dev/strata/internal/repo"
 	"io"
 	"strings"
 
@@ -11,9 +17,10 @@ import (
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
-	var root string
+	var root, inventory, repoLoc, line, group string
+	var timeout time.Duration
 	c := &cobra.Command{
-		Use:   "status --root DIR",
+		Use:   "status (--root DIR | --inventory INV [--repo REPO] [--group G])",
 		Short: "Show a node's image, head, layers, debts and last failure",
 		Long: `Show what the node at --root is and what it owes: its backend (dir or
 overlayfs) and, for overlayfs, whether its stacks are active; its line,
@@ -22,11 +29,24 @@ interrupted run waiting to be settled; restarts still due (restart-pending
 pays them); units that take a change only at the next boot (reboot
 required: the bus, PID 1's own daemons, units refusing manual restarts);
 and the last failed attempt, if the head has not moved since. It changes
-nothing.`,
+nothing.
+
+With --inventory it reports a fleet instead: each node's agent health
+(the inventory's health URLs, fetched in parallel, --timeout each): its
+head, how far behind the reference head it is (the repository's with
+--repo, else the newest any node reports), whether its config files and
+running services match its head (config 1/0), restarts owed, the last
+failure and its clock skew; worst first, then a summary. It exits 3 when
+any node is behind, failing or unreachable.`,
+		Example: `  strata status --root /
+  strata status --inventory fleet.yaml --repo https://repo.example.net/`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if root == "" {
-				return usageError{fmt.Errorf("--root is required")}
+			if (root == "") == (inventory == "") {
+				return usageError{fmt.Errorf("give --root DIR or --inventory INV (not both)")}
+			}
+			if inventory != "" {
+				return fleetStatus(c, g, inventory, repoLoc, line, group, timeout)
 			}
 			st, err := overlay.NodeStatus(c.Context(), root)
 			if err != nil {
@@ -36,7 +56,65 @@ nothing.`,
 		},
 	}
 	c.Flags().StringVar(&root, "root", "", "node root directory")
+	c.Flags().StringVar(&inventory, "inventory", "", "fleet inventory (YAML)")
+	c.Flags().StringVar(&repoLoc, "repo", "", "with --inventory: the repository whose head is the reference")
+	c.Flags().StringVar(&line, "line", "", "with --repo: the line (when the repository has several)")
+	c.Flags().StringVar(&group, "group", "", "with --inventory: only the nodes of this group")
+	c.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "with --inventory: how long each node may take to answer")
 	return c
+}
+
+func fleetStatus(c *cobra.Command, g *globals, inventory, repoLoc, line, group string, timeout time.Duration) error {
+	inv, err := fleet.LoadInventory(inventory)
+	if errors.Is(err, fleet.ErrInventory) {
+		return usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	nodes := inv.Select(group)
+	if len(nodes) == 0 {
+		return usageError{fmt.Errorf("no node of the inventory is in group %q", group)}
+	}
+	o := fleet.StatusOptions{Timeout: timeout}
+	if repoLoc != "" {
+		if o.Line, err = repo.LineVersions(c.Context(), repoLoc, line); err != nil {
+			return err
+		}
+	}
+	rep := fleet.Status(c.Context(), nodes, o)
+	if err := g.output(c.OutOrStdout(), rep, func(w io.Writer) { printFleet(w, rep) }); err != nil {
+		return err
+	}
+	return rep.Err()
+}
+
+func printFleet(w io.Writer, rep *fleet.Report) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tHEAD\tBEHIND\tCONFIG\tPENDING\tSKEW\tNOTE")
+	for _, n := range rep.Sorted() {
+		behind := "?"
+		if n.Behind >= 0 {
+			behind = fmt.Sprint(n.Behind)
+		}
+		head := n.Head
+		if head == "" {
+			head = "-"
+		}
+		note := n.LastFailure
+		if n.Error != "" {
+			note = n.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", n.Name, n.State, head, behind, n.ConfigMatches, n.Pending, n.Skew, note)
+	}
+	tw.Flush()
+	var parts []string
+	for _, s := range []string{fleet.StateCurrent, fleet.StatePending, fleet.StateBehind, fleet.StateFailing, fleet.StateUnreachable} {
+		if n := rep.Counts[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, s))
+		}
+	}
+	fmt.Fprintf(w, "%d nodes: %s; reference head %s\n", len(rep.Nodes), strings.Join(parts, ", "), rep.Reference)
 }
 
 func printStatus(w io.Writer, st *overlay.Status) {

@@ -241,3 +241,29 @@ func OpenIndexed(ctx context.Context, r *Repo, ref manifests.OverlayRef, trust *
 	}
 	return a, nil
 }
+
+// LineVersions opens the repository at loc (a directory or URL, its
+// index verified against the line images' keys) and returns the versions
+// of line (empty: the only line), image first, head last.
+func LineVersions(ctx context.Context, loc, line string) ([]string, error) {
+	st, err := Locate(loc)
+	if err != nil {
+		return nil, err
+	}
+	r, err := OpenStore(ctx, st, nil)
+	if err != nil {
+		return nil, err
+	}
+	l, err := pickLine(r, line)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Expand(ctx, l); err != nil {
+		return nil, err
+	}
+	out := []string{l.Image.Version}
+	for _, o := range l.Overlays {
+		out = append(out, o.Version)
+	}
+	return out, nil
+}

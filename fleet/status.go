@@ -1,0 +1,257 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/strata-dev/strata/agent"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Node states a status reports, worst last.
+const (
+	StateCurrent     = "current"
+	StatePending     = "pending"  // at the head, restarts or reloads owed
+	StateBehind      = "behind"   // an older head than the reference
+	StateFailing     = "failing"  // the last apply failed, or the agent's config is invalid
+	StateUnreachable = "unreachable"
+)
+
+// maxHealth bounds a health response.
+const maxHealth = 4 << 20
+
+// NodeStatus is one node's line of a fleet status.
+type NodeStatus struct {
+	Name  string `json:"name"`
+	State string `json:"state"`
+	// Head is the node's head version ("" when unreachable).
+	Head string `json:"head,omitempty"`
+	// Behind is how many overlays the node lacks to reach the
+	// reference head (-1: unknown, when no repository was given).
+	Behind int `json:"behind"`
+	// ConfigMatches is 1 when every managed config file on disk is the
+	// head's and no service owes a restart or reload (it runs with the
+	// config on disk), else 0.
+	ConfigMatches int `json:"config_matches"`
+	// Newest is the newest modification time among its managed configs.
+	Newest      time.Time `json:"newest_config,omitzero"`
+	Pending     int       `json:"pending_restarts"`
+	LastFailure string    `json:"last_failure,omitempty"`
+	// Skew is the node's clock minus this host's, from the health
+	// response's Date header (zero when unknown).
+	Skew  time.Duration `json:"clock_skew_ns"`
+	Error string        `json:"error,omitempty"`
+}
+
+// Report is a fleet status.
+type Report struct {
+	// Reference is the head every node is compared with: the
+	// repository's, or else the newest any node reports.
+	Reference string       `json:"reference"`
+	Nodes     []NodeStatus `json:"nodes"`
+	// Counts by state.
+	Counts map[string]int `json:"counts"`
+}
+
+// ErrNotCurrent reports a fleet where some node is behind, failing or
+// unreachable.
+var ErrNotCurrent = manifests.Rejection("fleet: not every node is at the head")
+
+// Err returns ErrNotCurrent, naming how many nodes are behind, failing or
+// unreachable, or nil when none is (nodes owing restarts do not count).
+func (r *Report) Err() error {
+	bad := r.Counts[StateBehind] + r.Counts[StateFailing] + r.Counts[StateUnreachable]
+	if bad == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %d behind, %d failing, %d unreachable of %d", ErrNotCurrent, r.Counts[StateBehind], r.Counts[StateFailing], r.Counts[StateUnreachable], len(r.Nodes))
+}
+
+// StatusOptions are the settings of Status.
+type StatusOptions struct {
+	// Client fetches health (default: an http.Client with Timeout).
+	Client *http.Client
+	// Timeout bounds each node's request (default 5s).
+	Timeout time.Duration
+	// Parallel is how many nodes are asked at once (default 64).
+	Parallel int
+	// Line is the line to compare with; its overlays, oldest first,
+	// when known (a repository's index), let Status count how far
+	// behind a node is. Empty: the newest head any node reports.
+	Line []string
+	// Now is this host's clock (default time.Now).
+	Now func() time.Time
+}
+
+// Status asks every node's agent for its health and reports each node:
+// current, owing restarts, behind, failing or unreachable, never leaving
+// one out. A node without a health URL is unreachable (the SSH path is
+// not built yet).
+func Status(ctx context.Context, nodes []Node, o StatusOptions) *Report {
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{Timeout: o.Timeout}
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 64
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	healths := make([]*agent.Health, len(nodes))
+	rows := make([]NodeStatus, len(nodes))
+	sem := make(chan struct{}, o.Parallel)
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		rows[i] = NodeStatus{Name: n.Name, Behind: -1}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			h, skew, err := fetchHealth(ctx, o, n)
+			if err != nil {
+				rows[i].State, rows[i].Error = StateUnreachable, err.Error()
+				return
+			}
+			healths[i], rows[i].Skew = h, skew
+		}()
+	}
+	wg.Wait()
+	ref := ""
+	if len(o.Line) > 0 {
+		ref = o.Line[len(o.Line)-1]
+	} else {
+		for _, h := range healths {
+			if h != nil && (ref == "" || manifests.CompareVersions(h.Head.Version, ref) > 0) {
+				ref = h.Head.Version
+			}
+		}
+	}
+	pos := map[string]int{}
+	for i, v := range o.Line {
+		pos[v] = i
+	}
+	rep := &Report{Reference: ref, Nodes: rows, Counts: map[string]int{}}
+	for i := range rows {
+		if h := healths[i]; h != nil {
+			judge(&rows[i], h, ref, pos, len(o.Line))
+		}
+		rep.Counts[rows[i].State]++
+	}
+	return rep
+}
+
+// judge fills in row from a node's health against reference head ref.
+func judge(row *NodeStatus, h *agent.Health, ref string, pos map[string]int, lineLen int) {
+	row.Head = h.Head.Version
+	row.Pending = len(h.Pending) + len(h.Reboot)
+	row.ConfigMatches = 1
+	for _, c := range h.Configs {
+		if c.SHA256 != c.Expected || c.Error != "" {
+			row.ConfigMatches = 0
+		}
+		if c.ModTime.After(row.Newest) {
+			row.Newest = c.ModTime
+		}
+	}
+	if row.Pending > 0 {
+		row.ConfigMatches = 0
+	}
+	if f := h.LastFailure; f != nil {
+		row.LastFailure = fmt.Sprintf("%s %s at %s", f.Action, f.Version, f.Time)
+	}
+	if a := h.Agent.LastApply; a != nil && a.Result != "ok" {
+		row.LastFailure = fmt.Sprintf("apply %s: %s", a.Result, a.Reason)
+	}
+	if p, ok := pos[row.Head]; ok {
+		row.Behind = lineLen - 1 - p
+	}
+	switch {
+	case !h.Agent.ConfigValid && h.Agent.Config != "" && h.Agent.Config != "not configured",
+		h.Agent.LastApply != nil && h.Agent.LastApply.Result != "ok":
+		row.State = StateFailing
+	case row.Head != ref:
+		row.State = StateBehind
+	case row.ConfigMatches == 0:
+		row.State = StatePending
+	default:
+		row.State = StateCurrent
+		row.Behind = 0
+	}
+}
+
+// fetchHealth GETs a node's health, bounded in time and size, and the
+// clock skew its Date header shows.
+func fetchHealth(ctx context.Context, o StatusOptions, n Node) (*agent.Health, time.Duration, error) {
+	if n.Health == "" {
+		return nil, 0, fmt.Errorf("no health URL in the inventory")
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.Health, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	before := o.Now()
+	resp, err := o.Client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	after := o.Now()
+	// The agent answers 503, with its health, while its configuration
+	// is invalid or its last apply failed.
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
+		return nil, 0, fmt.Errorf("GET %s: %s", n.Health, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxHealth+1))
+	if err != nil {
+		return nil, 0, fmt.Errorf("GET %s: %w", n.Health, err)
+	}
+	if len(b) > maxHealth {
+		return nil, 0, fmt.Errorf("GET %s: health over %d bytes", n.Health, maxHealth)
+	}
+	var doc struct {
+		agent.Health
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, 0, fmt.Errorf("GET %s: not a strata health document: %v", n.Health, err)
+	}
+	h := doc.Health
+	if h.Head.Version == "" {
+		// The agent answers but cannot read its node.
+		msg := doc.Error
+		if msg == "" {
+			msg = "no head in its health"
+		}
+		return nil, 0, fmt.Errorf("GET %s: %s: %s", n.Health, resp.Status, msg)
+	}
+	var skew time.Duration
+	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+		mid := before.Add(after.Sub(before) / 2)
+		skew = d.Sub(mid).Truncate(time.Second)
+	}
+	return &h, skew, nil
+}
+
+// Sorted returns the report's nodes, worst first, then by name.
+func (r *Report) Sorted() []NodeStatus {
+	rank := map[string]int{StateUnreachable: 0, StateFailing: 1, StateBehind: 2, StatePending: 3, StateCurrent: 4}
+	out := append([]NodeStatus(nil), r.Nodes...)
+	sort.SliceStable(out, func(i, j int) bool {
+		if rank[out[i].State] != rank[out[j].State] {
+			return rank[out[i].State] < rank[out[j].State]
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}

@@ -1,0 +1,152 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/strata-dev/strata/agent"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// health returns a node's health document at head, with one managed
+// config file matching or not.
+func health(head string, matches bool) *agent.Health {
+	h := &agent.Health{Line: "demo", Head: manifests.Ref{Version: head, Digest: "sha256:x"},
+		Agent: agent.State{Config: "ok", ConfigValid: true, LastApply: &agent.ApplyResult{Result: "ok"}}}
+	c := overlay.ConfigFile{Path: "etc/app.conf", SHA256: "aa", Expected: "aa", ModTime: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	if !matches {
+		c.SHA256 = "bb"
+	}
+	h.Configs = []overlay.ConfigFile{c}
+	return h
+}
+
+func serveHealth(t *testing.T, h *agent.Health, skew time.Duration) string {
+	b, _ := json.Marshal(h)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if skew != 0 {
+			w.Header().Set("Date", time.Now().Add(skew).UTC().Format(http.TimeFormat))
+		}
+		w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/health"
+}
+
+func TestStatus(t *testing.T) {
+	pending := health("1.0.2", true)
+	pending.Pending = []manifests.ServiceAction{{Unit: "app.service", Action: manifests.ActionRestart}}
+	failing := health("1.0.2", true)
+	failing.Agent.LastApply = &agent.ApplyResult{Result: "failed", Reason: "health check failed"}
+	gone := httptest.NewServer(http.NotFoundHandler())
+	goneURL := gone.URL + "/health"
+	gone.Close()
+	nodes := []Node{
+		{Name: "a", Health: serveHealth(t, health("1.0.2", true), 0)},
+		{Name: "b", Health: serveHealth(t, health("1.0.0", true), 0)},
+		{Name: "c", Health: serveHealth(t, pending, 0)},
+		{Name: "d", Health: serveHealth(t, health("1.0.2", false), 0)},
+		{Name: "e", Health: serveHealth(t, failing, 0)},
+		{Name: "f", Health: goneURL},
+		{Name: "g"},
+		{Name: "h", Health: serveHealth(t, health("1.0.2", true), 90*time.Second)},
+	}
+	rep := Status(context.Background(), nodes, StatusOptions{Line: []string{"1.0.0", "1.0.1", "1.0.2"}, Timeout: 5 * time.Second})
+	want := map[string]struct {
+		state  string
+		behind int
+		config int
+	}{
+		"a": {StateCurrent, 0, 1}, "b": {StateBehind, 2, 1}, "c": {StatePending, 0, 0}, "d": {StatePending, 0, 0},
+		"e": {StateFailing, 0, 1}, "f": {StateUnreachable, -1, 0}, "g": {StateUnreachable, -1, 0}, "h": {StateCurrent, 0, 1},
+	}
+	for _, n := range rep.Nodes {
+		w := want[n.Name]
+		if n.State != w.state || n.Behind != w.behind || n.ConfigMatches != w.config {
+			t.Errorf("%s: %s behind %d config %d (%s), want %s behind %d config %d", n.Name, n.State, n.Behind, n.ConfigMatches, n.Error, w.state, w.behind, w.config)
+		}
+		if n.Name == "h" && (n.Skew < 80*time.Second || n.Skew > 100*time.Second) {
+			t.Errorf("h: skew %s, want about 90s", n.Skew)
+		}
+		if n.Name == "e" && n.LastFailure != "apply failed: health check failed" {
+			t.Errorf("e: last failure %q", n.LastFailure)
+		}
+	}
+	if rep.Reference != "1.0.2" || len(rep.Nodes) != len(nodes) {
+		t.Fatalf("reference %s, %d nodes", rep.Reference, len(rep.Nodes))
+	}
+	if err := rep.Err(); !errors.Is(err, ErrNotCurrent) || err.Error() != "fleet: not every node is at the head: 1 behind, 1 failing, 2 unreachable of 8" {
+		t.Errorf("Err = %v", err)
+	}
+	if s := rep.Sorted(); s[0].Name != "f" || s[len(s)-1].Name != "h" {
+		t.Errorf("sorted: %s first, %s last", s[0].Name, s[len(s)-1].Name)
+	}
+	// Without a repository, the newest head any node reports is the
+	// reference, and how far behind is unknown.
+	rep = Status(context.Background(), nodes[:2], StatusOptions{})
+	if rep.Reference != "1.0.2" || rep.Nodes[1].State != StateBehind || rep.Nodes[1].Behind != -1 {
+		t.Errorf("no repository: reference %s, b %+v", rep.Reference, rep.Nodes[1])
+	}
+	// All current: no error.
+	if err := Status(context.Background(), nodes[:1], StatusOptions{}).Err(); err != nil {
+		t.Errorf("one current node: %v", err)
+	}
+}
+
+// TestStatusHostile: a health endpoint that answers endlessly or with
+// junk is an unreachable node, not a hang or a crash.
+func TestStatusHostile(t *testing.T) {
+	endless := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"head": "`))
+		for i := 0; i < 10000; i++ {
+			if _, err := w.Write(bytes.Repeat([]byte("x"), 1024)); err != nil {
+				return
+			}
+		}
+	}))
+	defer endless.Close()
+	junk := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("<html>")) }))
+	defer junk.Close()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(1500 * time.Millisecond) }))
+	defer slow.Close()
+	rep := Status(context.Background(), []Node{{Name: "endless", Health: endless.URL}, {Name: "junk", Health: junk.URL}, {Name: "slow", Health: slow.URL}}, StatusOptions{Timeout: 500 * time.Millisecond})
+	for _, n := range rep.Nodes {
+		if n.State != StateUnreachable || n.Error == "" {
+			t.Errorf("%s: %s (%s), want unreachable with the reason", n.Name, n.State, n.Error)
+		}
+	}
+}
+
+// fakeTransport answers every health request in process, for scale.
+type fakeTransport struct{ body []byte }
+
+func (f fakeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Header: http.Header{"Date": {time.Now().UTC().Format(http.TimeFormat)}}, Body: io.NopCloser(bytes.NewReader(f.body)), Request: r}, nil
+}
+
+// TestStatus1000Nodes: a status of 1,000 simulated nodes (an in-process
+// transport) reports every one; the time is logged for
+// docs/benchmarks.md, never asserted.
+func TestStatus1000Nodes(t *testing.T) {
+	b, _ := json.Marshal(health("1.0.2", true))
+	nodes := make([]Node, 1000)
+	for i := range nodes {
+		nodes[i] = Node{Name: fmt.Sprintf("n%04d", i), Health: fmt.Sprintf("http://n%04d.test:9411/health", i)}
+	}
+	start := time.Now()
+	rep := Status(context.Background(), nodes, StatusOptions{Client: &http.Client{Transport: fakeTransport{b}}})
+	took := time.Since(start)
+	if rep.Counts[StateCurrent] != 1000 || rep.Err() != nil {
+		t.Fatalf("counts %v", rep.Counts)
+	}
+	t.Logf("status of 1000 simulated nodes: %v", took)
+}
