@@ -17,9 +17,9 @@ import (
 // Node states a status reports, worst last.
 const (
 	StateCurrent     = "current"
-	StatePending     = "pending"  // at the head, restarts or reloads owed
-	StateBehind      = "behind"   // an older head than the reference
-	StateFailing     = "failing"  // the last apply failed, or the agent's config is invalid
+	StatePending     = "pending" // at the head, restarts or reloads owed
+	StateBehind      = "behind"  // an older head than the reference
+	StateFailing     = "failing" // the last apply failed, or the agent's config is invalid
 	StateUnreachable = "unreachable"
 )
 
