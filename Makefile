@@ -36,7 +36,7 @@ test-boot: build
 	./scripts/boot-test.sh $(BIN)
 
 lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags debian $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags debian $(PKGS)
