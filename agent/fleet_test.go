@@ -1,9 +1,12 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,4 +60,45 @@ func TestFleetStatusOverAgents(t *testing.T) {
 	if rep.Reference != v || rep.Err() == nil {
 		t.Errorf("reference %s, err %v", rep.Reference, rep.Err())
 	}
+
+	// The same on the status page, as a real browser renders it.
+	page := fleet.NewPage(nodes, fleet.PageOptions{StatusOptions: fleet.StatusOptions{Timeout: 5 * time.Second},
+		Reference: func(context.Context) ([]string, error) { return line, nil }})
+	page.Gather(ctx)
+	ps := httptest.NewServer(page)
+	defer ps.Close()
+	dom := renderPage(t, ps.URL+"/")
+	for name, state := range want {
+		if !strings.Contains(dom, `<tr class="`+state+`" data-node="`+name+`">`) {
+			t.Errorf("the page does not show %s as %s:\n%s", name, state, dom)
+		}
+	}
+	if !strings.Contains(dom, "1 pending 1 behind 1 unreachable") || !strings.Contains(dom, `<b id="reference">`+v+`</b>`) {
+		t.Errorf("the page's summary:\n%s", dom)
+	}
+	// The follower's sequence: every version up to its head marked.
+	row := dom[strings.Index(dom, `data-node="follower"`):]
+	row = row[:strings.Index(row, "</tr>")]
+	if strings.Count(row, `class="has"`) != len(line) || strings.Contains(row, `class="lacks"`) {
+		t.Errorf("the follower's sequence cells: %s", row)
+	}
+}
+
+// renderPage loads url in headless Chromium (Debian's chromium, installed
+// by scripts/deps.sh) and returns the DOM it rendered.
+func renderPage(t *testing.T, url string) string {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium is required (make test installs it: scripts/deps.sh): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir="+t.TempDir(), "--dump-dom", url)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, errOut.String())
+	}
+	return out.String()
 }

@@ -150,3 +150,40 @@ func TestStatus1000Nodes(t *testing.T) {
 	}
 	t.Logf("status of 1000 simulated nodes: %v", took)
 }
+
+// TestPageEscapes: what nodes report reaches the page as text, never as
+// markup; /status.json serves the report.
+func TestPageEscapes(t *testing.T) {
+	evil := health("1.0.1", true)
+	evil.Agent.LastApply = &agent.ApplyResult{Result: "failed", Reason: `<script>alert(1)</script>`}
+	nodes := []Node{{Name: "evil", Health: serveHealth(t, evil, 0)}}
+	p := NewPage(nodes, PageOptions{Reference: func(context.Context) ([]string, error) { return []string{"1.0.0", "1.0.1"}, nil }})
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	if resp, err := http.Get(srv.URL + "/"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("before the first gathering: %v %v", resp.Status, err)
+	}
+	p.Gather(context.Background())
+	resp, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(b)
+	if bytes.Contains(b, []byte("<script>")) || !bytes.Contains(b, []byte("&lt;script&gt;")) {
+		t.Errorf("the page does not escape a node's failure reason:\n%s", page)
+	}
+	if !bytes.Contains(b, []byte(`<tr class="failing" data-node="evil">`)) || !bytes.Contains(b, []byte(`http-equiv="refresh" content="10"`)) {
+		t.Errorf("page:\n%s", page)
+	}
+	var rep Report
+	resp, err = http.Get(srv.URL + "/status.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || len(rep.Nodes) != 1 || rep.Nodes[0].State != StateFailing {
+		t.Errorf("status.json: %+v %v", rep, err)
+	}
+}

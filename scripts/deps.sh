@@ -39,6 +39,8 @@ esac
 servers=()
 command -v prometheus >/dev/null 2>&1 || servers+=(prometheus)
 command -v docker-registry >/dev/null 2>&1 || servers+=(docker-registry)
+# A real browser renders the fleet status page in its test.
+command -v chromium >/dev/null 2>&1 || servers+=(chromium)
 if [ "${#servers[@]}" -gt 0 ]; then
 	echo "deps: installing ${servers[*]}" >&2
 	SUDO=""

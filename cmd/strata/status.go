@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"text/tabwriter"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"github.com/strata-dev/strata/fleet"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/serve"
 	"io"
 	"strings"
 
@@ -17,8 +19,8 @@ import (
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
-	var root, inventory, repoLoc, line, group string
-	var timeout time.Duration
+	var root, inventory, repoLoc, line, group, serveAddr string
+	var timeout, refresh time.Duration
 	c := &cobra.Command{
 		Use:   "status (--root DIR | --inventory INV [--repo REPO] [--group G])",
 		Short: "Show a node's image, head, layers, debts and last failure",
@@ -37,16 +39,25 @@ head, how far behind the reference head it is (the repository's with
 --repo, else the newest any node reports), whether its config files and
 running services match its head (config 1/0), restarts owed, the last
 failure and its clock skew; worst first, then a summary. It exits 3 when
-any node is behind, failing or unreachable.`,
+any node is behind, failing or unreachable.
+
+With --serve ADDR it serves the same as a web page instead (server-rendered
+HTML that reloads itself every --refresh, one row per node with its
+sequence at a glance; /status.json for machines), gathering the status in
+the background every --refresh, until stopped (SIGINT or SIGTERM).`,
 		Example: `  strata status --root /
-  strata status --inventory fleet.yaml --repo https://repo.example.net/`,
+  strata status --inventory fleet.yaml --repo https://repo.example.net/
+  strata status --inventory fleet.yaml --repo repo --serve 127.0.0.1:9400`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if (root == "") == (inventory == "") {
 				return usageError{fmt.Errorf("give --root DIR or --inventory INV (not both)")}
 			}
 			if inventory != "" {
-				return fleetStatus(c, g, inventory, repoLoc, line, group, timeout)
+				return fleetStatus(c, g, fleetArgs{inventory, repoLoc, line, group, serveAddr, timeout, refresh})
+			}
+			if serveAddr != "" {
+				return usageError{fmt.Errorf("--serve needs --inventory")}
 			}
 			st, err := overlay.NodeStatus(c.Context(), root)
 			if err != nil {
@@ -61,10 +72,18 @@ any node is behind, failing or unreachable.`,
 	c.Flags().StringVar(&line, "line", "", "with --repo: the line (when the repository has several)")
 	c.Flags().StringVar(&group, "group", "", "with --inventory: only the nodes of this group")
 	c.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "with --inventory: how long each node may take to answer")
+	c.Flags().StringVar(&serveAddr, "serve", "", "with --inventory: serve the status as a web page on HOST:PORT")
+	c.Flags().DurationVar(&refresh, "refresh", 10*time.Second, "with --serve: how often the status is gathered and the page reloads")
 	return c
 }
 
-func fleetStatus(c *cobra.Command, g *globals, inventory, repoLoc, line, group string, timeout time.Duration) error {
+type fleetArgs struct {
+	inventory, repoLoc, line, group, serve string
+	timeout, refresh                       time.Duration
+}
+
+func fleetStatus(c *cobra.Command, g *globals, a fleetArgs) error {
+	inventory, repoLoc, line, group, timeout := a.inventory, a.repoLoc, a.line, a.group, a.timeout
 	inv, err := fleet.LoadInventory(inventory)
 	if errors.Is(err, fleet.ErrInventory) {
 		return usageError{err}
@@ -77,6 +96,29 @@ func fleetStatus(c *cobra.Command, g *globals, inventory, repoLoc, line, group s
 		return usageError{fmt.Errorf("no node of the inventory is in group %q", group)}
 	}
 	o := fleet.StatusOptions{Timeout: timeout}
+	if a.serve != "" {
+		if a.refresh < time.Second {
+			return usageError{fmt.Errorf("--refresh %s: at least 1s", a.refresh)}
+		}
+		po := fleet.PageOptions{StatusOptions: o, Refresh: a.refresh}
+		if repoLoc != "" {
+			po.Reference = func(ctx context.Context) ([]string, error) { return repo.LineVersions(ctx, repoLoc, line) }
+		}
+		page := fleet.NewPage(nodes, po)
+		s, err := serve.Listen(a.serve, page, 256)
+		if err != nil {
+			return err
+		}
+		go page.Run(c.Context())
+		if log := g.progress(); log != nil {
+			log(fmt.Sprintf("serving the status of %d nodes on http://%s/", len(nodes), s.Addr))
+		}
+		if err := s.Serve(c.Context(), 5*time.Second); err != nil {
+			return err
+		}
+		stoppedCleanly.Store(true)
+		return nil
+	}
 	if repoLoc != "" {
 		if o.Line, err = repo.LineVersions(c.Context(), repoLoc, line); err != nil {
 			return err

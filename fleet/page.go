@@ -1,0 +1,176 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// PageOptions are the settings of a status page.
+type PageOptions struct {
+	StatusOptions
+	// Refresh is how often the page gathers the fleet's status again and
+	// how often a browser showing it reloads (default 10s).
+	Refresh time.Duration
+	// Reference, when set, returns the line's versions, oldest first
+	// (the repository's index), read again at every gathering.
+	Reference func(ctx context.Context) ([]string, error)
+}
+
+// Page serves a fleet's status as a web page: GET / is server-rendered
+// HTML (no script, no build step) that reloads itself, with one row per
+// node, worst first, and its sequence at a glance (the line's newest
+// versions, those the node has marked); GET /status.json is the Report.
+// The status is gathered in the background every Refresh, so a page view
+// costs the nodes nothing. Run gathers until ctx ends.
+type Page struct {
+	nodes []Node
+	o     PageOptions
+
+	mu   sync.Mutex
+	rep  *Report
+	line []string
+	at   time.Time
+	err  string
+}
+
+// NewPage returns a status page for nodes.
+func NewPage(nodes []Node, o PageOptions) *Page {
+	if o.Refresh <= 0 {
+		o.Refresh = 10 * time.Second
+	}
+	return &Page{nodes: nodes, o: o}
+}
+
+// Run gathers the status now and then every Refresh until ctx ends.
+func (p *Page) Run(ctx context.Context) {
+	t := time.NewTicker(p.o.Refresh)
+	defer t.Stop()
+	for {
+		p.Gather(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Gather reads the status once.
+func (p *Page) Gather(ctx context.Context) {
+	o := p.o.StatusOptions
+	errMsg := ""
+	if p.o.Reference != nil {
+		line, err := p.o.Reference(ctx)
+		if err != nil {
+			errMsg = "reading the repository: " + err.Error()
+		}
+		o.Line = line
+	}
+	rep := Status(ctx, p.nodes, o)
+	p.mu.Lock()
+	p.rep, p.line, p.at, p.err = rep, o.Line, time.Now(), errMsg
+	p.mu.Unlock()
+}
+
+// pageWindow is how many of the line's newest versions a row shows.
+const pageWindow = 12
+
+type pageRow struct {
+	NodeStatus
+	Cells []pageCell
+}
+
+type pageCell struct {
+	Version string
+	Has     bool
+}
+
+type pageData struct {
+	Refresh   int
+	At        string
+	Reference string
+	Error     string
+	Summary   []string
+	Versions  []string
+	Rows      []pageRow
+}
+
+var pageTmpl = template.Must(template.New("page").Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="{{.Refresh}}">
+<title>strata fleet status</title>
+<style>
+body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}
+th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left}
+.current{background:#dfd}.pending{background:#ffd}.behind{background:#fdb}
+.failing,.unreachable{background:#fcc}td.has{background:#7c7}td.lacks{background:#eee}
+</style></head><body>
+<h1>strata fleet status</h1>
+<p id="summary">{{range .Summary}}{{.}} {{end}}&mdash; reference head <b id="reference">{{.Reference}}</b>, gathered {{.At}}</p>
+{{if .Error}}<p id="error" class="failing">{{.Error}}</p>{{end}}
+<table id="nodes"><thead><tr><th>node</th><th>state</th><th>head</th><th>behind</th><th>config</th><th>pending</th><th>skew</th><th>note</th>{{range .Versions}}<th class="version">{{.}}</th>{{end}}</tr></thead>
+<tbody>{{range .Rows}}<tr class="{{.State}}" data-node="{{.Name}}"><td class="name">{{.Name}}</td><td class="state">{{.State}}</td><td class="head">{{.Head}}</td><td class="behind">{{if lt .Behind 0}}?{{else}}{{.Behind}}{{end}}</td><td class="config">{{.ConfigMatches}}</td><td class="pending">{{.Pending}}</td><td class="skew">{{.Skew}}</td><td class="note">{{.LastFailure}}{{.Error}}</td>{{range .Cells}}<td class="{{if .Has}}has{{else}}lacks{{end}}" title="{{.Version}}"></td>{{end}}</tr>
+{{end}}</tbody></table>
+</body></html>
+`))
+
+// ServeHTTP serves the page and /status.json.
+func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	rep, line, at, errMsg := p.rep, p.line, p.at, p.err
+	p.mu.Unlock()
+	if rep == nil {
+		http.Error(w, "gathering the fleet's status", http.StatusServiceUnavailable)
+		return
+	}
+	switch r.URL.Path {
+	case "/status.json":
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(rep)
+		return
+	case "/":
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	d := pageData{Refresh: int(p.o.Refresh / time.Second), At: at.UTC().Format(time.RFC3339), Reference: rep.Reference, Error: errMsg}
+	if d.Refresh < 1 {
+		d.Refresh = 1
+	}
+	for _, s := range []string{StateCurrent, StatePending, StateBehind, StateFailing, StateUnreachable} {
+		if n := rep.Counts[s]; n > 0 {
+			d.Summary = append(d.Summary, strconv.Itoa(n)+" "+s)
+		}
+	}
+	window := line
+	if len(window) > pageWindow {
+		window = window[len(window)-pageWindow:]
+	}
+	d.Versions = window
+	pos := map[string]int{}
+	for i, v := range line {
+		pos[v] = i
+	}
+	for _, n := range rep.Sorted() {
+		row := pageRow{NodeStatus: n}
+		at, known := pos[n.Head]
+		for _, v := range window {
+			row.Cells = append(row.Cells, pageCell{Version: v, Has: known && pos[v] <= at})
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	var buf bytes.Buffer
+	if err := pageTmpl.Execute(&buf, d); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(buf.Bytes())
+}
