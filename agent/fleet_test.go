@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/agent"
+	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/fleet"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/manifests"
 )
 
 // Issue 9, test 5 (without the page): strata status over real agents. One
@@ -28,24 +30,33 @@ func TestFleetStatusOverAgents(t *testing.T) {
 	_, following, _ := w.run("repo: " + w.srv.URL + "/\ninterval: 1s\njitter: 0%\n")
 	eventually(t, "the node at "+v, func() bool { return w.head() == v })
 
-	behind := newWorld(t) // the same recipe: an identical image, line and versions
-	b := agent.New(agent.Options{Root: behind.root, ConfigPath: filepath.Join(behind.dir, "none.yaml"), Log: func(string) {}})
+	idle := filepath.Join(t.TempDir(), "idle") // a second node of the same image, never configured
+	if _, err := builder.Provision(ctx, filepath.Join(w.dir, "images", "demo-1.0.0.squashfs"), idle, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := agent.New(agent.Options{Root: idle, ConfigPath: filepath.Join(t.TempDir(), "none.yaml"), Log: func(string) {}})
 	bs := httptest.NewServer(b.Handler())
 	defer bs.Close()
 	gone := httptest.NewServer(nil)
 	gone.Close()
 
-	line, err := repo.LineVersions(ctx, w.repo, "")
+	lineName, line, err := repo.LineVersions(ctx, w.repo, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes := []fleet.Node{{Name: "follower", Health: following + "/health"}, {Name: "idle", Health: bs.URL + "/health"}, {Name: "gone", Health: gone.URL + "/health"}}
+	// A node of another world: the same recipe, but an image signed by
+	// another key, so another line as far as digests go.
+	stranger := newWorld(t)
+	sa := agent.New(agent.Options{Root: stranger.root, ConfigPath: filepath.Join(stranger.dir, "none.yaml"), Log: func(string) {}})
+	ss := httptest.NewServer(sa.Handler())
+	defer ss.Close()
+	nodes := []fleet.Node{{Name: "follower", Health: following + "/health"}, {Name: "idle", Health: bs.URL + "/health"}, {Name: "gone", Health: gone.URL + "/health"}, {Name: "stranger", Health: ss.URL + "/health"}}
 	var rep *fleet.Report
 	eventually(t, "the follower's health at "+v, func() bool {
-		rep = fleet.Status(ctx, nodes, fleet.StatusOptions{Line: line, Timeout: 5 * time.Second})
+		rep = fleet.Status(ctx, nodes, fleet.StatusOptions{Line: line, LineName: lineName, Timeout: 5 * time.Second})
 		return rep.Nodes[0].Head == v
 	})
-	want := map[string]string{"follower": fleet.StatePending, "idle": fleet.StateBehind, "gone": fleet.StateUnreachable}
+	want := map[string]string{"follower": fleet.StatePending, "idle": fleet.StateBehind, "gone": fleet.StateUnreachable, "stranger": fleet.StateDiverged}
 	for _, n := range rep.Nodes {
 		if n.State != want[n.Name] {
 			t.Errorf("%s: %s (%+v), want %s", n.Name, n.State, n, want[n.Name])
@@ -63,7 +74,7 @@ func TestFleetStatusOverAgents(t *testing.T) {
 
 	// The same on the status page, as a real browser renders it.
 	page := fleet.NewPage(nodes, fleet.PageOptions{StatusOptions: fleet.StatusOptions{Timeout: 5 * time.Second},
-		Reference: func(context.Context) ([]string, error) { return line, nil }})
+		Reference: func(context.Context) (string, []manifests.Ref, error) { return lineName, line, nil }})
 	page.Gather(ctx)
 	ps := httptest.NewServer(page)
 	defer ps.Close()
@@ -73,7 +84,7 @@ func TestFleetStatusOverAgents(t *testing.T) {
 			t.Errorf("the page does not show %s as %s:\n%s", name, state, dom)
 		}
 	}
-	if !strings.Contains(dom, "1 pending 1 behind 1 unreachable") || !strings.Contains(dom, `<b id="reference">`+v+`</b>`) {
+	if !strings.Contains(dom, "1 pending 1 behind 1 diverged 1 unreachable") || !strings.Contains(dom, `<b id="reference">`+v+`</b>`) {
 		t.Errorf("the page's summary:\n%s", dom)
 	}
 	// The follower's sequence: every version up to its head marked.

@@ -165,7 +165,14 @@ func compare(ctx context.Context, c1, c2 *overlay.Chain, content func(manifests.
 // plan fills in the restart plan for the changed paths and, on each
 // change, the units it touches.
 func (rep *Report) plan(cat manifests.Catalog, changed []string) {
-	rep.Services, _ = catalog.Plan(cat, changed)
+	actions, _ := catalog.Plan(cat, changed)
+	rep.setServices(actions)
+}
+
+// setServices records the restart plan and, on each change, the units it
+// touches.
+func (rep *Report) setServices(actions []manifests.ServiceAction) {
+	rep.Services = actions
 	if rep.Services == nil {
 		rep.Services = []manifests.ServiceAction{}
 	}

@@ -111,6 +111,11 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 		if old, ok := c.State[rel]; ok && old.Type != manifests.TypeFile {
 			return nil, fmt.Errorf("config: /%s is a %s at %s, not a file", rel, old.Type, head)
 		}
+		for a := manifests.Parent(rel); a != ""; a = manifests.Parent(a) {
+			if e, ok := c.State[a]; ok && e.Type != manifests.TypeDir {
+				return nil, fmt.Errorf("config: /%s is a %s at %s: edit the file itself, not a path through it", a, e.Type, head)
+			}
+		}
 		if err := CheckSyntax(rel, ed.Content); err != nil {
 			return nil, err
 		}
@@ -149,7 +154,6 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 	if len(changed) == 0 {
 		return plan, fmt.Errorf("config: nothing differs from head %s: %w", head, overlay.ErrEmpty)
 	}
-	plan.plan(c.Catalog, changed)
 	plan.To = o.Version
 	if plan.To == "" {
 		v, err := manifests.ParseVersion(head)
@@ -157,12 +161,6 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 			return nil, err
 		}
 		plan.To = v.IncPatch().String()
-	}
-	if err := validate(ctx, r, c.Line.Name, c.Catalog, plan, byPath, next, progress); err != nil {
-		return plan, err
-	}
-	if o.Confirm != nil && !o.Confirm(plan) {
-		return plan, nil
 	}
 	dir, err := os.MkdirTemp("", "strata-config-")
 	if err != nil {
@@ -176,6 +174,23 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 			return plan, fmt.Errorf("config: %w", err)
 		}
 		ch.Adds = append(ch.Adds, overlay.Add{Dest: "/" + rel, Src: src})
+	}
+	// The plan is the one the overlay will carry: computed as publishing
+	// computes it (a new or changed unit file rebuilds the catalog).
+	m, err := overlay.Preview(ctx, repoDir, ch, overlay.CreateOptions{Version: plan.To, Line: c.Line.Name, Parent: head})
+	if err != nil {
+		return plan, err
+	}
+	cat := c.Catalog
+	if m.Catalog != nil {
+		cat = *m.Catalog
+	}
+	plan.setServices(m.Services)
+	if err := validate(ctx, r, c.Line.Name, cat, plan, byPath, next, progress); err != nil {
+		return plan, err
+	}
+	if o.Confirm != nil && !o.Confirm(plan) {
+		return plan, nil
 	}
 	progress(fmt.Sprintf("publishing %s %s", c.Line.Name, plan.To))
 	created, err := overlay.Create(ctx, repoDir, o.Key, ch, overlay.CreateOptions{Version: plan.To, Line: c.Line.Name, Parent: head})

@@ -33,7 +33,11 @@ func Format(p string) string {
 		return "toml"
 	case ".service", ".socket", ".timer", ".mount", ".automount", ".swap", ".target", ".path", ".slice", ".scope",
 		".network", ".netdev", ".link":
-		return "systemd-unit"
+		// Unit files live in systemd's directories; elsewhere a name
+		// like site.link is some other program's.
+		if strings.Contains("/"+p, "/systemd/") {
+			return "systemd-unit"
+		}
 	case ".conf":
 		// Drop-ins: /etc/systemd/system/UNIT.d/NAME.conf and the like.
 		if strings.Contains(p, "systemd/") && strings.HasSuffix(path.Dir(p), ".d") {

@@ -30,7 +30,7 @@ func TestCheckSyntax(t *testing.T) {
 			t.Errorf("%s %q: %v, want ErrSyntax", tc.path, tc.content, err)
 		}
 	}
-	if Format("etc/app/conf.d/x.conf") != "" || Format("usr/lib/systemd/system/y.socket") != "systemd-unit" {
+	if Format("etc/app/conf.d/x.conf") != "" || Format("usr/lib/systemd/system/y.socket") != "systemd-unit" || Format("etc/app/site.link") != "" {
 		t.Error("Format")
 	}
 }

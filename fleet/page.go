@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/strata-dev/strata/manifests"
 )
 
 // PageOptions are the settings of a status page.
@@ -17,9 +19,11 @@ type PageOptions struct {
 	// Refresh is how often the page gathers the fleet's status again and
 	// how often a browser showing it reloads (default 10s).
 	Refresh time.Duration
-	// Reference, when set, returns the line's versions, oldest first
-	// (the repository's index), read again at every gathering.
-	Reference func(ctx context.Context) ([]string, error)
+	// Reference, when set, returns the line's name and elements, image
+	// first (the repository's index), read again at every gathering; when
+	// a reading fails, the last good one stays the reference and the
+	// report says why.
+	Reference func(ctx context.Context) (string, []manifests.Ref, error)
 }
 
 // Page serves a fleet's status as a web page: GET / is server-rendered
@@ -34,9 +38,11 @@ type Page struct {
 
 	mu   sync.Mutex
 	rep  *Report
-	line []string
 	at   time.Time
-	err  string
+	good struct {
+		name string
+		line []manifests.Ref
+	}
 }
 
 // NewPage returns a status page for nodes.
@@ -66,15 +72,23 @@ func (p *Page) Gather(ctx context.Context) {
 	o := p.o.StatusOptions
 	errMsg := ""
 	if p.o.Reference != nil {
-		line, err := p.o.Reference(ctx)
+		name, line, err := p.o.Reference(ctx)
+		p.mu.Lock()
 		if err != nil {
 			errMsg = "reading the repository: " + err.Error()
+		} else {
+			p.good.name, p.good.line = name, line
 		}
-		o.Line = line
+		o.LineName, o.Line = p.good.name, p.good.line
+		p.mu.Unlock()
+		if len(o.Line) == 0 && errMsg != "" {
+			errMsg += " (no reference head yet)"
+		}
 	}
 	rep := Status(ctx, p.nodes, o)
+	rep.Error = errMsg
 	p.mu.Lock()
-	p.rep, p.line, p.at, p.err = rep, o.Line, time.Now(), errMsg
+	p.rep, p.at = rep, time.Now()
 	p.mu.Unlock()
 }
 
@@ -109,7 +123,7 @@ var pageTmpl = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}
 th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left}
 .current{background:#dfd}.pending{background:#ffd}.behind{background:#fdb}
-.failing,.unreachable{background:#fcc}td.has{background:#7c7}td.lacks{background:#eee}
+.failing,.diverged,.unreachable{background:#fcc}td.has{background:#7c7}td.lacks{background:#eee}
 </style></head><body>
 <h1>strata fleet status</h1>
 <p id="summary">{{range .Summary}}{{.}} {{end}}&mdash; reference head <b id="reference">{{.Reference}}</b>, gathered {{.At}}</p>
@@ -123,7 +137,7 @@ th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left}
 // ServeHTTP serves the page and /status.json.
 func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
-	rep, line, at, errMsg := p.rep, p.line, p.at, p.err
+	rep, line, at := p.rep, p.good.line, p.at
 	p.mu.Unlock()
 	if rep == nil {
 		http.Error(w, "gathering the fleet's status", http.StatusServiceUnavailable)
@@ -139,11 +153,11 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	d := pageData{Refresh: int(p.o.Refresh / time.Second), At: at.UTC().Format(time.RFC3339), Reference: rep.Reference, Error: errMsg}
+	d := pageData{Refresh: int(p.o.Refresh / time.Second), At: at.UTC().Format(time.RFC3339), Reference: rep.Reference, Error: rep.Error}
 	if d.Refresh < 1 {
 		d.Refresh = 1
 	}
-	for _, s := range []string{StateCurrent, StatePending, StateBehind, StateFailing, StateUnreachable} {
+	for _, s := range []string{StateCurrent, StatePending, StateBehind, StateFailing, StateDiverged, StateUnreachable} {
 		if n := rep.Counts[s]; n > 0 {
 			d.Summary = append(d.Summary, strconv.Itoa(n)+" "+s)
 		}
@@ -152,16 +166,19 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(window) > pageWindow {
 		window = window[len(window)-pageWindow:]
 	}
-	d.Versions = window
 	pos := map[string]int{}
-	for i, v := range line {
-		pos[v] = i
+	for i, r := range line {
+		pos[r.Version] = i
+	}
+	for _, r := range window {
+		d.Versions = append(d.Versions, r.Version)
 	}
 	for _, n := range rep.Sorted() {
 		row := pageRow{NodeStatus: n}
 		at, known := pos[n.Head]
-		for _, v := range window {
-			row.Cells = append(row.Cells, pageCell{Version: v, Has: known && pos[v] <= at})
+		known = known && n.State != StateDiverged
+		for _, r := range window {
+			row.Cells = append(row.Cells, pageCell{Version: r.Version, Has: known && pos[r.Version] <= at})
 		}
 		d.Rows = append(d.Rows, row)
 	}

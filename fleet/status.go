@@ -17,9 +17,10 @@ import (
 // Node states a status reports, worst last.
 const (
 	StateCurrent     = "current"
-	StatePending     = "pending" // at the head, restarts or reloads owed
-	StateBehind      = "behind"  // an older head than the reference
-	StateFailing     = "failing" // the last apply failed, or the agent's config is invalid
+	StatePending     = "pending"  // at the head, restarts or reloads owed
+	StateBehind      = "behind"   // an older head than the reference
+	StateFailing     = "failing"  // the last apply failed, or the agent's config is invalid
+	StateDiverged    = "diverged" // another line, or a head the repository's line does not have
 	StateUnreachable = "unreachable"
 )
 
@@ -57,6 +58,9 @@ type Report struct {
 	Nodes     []NodeStatus `json:"nodes"`
 	// Counts by state.
 	Counts map[string]int `json:"counts"`
+	// Error says why the reference is not the repository's head when a
+	// repository was asked for and could not be read.
+	Error string `json:"error,omitempty"`
 }
 
 // ErrNotCurrent reports a fleet where some node is behind, failing or
@@ -66,11 +70,14 @@ var ErrNotCurrent = manifests.Rejection("fleet: not every node is at the head")
 // Err returns ErrNotCurrent, naming how many nodes are behind, failing or
 // unreachable, or nil when none is (nodes owing restarts do not count).
 func (r *Report) Err() error {
-	bad := r.Counts[StateBehind] + r.Counts[StateFailing] + r.Counts[StateUnreachable]
-	if bad == 0 {
+	bad := r.Counts[StateBehind] + r.Counts[StateFailing] + r.Counts[StateDiverged] + r.Counts[StateUnreachable]
+	if bad == 0 && r.Error == "" {
 		return nil
 	}
-	return fmt.Errorf("%w: %d behind, %d failing, %d unreachable of %d", ErrNotCurrent, r.Counts[StateBehind], r.Counts[StateFailing], r.Counts[StateUnreachable], len(r.Nodes))
+	if r.Error != "" {
+		return fmt.Errorf("%w: %s", ErrNotCurrent, r.Error)
+	}
+	return fmt.Errorf("%w: %d behind, %d failing, %d diverged, %d unreachable of %d", ErrNotCurrent, r.Counts[StateBehind], r.Counts[StateFailing], r.Counts[StateDiverged], r.Counts[StateUnreachable], len(r.Nodes))
 }
 
 // StatusOptions are the settings of Status.
@@ -81,10 +88,12 @@ type StatusOptions struct {
 	Timeout time.Duration
 	// Parallel is how many nodes are asked at once (default 64).
 	Parallel int
-	// Line is the line to compare with; its overlays, oldest first,
-	// when known (a repository's index), let Status count how far
-	// behind a node is. Empty: the newest head any node reports.
-	Line []string
+	// Line is the line to compare with, its elements (image first) as a
+	// repository's index lists them, and LineName its name: nodes must
+	// be on it, at one of its elements, and Status counts how far behind
+	// each is. Empty: the newest head any node reports is the reference.
+	Line     []manifests.Ref
+	LineName string
 	// Now is this host's clock (default time.Now).
 	Now func() time.Time
 }
@@ -127,7 +136,7 @@ func Status(ctx context.Context, nodes []Node, o StatusOptions) *Report {
 	wg.Wait()
 	ref := ""
 	if len(o.Line) > 0 {
-		ref = o.Line[len(o.Line)-1]
+		ref = o.Line[len(o.Line)-1].Version
 	} else {
 		for _, h := range healths {
 			if h != nil && (ref == "" || manifests.CompareVersions(h.Head.Version, ref) > 0) {
@@ -135,14 +144,10 @@ func Status(ctx context.Context, nodes []Node, o StatusOptions) *Report {
 			}
 		}
 	}
-	pos := map[string]int{}
-	for i, v := range o.Line {
-		pos[v] = i
-	}
 	rep := &Report{Reference: ref, Nodes: rows, Counts: map[string]int{}}
 	for i := range rows {
 		if h := healths[i]; h != nil {
-			judge(&rows[i], h, ref, pos, len(o.Line))
+			judge(&rows[i], h, ref, o)
 		}
 		rep.Counts[rows[i].State]++
 	}
@@ -150,7 +155,7 @@ func Status(ctx context.Context, nodes []Node, o StatusOptions) *Report {
 }
 
 // judge fills in row from a node's health against reference head ref.
-func judge(row *NodeStatus, h *agent.Health, ref string, pos map[string]int, lineLen int) {
+func judge(row *NodeStatus, h *agent.Health, ref string, o StatusOptions) {
 	row.Head = h.Head.Version
 	row.Pending = len(h.Pending) + len(h.Reboot)
 	row.ConfigMatches = 1
@@ -162,7 +167,7 @@ func judge(row *NodeStatus, h *agent.Health, ref string, pos map[string]int, lin
 			row.Newest = c.ModTime
 		}
 	}
-	if row.Pending > 0 {
+	if row.Pending > 0 || h.Agent.TreeMatches != nil && !*h.Agent.TreeMatches {
 		row.ConfigMatches = 0
 	}
 	if f := h.LastFailure; f != nil {
@@ -171,10 +176,29 @@ func judge(row *NodeStatus, h *agent.Health, ref string, pos map[string]int, lin
 	if a := h.Agent.LastApply; a != nil && a.Result != "ok" {
 		row.LastFailure = fmt.Sprintf("apply %s: %s", a.Result, a.Reason)
 	}
-	if p, ok := pos[row.Head]; ok {
-		row.Behind = lineLen - 1 - p
+	diverged := ""
+	if len(o.Line) > 0 {
+		at := -1
+		for i, r := range o.Line {
+			if r.Version == h.Head.Version {
+				at = i
+				if r.Digest != h.Head.Digest {
+					diverged = fmt.Sprintf("head %s is %s, the repository's %s is %s", r.Version, h.Head.Digest, r.Version, r.Digest)
+				}
+			}
+		}
+		switch {
+		case o.LineName != "" && h.Line != o.LineName:
+			diverged = fmt.Sprintf("on line %q, not %q", h.Line, o.LineName)
+		case at < 0:
+			diverged = fmt.Sprintf("head %s is not in the repository's line", h.Head.Version)
+		case diverged == "":
+			row.Behind = len(o.Line) - 1 - at
+		}
 	}
 	switch {
+	case diverged != "":
+		row.State, row.Error = StateDiverged, diverged
 	case !h.Agent.ConfigValid && h.Agent.Config != "" && h.Agent.Config != "not configured",
 		h.Agent.LastApply != nil && h.Agent.LastApply.Result != "ok":
 		row.State = StateFailing
@@ -227,6 +251,11 @@ func fetchHealth(ctx context.Context, o StatusOptions, n Node) (*agent.Health, t
 		return nil, 0, fmt.Errorf("GET %s: not a strata health document: %v", n.Health, err)
 	}
 	h := doc.Health
+	if h.Head.Version != "" {
+		if _, err := manifests.ParseVersion(h.Head.Version); err != nil {
+			return nil, 0, fmt.Errorf("GET %s: no usable health: head %q is not a version", n.Health, h.Head.Version)
+		}
+	}
 	if h.Head.Version == "" {
 		// The agent answers but cannot read its node.
 		msg := doc.Error
@@ -245,7 +274,7 @@ func fetchHealth(ctx context.Context, o StatusOptions, n Node) (*agent.Health, t
 
 // Sorted returns the report's nodes, worst first, then by name.
 func (r *Report) Sorted() []NodeStatus {
-	rank := map[string]int{StateUnreachable: 0, StateFailing: 1, StateBehind: 2, StatePending: 3, StateCurrent: 4}
+	rank := map[string]int{StateUnreachable: 0, StateDiverged: 1, StateFailing: 2, StateBehind: 3, StatePending: 4, StateCurrent: 5}
 	out := append([]NodeStatus(nil), r.Nodes...)
 	sort.SliceStable(out, func(i, j int) bool {
 		if rank[out[i].State] != rank[out[j].State] {

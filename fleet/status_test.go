@@ -30,6 +30,49 @@ func health(head string, matches bool) *agent.Health {
 	return h
 }
 
+func refs(versions ...string) []manifests.Ref {
+	var out []manifests.Ref
+	for _, v := range versions {
+		out = append(out, manifests.Ref{Version: v, Digest: "sha256:x"})
+	}
+	return out
+}
+
+// TestStatusDivergedAndJunk: a node on another line, one at a head whose
+// digest is not the repository's, one whose files drifted, and one
+// reporting a version that is not one.
+func TestStatusDivergedAndJunk(t *testing.T) {
+	other := health("1.0.2", true)
+	other.Line = "other"
+	forked := health("1.0.2", true)
+	forked.Head.Digest = "sha256:fork"
+	drifted := health("1.0.2", true)
+	no := false
+	drifted.Agent.TreeMatches = &no
+	junk := health("1.0.2", true)
+	junk.Head.Version = "9"
+	nodes := []Node{
+		{Name: "other", Health: serveHealth(t, other, 0)},
+		{Name: "forked", Health: serveHealth(t, forked, 0)},
+		{Name: "drifted", Health: serveHealth(t, drifted, 0)},
+		{Name: "junk", Health: serveHealth(t, junk, 0)},
+	}
+	rep := Status(context.Background(), nodes, StatusOptions{Line: refs("1.0.0", "1.0.1", "1.0.2"), LineName: "demo"})
+	want := map[string]string{"other": StateDiverged, "forked": StateDiverged, "drifted": StatePending, "junk": StateUnreachable}
+	for _, n := range rep.Nodes {
+		if n.State != want[n.Name] {
+			t.Errorf("%s: %s (%s), want %s", n.Name, n.State, n.Error, want[n.Name])
+		}
+	}
+	if rep.Reference != "1.0.2" || rep.Err() == nil {
+		t.Errorf("reference %s, err %v", rep.Reference, rep.Err())
+	}
+	// Without a repository a junk version cannot become the reference.
+	if rep := Status(context.Background(), nodes[2:], StatusOptions{}); rep.Reference != "1.0.2" {
+		t.Errorf("reference %s, want 1.0.2", rep.Reference)
+	}
+}
+
 func serveHealth(t *testing.T, h *agent.Health, skew time.Duration) string {
 	b, _ := json.Marshal(h)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -60,7 +103,7 @@ func TestStatus(t *testing.T) {
 		{Name: "g"},
 		{Name: "h", Health: serveHealth(t, health("1.0.2", true), 90*time.Second)},
 	}
-	rep := Status(context.Background(), nodes, StatusOptions{Line: []string{"1.0.0", "1.0.1", "1.0.2"}, Timeout: 5 * time.Second})
+	rep := Status(context.Background(), nodes, StatusOptions{Line: refs("1.0.0", "1.0.1", "1.0.2"), LineName: "demo", Timeout: 5 * time.Second})
 	want := map[string]struct {
 		state  string
 		behind int
@@ -84,7 +127,7 @@ func TestStatus(t *testing.T) {
 	if rep.Reference != "1.0.2" || len(rep.Nodes) != len(nodes) {
 		t.Fatalf("reference %s, %d nodes", rep.Reference, len(rep.Nodes))
 	}
-	if err := rep.Err(); !errors.Is(err, ErrNotCurrent) || err.Error() != "fleet: not every node is at the head: 1 behind, 1 failing, 2 unreachable of 8" {
+	if err := rep.Err(); !errors.Is(err, ErrNotCurrent) || err.Error() != "fleet: not every node is at the head: 1 behind, 1 failing, 0 diverged, 2 unreachable of 8" {
 		t.Errorf("Err = %v", err)
 	}
 	if s := rep.Sorted(); s[0].Name != "f" || s[len(s)-1].Name != "h" {
@@ -157,7 +200,7 @@ func TestPageEscapes(t *testing.T) {
 	evil := health("1.0.1", true)
 	evil.Agent.LastApply = &agent.ApplyResult{Result: "failed", Reason: `<script>alert(1)</script>`}
 	nodes := []Node{{Name: "evil", Health: serveHealth(t, evil, 0)}}
-	p := NewPage(nodes, PageOptions{Reference: func(context.Context) ([]string, error) { return []string{"1.0.0", "1.0.1"}, nil }})
+	p := NewPage(nodes, PageOptions{Reference: func(context.Context) (string, []manifests.Ref, error) { return "demo", refs("1.0.0", "1.0.1"), nil }})
 	srv := httptest.NewServer(p)
 	defer srv.Close()
 	if resp, err := http.Get(srv.URL + "/"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {

@@ -85,29 +85,48 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 		return nil, err
 	}
 	defer unlock()
-	head := c.Head()
-	if o.Parent != "" && o.Parent != head.Version {
-		return nil, fmt.Errorf("creating overlay %s: the change was made against %s, and line %s's head is now %s: %w", o.Version, o.Parent, c.Line.Name, head.Version, ErrHeadMoved)
-	}
-	if err := manifests.CheckGreater(o.Version, head.Version); err != nil {
-		return nil, fmt.Errorf("creating overlay for line %s (head %s): %w", c.Line.Name, head.Version, err)
-	}
 	if err := checkSigner(c, key); err != nil {
 		return nil, err
 	}
-	d, err := diff(c.State, ch)
+	m, open, next, err := prepare(ctx, c, ch, o)
 	if err != nil {
 		return nil, err
 	}
+	patches, err := makePatches(ctx, c, m.Entries, open)
+	if err != nil {
+		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
+	}
+	m.Patches = patches.list
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
+	}
+	return publish(r, c, m, patches.opener(open), algo, key, key, next)
+}
+
+// prepare computes change against chain c at its head: the manifest
+// (entries, deletes, restart plan, catalog, tree digest) but not its
+// patches; open gives the new files' contents, next is the tree after.
+func prepare(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*manifests.OverlayManifest, tree.Opener, tree.State, error) {
+	head := c.Head()
+	if o.Parent != "" && o.Parent != head.Version {
+		return nil, nil, nil, fmt.Errorf("creating overlay %s: the change was made against %s, and line %s's head is now %s: %w", o.Version, o.Parent, c.Line.Name, head.Version, ErrHeadMoved)
+	}
+	if err := manifests.CheckGreater(o.Version, head.Version); err != nil {
+		return nil, nil, nil, fmt.Errorf("creating overlay for line %s (head %s): %w", c.Line.Name, head.Version, err)
+	}
+	d, err := diff(c.State, ch)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	if len(d.entries) == 0 && len(d.deletes) == 0 {
-		return nil, fmt.Errorf("creating overlay %s: %w: nothing differs from head %s", o.Version, ErrEmpty, head.Version)
+		return nil, nil, nil, fmt.Errorf("creating overlay %s: %w: nothing differs from head %s", o.Version, ErrEmpty, head.Version)
 	}
 	if err := checkHierarchies(c.Image.Manifest.Managed(), d.entries, d.deletes); err != nil {
-		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
+		return nil, nil, nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	}
 	next, err := c.State.Apply(d.entries, d.deletes)
 	if err != nil {
-		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
+		return nil, nil, nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	}
 	m := &manifests.OverlayManifest{
 		Schema:   manifests.Schema,
@@ -124,9 +143,9 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 		m.Requires.Image = "^" + c.Image.Manifest.Version
 	}
 	if ok, err := manifests.Satisfies(c.Image.Manifest.Version, m.Requires.Image); err != nil {
-		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
+		return nil, nil, nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	} else if !ok {
-		return nil, fmt.Errorf("creating overlay %s: --requires-image %s excludes the line's own image %s: %w", o.Version, m.Requires.Image, c.Image.Manifest.Version, ErrConstraint)
+		return nil, nil, nil, fmt.Errorf("creating overlay %s: --requires-image %s excludes the line's own image %s: %w", o.Version, m.Requires.Image, c.Image.Manifest.Version, ErrConstraint)
 	}
 	created := o.Created
 	if created.IsZero() {
@@ -142,17 +161,37 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 		return io.NopCloser(bytes.NewReader(b)), err
 	}
 	if err := planServices(m, c, next, open, ch); err != nil {
+		return nil, nil, nil, err
+	}
+	return m, open, next, nil
+}
+
+// Preview computes the overlay Create would publish for change at the
+// head of the repository's line, without a key and without writing
+// anything: its entries, deletes, restart plan and catalog (patches are
+// left out). Publishing the same change with CreateOptions.Parent set to
+// the head it previewed gives the same plan, or nothing.
+func Preview(ctx context.Context, repoDir string, ch Change, o CreateOptions) (*manifests.OverlayManifest, error) {
+	r, err := repo.Open(repoDir, nil)
+	if err != nil {
 		return nil, err
 	}
-	patches, err := makePatches(ctx, c, m.Entries, open)
+	c, err := repo.LoadHead(ctx, r, o.Line)
 	if err != nil {
-		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
+		return nil, err
 	}
-	m.Patches = patches.list
-	if err := m.Validate(); err != nil {
-		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
+	if o.Parent == "" {
+		o.Parent = c.Head().Version
 	}
-	return publish(r, c, m, patches.opener(open), algo, key, key, next)
+	if o.Version == "" {
+		v, err := manifests.ParseVersion(c.Head().Version)
+		if err != nil {
+			return nil, err
+		}
+		o.Version = v.IncPatch().String()
+	}
+	m, _, _, err := prepare(ctx, c, ch, o)
+	return m, err
 }
 
 // publish signs m with key, writes the overlay with the payload open

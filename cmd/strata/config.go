@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-dev/strata/configedit"
+	"github.com/strata-dev/strata/internal/safefile"
 )
 
 func newConfigCmd(g *globals) *cobra.Command {
@@ -91,7 +92,7 @@ it never asks.`,
 				if !ok || !strings.HasPrefix(dest, "/") || src == "" {
 					return usageError{fmt.Errorf("%q: want /IMAGE/PATH=HOSTFILE", arg)}
 				}
-				b, err := os.ReadFile(src)
+				b, err := readHostFile(src)
 				if err != nil {
 					return err
 				}
@@ -159,7 +160,7 @@ published and the edited file is kept, and its path printed.`,
 			if err := runEditor(c, file); err != nil {
 				return fmt.Errorf("%w (the file is kept in %s)", err, file)
 			}
-			edited, err := os.ReadFile(file)
+			edited, err := readHostFile(file)
 			if err != nil {
 				return err
 			}
@@ -273,4 +274,25 @@ func indent(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// maxConfigFile bounds a configuration file config set and edit read.
+const maxConfigFile = 64 << 20
+
+// readHostFile reads a host file an operator named (a symlink to one is
+// fine), up to maxConfigFile bytes.
+func readHostFile(path string) ([]byte, error) {
+	f, err := safefile.OpenFollow(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(b) > maxConfigFile {
+		return nil, fmt.Errorf("reading %s: over %d bytes", path, maxConfigFile)
+	}
+	return b, nil
 }

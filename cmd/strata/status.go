@@ -10,6 +10,7 @@ import (
 	"github.com/strata-dev/strata/fleet"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/serve"
+	"github.com/strata-dev/strata/manifests"
 	"io"
 	"strings"
 
@@ -102,7 +103,14 @@ func fleetStatus(c *cobra.Command, g *globals, a fleetArgs) error {
 		}
 		po := fleet.PageOptions{StatusOptions: o, Refresh: a.refresh}
 		if repoLoc != "" {
-			po.Reference = func(ctx context.Context) ([]string, error) { return repo.LineVersions(ctx, repoLoc, line) }
+			po.Reference = func(ctx context.Context) (string, []manifests.Ref, error) {
+				return repo.LineVersions(ctx, repoLoc, line)
+			}
+			// A repository that cannot be read now is an error now, not
+			// a page that says so forever.
+			if _, _, err := po.Reference(c.Context()); err != nil {
+				return err
+			}
 		}
 		page := fleet.NewPage(nodes, po)
 		s, err := serve.Listen(a.serve, page, 256)
@@ -120,7 +128,7 @@ func fleetStatus(c *cobra.Command, g *globals, a fleetArgs) error {
 		return nil
 	}
 	if repoLoc != "" {
-		if o.Line, err = repo.LineVersions(c.Context(), repoLoc, line); err != nil {
+		if o.LineName, o.Line, err = repo.LineVersions(c.Context(), repoLoc, line); err != nil {
 			return err
 		}
 	}
@@ -147,16 +155,32 @@ func printFleet(w io.Writer, rep *fleet.Report) {
 		if n.Error != "" {
 			note = n.Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", n.Name, n.State, head, behind, n.ConfigMatches, n.Pending, n.Skew, note)
+		// What a node reports is printed as text: no control character
+		// of it reaches the terminal.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", n.Name, n.State, printable(head), behind, n.ConfigMatches, n.Pending, n.Skew, printable(note))
 	}
 	tw.Flush()
 	var parts []string
-	for _, s := range []string{fleet.StateCurrent, fleet.StatePending, fleet.StateBehind, fleet.StateFailing, fleet.StateUnreachable} {
+	for _, s := range []string{fleet.StateCurrent, fleet.StatePending, fleet.StateBehind, fleet.StateFailing, fleet.StateDiverged, fleet.StateUnreachable} {
 		if n := rep.Counts[s]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, s))
 		}
 	}
-	fmt.Fprintf(w, "%d nodes: %s; reference head %s\n", len(rep.Nodes), strings.Join(parts, ", "), rep.Reference)
+	fmt.Fprintf(w, "%d nodes: %s; reference head %s\n", len(rep.Nodes), strings.Join(parts, ", "), printable(rep.Reference))
+	if rep.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", printable(rep.Error))
+	}
+}
+
+// printable replaces control characters (and tabs, which would break the
+// table) with '?'.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 func printStatus(w io.Writer, st *overlay.Status) {

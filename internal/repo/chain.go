@@ -243,27 +243,27 @@ func OpenIndexed(ctx context.Context, r *Repo, ref manifests.OverlayRef, trust *
 }
 
 // LineVersions opens the repository at loc (a directory or URL, its
-// index verified against the line images' keys) and returns the versions
-// of line (empty: the only line), image first, head last.
-func LineVersions(ctx context.Context, loc, line string) ([]string, error) {
+// index verified against the line images' keys) and returns the name of
+// line (empty: the only line) and its elements, image first, head last.
+func LineVersions(ctx context.Context, loc, line string) (string, []manifests.Ref, error) {
 	st, err := Locate(loc)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	r, err := OpenStore(ctx, st, nil)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	l, err := pickLine(r, line)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	if err := r.Expand(ctx, l); err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	out := []string{l.Image.Version}
+	out := []manifests.Ref{{Version: l.Image.Version, Digest: l.Image.Digest}}
 	for _, o := range l.Overlays {
-		out = append(out, o.Version)
+		out = append(out, manifests.Ref{Version: o.Version, Digest: o.Digest})
 	}
-	return out, nil
+	return l.Name, out, nil
 }
