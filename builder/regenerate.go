@@ -162,7 +162,7 @@ func loadSigned(ctx context.Context, repoDir, line, through string, s *settings)
 
 // foldStream writes the folded tree as tar (see tree.Fold.WriteTar: the
 // base image's surviving files stream from sqfs2tar, each overlay's payload
-// streams once), then the new manifest copy.
+// streams once), then the new manifest copy (none when raw is nil).
 func foldStream(ctx context.Context, w io.Writer, baseImage string, fold *tree.Fold, raw []byte, epoch int64) error {
 	tw := tar.NewWriter(w)
 	rd, err := squashfs.Open(ctx, baseImage)
@@ -176,9 +176,11 @@ func foldStream(ctx context.Context, w io.Writer, baseImage string, fold *tree.F
 	if err != nil {
 		return err
 	}
-	me := fileEntry(manifests.ImageManifestPath, raw, 0644)
-	if err := tree.WriteEntry(tw, me, func(manifests.Entry) (io.ReadCloser, error) { return io.NopCloser(bytesReader(raw)), nil }, epoch); err != nil {
-		return err
+	if raw != nil {
+		me := fileEntry(manifests.ImageManifestPath, raw, 0644)
+		if err := tree.WriteEntry(tw, me, func(manifests.Entry) (io.ReadCloser, error) { return io.NopCloser(bytesReader(raw)), nil }, epoch); err != nil {
+			return err
+		}
 	}
 	return tw.Close()
 }

@@ -1,7 +1,6 @@
 package builder
 
 import (
-	"archive/tar"
 	"context"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/repo"
-	"github.com/strata-dev/strata/internal/squashfs"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -22,21 +20,10 @@ import (
 // against the folded tree as it streams. It is what a service's
 // validation command runs against before a change is published.
 func Stage(ctx context.Context, c *repo.Chain, dir string) error {
-	rd, err := squashfs.Open(ctx, c.Repo.Path(c.Line.Image.File))
-	if err != nil {
-		return err
-	}
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		tw := tar.NewWriter(pw)
-		err := c.Fold.WriteTar(ctx, tw, tree.NewReader(rd, tree.Limits{}), 0)
-		if err == nil {
-			err = tw.Close()
-		}
-		if cerr := rd.Close(); err == nil {
-			err = cerr
-		}
+		err := foldStream(ctx, pw, c.Repo.Path(c.Line.Image.File), c.Fold, nil, 0)
 		pw.CloseWithError(err)
 		done <- err
 	}()

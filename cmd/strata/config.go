@@ -282,17 +282,5 @@ const maxConfigFile = 64 << 20
 // readHostFile reads a host file an operator named (a symlink to one is
 // fine), up to maxConfigFile bytes.
 func readHostFile(path string) ([]byte, error) {
-	f, err := safefile.OpenFollow(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if len(b) > maxConfigFile {
-		return nil, fmt.Errorf("reading %s: over %d bytes", path, maxConfigFile)
-	}
-	return b, nil
+	return safefile.ReadFollow(path, maxConfigFile)
 }

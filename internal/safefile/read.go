@@ -71,6 +71,16 @@ func Read(path string, limit int64) ([]byte, error) {
 	return readAll(f, path, limit)
 }
 
+// ReadFollow is Read of a path an operator named: a symlink is followed,
+// and what it leads to must be a regular file (see OpenFollow).
+func ReadFollow(path string, limit int64) ([]byte, error) {
+	f, err := OpenFollow(path)
+	if err != nil {
+		return nil, err
+	}
+	return readAll(f, path, limit)
+}
+
 // ReadBeneath is Read of the slash-separated path rel inside the
 // directory root: it is resolved with openat2(RESOLVE_BENEATH |
 // RESOLVE_NO_SYMLINKS), so neither a symlink nor ".." on the way can take
