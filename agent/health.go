@@ -38,6 +38,10 @@ type Health struct {
 	Services []string             `json:"services"`
 	Configs  []overlay.ConfigFile `json:"configs,omitempty"`
 	Agent    State                `json:"agent"`
+	// Now is the node's clock when strata health printed the document
+	// (fleet status over SSH reads the clock skew from it); the agent
+	// leaves it out, its answers carry a Date header.
+	Now time.Time `json:"now,omitzero"`
 }
 
 // owes reports whether unit has a restart or reload pending, deferred to
@@ -95,13 +99,25 @@ func (a *Agent) nodeHealth(ctx context.Context, configs bool) (*Health, error) {
 }
 
 func (a *Agent) readHealth(ctx context.Context) (*Health, error) {
-	st, err := overlay.NodeStatus(ctx, a.o.Root)
+	h, err := ReadHealth(ctx, a.o.Root)
 	if err != nil {
 		return nil, err
 	}
-	h := &Health{Root: a.o.Root, Backend: st.Backend, Line: st.Line, Image: st.Image, Head: st.Head,
-		Layers: st.Layers, Pending: st.Pending, Reboot: st.Reboot, LastFailure: st.LastFailure, Agent: a.State()}
-	n := node.Node{Root: a.o.Root}
+	h.Agent = a.State()
+	return h, nil
+}
+
+// ReadHealth reads the health of the node at root, as its agent reports
+// it, without the agent's own state (strata health prints it for fleet
+// tools that reach the node over SSH).
+func ReadHealth(ctx context.Context, root string) (*Health, error) {
+	st, err := overlay.NodeStatus(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	h := &Health{Root: root, Backend: st.Backend, Line: st.Line, Image: st.Image, Head: st.Head,
+		Layers: st.Layers, Pending: st.Pending, Reboot: st.Reboot, LastFailure: st.LastFailure}
+	n := node.Node{Root: root}
 	if h.IndexSerial, err = n.IndexSerial(); err != nil {
 		return nil, err
 	}
@@ -109,8 +125,8 @@ func (a *Agent) readHealth(ctx context.Context) (*Health, error) {
 		sum := sha256.Sum256(raw)
 		h.LedgerDigest = "sha256:" + hex.EncodeToString(sum[:])
 	}
-	h.NodeID = nodeID(a.o.Root)
-	cs, err := overlay.NodeConfigs(ctx, a.o.Root)
+	h.NodeID = nodeID(root)
+	cs, err := overlay.NodeConfigs(ctx, root)
 	if err != nil {
 		return nil, err
 	}

@@ -96,25 +96,16 @@ type StatusOptions struct {
 	LineName string
 	// Now is this host's clock (default time.Now).
 	Now func() time.Time
+	// SSH, when set, reaches the nodes that have no health URL: their
+	// health is what strata health prints there.
+	SSH *SSH
 }
 
-// Status asks every node's agent for its health and reports each node:
-// current, owing restarts, behind, failing or unreachable, never leaving
-// one out. A node without a health URL is unreachable (the SSH path is
-// not built yet).
+// Status asks every node's agent for its health (over SSH, with o.SSH,
+// for nodes without a health URL) and reports each node: current, owing
+// restarts, behind, failing or unreachable, never leaving one out.
 func Status(ctx context.Context, nodes []Node, o StatusOptions) *Report {
-	if o.Timeout <= 0 {
-		o.Timeout = 5 * time.Second
-	}
-	if o.Client == nil {
-		o.Client = &http.Client{Timeout: o.Timeout}
-	}
-	if o.Parallel <= 0 {
-		o.Parallel = 64
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.setDefaults()
 	healths := make([]*agent.Health, len(nodes))
 	rows := make([]NodeStatus, len(nodes))
 	sem := make(chan struct{}, o.Parallel)
@@ -152,6 +143,21 @@ func Status(ctx context.Context, nodes []Node, o StatusOptions) *Report {
 		rep.Counts[rows[i].State]++
 	}
 	return rep
+}
+
+func (o *StatusOptions) setDefaults() {
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{Timeout: o.Timeout}
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 64
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 }
 
 // judge fills in row from a node's health against reference head ref.
@@ -216,7 +222,10 @@ func judge(row *NodeStatus, h *agent.Health, ref string, o StatusOptions) {
 // clock skew its Date header shows.
 func fetchHealth(ctx context.Context, o StatusOptions, n Node) (*agent.Health, time.Duration, error) {
 	if n.Health == "" {
-		return nil, 0, fmt.Errorf("no health URL in the inventory")
+		if o.SSH == nil {
+			return nil, 0, fmt.Errorf("no health URL in the inventory, and SSH not in use")
+		}
+		return sshHealth(ctx, o.SSH, n, o.Timeout)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
@@ -243,33 +252,41 @@ func fetchHealth(ctx context.Context, o StatusOptions, n Node) (*agent.Health, t
 	if len(b) > maxHealth {
 		return nil, 0, fmt.Errorf("GET %s: health over %d bytes", n.Health, maxHealth)
 	}
-	var doc struct {
-		agent.Health
-		Error string `json:"error"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, 0, fmt.Errorf("GET %s: not a strata health document: %v", n.Health, err)
-	}
-	h := doc.Health
-	if h.Head.Version != "" {
-		if _, err := manifests.ParseVersion(h.Head.Version); err != nil {
-			return nil, 0, fmt.Errorf("GET %s: no usable health: head %q is not a version", n.Health, h.Head.Version)
-		}
-	}
-	if h.Head.Version == "" {
-		// The agent answers but cannot read its node.
-		msg := doc.Error
-		if msg == "" {
-			msg = "no head in its health"
-		}
-		return nil, 0, fmt.Errorf("GET %s: %s: %s", n.Health, resp.Status, msg)
+	h, err := decodeHealth(b, "GET "+n.Health, resp.Status)
+	if err != nil {
+		return nil, 0, err
 	}
 	var skew time.Duration
 	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
 		mid := before.Add(after.Sub(before) / 2)
 		skew = d.Sub(mid).Truncate(time.Second)
 	}
-	return &h, skew, nil
+	return h, skew, nil
+}
+
+// decodeHealth checks a health document from a node (where names the
+// request; status is the HTTP status or the command's result).
+func decodeHealth(b []byte, where, status string) (*agent.Health, error) {
+	var doc struct {
+		agent.Health
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%s: not a strata health document: %v", where, err)
+	}
+	h := doc.Health
+	if h.Head.Version == "" {
+		// The agent answers but cannot read its node.
+		msg := doc.Error
+		if msg == "" {
+			msg = "no head in its health"
+		}
+		return nil, fmt.Errorf("%s: %s: %s", where, status, msg)
+	}
+	if _, err := manifests.ParseVersion(h.Head.Version); err != nil {
+		return nil, fmt.Errorf("%s: no usable health: head %q is not a version", where, h.Head.Version)
+	}
+	return &h, nil
 }
 
 // Sorted returns the report's nodes, worst first, then by name.

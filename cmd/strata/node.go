@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -64,7 +66,15 @@ pending.`,
 				return usageError{fmt.Errorf("give --root DIR or --disk DISK (not both)")}
 			}
 			if bundle != "" {
-				bs, err := repo.OpenBundle(bundle)
+				var bs *repo.BundleStore
+				var err error
+				if bundle == "-" {
+					// A bundle on stdin (strata rollout sends one over
+					// SSH), spooled beside the node's state.
+					bs, err = repo.SpoolBundle(c.Context(), c.InOrStdin(), spoolDir(root), repo.MaxSpooledBundle)
+				} else {
+					bs, err = repo.OpenBundle(bundle)
+				}
 				if err != nil {
 					return err
 				}
@@ -94,12 +104,27 @@ pending.`,
 	f.StringVar(&root, "root", "", "node root directory")
 	f.StringVar(&diskPath, "disk", "", "provisioned disk (image file or block device) of a node that is not running")
 	f.StringVar(&src.Repo, "repo", "", "apply every pending overlay of this repository")
-	f.StringVar(&bundle, "bundle", "", "apply the pending overlays a bundle (strata bundle) carries")
+	f.StringVar(&bundle, "bundle", "", "apply the pending overlays a bundle (strata bundle) carries; - reads it from stdin")
 	f.StringVar(&src.Through, "through", "", "with --repo or --bundle: stop at this version")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print the plan and change nothing")
 	f.StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")
 	f.DurationVar(&o.LockWait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
 	return c
+}
+
+// spoolDir is where a bundle read from stdin is kept while it applies:
+// $TMPDIR, else the node's /var/tmp (persistent storage, where /tmp may
+// be memory), else the system's temporary directory.
+func spoolDir(root string) string {
+	if d := os.Getenv("TMPDIR"); d != "" {
+		return d
+	}
+	if root != "" {
+		if fi, err := os.Stat(filepath.Join(root, "var/tmp")); err == nil && fi.IsDir() {
+			return filepath.Join(root, "var/tmp")
+		}
+	}
+	return os.TempDir()
 }
 
 func printApply(w io.Writer, rep *overlay.ApplyReport) {

@@ -38,6 +38,8 @@ overlay chain folded in.
 		newApplyCmd(g),
 		newActivateCmd(g),
 		newStatusCmd(g),
+		newHealthCmd(g),
+		newRolloutCmd(g),
 		newRollbackCmd(g),
 		newRestartPendingCmd(g),
 		newGCCmd(g),

@@ -2,26 +2,25 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
-	"fmt"
+	"github.com/spf13/cobra"
+
 	"github.com/strata-dev/strata/fleet"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/serve"
 	"github.com/strata-dev/strata/manifests"
-	"io"
-	"strings"
-
-	"github.com/spf13/cobra"
-
 	"github.com/strata-dev/strata/overlay"
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
 	var root, inventory, repoLoc, line, group, serveAddr string
 	var timeout, refresh time.Duration
+	var ssh *fleet.SSH
 	c := &cobra.Command{
 		Use:   "status (--root DIR | --inventory INV [--repo REPO] [--group G])",
 		Short: "Show a node's image, head, layers, debts and last failure",
@@ -35,7 +34,8 @@ and the last failed attempt, if the head has not moved since. It changes
 nothing.
 
 With --inventory it reports a fleet instead: each node's agent health
-(the inventory's health URLs, fetched in parallel, --timeout each): its
+(the inventory's health URLs, fetched in parallel, --timeout each; over
+SSH, strata health, for nodes without one): its
 head, how far behind the reference head it is (the repository's with
 --repo, else the newest any node reports), whether its config files and
 running services match its head (config 1/0), restarts owed, the last
@@ -55,7 +55,7 @@ the background every --refresh, until stopped (SIGINT or SIGTERM).`,
 				return usageError{fmt.Errorf("give --root DIR or --inventory INV (not both)")}
 			}
 			if inventory != "" {
-				return fleetStatus(c, g, fleetArgs{inventory, repoLoc, line, group, serveAddr, timeout, refresh})
+				return fleetStatus(c, g, fleetArgs{inventory, repoLoc, line, group, serveAddr, timeout, refresh, ssh})
 			}
 			if serveAddr != "" {
 				return usageError{fmt.Errorf("--serve needs --inventory")}
@@ -75,28 +75,31 @@ the background every --refresh, until stopped (SIGINT or SIGTERM).`,
 	c.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "with --inventory: how long each node may take to answer")
 	c.Flags().StringVar(&serveAddr, "serve", "", "with --inventory: serve the status as a web page on HOST:PORT")
 	c.Flags().DurationVar(&refresh, "refresh", 10*time.Second, "with --serve: how often the status is gathered and the page reloads")
+	ssh = sshFlags(c.Flags())
 	return c
 }
 
 type fleetArgs struct {
 	inventory, repoLoc, line, group, serve string
 	timeout, refresh                       time.Duration
+	ssh                                    *fleet.SSH
 }
 
 func fleetStatus(c *cobra.Command, g *globals, a fleetArgs) error {
 	inventory, repoLoc, line, group, timeout := a.inventory, a.repoLoc, a.line, a.group, a.timeout
-	inv, err := fleet.LoadInventory(inventory)
-	if errors.Is(err, fleet.ErrInventory) {
-		return usageError{err}
-	}
+	nodes, err := loadNodes(inventory, group)
 	if err != nil {
 		return err
 	}
-	nodes := inv.Select(group)
-	if len(nodes) == 0 {
-		return usageError{fmt.Errorf("no node of the inventory is in group %q", group)}
-	}
 	o := fleet.StatusOptions{Timeout: timeout}
+	if needsSSH(nodes) {
+		// Nodes without a health URL are asked over SSH.
+		if err := a.ssh.Prepare(); err != nil {
+			return err
+		}
+		defer a.ssh.Close()
+		o.SSH = a.ssh
+	}
 	if a.serve != "" {
 		if a.refresh < time.Second {
 			return usageError{fmt.Errorf("--refresh %s: at least 1s", a.refresh)}
@@ -137,6 +140,16 @@ func fleetStatus(c *cobra.Command, g *globals, a fleetArgs) error {
 		return err
 	}
 	return rep.Err()
+}
+
+// needsSSH reports whether some node has no health URL.
+func needsSSH(nodes []fleet.Node) bool {
+	for _, n := range nodes {
+		if n.Health == "" {
+			return true
+		}
+	}
+	return false
 }
 
 func printFleet(w io.Writer, rep *fleet.Report) {

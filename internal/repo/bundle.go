@@ -246,3 +246,48 @@ func successor(l *manifests.Line, v string) int {
 	}
 	return -1
 }
+
+// MaxSpooledBundle bounds a bundle SpoolBundle reads from a stream.
+const MaxSpooledBundle = 16 << 30
+
+// SpoolBundle copies a bundle from r (a pipe, for example the SSH channel
+// of strata rollout: apply-overlay --bundle -) into a temporary file in
+// dir, at most max bytes, and opens it. The file is unlinked as soon as
+// it is open, so nothing is left behind however the process ends.
+func SpoolBundle(ctx context.Context, r io.Reader, dir string, max int64) (*BundleStore, error) {
+	f, err := os.CreateTemp(dir, ".strata-bundle-*.tar")
+	if err != nil {
+		return nil, fmt.Errorf("spooling bundle: %w", err)
+	}
+	path := f.Name()
+	defer os.Remove(path)
+	n, err := io.Copy(f, io.LimitReader(ctxReader{ctx, r}, max+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n > max {
+		err = fmt.Errorf("over %d bytes", max)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("spooling bundle to %s: %w", path, err)
+	}
+	b, err := OpenBundle(path)
+	if err != nil {
+		return nil, err
+	}
+	b.path = "(stdin)"
+	return b, nil
+}
+
+// ctxReader stops reading once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

@@ -56,7 +56,13 @@ type lab struct {
 	src   string
 }
 
-func newLab(t *testing.T, name string) *lab {
+func newLab(t *testing.T, name string) *lab { return startLab(t, name, "", nil) }
+
+// startLab starts a node named name. Its repository is repoDir when given
+// (shared by several labs), else a new one; prepare, if set, runs on the
+// node's state directory before it boots. Nodes started with a shared
+// repository are on the test network (testnode.Config.Network).
+func startLab(t *testing.T, name, repoDir string, prepare func(state string)) *lab {
 	t.Helper()
 	img, err := testnode.DebianImage(t)
 	if err != nil {
@@ -67,9 +73,12 @@ func newLab(t *testing.T, name string) *lab {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	l := &lab{t: t, img: img, key: key, repo: filepath.Join(dir, "repo"), state: filepath.Join(dir, "state"), src: filepath.Join(dir, "src")}
-	if _, err := repo.Init(l.repo, img.Squashfs, key); err != nil {
-		t.Fatal(err)
+	l := &lab{t: t, img: img, key: key, repo: repoDir, state: filepath.Join(dir, "state"), src: filepath.Join(dir, "src")}
+	if repoDir == "" {
+		l.repo = filepath.Join(dir, "repo")
+		if _, err := repo.Init(l.repo, img.Squashfs, key); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx := context.Background()
 	if err := testnode.SeedState(ctx, img.Squashfs, l.state); err != nil {
@@ -82,11 +91,14 @@ func newLab(t *testing.T, name string) *lab {
 	if _, err := builder.WriteState(img.Squashfs, im, l.state); err != nil {
 		t.Fatal(err)
 	}
+	if prepare != nil {
+		prepare(l.state)
+	}
 	// Timers stay off: a daily job starting mid-test (dpkg-db-backup,
 	// apt-daily) would blur "exactly these units restarted".
 	args := append(append([]string{}, testnode.DefaultSystemdArgs...), "systemd.mask=timers.target")
 	l.node, err = testnode.Start(ctx, t, testnode.Config{Name: name, Image: img.Squashfs, State: l.state,
-		Activate: []string{img.Strata, "activate", "--root", "{root}"}, SystemdArgs: args})
+		Activate: []string{img.Strata, "activate", "--root", "{root}"}, SystemdArgs: args, Network: repoDir != ""})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,6 +143,11 @@ func (n *Node) launch(ctx context.Context) (err error) {
 		return fail(fmt.Errorf("%s (%s)\n%s", msg, cmd.ProcessState, out))
 	}
 	b.status = res.msgs[0]
+	if n.net != nil {
+		if err := n.net.plug(ctx, cmd.Process.Pid); err != nil {
+			return fail(err)
+		}
+	}
 	n.mu.Lock()
 	n.cur, n.lastBoot = b, started
 	n.mu.Unlock()

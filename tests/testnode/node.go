@@ -40,6 +40,10 @@ type Config struct {
 	// command line; systemd in a container reads them as its kernel
 	// command line. Nil means DefaultSystemdArgs.
 	SystemdArgs []string
+	// Network gives the node an address on a private test subnet
+	// (Node.Address), linked to the host by a veth pair; without it the
+	// node has only loopback.
+	Network bool
 }
 
 // DefaultSystemdArgs keep gettys off: the node shares the host's /dev, so
@@ -54,6 +58,7 @@ type Node struct {
 	t    testing.TB
 	cfg  Config
 	work string // host directory: root/, console.log, launcher.log, image links
+	net  *link  // with Config.Network
 
 	mu       sync.Mutex
 	boots    int
@@ -106,6 +111,11 @@ func Start(ctx context.Context, t testing.TB, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("testnode: starting node %s: %w", cfg.Name, err)
 	}
 	n := &Node{t: t, cfg: cfg, work: work}
+	if cfg.Network {
+		if n.net, err = reserveSlot(); err != nil {
+			return nil, fmt.Errorf("testnode: starting node %s: %w", cfg.Name, err)
+		}
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			n.logTails(t)
@@ -219,6 +229,7 @@ func (n *Node) Stop() error {
 	n.stopped = true
 	n.mu.Unlock()
 	err := n.kill()
+	n.net.release()
 	for _, f := range []string{"console.log", "launcher.log", "root", ""} {
 		if rerr := os.Remove(filepath.Join(n.work, f)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			err = errors.Join(err, fmt.Errorf("removing node work files: %w", rerr))

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/strata-dev/strata/fleet"
+	"github.com/strata-dev/strata/internal/repo"
+)
+
+// sshFlags adds the SSH settings of the fleet commands to f.
+func sshFlags(f *pflag.FlagSet) *fleet.SSH {
+	s := &fleet.SSH{}
+	f.StringVar(&s.KnownHosts, "known-hosts", "", "known_hosts file the nodes' host keys are checked against (default ~/.ssh/known_hosts)")
+	f.StringSliceVar(&s.Identities, "identity", nil, "SSH private key file (default: ~/.ssh/id_ed25519, id_ecdsa, id_rsa; ssh-agent keys are used too)")
+	f.StringVar(&s.User, "user", "root", "SSH user for nodes whose inventory entry names none")
+	f.DurationVar(&s.Timeout, "ssh-timeout", 10*time.Second, "how long connecting to a node may take")
+	f.StringVar(&s.Strata, "remote-strata", "/usr/bin/strata", "the strata program on the nodes")
+	return s
+}
+
+// loadNodes reads the inventory and selects group.
+func loadNodes(path, group string) ([]fleet.Node, error) {
+	inv, err := fleet.LoadInventory(path)
+	if errors.Is(err, fleet.ErrInventory) {
+		return nil, usageError{err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	nodes := inv.Select(group)
+	if len(nodes) == 0 {
+		return nil, usageError{fmt.Errorf("no node of the inventory is in group %q", group)}
+	}
+	return nodes, nil
+}
+
+func newRolloutCmd(g *globals) *cobra.Command {
+	var inventory, repoLoc, line, group, through, maxUnavail, transfer string
+	var o fleet.RolloutOptions
+	c := &cobra.Command{
+		Use:   "rollout --inventory INV --repo REPO [--through V] [--group G] [--canary N] [--max-unavailable N|P%] [--parallel N]",
+		Short: "Bring the inventory's nodes to the line's head (or --through V) over SSH, in waves",
+		Long: `Apply the pending overlays of REPO's line on every node of the inventory
+(or of --group), over SSH: host keys checked against --known-hosts, keys
+from ssh-agent and --identity.
+
+First every node is asked for its health (strata health over SSH). Nodes
+that cannot be reached are named as unreachable; nodes on another line, at
+a head the line does not have, or past the target are failed; nodes at the
+target are current and left alone, so a rerun converges.
+
+The rest are updated in waves: the --canary nodes first, then waves of at
+most --max-unavailable nodes, less the nodes already unreachable (they
+are out of service too). Each node runs apply-overlay, which verifies
+everything and restarts only what the overlays touch, taking an overlay
+back when its restarts or health checks fail; then its health (its
+agent's URL from the inventory, else over SSH) must report the target
+within --health-timeout. A wave in which a node failed is the last: the
+rollout halts, later nodes are skipped, and the summary says where.
+
+The overlays travel over SSH as a bundle (--transfer ssh, the default for
+a directory), or the nodes fetch them from REPO themselves (--transfer
+pull, the default for a URL: REPO must be reachable from the nodes).
+
+Every node is listed in the summary: updated, current, failed (with the
+reason), unreachable (with the error) or skipped. The exit status is 3
+when any node is not at the target.`,
+		Example: `  strata rollout --inventory fleet.yaml --repo /srv/repo --canary 1 --max-unavailable 25%
+  strata rollout --inventory fleet.yaml --repo https://repo.example.net/ --group web --through 1.4.2`,
+		Args: args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			nodes, err := loadNodes(inventory, group)
+			if err != nil {
+				return err
+			}
+			if o.MaxUnavailable, err = fleet.ParseMaxUnavailable(maxUnavail, len(nodes)); err != nil {
+				return usageError{fmt.Errorf("--max-unavailable: %w", err)}
+			}
+			if o.Canary < 0 || o.Parallel < 1 {
+				return usageError{fmt.Errorf("--canary must be 0 or more and --parallel at least 1")}
+			}
+			switch transfer {
+			case "":
+				if repo.IsURL(repoLoc) {
+					transfer = "pull"
+				} else {
+					transfer = "ssh"
+				}
+			case "pull":
+				if !repo.IsURL(repoLoc) {
+					return usageError{fmt.Errorf("--transfer pull needs --repo to be a URL the nodes can reach")}
+				}
+			case "ssh":
+			default:
+				return usageError{fmt.Errorf("--transfer %q: want ssh or pull", transfer)}
+			}
+			if o.LineName, o.Line, err = repo.LineVersions(c.Context(), repoLoc, line); err != nil {
+				return err
+			}
+			o.Target = o.Line[len(o.Line)-1].Version
+			if through != "" {
+				o.Target = through
+			}
+			if transfer == "pull" {
+				o.URL = repoLoc
+			} else {
+				tmp, err := os.MkdirTemp("", "strata-rollout-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(tmp)
+				o.Bundle = func(ctx context.Context, from string) (string, error) {
+					return writeBundle(ctx, repoLoc, o.LineName, from, o.Target, tmp)
+				}
+			}
+			defer o.SSH.Close()
+			o.Progress = g.progress()
+			rep, err := fleet.Rollout(c.Context(), nodes, o)
+			if err != nil {
+				return err
+			}
+			if err := g.output(c.OutOrStdout(), rep, func(w io.Writer) {
+				printResults(w, rep.Nodes, rep.Counts, rep.Halted)
+				fmt.Fprintf(w, "target %s of line %s\n", rep.Target, printable(rep.Line))
+			}); err != nil {
+				return err
+			}
+			return rep.Err()
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&inventory, "inventory", "", "fleet inventory (YAML)")
+	f.StringVar(&repoLoc, "repo", "", "repository (directory or URL)")
+	f.StringVar(&line, "line", "", "the line (when the repository has several)")
+	f.StringVar(&through, "through", "", "bring the nodes to this version (default: the line's head)")
+	f.StringVar(&group, "group", "", "only the nodes of this group")
+	f.IntVar(&o.Canary, "canary", 0, "nodes in the first wave, which must all succeed before any other node is touched")
+	f.StringVar(&maxUnavail, "max-unavailable", "25%", "nodes out of service at once, a count or a percentage of the nodes")
+	f.IntVar(&o.Parallel, "parallel", 16, "SSH sessions at once within a wave")
+	f.DurationVar(&o.HealthTimeout, "health-timeout", 2*time.Minute, "how long a node may take to report the target as healthy")
+	f.StringVar(&transfer, "transfer", "", "ssh (send a bundle) or pull (nodes fetch from the --repo URL)")
+	o.SSH = sshFlags(f)
+	required(c, "inventory", "repo")
+	return c
+}
+
+// writeBundle writes the bundle of line's overlays after from through to
+// into dir and returns its path.
+func writeBundle(ctx context.Context, loc, line, from, to, dir string) (string, error) {
+	st, err := repo.Locate(loc)
+	if err != nil {
+		return "", err
+	}
+	r, err := repo.OpenStore(ctx, st, nil)
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "from-"+from+".tar")
+	if _, err := repo.WriteBundle(ctx, r, line, from, to, out); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// printResults prints a rollout's or restart's nodes, worst first, and the
+// summary.
+func printResults(w io.Writer, nodes []fleet.NodeResult, counts map[string]int, halted string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tOUTCOME\tWAVE\tHEAD\tNOTE")
+	for _, n := range fleet.SortResults(nodes) {
+		wave := "-"
+		if n.Wave > 0 {
+			wave = fmt.Sprint(n.Wave)
+		}
+		head := n.To
+		if head == "" {
+			head = n.From
+		}
+		if n.From != "" && n.To != "" && n.From != n.To {
+			head = n.From + " -> " + n.To
+		}
+		if head == "" {
+			head = "-"
+		}
+		note := n.Error
+		if note == "" && len(n.Units) > 0 {
+			note = strings.Join(n.Units, ", ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.Outcome, wave, printable(head), printable(note))
+	}
+	tw.Flush()
+	var parts []string
+	for _, s := range []string{fleet.OutcomeUpdated, fleet.OutcomeRestarted, fleet.OutcomeCurrent, fleet.OutcomeFailed, fleet.OutcomeUnreachable, fleet.OutcomeSkipped} {
+		if n := counts[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, s))
+		}
+	}
+	fmt.Fprintf(w, "%d nodes: %s\n", len(nodes), strings.Join(parts, ", "))
+	if halted != "" {
+		fmt.Fprintf(w, "halted: %s\n", printable(halted))
+	}
+}

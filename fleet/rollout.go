@@ -1,0 +1,318 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/strata-dev/strata/agent"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// RolloutOptions are the settings of Rollout.
+type RolloutOptions struct {
+	WaveOptions
+	// SSH reaches the nodes.
+	SSH *SSH
+	// LineName and Line are the repository's line: its name and its
+	// elements, image first (repo.LineVersions).
+	LineName string
+	Line     []manifests.Ref
+	// Target is the version every node is brought to (one of Line).
+	Target string
+	// URL, when set, is the repository's URL as the nodes reach it: they
+	// pull the overlays themselves (apply-overlay --repo URL). Otherwise
+	// the overlays travel over SSH, as a bundle Bundle writes.
+	URL string
+	// Bundle writes a bundle of the line's overlays after version from
+	// through Target to a new file and returns its path (repo.WriteBundle).
+	Bundle func(ctx context.Context, from string) (string, error)
+	// HealthTimeout bounds the wait for a node's health to report the
+	// target after its apply (default 2 minutes).
+	HealthTimeout time.Duration
+	// HTTP are the settings of health requests to agents (Client,
+	// Timeout) for nodes with a health URL.
+	HTTP StatusOptions
+	// Progress receives one line per step, if set.
+	Progress func(string)
+}
+
+// RolloutReport is what a rollout did.
+type RolloutReport struct {
+	Line   string       `json:"line"`
+	Target string       `json:"target"`
+	Nodes  []NodeResult `json:"nodes"`
+	// Counts by outcome.
+	Counts map[string]int `json:"counts"`
+	// Halted says why the rollout stopped before its last wave.
+	Halted string `json:"halted,omitempty"`
+}
+
+// ErrNotAtTarget reports a rollout or restart that left some node not
+// done: failed, unreachable or skipped.
+var ErrNotAtTarget = manifests.Rejection("fleet: not every node is done")
+
+// Err returns ErrNotAtTarget with the counts when some node is not at the
+// target, else nil.
+func (r *RolloutReport) Err() error { return outcomeErr(r.Counts, len(r.Nodes), r.Halted) }
+
+func outcomeErr(c map[string]int, total int, halted string) error {
+	if c[OutcomeFailed]+c[OutcomeUnreachable]+c[OutcomeSkipped] == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("%d failed, %d unreachable, %d skipped of %d", c[OutcomeFailed], c[OutcomeUnreachable], c[OutcomeSkipped], total)
+	if halted != "" {
+		msg += "; " + halted
+	}
+	return fmt.Errorf("%w: %s", ErrNotAtTarget, msg)
+}
+
+// Rollout brings every node to o.Target. It first asks each node for its
+// health over SSH (in parallel): a node that cannot be reached is
+// unreachable, one on another line or at a head the line does not have
+// failed, one at the target current (a rerun converges: they are left
+// alone). The others are updated in waves, the canaries first: each node
+// applies the pending overlays (apply-overlay verifies and restarts as
+// on any node) and then must report the target in its health (its
+// agent's URL, else over SSH) within HealthTimeout. A wave in which a node
+// failed is the last: the nodes of later waves are skipped and the report
+// says where the rollout halted. No node is ever left out of the report.
+func Rollout(ctx context.Context, nodes []Node, o RolloutOptions) (*RolloutReport, error) {
+	if o.SSH == nil {
+		return nil, errors.New("fleet: rollout: no SSH settings")
+	}
+	if err := o.SSH.Prepare(); err != nil {
+		return nil, err
+	}
+	at := refIndex(o.Line, o.Target)
+	if at < 0 {
+		return nil, fmt.Errorf("fleet: rollout: version %s is not in line %s", o.Target, o.LineName)
+	}
+	if o.URL == "" && o.Bundle == nil {
+		return nil, errors.New("fleet: rollout: neither a repository URL nor a bundle writer")
+	}
+	if o.HealthTimeout <= 0 {
+		o.HealthTimeout = 2 * time.Minute
+	}
+	o.HTTP.setDefaults()
+	progress := o.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	rep := &RolloutReport{Line: o.LineName, Target: o.Target, Nodes: make([]NodeResult, len(nodes))}
+	// Probe every node.
+	heads := make([]string, len(nodes))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i, n := range nodes {
+		rep.Nodes[i] = NodeResult{Name: n.Name}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			h, _, err := sshHealth(ctx, o.SSH, n, o.SSH.Timeout+30*time.Second)
+			r := &rep.Nodes[i]
+			switch {
+			case err != nil:
+				r.Outcome, r.Error = OutcomeUnreachable, err.Error()
+				return
+			case h.Line != o.LineName:
+				r.Outcome, r.Error = OutcomeFailed, fmt.Sprintf("on line %q, not %q", h.Line, o.LineName)
+			}
+			r.From, heads[i] = h.Head.Version, h.Head.Version
+			if r.Outcome != "" {
+				return
+			}
+			switch j := refIndex(o.Line, h.Head.Version); {
+			case j < 0 || o.Line[j].Digest != h.Head.Digest:
+				r.Outcome, r.Error = OutcomeFailed, fmt.Sprintf("head %s (%s) is not in the repository's line", h.Head.Version, h.Head.Digest)
+			case j == at:
+				r.Outcome, r.To = OutcomeCurrent, h.Head.Version
+			case j > at:
+				r.Outcome, r.Error = OutcomeFailed, fmt.Sprintf("head %s is past the target %s (rollout never goes back: use rollback on the node)", h.Head.Version, o.Target)
+			}
+		}()
+	}
+	wg.Wait()
+	var todo []int
+	unreachable := 0
+	for i, r := range rep.Nodes {
+		switch r.Outcome {
+		case "":
+			todo = append(todo, i)
+		case OutcomeUnreachable:
+			unreachable++
+			progress(fmt.Sprintf("%s: unreachable: %s", r.Name, r.Error))
+		case OutcomeFailed:
+			progress(fmt.Sprintf("%s: %s", r.Name, r.Error))
+		}
+	}
+	bundles := &bundleCache{write: o.Bundle, paths: map[string]string{}}
+	defer bundles.remove()
+	step := func(ctx context.Context, i int) {
+		r := &rep.Nodes[i]
+		r.Outcome, r.To, r.Error, r.Units = applyNode(ctx, nodes[i], heads[i], o, bundles)
+		if r.Outcome == OutcomeUpdated {
+			progress(fmt.Sprintf("%s: %s -> %s", r.Name, r.From, r.To))
+		} else {
+			progress(fmt.Sprintf("%s: %s: %s", r.Name, r.Outcome, r.Error))
+		}
+	}
+	rep.Halted = runWaves(ctx, rep.Nodes, todo, o.WaveOptions, unreachable, step, progress)
+	rep.Counts = countOutcomes(rep.Nodes)
+	return rep, nil
+}
+
+// applyNode applies the pending overlays on n (at head from) over SSH and
+// waits for its health to report the target. It returns the outcome, the
+// node's head after, the reason and the units acted on.
+func applyNode(ctx context.Context, n Node, from string, o RolloutOptions, bundles *bundleCache) (outcome, to, reason string, units []string) {
+	se, err := o.SSH.dial(ctx, n)
+	if err != nil {
+		return OutcomeUnreachable, "", err.Error(), nil
+	}
+	defer se.Close()
+	argv := []string{o.SSH.Strata, "apply-overlay", "--root", "/", "--json", "--through", o.Target}
+	var stdin io.Reader
+	if o.URL != "" {
+		argv = append(argv, "--repo", o.URL)
+	} else {
+		path, err := bundles.get(ctx, from)
+		if err != nil {
+			return OutcomeFailed, from, err.Error(), nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return OutcomeFailed, from, err.Error(), nil
+		}
+		defer f.Close()
+		argv, stdin = append(argv, "--bundle", "-"), f
+	}
+	out, err := se.run(ctx, stdin, argv...)
+	var ee *ExitError
+	switch {
+	case errors.As(err, &ee):
+		return OutcomeFailed, from, "apply-overlay: " + ee.Error(), nil
+	case err != nil:
+		// The session broke: the node may or may not have changed.
+		return OutcomeFailed, from, fmt.Sprintf("apply-overlay: %v (the node's state is unknown: check it with strata status)", err), nil
+	}
+	var ar overlay.ApplyReport
+	if err := json.Unmarshal(out, &ar); err != nil {
+		return OutcomeFailed, from, fmt.Sprintf("apply-overlay: unreadable report: %v", err), nil
+	}
+	for _, p := range ar.Plans {
+		for _, a := range p.Actions {
+			if a.Unit != "" {
+				units = append(units, string(a.Action)+" "+a.Unit)
+			}
+		}
+	}
+	if err := waitHealthy(ctx, se, n, o); err != nil {
+		return OutcomeFailed, ar.To.Version, err.Error(), units
+	}
+	return OutcomeUpdated, o.Target, "", units
+}
+
+// waitHealthy polls n's health (its agent's URL, else strata health over
+// se) until it reports the target, not failing, or HealthTimeout passes.
+func waitHealthy(ctx context.Context, se *session, n Node, o RolloutOptions) error {
+	ctx, cancel := context.WithTimeout(ctx, o.HealthTimeout)
+	defer cancel()
+	want := o.Line[refIndex(o.Line, o.Target)]
+	var last error
+	for {
+		var h *agent.Health
+		var err error
+		if n.Health != "" {
+			h, _, err = fetchHealth(ctx, o.HTTP, n)
+		} else {
+			h, _, err = se.health(ctx)
+		}
+		if err == nil {
+			row := NodeStatus{Name: n.Name, Behind: -1}
+			judge(&row, h, o.Target, StatusOptions{Line: o.Line, LineName: o.LineName})
+			switch {
+			case h.Head != want:
+				err = fmt.Errorf("health reports head %s, not %s", h.Head.Version, o.Target)
+			case row.State == StateFailing || row.State == StateDiverged:
+				err = fmt.Errorf("health: %s %s", row.State, row.LastFailure+row.Error)
+			default:
+				return nil
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not healthy within %s: %v", o.HealthTimeout, last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// refIndex is the index of version v in line, or -1.
+func refIndex(line []manifests.Ref, v string) int {
+	for i, r := range line {
+		if r.Version == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// bundleCache writes one bundle per starting version, once, shared by the
+// nodes at that version.
+type bundleCache struct {
+	write func(ctx context.Context, from string) (string, error)
+	mu    sync.Mutex
+	paths map[string]string
+	errs  map[string]error
+	locks map[string]*sync.Mutex
+}
+
+func (b *bundleCache) get(ctx context.Context, from string) (string, error) {
+	b.mu.Lock()
+	if b.locks == nil {
+		b.locks, b.errs = map[string]*sync.Mutex{}, map[string]error{}
+	}
+	l := b.locks[from]
+	if l == nil {
+		l = &sync.Mutex{}
+		b.locks[from] = l
+	}
+	b.mu.Unlock()
+	l.Lock()
+	defer l.Unlock()
+	b.mu.Lock()
+	p, err := b.paths[from], b.errs[from]
+	b.mu.Unlock()
+	if p != "" || err != nil {
+		return p, err
+	}
+	p, err = b.write(ctx, from)
+	if err != nil {
+		err = fmt.Errorf("writing the bundle from %s: %w", from, err)
+	}
+	b.mu.Lock()
+	if err != nil && ctx.Err() == nil {
+		b.errs[from] = err
+	} else if err == nil {
+		b.paths[from] = p
+	}
+	b.mu.Unlock()
+	return p, err
+}
+
+func (b *bundleCache) remove() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.paths {
+		os.Remove(p)
+	}
+}

@@ -1,0 +1,175 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Outcomes of a node in a rollout or a cluster restart.
+const (
+	OutcomeUpdated     = "updated"     // rollout: now at the target
+	OutcomeRestarted   = "restarted"   // restart: its units restarted, healthy
+	OutcomeCurrent     = "current"     // rollout: already at the target, nothing done
+	OutcomeFailed      = "failed"      // tried and failed, or not on the line
+	OutcomeUnreachable = "unreachable" // could not be reached
+	OutcomeSkipped     = "skipped"     // not tried: the operation halted first
+)
+
+// NodeResult is what a rollout or restart did to one node.
+type NodeResult struct {
+	Name    string `json:"name"`
+	Outcome string `json:"outcome"`
+	// From and To are the node's head before and after (rollout).
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+	// Wave is the wave the node was in (1 is the first; 0: none).
+	Wave int `json:"wave,omitempty"`
+	// Units are the units restarted or reloaded on the node.
+	Units []string `json:"units,omitempty"`
+	// Error says why the node failed, could not be reached or was
+	// skipped.
+	Error string `json:"error,omitempty"`
+}
+
+// WaveOptions shape the waves of a rollout or restart.
+type WaveOptions struct {
+	// Canary is the size of the first wave (0: no canary wave).
+	Canary int
+	// MaxUnavailable is how many nodes may be out of service at once:
+	// the nodes of a wave plus those that are unreachable. At least 1.
+	MaxUnavailable int
+	// Parallel bounds the SSH sessions working at once within a wave
+	// (default 16).
+	Parallel int
+}
+
+// ParseMaxUnavailable reads --max-unavailable: a count ("2") or a share of
+// total ("25%", rounded down, at least 1).
+func ParseMaxUnavailable(s string, total int) (int, error) {
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 100 {
+			return 0, fmt.Errorf("max unavailable %q: want a count or a percentage from 1%% to 100%%", s)
+		}
+		return max(1, total*n/100), nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("max unavailable %q: want a count of at least 1 or a percentage", s)
+	}
+	return n, nil
+}
+
+// planWaves splits the nodes at idx into waves: the canary wave first,
+// then waves of size.
+func planWaves(idx []int, canary, size int) [][]int {
+	var waves [][]int
+	if canary > 0 && len(idx) > 0 {
+		c := min(canary, len(idx))
+		waves = append(waves, idx[:c])
+		idx = idx[c:]
+	}
+	for len(idx) > 0 {
+		c := min(size, len(idx))
+		waves = append(waves, idx[:c])
+		idx = idx[c:]
+	}
+	return waves
+}
+
+// runWaves runs step on the nodes at idx, wave by wave, at most parallel
+// at a time, and stops after the first wave in which a node failed
+// (step's result outcome is OutcomeFailed): the nodes of later waves are
+// marked skipped. It returns why it halted ("" when it ran to the end).
+func runWaves(ctx context.Context, results []NodeResult, idx []int, o WaveOptions, unreachable int, step func(ctx context.Context, i int), progress func(string)) string {
+	if o.Parallel <= 0 {
+		o.Parallel = 16
+	}
+	skip := func(from int, waves [][]int, why string) {
+		for _, w := range waves[from:] {
+			for _, i := range w {
+				results[i].Outcome, results[i].Error = OutcomeSkipped, why
+			}
+		}
+	}
+	size := o.MaxUnavailable - unreachable
+	if size < 1 && len(idx) > 0 {
+		why := fmt.Sprintf("%d nodes unreachable and at most %d may be unavailable: taking no node out of service", unreachable, o.MaxUnavailable)
+		skip(0, [][]int{idx}, why)
+		return why
+	}
+	waves := planWaves(idx, min(o.Canary, size), size)
+	for w, wave := range waves {
+		if err := ctx.Err(); err != nil {
+			why := fmt.Sprintf("interrupted before wave %d", w+1)
+			skip(w, waves, why)
+			return why
+		}
+		kind := "wave"
+		if w == 0 && o.Canary > 0 {
+			kind = "canary wave"
+		}
+		if progress != nil {
+			progress(fmt.Sprintf("%s %d of %d: %s", kind, w+1, len(waves), names(results, wave)))
+		}
+		sem := make(chan struct{}, o.Parallel)
+		var wg sync.WaitGroup
+		for _, i := range wave {
+			results[i].Wave = w + 1
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				step(ctx, i)
+			}()
+		}
+		wg.Wait()
+		var failed []string
+		for _, i := range wave {
+			if results[i].Outcome == OutcomeFailed {
+				failed = append(failed, results[i].Name)
+			}
+		}
+		if len(failed) > 0 {
+			why := fmt.Sprintf("halted after %s %d: %s failed", kind, w+1, strings.Join(failed, ", "))
+			skip(w+1, waves, why)
+			return why
+		}
+	}
+	return ""
+}
+
+func names(results []NodeResult, idx []int) string {
+	var out []string
+	for _, i := range idx {
+		out = append(out, results[i].Name)
+	}
+	return strings.Join(out, " ")
+}
+
+// countOutcomes counts results by outcome.
+func countOutcomes(results []NodeResult) map[string]int {
+	c := map[string]int{}
+	for _, r := range results {
+		c[r.Outcome]++
+	}
+	return c
+}
+
+// SortResults returns results worst first (failed, unreachable, skipped,
+// then the nodes that are done), then by name.
+func SortResults(results []NodeResult) []NodeResult {
+	rank := map[string]int{OutcomeFailed: 0, OutcomeUnreachable: 1, OutcomeSkipped: 2, OutcomeUpdated: 3, OutcomeRestarted: 3, OutcomeCurrent: 4}
+	out := append([]NodeResult(nil), results...)
+	sort.SliceStable(out, func(i, j int) bool {
+		if rank[out[i].Outcome] != rank[out[j].Outcome] {
+			return rank[out[i].Outcome] < rank[out[j].Outcome]
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}

@@ -1,0 +1,126 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func TestParseMaxUnavailable(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		total int
+		want  int
+	}{{"2", 10, 2}, {"25%", 10, 2}, {"25%", 3, 1}, {"100%", 7, 7}, {"1", 1, 1}} {
+		got, err := ParseMaxUnavailable(c.in, c.total)
+		if err != nil || got != c.want {
+			t.Errorf("ParseMaxUnavailable(%q, %d) = %d, %v; want %d", c.in, c.total, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"0", "-1", "0%", "101%", "x", "", "2.5", "%"} {
+		if _, err := ParseMaxUnavailable(bad, 10); err == nil {
+			t.Errorf("ParseMaxUnavailable(%q) accepted", bad)
+		}
+	}
+}
+
+func TestPlanWaves(t *testing.T) {
+	got := fmt.Sprint(planWaves([]int{0, 1, 2, 3, 4, 5, 6}, 1, 3))
+	if got != "[[0] [1 2 3] [4 5 6]]" {
+		t.Errorf("canary 1, size 3: %s", got)
+	}
+	if got := fmt.Sprint(planWaves([]int{0, 1}, 0, 5)); got != "[[0 1]]" {
+		t.Errorf("no canary: %s", got)
+	}
+	if got := fmt.Sprint(planWaves(nil, 2, 5)); got != "[]" {
+		t.Errorf("no nodes: %s", got)
+	}
+}
+
+func results(n int) ([]NodeResult, []int) {
+	var rs []NodeResult
+	var idx []int
+	for i := range n {
+		rs = append(rs, NodeResult{Name: fmt.Sprintf("n%d", i)})
+		idx = append(idx, i)
+	}
+	return rs, idx
+}
+
+// A failure in a wave makes it the last: later nodes are skipped, never
+// touched.
+func TestRunWavesHaltsAfterFailedWave(t *testing.T) {
+	rs, idx := results(6)
+	var touched atomic.Int32
+	halted := runWaves(context.Background(), rs, idx, WaveOptions{Canary: 1, MaxUnavailable: 2}, 0, func(_ context.Context, i int) {
+		touched.Add(1)
+		rs[i].Outcome = OutcomeUpdated
+		if i == 2 {
+			rs[i].Outcome = OutcomeFailed
+		}
+	}, nil)
+	if touched.Load() != 3 {
+		t.Errorf("%d nodes touched, want 3 (canary, then the wave with the failure)", touched.Load())
+	}
+	if !strings.Contains(halted, "wave 2") || !strings.Contains(halted, "n2") {
+		t.Errorf("halted %q", halted)
+	}
+	for _, r := range rs[3:] {
+		if r.Outcome != OutcomeSkipped || r.Wave != 0 {
+			t.Errorf("%s: %s in wave %d, want skipped", r.Name, r.Outcome, r.Wave)
+		}
+	}
+}
+
+// Unreachable nodes use up the unavailability budget.
+func TestRunWavesCountsUnreachable(t *testing.T) {
+	rs, idx := results(3)
+	halted := runWaves(context.Background(), rs, idx, WaveOptions{MaxUnavailable: 2}, 2, func(context.Context, int) {
+		t.Error("a node was touched with no room left")
+	}, nil)
+	if !strings.Contains(halted, "2 nodes unreachable") {
+		t.Errorf("halted %q", halted)
+	}
+	for _, r := range rs {
+		if r.Outcome != OutcomeSkipped {
+			t.Errorf("%s: %s, want skipped", r.Name, r.Outcome)
+		}
+	}
+	rs, idx = results(4)
+	waves := map[int]int{}
+	runWaves(context.Background(), rs, idx, WaveOptions{MaxUnavailable: 3}, 1, func(_ context.Context, i int) {
+		rs[i].Outcome = OutcomeUpdated
+	}, nil)
+	for _, r := range rs {
+		waves[r.Wave]++
+	}
+	if waves[1] != 2 || waves[2] != 2 {
+		t.Errorf("waves %v, want two waves of two (3 unavailable at most, 1 already)", waves)
+	}
+}
+
+// Every argument reaches the remote program as given, whatever it holds.
+func TestShellQuote(t *testing.T) {
+	argv := []string{"printf", "%s\\n", "plain", "it's", "$(touch /tmp/strata-quote-pwned)", "a b\nc", "`id`", "'", "", "--x=;|&><*?"}
+	out, err := exec.Command("/bin/sh", "-c", ShellQuote(argv)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Join(argv[2:], "\n") + "\n"; string(out) != want {
+		t.Errorf("sh ran %q, got %q want %q", ShellQuote(argv), out, want)
+	}
+}
+
+func TestExitErrorMessage(t *testing.T) {
+	e := &ExitError{Code: 5, Stderr: "strata: progress\n{\"error\":\"overlay 1.0.1 taken back\",\"exit_code\":5}\n"}
+	if e.Error() != "exit status 5: overlay 1.0.1 taken back" {
+		t.Errorf("%q", e.Error())
+	}
+	e = &ExitError{Code: 3, Stderr: "line one\nstrata: refused\n"}
+	if e.Error() != "exit status 3: strata: refused" {
+		t.Errorf("%q", e.Error())
+	}
+}

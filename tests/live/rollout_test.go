@@ -1,0 +1,277 @@
+//go:build debian
+
+package live_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/strata-dev/strata/fleet"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/tests/testnode"
+)
+
+// cluster is a fleet of test hosts: nodes on the test network, each
+// running the image's sshd with its own host key (made at first boot),
+// one repository, an SSH identity root may log in with, a known_hosts
+// file and an inventory.
+type cluster struct {
+	t          *testing.T
+	dir        string
+	repo       string
+	key        *sign.Key
+	img        *testnode.Image
+	labs       []*lab
+	identity   string
+	knownHosts string
+	inventory  string
+}
+
+func newCluster(t *testing.T, prefix string, n int) *cluster {
+	t.Helper()
+	img, err := testnode.DebianImage(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := sign.LoadKey(img.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, dir: t.TempDir(), img: img, key: key}
+	c.repo = filepath.Join(c.dir, "repo")
+	if _, err := repo.Init(c.repo, img.Squashfs, key); err != nil {
+		t.Fatal(err)
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.identity = filepath.Join(c.dir, "id_ed25519")
+	if err := os.WriteFile(c.identity, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sshPub, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	authorized := ssh.MarshalAuthorizedKey(sshPub)
+	var known, inv strings.Builder
+	inv.WriteString("nodes:\n")
+	for i := range n {
+		name := fmt.Sprintf("%s%d", prefix, i+1)
+		l := startLab(t, name, c.repo, func(state string) {
+			dir := filepath.Join(state, "identity/ssh")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), authorized, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		})
+		c.labs = append(c.labs, l)
+		if u := l.unit("ssh.service"); u.ActiveState != "active" {
+			t.Fatalf("%s: ssh.service is %s/%s", name, u.ActiveState, u.SubState)
+		}
+		hostKey, err := os.ReadFile(filepath.Join(l.state, "var/lib/ssh/ssh_host_ed25519_key.pub"))
+		if err != nil {
+			t.Fatalf("%s: no host key made at first boot: %v", name, err)
+		}
+		fmt.Fprintf(&known, "%s %s", l.node.Address(), hostKey)
+		fmt.Fprintf(&inv, "  - name: %s\n    address: %s\n    user: root\n    groups: [web]\n", name, l.node.Address())
+	}
+	c.knownHosts = filepath.Join(c.dir, "known_hosts")
+	c.inventory = filepath.Join(c.dir, "inventory.yaml")
+	for p, s := range map[string]string{c.knownHosts: known.String(), c.inventory: inv.String()} {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// publish creates the line's next overlay.
+func (c *cluster) publish(version string, ch overlay.Change) {
+	c.t.Helper()
+	if _, err := overlay.Create(context.Background(), c.repo, c.key, ch, overlay.CreateOptions{Version: version}); err != nil {
+		c.t.Fatalf("creating %s: %v", version, err)
+	}
+}
+
+// strata runs this checkout's strata on the host with the cluster's SSH
+// settings appended (a HOME of its own: nothing of the host's ~/.ssh or
+// ssh-agent is used) and returns stdout, stderr and the exit code.
+func (c *cluster) strata(args ...string) (string, string, int) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	args = append(args, "--known-hosts", c.knownHosts, "--identity", c.identity, "--ssh-timeout", "3s")
+	cmd := exec.CommandContext(ctx, c.img.Strata, args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + c.dir}
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), errOut.String(), 0
+	case errors.As(err, &ee):
+		return out.String(), errOut.String(), ee.ExitCode()
+	}
+	c.t.Fatalf("strata %v: %v\n%s", args, err, errOut.String())
+	return "", "", -1
+}
+
+// rollout runs strata rollout --json with args and decodes its report.
+func (c *cluster) rollout(args ...string) (*fleet.RolloutReport, string, int) {
+	c.t.Helper()
+	out, errOut, code := c.strata(append([]string{"rollout", "--inventory", c.inventory, "--repo", c.repo, "--json"}, args...)...)
+	var rep fleet.RolloutReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		c.t.Fatalf("rollout exited %d without a report: %v\n%s\n%s", code, err, out, errOut)
+	}
+	c.t.Logf("rollout %v exited %d: %+v\n%s", args, code, rep, errOut)
+	return &rep, errOut, code
+}
+
+// outcomes maps node names to outcomes.
+func outcomes(nodes []fleet.NodeResult) map[string]string {
+	m := map[string]string{}
+	for _, n := range nodes {
+		m[n.Name] = n.Outcome
+	}
+	return m
+}
+
+// heads reads each node's head from its own ledger.
+func (c *cluster) heads() map[string]string {
+	m := map[string]string{}
+	for _, l := range c.labs {
+		m[l.node.Name()] = l.status().Head.Version
+	}
+	return m
+}
+
+// Test 2 of the fleet issue: a rollout to five hosts, one of them cut off
+// (its link down): four updated, the fifth named as unreachable, exit 3;
+// fleet status over SSH says the same. With its link back a rerun
+// converges: four current, the fifth updated, exit 0, every node audits
+// clean.
+func TestRolloutUnreachableThenConverges(t *testing.T) {
+	c := newCluster(t, "ro", 5)
+	l := c.labs[0]
+	c.publish("1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/nginx/conf.d/strata-fleet.conf", Src: l.file(nginxSite("8085", "fleet-1"))}}})
+	cut := c.labs[4]
+	if err := cut.node.SetLink(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	rep, errOut, code := c.rollout("--max-unavailable", "2")
+	if code != 3 {
+		t.Fatalf("rollout with a node cut off exited %d, want 3:\n%s", code, errOut)
+	}
+	got := outcomes(rep.Nodes)
+	for _, x := range c.labs[:4] {
+		if got[x.node.Name()] != fleet.OutcomeUpdated {
+			t.Errorf("%s: %s, want updated", x.node.Name(), got[x.node.Name()])
+		}
+	}
+	for _, n := range rep.Nodes {
+		if n.Name == "ro5" && (n.Outcome != fleet.OutcomeUnreachable || n.Error == "") {
+			t.Errorf("ro5: %s %q, want unreachable with the error", n.Outcome, n.Error)
+		}
+	}
+	if h := c.heads(); h["ro1"] != "1.0.1" || h["ro4"] != "1.0.1" || h["ro5"] != "1.0.0" {
+		t.Fatalf("heads after the first rollout: %v", h)
+	}
+	if body := l.get("8085"); !strings.Contains(body, "fleet-1") {
+		t.Errorf("ro1 does not serve the new site:\n%s", body)
+	}
+	// Fleet status over SSH (the inventory has no health URLs).
+	out, errOut, code := c.strata("status", "--inventory", c.inventory, "--repo", c.repo, "--json")
+	var st fleet.Report
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 3 {
+		t.Fatalf("status exited %d (want 3): %v\n%s\n%s", code, err, out, errOut)
+	}
+	if st.Counts[fleet.StateCurrent] != 4 || st.Counts[fleet.StateUnreachable] != 1 {
+		t.Errorf("status counts %v, want 4 current and 1 unreachable", st.Counts)
+	}
+
+	if err := cut.node.SetLink(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	rep, errOut, code = c.rollout("--max-unavailable", "2")
+	if code != 0 {
+		t.Fatalf("rerun exited %d, want 0:\n%s", code, errOut)
+	}
+	got = outcomes(rep.Nodes)
+	if got["ro5"] != fleet.OutcomeUpdated || rep.Counts[fleet.OutcomeCurrent] != 4 {
+		t.Fatalf("rerun: %v, want ro5 updated and 4 current", got)
+	}
+	for _, x := range c.labs {
+		x.audit()
+	}
+	out, errOut, code = c.strata("status", "--inventory", c.inventory, "--repo", c.repo)
+	if code != 0 || !strings.Contains(out, "5 nodes: 5 current") {
+		t.Fatalf("status after the rerun exited %d:\n%s\n%s", code, out, errOut)
+	}
+	t.Logf("strata status --inventory:\n%s", out)
+}
+
+// Test 3: a canary whose health check fails (nginx moved off port 80,
+// which its check requires; apply-overlay takes the overlay back) halts
+// the rollout after the canary wave: the others are skipped and not one
+// of their units changed.
+func TestRolloutCanaryHalts(t *testing.T) {
+	c := newCluster(t, "rc", 3)
+	l := c.labs[0]
+	c.publish("1.0.1", overlay.Change{Deletes: []string{"/etc/nginx/sites-enabled/default"}, Adds: []overlay.Add{{Dest: "/etc/nginx/conf.d/strata-elsewhere.conf", Src: l.file(nginxSite("8082", "elsewhere"))}}})
+	before := map[string]map[string]testnode.UnitState{}
+	for _, x := range c.labs[1:] {
+		before[x.node.Name()] = x.units()
+	}
+	rep, errOut, code := c.rollout("--canary", "1", "--max-unavailable", "2")
+	if code != 3 {
+		t.Fatalf("rollout exited %d, want 3:\n%s", code, errOut)
+	}
+	got := outcomes(rep.Nodes)
+	if got["rc1"] != fleet.OutcomeFailed || got["rc2"] != fleet.OutcomeSkipped || got["rc3"] != fleet.OutcomeSkipped {
+		t.Fatalf("outcomes %v, want rc1 failed and the others skipped", got)
+	}
+	if !strings.Contains(rep.Halted, "canary wave 1") || !strings.Contains(rep.Halted, "rc1") {
+		t.Errorf("halted %q does not say the canary wave stopped it", rep.Halted)
+	}
+	for _, n := range rep.Nodes {
+		if n.Name == "rc1" && !strings.Contains(n.Error, "health check of nginx.service") {
+			t.Errorf("rc1's reason %q does not name the failed health check", n.Error)
+		}
+	}
+	if h := c.heads(); h["rc1"] != "1.0.0" || h["rc2"] != "1.0.0" || h["rc3"] != "1.0.0" {
+		t.Fatalf("heads after the halted rollout: %v", h)
+	}
+	for _, x := range c.labs[1:] {
+		if changed := testnode.Changed(before[x.node.Name()], x.units()); len(changed) > 0 {
+			t.Errorf("%s: units changed although it was skipped: %v", x.node.Name(), changed)
+		}
+	}
+	for _, x := range c.labs {
+		x.audit()
+	}
+}

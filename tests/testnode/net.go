@@ -1,0 +1,126 @@
+package testnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The test subnet: node slot S (1..250) has 10.231.S.2 on its eth0 and
+// the host 10.231.S.1 on the other end of the veth pair. No address
+// outside it is ever configured.
+const (
+	netPrefix = "10.231."
+	maxSlots  = 250
+	// slotDir holds one lock file per slot; a node holds its slot's
+	// flock for its lifetime, so test binaries running at once never
+	// share a subnet (the lock dies with the process).
+	slotDir = "/run/strata-testnet"
+)
+
+// link is a node's network: its slot and the flock that reserves it.
+type link struct {
+	slot int
+	lock *os.File
+}
+
+// hostIf is the host end of the node's veth pair.
+func (l *link) hostIf() string { return fmt.Sprintf("strata-tn%d", l.slot) }
+
+// reserveSlot takes the first free slot.
+func reserveSlot() (*link, error) {
+	if err := os.MkdirAll(slotDir, 0o755); err != nil {
+		return nil, fmt.Errorf("reserving a test subnet: %w", err)
+	}
+	for s := 1; s <= maxSlots; s++ {
+		f, err := os.OpenFile(filepath.Join(slotDir, strconv.Itoa(s)), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("reserving a test subnet: %w", err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+			return &link{slot: s, lock: f}, nil
+		}
+		f.Close()
+	}
+	return nil, fmt.Errorf("reserving a test subnet: all %d slots of %s0.0/16 are taken", maxSlots, netPrefix)
+}
+
+func (l *link) release() {
+	if l != nil && l.lock != nil {
+		l.lock.Close()
+		l.lock = nil
+	}
+}
+
+// plug creates the veth pair into the network namespace of pid (the
+// node's PID 1) and configures both ends.
+func (l *link) plug(ctx context.Context, pid int) error {
+	hostIf, p := l.hostIf(), strconv.Itoa(pid)
+	// A pair left by a killed run of the same slot dies with its node's
+	// namespace; delete it anyway when the node's end was moved back.
+	_ = exec.CommandContext(ctx, "ip", "link", "del", hostIf).Run()
+	host := fmt.Sprintf("%s%d.1", netPrefix, l.slot)
+	steps := [][]string{
+		{"ip", "link", "add", hostIf, "type", "veth", "peer", "name", "eth0", "netns", p},
+		{"ip", "addr", "add", host + "/24", "dev", hostIf},
+		{"ip", "link", "set", hostIf, "up"},
+		{"nsenter", "-t", p, "-n", "ip", "addr", "add", l.addr() + "/24", "dev", "eth0"},
+		{"nsenter", "-t", p, "-n", "ip", "link", "set", "eth0", "up"},
+		{"nsenter", "-t", p, "-n", "ip", "route", "add", "default", "via", host},
+	}
+	for _, s := range steps {
+		if out, err := exec.CommandContext(ctx, s[0], s[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("network of the node: %s: %w: %s", strings.Join(s, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// addr is the node's address.
+func (l *link) addr() string { return fmt.Sprintf("%s%d.2", netPrefix, l.slot) }
+
+// Address is the node's IPv4 address on the test subnet, or "" when its
+// Config has no Network.
+func (n *Node) Address() string {
+	if n.net == nil {
+		return ""
+	}
+	return n.net.addr()
+}
+
+// HostAddress is the host's address on the node's link (where the node
+// reaches services the test runs on the host), or "" without Network.
+func (n *Node) HostAddress() string {
+	if n.net == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s%d.1", netPrefix, n.net.slot)
+}
+
+// SetLink takes the node's end of its link down or up: down, packets to
+// the node are dropped (connections time out, as to a node that lost its
+// network), and nothing is routed anywhere else.
+func (n *Node) SetLink(ctx context.Context, up bool) error {
+	if n.net == nil {
+		return errors.New("testnode: the node has no network (Config.Network)")
+	}
+	state := map[bool]string{true: "up", false: "down"}[up]
+	pid := strconv.Itoa(n.PID())
+	if out, err := exec.CommandContext(ctx, "nsenter", "-t", pid, "-n", "ip", "link", "set", "eth0", state).CombinedOutput(); err != nil {
+		return fmt.Errorf("testnode: setting node %s's link %s: %w: %s", n.cfg.Name, state, err, out)
+	}
+	if up {
+		// Bringing the link up drops the default route; put it back.
+		if out, err := exec.CommandContext(ctx, "nsenter", "-t", pid, "-n", "ip", "route", "replace", "default", "via", n.HostAddress()).CombinedOutput(); err != nil {
+			return fmt.Errorf("testnode: node %s's default route: %w: %s", n.cfg.Name, err, out)
+		}
+	}
+	return nil
+}
