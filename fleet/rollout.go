@@ -106,40 +106,27 @@ func Rollout(ctx context.Context, nodes []Node, o RolloutOptions) (*RolloutRepor
 		progress = func(string) {}
 	}
 	rep := &RolloutReport{Line: o.LineName, Target: o.Target, Nodes: make([]NodeResult, len(nodes))}
-	// Probe every node.
+	healths := probe(ctx, nodes, o.SSH)
 	heads := make([]string, len(nodes))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
 	for i, n := range nodes {
 		rep.Nodes[i] = NodeResult{Name: n.Name}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			h, _, err := sshHealth(ctx, o.SSH, n, o.SSH.Timeout+30*time.Second)
-			r := &rep.Nodes[i]
-			switch {
-			case err != nil:
-				r.Outcome, r.Error = OutcomeUnreachable, err.Error()
-				return
-			case h.Line != o.LineName:
-				r.Outcome, r.Error = OutcomeFailed, fmt.Sprintf("on line %q, not %q", h.Line, o.LineName)
-			}
-			r.From, heads[i] = h.Head.Version, h.Head.Version
-			if r.Outcome != "" {
-				return
-			}
-			switch j := refIndex(o.Line, h.Head.Version); {
-			case j < 0 || o.Line[j].Digest != h.Head.Digest:
-				r.Outcome, r.Error = OutcomeFailed, fmt.Sprintf("head %s (%s) is not in the repository's line", h.Head.Version, h.Head.Digest)
-			case j == at:
-				r.Outcome, r.To = OutcomeCurrent, h.Head.Version
-			case j > at:
-				r.Outcome, r.Error = OutcomeFailed, fmt.Sprintf("head %s is past the target %s (rollout never goes back: use rollback on the node)", h.Head.Version, o.Target)
-			}
-		}()
+		r, h := &rep.Nodes[i], healths[i]
+		if h.err != nil {
+			r.Outcome, r.Error = OutcomeUnreachable, h.err.Error()
+			continue
+		}
+		r.From, heads[i] = h.Head.Version, h.Head.Version
+		switch j := refIndex(o.Line, h.Head.Version); {
+		case h.Line != o.LineName:
+			r.Outcome, r.Error = OutcomeFailed, fmt.Sprintf("on line %q, not %q", h.Line, o.LineName)
+		case j < 0 || o.Line[j].Digest != h.Head.Digest:
+			r.Outcome, r.Error = OutcomeFailed, fmt.Sprintf("head %s (%s) is not in the repository's line", h.Head.Version, h.Head.Digest)
+		case j == at:
+			r.Outcome, r.To = OutcomeCurrent, h.Head.Version
+		case j > at:
+			r.Outcome, r.Error = OutcomeFailed, fmt.Sprintf("head %s is past the target %s (rollout never goes back: use rollback on the node)", h.Head.Version, o.Target)
+		}
 	}
-	wg.Wait()
 	var todo []int
 	unreachable := 0
 	for i, r := range rep.Nodes {
@@ -214,33 +201,33 @@ func applyNode(ctx context.Context, n Node, from string, o RolloutOptions, bundl
 			}
 		}
 	}
-	if err := waitHealthy(ctx, se, n, o); err != nil {
+	if err := waitHealthy(ctx, se, n, o.Line[refIndex(o.Line, o.Target)], o.LineName, o.HealthTimeout, o.HTTP); err != nil {
 		return OutcomeFailed, ar.To.Version, err.Error(), units
 	}
 	return OutcomeUpdated, o.Target, "", units
 }
 
 // waitHealthy polls n's health (its agent's URL, else strata health over
-// se) until it reports the target, not failing, or HealthTimeout passes.
-func waitHealthy(ctx context.Context, se *session, n Node, o RolloutOptions) error {
-	ctx, cancel := context.WithTimeout(ctx, o.HealthTimeout)
+// se) until it reports head want on line lineName, not failing, or
+// timeout passes.
+func waitHealthy(ctx context.Context, se *session, n Node, want manifests.Ref, lineName string, timeout time.Duration, http StatusOptions) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	want := o.Line[refIndex(o.Line, o.Target)]
 	var last error
 	for {
 		var h *agent.Health
 		var err error
 		if n.Health != "" {
-			h, _, err = fetchHealth(ctx, o.HTTP, n)
+			h, _, err = fetchHealth(ctx, http, n)
 		} else {
 			h, _, err = se.health(ctx)
 		}
 		if err == nil {
 			row := NodeStatus{Name: n.Name, Behind: -1}
-			judge(&row, h, o.Target, StatusOptions{Line: o.Line, LineName: o.LineName})
+			judge(&row, h, want.Version, StatusOptions{LineName: lineName})
 			switch {
 			case h.Head != want:
-				err = fmt.Errorf("health reports head %s, not %s", h.Head.Version, o.Target)
+				err = fmt.Errorf("health reports head %s (%s), not %s", h.Head.Version, h.Head.Digest, want.Version)
 			case row.State == StateFailing || row.State == StateDiverged:
 				err = fmt.Errorf("health: %s %s", row.State, row.LastFailure+row.Error)
 			default:
@@ -250,10 +237,34 @@ func waitHealthy(ctx context.Context, se *session, n Node, o RolloutOptions) err
 		last = err
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("not healthy within %s: %v", o.HealthTimeout, last)
+			return fmt.Errorf("not healthy within %s: %v", timeout, last)
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// probed is a node's health, or why it could not be read.
+type probed struct {
+	*agent.Health
+	err error
+}
+
+// probe reads every node's health over SSH, 64 at a time.
+func probe(ctx context.Context, nodes []Node, s *SSH) []probed {
+	out := make([]probed, len(nodes))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i, n := range nodes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			h, _, err := sshHealth(ctx, s, n, s.Timeout+30*time.Second)
+			out[i] = probed{h, err}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // refIndex is the index of version v in line, or -1.

@@ -40,6 +40,7 @@ overlay chain folded in.
 		newStatusCmd(g),
 		newHealthCmd(g),
 		newRolloutCmd(g),
+		newRestartCmd(g),
 		newRollbackCmd(g),
 		newRestartPendingCmd(g),
 		newGCCmd(g),

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strata-dev/strata/fleet"
+	"github.com/strata-dev/strata/overlay"
+)
+
+func newRestartCmd(g *globals) *cobra.Command {
+	var root, inventory, group, restartWith, maxUnavail string
+	var units []string
+	var wait time.Duration
+	var o fleet.RestartOptions
+	c := &cobra.Command{
+		Use:   "restart (--root DIR | --inventory INV [--group G] [--canary N] [--max-unavailable N|P%]) [--unit U ...]",
+		Short: "Restart a node's managed services, or a cluster's in rolling waves",
+		Long: `With --root, restart the node's managed services (those its image declares:
+recipe services with paths, reload paths, a validate or a check command)
+or the --unit units, which must be in the node's catalog, the way an apply
+restarts what it touched: only running units restart (nothing stopped
+starts), each once; then each must be active and pass its check command.
+No file changes, no other unit is touched, and the restarts are recorded
+in the ledger (settling any debt those units had). Exit 5 when a restart
+or check fails.
+
+With --inventory, do the same on every node of the inventory over SSH
+(strata restart --root / on each), in rolling waves like rollout: the
+--canary nodes first, then at most --max-unavailable nodes at a time (less
+those already unreachable), each node's health checked after its
+restarts. A wave in which a node failed is the last. Every node is listed:
+restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
+		Example: `  strata restart --root / --unit nginx.service
+  strata restart --inventory fleet.yaml --group web --canary 1 --max-unavailable 1`,
+		Args: args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if (root == "") == (inventory == "") {
+				return usageError{fmt.Errorf("give --root DIR or --inventory INV (not both)")}
+			}
+			if root != "" {
+				r, err := restarter(restartWith, root)
+				if err != nil {
+					return err
+				}
+				if r == nil {
+					return usageError{fmt.Errorf("no service manager to restart with: for a root other than /, give --restart-with systemd or exec:'CMD {unit} {action}'")}
+				}
+				rep, err := overlay.RestartServices(c.Context(), root, units, r, wait, g.progress())
+				if errors.Is(err, overlay.ErrUnknownUnit) {
+					return usageError{fmt.Errorf("--unit: %w", err)}
+				}
+				if rep != nil && (err == nil || g.json) {
+					_ = g.output(c.OutOrStdout(), rep, func(w io.Writer) {
+						fmt.Fprintf(w, "restarted on %s (asked: %v):\n", root, rep.Units)
+						printActions(w, rep.Restarted)
+					})
+				}
+				return err
+			}
+			nodes, err := loadNodes(inventory, group)
+			if err != nil {
+				return err
+			}
+			if o.MaxUnavailable, err = fleet.ParseMaxUnavailable(maxUnavail, len(nodes)); err != nil {
+				return usageError{fmt.Errorf("--max-unavailable: %w", err)}
+			}
+			if o.Canary < 0 || o.Parallel < 1 {
+				return usageError{fmt.Errorf("--canary must be 0 or more and --parallel at least 1")}
+			}
+			o.Units = units
+			o.Progress = g.progress()
+			defer o.SSH.Close()
+			rep, err := fleet.Restart(c.Context(), nodes, o)
+			if err != nil {
+				return err
+			}
+			if err := g.output(c.OutOrStdout(), rep, func(w io.Writer) {
+				printResults(w, rep.Nodes, rep.Counts, rep.Halted)
+			}); err != nil {
+				return err
+			}
+			return rep.Err()
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&root, "root", "", "node root directory")
+	f.StringVar(&inventory, "inventory", "", "fleet inventory (YAML)")
+	f.StringSliceVar(&units, "unit", nil, "restart this unit (repeatable; default: the managed services)")
+	f.StringVar(&restartWith, "restart-with", "", "with --root: systemd (default for /) or exec:'CMD {unit} {action}'")
+	f.DurationVar(&wait, "lock-wait", 30*time.Second, "with --root: how long to wait for another strata run to finish")
+	f.StringVar(&group, "group", "", "with --inventory: only the nodes of this group")
+	f.IntVar(&o.Canary, "canary", 0, "with --inventory: nodes in the first wave, which must all succeed first")
+	f.StringVar(&maxUnavail, "max-unavailable", "1", "with --inventory: nodes restarting at once, a count or a percentage")
+	f.IntVar(&o.Parallel, "parallel", 16, "with --inventory: SSH sessions at once within a wave")
+	f.DurationVar(&o.HealthTimeout, "health-timeout", 2*time.Minute, "with --inventory: how long a node may take to report healthy")
+	o.SSH = sshFlags(f)
+	return c
+}

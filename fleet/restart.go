@@ -1,0 +1,128 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// RestartOptions are the settings of Restart.
+type RestartOptions struct {
+	WaveOptions
+	// SSH reaches the nodes.
+	SSH *SSH
+	// Units are the units to restart on every node (default: each
+	// node's managed services).
+	Units []string
+	// HealthTimeout bounds the wait for a node's health after its
+	// restarts (default 2 minutes).
+	HealthTimeout time.Duration
+	// HTTP are the settings of health requests to agents.
+	HTTP StatusOptions
+	// Progress receives one line per step, if set.
+	Progress func(string)
+}
+
+// RestartReport is what a cluster restart did.
+type RestartReport struct {
+	Units  []string       `json:"units,omitempty"`
+	Nodes  []NodeResult   `json:"nodes"`
+	Counts map[string]int `json:"counts"`
+	Halted string         `json:"halted,omitempty"`
+}
+
+// Err returns ErrNotAtTarget with the counts unless every node restarted.
+func (r *RestartReport) Err() error { return outcomeErr(r.Counts, len(r.Nodes), r.Halted) }
+
+// Restart restarts the managed services (or o.Units) of every node over
+// SSH in rolling waves: each node runs strata restart --root /, which
+// restarts only running units and checks them, and its health must then
+// show the same head, not failing. Unreachable nodes are named and count
+// against MaxUnavailable; a wave with a failure is the last.
+func Restart(ctx context.Context, nodes []Node, o RestartOptions) (*RestartReport, error) {
+	if o.SSH == nil {
+		return nil, errors.New("fleet: restart: no SSH settings")
+	}
+	if err := o.SSH.Prepare(); err != nil {
+		return nil, err
+	}
+	for _, u := range o.Units {
+		if !manifests.ValidUnit(u) {
+			return nil, fmt.Errorf("fleet: restart: %q is not a unit name", u)
+		}
+	}
+	if o.HealthTimeout <= 0 {
+		o.HealthTimeout = 2 * time.Minute
+	}
+	o.HTTP.setDefaults()
+	progress := o.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	rep := &RestartReport{Units: o.Units, Nodes: make([]NodeResult, len(nodes))}
+	healths := probe(ctx, nodes, o.SSH)
+	var todo []int
+	unreachable := 0
+	for i, n := range nodes {
+		rep.Nodes[i] = NodeResult{Name: n.Name}
+		if err := healths[i].err; err != nil {
+			rep.Nodes[i].Outcome, rep.Nodes[i].Error = OutcomeUnreachable, err.Error()
+			unreachable++
+			progress(fmt.Sprintf("%s: unreachable: %v", n.Name, err))
+			continue
+		}
+		rep.Nodes[i].From = healths[i].Head.Version
+		todo = append(todo, i)
+	}
+	step := func(ctx context.Context, i int) {
+		r := &rep.Nodes[i]
+		h := healths[i]
+		r.Outcome, r.Error, r.Units = restartNode(ctx, nodes[i], h.Head, h.Line, o)
+		r.To = r.From
+		if r.Outcome == OutcomeRestarted {
+			progress(fmt.Sprintf("%s: restarted %v", r.Name, r.Units))
+		} else {
+			progress(fmt.Sprintf("%s: %s: %s", r.Name, r.Outcome, r.Error))
+		}
+	}
+	rep.Halted = runWaves(ctx, rep.Nodes, todo, o.WaveOptions, unreachable, step, progress)
+	rep.Counts = countOutcomes(rep.Nodes)
+	return rep, nil
+}
+
+// restartNode runs strata restart on n and waits for its health.
+func restartNode(ctx context.Context, n Node, head manifests.Ref, line string, o RestartOptions) (outcome, reason string, units []string) {
+	se, err := o.SSH.dial(ctx, n)
+	if err != nil {
+		return OutcomeUnreachable, err.Error(), nil
+	}
+	defer se.Close()
+	argv := []string{o.SSH.Strata, "restart", "--root", "/", "--json"}
+	for _, u := range o.Units {
+		argv = append(argv, "--unit", u)
+	}
+	out, err := se.run(ctx, nil, argv...)
+	var ee *ExitError
+	switch {
+	case errors.As(err, &ee):
+		return OutcomeFailed, "restart: " + ee.Error(), nil
+	case err != nil:
+		return OutcomeFailed, fmt.Sprintf("restart: %v (whether its units restarted is unknown)", err), nil
+	}
+	var rr overlay.RestartReport
+	if err := json.Unmarshal(out, &rr); err != nil {
+		return OutcomeFailed, fmt.Sprintf("restart: unreadable report: %v", err), nil
+	}
+	for _, a := range rr.Restarted {
+		units = append(units, string(a.Action)+" "+a.Unit)
+	}
+	if err := waitHealthy(ctx, se, n, head, line, o.HealthTimeout, o.HTTP); err != nil {
+		return OutcomeFailed, err.Error(), units
+	}
+	return OutcomeRestarted, "", units
+}

@@ -1,0 +1,92 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/strata-dev/strata/internal/systemd"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// ErrUnknownUnit reports a unit the node's catalog does not have.
+var ErrUnknownUnit = errors.New("overlay: unit not in the node's catalog")
+
+// RestartReport describes a restart of a node's services.
+type RestartReport struct {
+	Root string `json:"root"`
+	// Units are the units asked for: the managed services unless named.
+	Units []string `json:"units"`
+	// Restarted are the actions carried out.
+	Restarted []manifests.ServiceAction `json:"restarted"`
+	// Live is the request as resolved against the running service
+	// manager (only running units restart; units that cannot restart
+	// safely wait for a reboot).
+	Live *systemd.Resolved `json:"live,omitempty"`
+}
+
+// Managed lists the services a catalog manages: those declared with
+// paths, reload paths, a validate or a check command (recipe services or
+// X-Strata-* unit keys), sorted as the catalog is.
+func Managed(cat manifests.Catalog) []string {
+	var out []string
+	for _, s := range cat.Services {
+		if len(s.Paths)+len(s.ReloadPaths)+len(s.Validate)+len(s.Check) > 0 {
+			out = append(out, s.Unit)
+		}
+	}
+	return out
+}
+
+// RestartServices restarts units of the node at root (default: the
+// catalog's managed services) through r, as an apply restarts what it
+// touched: with the Systemd restarter only running units restart, each
+// once, then each must be active and pass its check command. It touches
+// no file of the tree and no unit it was not asked for. The restarts are
+// recorded in the ledger, settling any debt those units had.
+func RestartServices(ctx context.Context, root string, units []string, r Restarter, lockWait time.Duration, progress func(string)) (*RestartReport, error) {
+	if progress == nil {
+		progress = func(string) {}
+	}
+	if r == nil {
+		return nil, fmt.Errorf("restarting services on %s: no restarter given", root)
+	}
+	b, unlock, err := lockNode(ctx, root, lockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	n := b.Node()
+	v, err := loadView(n)
+	if err != nil {
+		return nil, err
+	}
+	cat := v.catalog()
+	if len(units) == 0 {
+		units = Managed(cat)
+	}
+	rep := &RestartReport{Root: root, Units: units, Restarted: []manifests.ServiceAction{}}
+	var actions []manifests.ServiceAction
+	for _, u := range units {
+		if serviceOf(cat, u).Unit == "" {
+			return nil, fmt.Errorf("%w: %s (strata status lists what the node runs; the image's catalog is in its manifest)", ErrUnknownUnit, u)
+		}
+		actions = append(actions, manifests.ServiceAction{Unit: u, Action: manifests.ActionRestart, Because: []string{"strata restart"}})
+	}
+	res, runErr := runPlan(ctx, r, planRequest{actions: actions, catalog: cat}, func(a manifests.ServiceAction) {
+		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))
+		if a.Unit != "" {
+			rep.Restarted = append(rep.Restarted, a)
+		}
+	})
+	rep.Live = res
+	done := rep.Restarted
+	if runErr != nil {
+		done = nil
+	}
+	if err := recordRestarts(n, v.ledger, done, rebootDue(res)); err != nil {
+		return rep, err
+	}
+	return rep, runErr
+}
