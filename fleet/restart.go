@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/strata-dev/strata/manifests"
@@ -19,6 +20,10 @@ type RestartOptions struct {
 	// Units are the units to restart on every node (default: each
 	// node's managed services).
 	Units []string
+	// Repair restores each node's drifted files first (strata restart
+	// --repair), with the node's overlays coming by Transfer.
+	Repair bool
+	Transfer
 	// HealthTimeout bounds the wait for a node's health after its
 	// restarts (default 2 minutes).
 	HealthTimeout time.Duration
@@ -65,6 +70,11 @@ func Restart(ctx context.Context, nodes []Node, o RestartOptions) (*RestartRepor
 		progress = func(string) {}
 	}
 	rep := &RestartReport{Units: o.Units, Nodes: make([]NodeResult, len(nodes))}
+	if o.Repair && o.URL == "" && o.Bundle == nil {
+		return nil, errors.New("fleet: restart --repair: neither a repository URL nor a bundle writer")
+	}
+	bundles := &bundleCache{write: o.Bundle}
+	defer bundles.remove()
 	healths := probe(ctx, nodes, o.SSH)
 	var todo []int
 	unreachable := 0
@@ -82,7 +92,7 @@ func Restart(ctx context.Context, nodes []Node, o RestartOptions) (*RestartRepor
 	step := func(ctx context.Context, i int) {
 		r := &rep.Nodes[i]
 		h := healths[i]
-		r.Outcome, r.Error, r.Units = restartNode(ctx, nodes[i], h.Head, h.Line, o)
+		r.Outcome, r.Error, r.Units, r.Repaired = restartNode(ctx, nodes[i], h, o, bundles)
 		r.To = r.From
 		if r.Outcome == OutcomeRestarted {
 			progress(fmt.Sprintf("%s: restarted %v", r.Name, r.Units))
@@ -95,34 +105,54 @@ func Restart(ctx context.Context, nodes []Node, o RestartOptions) (*RestartRepor
 	return rep, nil
 }
 
-// restartNode runs strata restart on n and waits for its health.
-func restartNode(ctx context.Context, n Node, head manifests.Ref, line string, o RestartOptions) (outcome, reason string, units []string) {
+// restartNode runs strata restart on n (with health h) and waits for its
+// health; it returns the outcome, the reason, the units acted on and the
+// layers a repair rebuilt.
+func restartNode(ctx context.Context, n Node, h probed, o RestartOptions, bundles *bundleCache) (outcome, reason string, units, repaired []string) {
 	se, err := o.SSH.dial(ctx, n)
 	if err != nil {
-		return OutcomeUnreachable, err.Error(), nil
+		return OutcomeUnreachable, err.Error(), nil, nil
 	}
 	defer se.Close()
 	argv := []string{o.SSH.Strata, "restart", "--root", "/", "--json"}
 	for _, u := range o.Units {
 		argv = append(argv, "--unit", u)
 	}
-	out, err := se.run(ctx, nil, argv...)
+	var stdin io.Reader
+	// A node with no overlay applied has no layer that could drift: its
+	// tree is its read-only image.
+	if o.Repair && h.Head.Version != h.Image.Version {
+		// The bundle holds every overlay the node applied.
+		more, in, err := o.Transfer.source(ctx, bundles, h.Line, h.Image.Version, h.Head.Version)
+		if err != nil {
+			return OutcomeFailed, err.Error(), nil, nil
+		}
+		if in != nil {
+			defer in.Close()
+			stdin = in
+		}
+		argv = append(append(argv, "--repair"), more...)
+	}
+	out, err := se.run(ctx, stdin, argv...)
 	var ee *ExitError
 	switch {
 	case errors.As(err, &ee):
-		return OutcomeFailed, "restart: " + ee.Error(), nil
+		return OutcomeFailed, "restart: " + ee.Error(), nil, nil
 	case err != nil:
-		return OutcomeFailed, fmt.Sprintf("restart: %v (whether its units restarted is unknown)", err), nil
+		return OutcomeFailed, fmt.Sprintf("restart: %v (whether its units restarted is unknown)", err), nil, nil
 	}
 	var rr overlay.RestartReport
 	if err := json.Unmarshal(out, &rr); err != nil {
-		return OutcomeFailed, fmt.Sprintf("restart: unreadable report: %v", err), nil
+		return OutcomeFailed, fmt.Sprintf("restart: unreadable report: %v", err), nil, nil
 	}
 	for _, a := range rr.Restarted {
 		units = append(units, string(a.Action)+" "+a.Unit)
 	}
-	if err := waitHealthy(ctx, se, n, head, line, o.HealthTimeout, o.HTTP); err != nil {
-		return OutcomeFailed, err.Error(), units
+	if rr.Repair != nil {
+		repaired = rr.Repair.Layers
 	}
-	return OutcomeRestarted, "", units
+	if err := waitHealthy(ctx, se, n, h.Head, h.Line, o.HealthTimeout, o.HTTP); err != nil {
+		return OutcomeFailed, err.Error(), units, repaired
+	}
+	return OutcomeRestarted, "", units, repaired
 }

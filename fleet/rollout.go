@@ -15,6 +15,37 @@ import (
 	"github.com/strata-dev/strata/overlay"
 )
 
+// Transfer is how overlays reach nodes: pulled from a URL or sent over
+// SSH as a bundle.
+type Transfer struct {
+	// URL, when set, is the repository's URL as the nodes reach it: they
+	// fetch the overlays themselves (--repo URL on the node).
+	URL string
+	// Bundle, used when URL is empty, writes a bundle of line's overlays
+	// after version from through version to into a new file and returns
+	// its path (repo.WriteBundle); it is sent on the command's stdin
+	// (--bundle - on the node).
+	Bundle func(ctx context.Context, line, from, to string) (string, error)
+}
+
+// source returns the node-side arguments that name the overlays of line
+// after from through to, and the stdin to send (to close), writing the
+// bundle once per (from, to) through cache.
+func (t Transfer) source(ctx context.Context, cache *bundleCache, line, from, to string) ([]string, io.ReadCloser, error) {
+	if t.URL != "" {
+		return []string{"--repo", t.URL}, nil, nil
+	}
+	path, err := cache.get(ctx, line, from, to)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return []string{"--bundle", "-"}, f, nil
+}
+
 // RolloutOptions are the settings of Rollout.
 type RolloutOptions struct {
 	WaveOptions
@@ -26,13 +57,8 @@ type RolloutOptions struct {
 	Line     []manifests.Ref
 	// Target is the version every node is brought to (one of Line).
 	Target string
-	// URL, when set, is the repository's URL as the nodes reach it: they
-	// pull the overlays themselves (apply-overlay --repo URL). Otherwise
-	// the overlays travel over SSH, as a bundle Bundle writes.
-	URL string
-	// Bundle writes a bundle of the line's overlays after version from
-	// through Target to a new file and returns its path (repo.WriteBundle).
-	Bundle func(ctx context.Context, from string) (string, error)
+	// Transfer is how the overlays reach the nodes.
+	Transfer
 	// HealthTimeout bounds the wait for a node's health to report the
 	// target after its apply (default 2 minutes).
 	HealthTimeout time.Duration
@@ -140,7 +166,7 @@ func Rollout(ctx context.Context, nodes []Node, o RolloutOptions) (*RolloutRepor
 			progress(fmt.Sprintf("%s: %s", r.Name, r.Error))
 		}
 	}
-	bundles := &bundleCache{write: o.Bundle, paths: map[string]string{}}
+	bundles := &bundleCache{write: o.Bundle}
 	defer bundles.remove()
 	step := func(ctx context.Context, i int) {
 		r := &rep.Nodes[i]
@@ -166,21 +192,14 @@ func applyNode(ctx context.Context, n Node, from string, o RolloutOptions, bundl
 	}
 	defer se.Close()
 	argv := []string{o.SSH.Strata, "apply-overlay", "--root", "/", "--json", "--through", o.Target}
-	var stdin io.Reader
-	if o.URL != "" {
-		argv = append(argv, "--repo", o.URL)
-	} else {
-		path, err := bundles.get(ctx, from)
-		if err != nil {
-			return OutcomeFailed, from, err.Error(), nil
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return OutcomeFailed, from, err.Error(), nil
-		}
-		defer f.Close()
-		argv, stdin = append(argv, "--bundle", "-"), f
+	more, stdin, err := o.Transfer.source(ctx, bundles, o.LineName, from, o.Target)
+	if err != nil {
+		return OutcomeFailed, from, err.Error(), nil
 	}
+	if stdin != nil {
+		defer stdin.Close()
+	}
+	argv = append(argv, more...)
 	out, err := se.run(ctx, stdin, argv...)
 	var ee *ExitError
 	switch {
@@ -277,44 +296,45 @@ func refIndex(line []manifests.Ref, v string) int {
 	return -1
 }
 
-// bundleCache writes one bundle per starting version, once, shared by the
-// nodes at that version.
+// bundleCache writes one bundle per (from, to), once, shared by the nodes
+// that need it.
 type bundleCache struct {
-	write func(ctx context.Context, from string) (string, error)
+	write func(ctx context.Context, line, from, to string) (string, error)
 	mu    sync.Mutex
 	paths map[string]string
 	errs  map[string]error
 	locks map[string]*sync.Mutex
 }
 
-func (b *bundleCache) get(ctx context.Context, from string) (string, error) {
+func (b *bundleCache) get(ctx context.Context, line, from, to string) (string, error) {
+	key := from + " " + to
 	b.mu.Lock()
 	if b.locks == nil {
-		b.locks, b.errs = map[string]*sync.Mutex{}, map[string]error{}
+		b.locks, b.errs, b.paths = map[string]*sync.Mutex{}, map[string]error{}, map[string]string{}
 	}
-	l := b.locks[from]
+	l := b.locks[key]
 	if l == nil {
 		l = &sync.Mutex{}
-		b.locks[from] = l
+		b.locks[key] = l
 	}
 	b.mu.Unlock()
 	l.Lock()
 	defer l.Unlock()
 	b.mu.Lock()
-	p, err := b.paths[from], b.errs[from]
+	p, err := b.paths[key], b.errs[key]
 	b.mu.Unlock()
 	if p != "" || err != nil {
 		return p, err
 	}
-	p, err = b.write(ctx, from)
+	p, err = b.write(ctx, line, from, to)
 	if err != nil {
-		err = fmt.Errorf("writing the bundle from %s: %w", from, err)
+		err = fmt.Errorf("writing the bundle of %s from %s through %s: %w", line, from, to, err)
 	}
 	b.mu.Lock()
 	if err != nil && ctx.Err() == nil {
-		b.errs[from] = err
+		b.errs[key] = err
 	} else if err == nil {
-		b.paths[from] = p
+		b.paths[key] = p
 	}
 	b.mu.Unlock()
 	return p, err

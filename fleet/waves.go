@@ -30,6 +30,8 @@ type NodeResult struct {
 	Wave int `json:"wave,omitempty"`
 	// Units are the units restarted or reloaded on the node.
 	Units []string `json:"units,omitempty"`
+	// Repaired are the layers a restart --repair rebuilt on the node.
+	Repaired []string `json:"repaired,omitempty"`
 	// Error says why the node failed, could not be reached or was
 	// skipped.
 	Error string `json:"error,omitempty"`

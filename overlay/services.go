@@ -24,6 +24,8 @@ type RestartReport struct {
 	// manager (only running units restart; units that cannot restart
 	// safely wait for a reboot).
 	Live *systemd.Resolved `json:"live,omitempty"`
+	// Repair is what a repair before the restarts did (restart --repair).
+	Repair *RepairReport `json:"repair,omitempty"`
 }
 
 // Managed lists the services a catalog manages: those declared with

@@ -21,27 +21,9 @@ func auditFiles(ctx context.Context, a *Audit, v *nodeView, b Backend) error {
 	if err != nil {
 		return err
 	}
-	have := tree.NewState(got)
-	var drift []string
-	for p, w := range want {
-		g, ok := have[p]
-		switch {
-		case !ok:
-			drift = append(drift, p)
-			a.problem("drift", p, "/%s is missing", p)
-		case g != w:
-			drift = append(drift, p)
-			a.problem("drift", p, "/%s differs: %s", p, diffEntry(w, g))
-		}
-	}
-	for p, g := range have {
-		if _, ok := want[p]; !ok {
-			if g.Type == manifests.TypeDir && manifests.Within(manifests.StateDir, p) {
-				continue // a parent of the state directory that strata made
-			}
-			drift = append(drift, p)
-			a.problem("drift", p, "/%s is not part of the expected tree", p)
-		}
+	drift := driftOf(want, got)
+	for _, d := range drift {
+		a.problem("drift", d.path, "%s", d.msg)
 	}
 	sort.Slice(a.Findings, func(i, j int) bool { return a.Findings[i].Path < a.Findings[j].Path })
 	d := manifests.TreeDigest(withoutStateParents(got, want))
@@ -50,6 +32,37 @@ func auditFiles(ctx context.Context, a *Audit, v *nodeView, b Backend) error {
 	}
 	a.TreeDigest = d
 	return nil
+}
+
+// drifted is a path where the node's tree is not the expected one.
+type drifted struct {
+	path string
+	msg  string
+}
+
+// driftOf compares the node's tree got with the expected tree want.
+func driftOf(want tree.State, got []manifests.Entry) []drifted {
+	have := tree.NewState(got)
+	var drift []drifted
+	for p, w := range want {
+		g, ok := have[p]
+		switch {
+		case !ok:
+			drift = append(drift, drifted{p, fmt.Sprintf("/%s is missing", p)})
+		case g != w:
+			drift = append(drift, drifted{p, fmt.Sprintf("/%s differs: %s", p, diffEntry(w, g))})
+		}
+	}
+	for p, g := range have {
+		if _, ok := want[p]; !ok {
+			if g.Type == manifests.TypeDir && manifests.Within(manifests.StateDir, p) {
+				continue // a parent of the state directory that strata made
+			}
+			drift = append(drift, drifted{p, fmt.Sprintf("/%s is not part of the expected tree", p)})
+		}
+	}
+	sort.Slice(drift, func(i, j int) bool { return drift[i].path < drift[j].path })
+	return drift
 }
 
 func diffEntry(want, got manifests.Entry) string {

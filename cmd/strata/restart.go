@@ -1,19 +1,24 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/strata-dev/strata/fleet"
+	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/overlay"
 )
 
 func newRestartCmd(g *globals) *cobra.Command {
-	var root, inventory, group, restartWith, maxUnavail string
+	var root, inventory, group, restartWith, maxUnavail, repoLoc, bundle, transfer string
+	var repair bool
 	var units []string
 	var wait time.Duration
 	var o fleet.RestartOptions
@@ -50,12 +55,34 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 				if r == nil {
 					return usageError{fmt.Errorf("no service manager to restart with: for a root other than /, give --restart-with systemd or exec:'CMD {unit} {action}'")}
 				}
+				var fixed *overlay.RepairReport
+				if repair {
+					src, done, err := repairSource(c, root, repoLoc, bundle)
+					if err != nil {
+						return err
+					}
+					defer done()
+					if fixed, err = overlay.Repair(c.Context(), root, src, wait, g.progress()); err != nil {
+						if fixed != nil && g.json {
+							_ = g.output(c.OutOrStdout(), &overlay.RestartReport{Root: root, Repair: fixed}, nil)
+						}
+						return err
+					}
+				} else if repoLoc != "" || bundle != "" {
+					return usageError{fmt.Errorf("--repo and --bundle go with --repair")}
+				}
 				rep, err := overlay.RestartServices(c.Context(), root, units, r, wait, g.progress())
+				if rep != nil {
+					rep.Repair = fixed
+				}
 				if errors.Is(err, overlay.ErrUnknownUnit) {
 					return usageError{fmt.Errorf("--unit: %w", err)}
 				}
 				if rep != nil && (err == nil || g.json) {
 					_ = g.output(c.OutOrStdout(), rep, func(w io.Writer) {
+						if fixed != nil {
+							printRepair(w, fixed)
+						}
 						fmt.Fprintf(w, "restarted on %s (asked: %v):\n", root, rep.Units)
 						printActions(w, rep.Restarted)
 					})
@@ -74,6 +101,23 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 			}
 			o.Units = units
 			o.Progress = g.progress()
+			if repair {
+				o.Repair = true
+				if repoLoc == "" {
+					return usageError{fmt.Errorf("--repair needs --repo: the overlays the nodes' layers are rebuilt from")}
+				}
+				if err := overlayTransfer(&o.Transfer, repoLoc, transfer); err != nil {
+					return err
+				}
+				tmp, err := os.MkdirTemp("", "strata-restart-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(tmp)
+				o.Transfer.Bundle = func(ctx context.Context, line, from, to string) (string, error) {
+					return writeBundle(ctx, repoLoc, line, from, to, tmp)
+				}
+			}
 			defer o.SSH.Close()
 			rep, err := fleet.Restart(c.Context(), nodes, o)
 			if err != nil {
@@ -98,6 +142,42 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 	f.StringVar(&maxUnavail, "max-unavailable", "1", "with --inventory: nodes restarting at once, a count or a percentage")
 	f.IntVar(&o.Parallel, "parallel", 16, "with --inventory: SSH sessions at once within a wave")
 	f.DurationVar(&o.HealthTimeout, "health-timeout", 2*time.Minute, "with --inventory: how long a node may take to report healthy")
+	f.BoolVar(&repair, "repair", false, "first restore every file of the managed tree that drifted from the node's head (verify-sequence --files), from --repo")
+	f.StringVar(&repoLoc, "repo", "", "with --repair: the repository (directory or URL) holding the nodes' overlays")
+	f.StringVar(&bundle, "bundle", "", "with --root --repair: a bundle holding the node's overlays instead of --repo (- reads stdin)")
+	f.StringVar(&transfer, "transfer", "", "with --inventory --repair: ssh (send a bundle) or pull (nodes fetch from the --repo URL)")
 	o.SSH = sshFlags(f)
 	return c
+}
+
+// repairSource opens where restart --repair --root takes overlays from.
+func repairSource(c *cobra.Command, root, repoLoc, bundle string) (overlay.Source, func(), error) {
+	switch {
+	case (repoLoc == "") == (bundle == ""):
+		return overlay.Source{}, nil, usageError{fmt.Errorf("--repair needs --repo REPO or --bundle B.tar (one of them)")}
+	case repoLoc != "":
+		return overlay.Source{Repo: repoLoc}, func() {}, nil
+	}
+	var bs *repo.BundleStore
+	var err error
+	if bundle == "-" {
+		bs, err = repo.SpoolBundle(c.Context(), c.InOrStdin(), spoolDir(root), repo.MaxSpooledBundle)
+	} else {
+		bs, err = repo.OpenBundle(bundle)
+	}
+	if err != nil {
+		return overlay.Source{}, nil, err
+	}
+	return overlay.Source{Repo: bundle, Store: bs}, func() { bs.Close() }, nil
+}
+
+func printRepair(w io.Writer, r *overlay.RepairReport) {
+	if len(r.Drift) == 0 {
+		fmt.Fprintf(w, "node %s: no drift, nothing to repair\n", r.Root)
+		return
+	}
+	fmt.Fprintf(w, "repaired %s: rebuilt layers %s from their overlays\n", r.Root, strings.Join(r.Layers, " "))
+	for _, d := range r.Drift {
+		fmt.Fprintf(w, "  was: %s\n", printable(d))
+	}
 }

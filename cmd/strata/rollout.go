@@ -90,20 +90,8 @@ when any node is not at the target.`,
 			if o.Canary < 0 || o.Parallel < 1 {
 				return usageError{fmt.Errorf("--canary must be 0 or more and --parallel at least 1")}
 			}
-			switch transfer {
-			case "":
-				if repo.IsURL(repoLoc) {
-					transfer = "pull"
-				} else {
-					transfer = "ssh"
-				}
-			case "pull":
-				if !repo.IsURL(repoLoc) {
-					return usageError{fmt.Errorf("--transfer pull needs --repo to be a URL the nodes can reach")}
-				}
-			case "ssh":
-			default:
-				return usageError{fmt.Errorf("--transfer %q: want ssh or pull", transfer)}
+			if err := overlayTransfer(&o.Transfer, repoLoc, transfer); err != nil {
+				return err
 			}
 			if o.LineName, o.Line, err = repo.LineVersions(c.Context(), repoLoc, line); err != nil {
 				return err
@@ -112,16 +100,14 @@ when any node is not at the target.`,
 			if through != "" {
 				o.Target = through
 			}
-			if transfer == "pull" {
-				o.URL = repoLoc
-			} else {
+			if o.URL == "" {
 				tmp, err := os.MkdirTemp("", "strata-rollout-")
 				if err != nil {
 					return err
 				}
 				defer os.RemoveAll(tmp)
-				o.Bundle = func(ctx context.Context, from string) (string, error) {
-					return writeBundle(ctx, repoLoc, o.LineName, from, o.Target, tmp)
+				o.Bundle = func(ctx context.Context, line, from, to string) (string, error) {
+					return writeBundle(ctx, repoLoc, line, from, to, tmp)
 				}
 			}
 			defer o.SSH.Close()
@@ -155,6 +141,27 @@ when any node is not at the target.`,
 	return c
 }
 
+// overlayTransfer sets how overlays from repoLoc reach the nodes per
+// --transfer: pulled from the URL (the default for a URL) or sent over
+// SSH as a bundle (the default for a directory).
+func overlayTransfer(t *fleet.Transfer, repoLoc, transfer string) error {
+	switch transfer {
+	case "":
+		if repo.IsURL(repoLoc) {
+			t.URL = repoLoc
+		}
+	case "pull":
+		if !repo.IsURL(repoLoc) {
+			return usageError{fmt.Errorf("--transfer pull needs --repo to be a URL the nodes can reach")}
+		}
+		t.URL = repoLoc
+	case "ssh":
+	default:
+		return usageError{fmt.Errorf("--transfer %q: want ssh or pull", transfer)}
+	}
+	return nil
+}
+
 // writeBundle writes the bundle of line's overlays after from through to
 // into dir and returns its path.
 func writeBundle(ctx context.Context, loc, line, from, to, dir string) (string, error) {
@@ -166,7 +173,7 @@ func writeBundle(ctx context.Context, loc, line, from, to, dir string) (string, 
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "from-"+from+".tar")
+	out := filepath.Join(dir, "bundle-"+from+"-"+to+".tar")
 	if _, err := repo.WriteBundle(ctx, r, line, from, to, out); err != nil {
 		return "", err
 	}

@@ -371,3 +371,60 @@ func TestClusterRestart(t *testing.T) {
 		l.requireChanged(before[l.node.Name()])
 	}
 }
+
+// Test 4 with --repair: on one node a binary and a config that an
+// overlay shipped drifted (changed in its layer on the state partition);
+// restart --repair rebuilds that layer from the repository before the
+// restart (the binary travels as a patch, rebuilt from the node's image),
+// the node audits clean afterwards and serves the overlay's config; the
+// other node needs no repair.
+func TestClusterRestartRepair(t *testing.T) {
+	c := newCluster(t, "rp", 2)
+	l := c.labs[0]
+	const nginx = "usr/sbin/nginx"
+	c.publish("1.0.1", overlay.Change{Adds: []overlay.Add{
+		{Dest: "/" + nginx, Src: l.grown(nginx)},
+		{Dest: "/etc/nginx/conf.d/strata-fleet.conf", Src: l.file(nginxSite("8085", "fleet-1"))},
+	}})
+	if _, errOut, code := c.rollout(); code != 0 {
+		t.Fatalf("rollout exited %d:\n%s", code, errOut)
+	}
+	bad := c.labs[1]
+	layer := filepath.Join(bad.state, "var/lib/strata/layers/1.0.1")
+	orig, err := os.ReadFile(filepath.Join(bad.node.Root(), "run/strata/image", nginx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, content := range map[string][]byte{nginx: orig, "etc/nginx/conf.d/strata-fleet.conf": []byte(nginxSite("8086", "drifted"))} {
+		if err := os.WriteFile(filepath.Join(layer, p), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, _, code := bad.strata("verify-sequence", "--root", "/", "--files"); code != 3 || !strings.Contains(out, nginx) {
+		t.Fatalf("the drift is not seen: verify-sequence exited %d:\n%s", code, out)
+	}
+	before := bad.unit("nginx.service")
+	out, errOut, code := c.strata("restart", "--inventory", c.inventory, "--repair", "--repo", c.repo, "--json")
+	if code != 0 {
+		t.Fatalf("restart --repair exited %d:\n%s\n%s", code, out, errOut)
+	}
+	var rep fleet.RestartReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range rep.Nodes {
+		want := map[string]string{"rp1": "[]", "rp2": "[1.0.1]"}[n.Name]
+		if n.Outcome != fleet.OutcomeRestarted || fmt.Sprint(n.Repaired) != want {
+			t.Errorf("%s: %s, repaired %v; want restarted, repaired %s", n.Name, n.Outcome, n.Repaired, want)
+		}
+	}
+	for _, x := range c.labs {
+		x.audit()
+		if body := x.get("8085"); !strings.Contains(body, "fleet-1") {
+			t.Errorf("%s does not serve the overlay's site:\n%s", x.node.Name(), body)
+		}
+	}
+	if after := bad.unit("nginx.service"); after.InvocationID == before.InvocationID || after.ActiveState != "active" {
+		t.Errorf("nginx on rp2 was not restarted after the repair: %+v", after)
+	}
+}
