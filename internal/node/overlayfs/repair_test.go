@@ -1,0 +1,128 @@
+package overlayfs_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+)
+
+// Repair rebuilds exactly the drifted layers (a changed file, a removed
+// whiteout, an extra file, a symlink planted to a directory outside) from
+// the repository, never following the symlink, leaves the others alone, and the audit passes; a repository
+// whose overlay is not the one the node applied is refused before
+// anything changes; a node without drift is left alone.
+func TestRepairRebuildsDriftedLayers(t *testing.T) {
+	recipe := "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nhierarchies: [/etc, /usr]\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /usr/share/x\n    content: \"x\\n\"\n"
+	l := newLine(t, recipe, map[string]string{"rootfs/etc/app/app.conf": "port 80\n", "rootfs/etc/motd": "hi\n"})
+	write := func(name, content string) string {
+		p := filepath.Join(l.dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ctx := context.Background()
+	create := func(repoDir, version string, ch overlay.Change) {
+		if _, err := overlay.Create(ctx, repoDir, l.key, ch, overlay.CreateOptions{Version: version}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(l.repo, "1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/share/x", Src: write("x2", "x2\n")}}})
+	create(l.repo, "1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app/app.conf", Src: write("c", "port 81\n")}}, Deletes: []string{"/etc/motd"}})
+	root := newNode(t, l.res.Image)
+	if _, err := overlay.Apply(ctx, root, overlay.Source{Repo: l.repo}, overlay.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := overlay.Repair(ctx, root, overlay.Source{Repo: l.repo}, 0, nil)
+	if err != nil || len(rep.Drift) != 0 || len(rep.Layers) != 0 {
+		t.Fatalf("repair of a clean node: %+v, %v", rep, err)
+	}
+	state := filepath.Join(filepath.Dir(root), "state")
+	layers := filepath.Join(state, "var", manifests.StateDir[len("var/"):], "layers")
+	untouched, err := os.Stat(filepath.Join(layers, "1.0.1/usr/share/x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Drift in layer 1.0.2: content, a whiteout gone, an extra file, and
+	// a symlink to a directory outside, with a file in it.
+	l2 := filepath.Join(layers, "1.0.2")
+	if err := os.WriteFile(filepath.Join(l2, "etc/app/app.conf"), []byte("port 9999\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(l2, "etc/motd")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(l2, "etc/extra"), []byte("planted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(l.dir, "outside")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	canary := write("outside/canary", "keep me\n")
+	if err := os.Symlink(outside, filepath.Join(l2, "etc/evil")); err != nil {
+		t.Fatal(err)
+	}
+	audit := func() *overlay.Audit {
+		t.Helper()
+		a, err := overlay.VerifyNode(ctx, root, l.repo, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if a := audit(); a.OK() {
+		t.Fatal("the audit does not see the drift")
+	}
+	// A repository with another 1.0.2: refused, nothing rebuilt.
+	other := filepath.Join(l.dir, "other")
+	if _, err := repo.Init(other, l.res.Image, l.key); err != nil {
+		t.Fatal(err)
+	}
+	create(other, "1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/share/x", Src: write("x2", "x2\n")}}})
+	create(other, "1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app/app.conf", Src: write("c3", "port 82\n")}}, Deletes: []string{"/etc/motd"}})
+	if _, err := overlay.Repair(ctx, root, overlay.Source{Repo: other}, 0, nil); !errors.Is(err, overlay.ErrSequence) {
+		t.Fatalf("repair from a repository with another 1.0.2: %v, want ErrSequence", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(l2, "etc/app/app.conf")); string(b) != "port 9999\n" {
+		t.Fatalf("the refused repair changed the layer: %q", b)
+	}
+	rep, err = overlay.Repair(ctx, root, overlay.Source{Repo: l.repo}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(rep.Layers, " ") != "1.0.2" || len(rep.Drift) != 4 {
+		t.Fatalf("repair: layers %v, drift %v; want layer 1.0.2 for 4 paths", rep.Layers, rep.Drift)
+	}
+	if b, err := os.ReadFile(canary); err != nil || string(b) != "keep me\n" {
+		t.Fatalf("the file behind the planted symlink: %q, %v", b, err)
+	}
+	if a := audit(); !a.OK() {
+		t.Fatalf("audit after the repair: %+v", a.Findings)
+	}
+	for p, want := range map[string]string{"etc/app/app.conf": "port 81\n", "usr/share/x": "x2\n"} {
+		if b, err := os.ReadFile(filepath.Join(root, p)); err != nil || string(b) != want {
+			t.Errorf("/%s = %q, %v; want %q", p, b, err, want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(root, "etc/motd")); !os.IsNotExist(err) {
+		t.Errorf("/etc/motd is back: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(layers, "1.0.1/usr/share/x")); err != nil || !os.SameFile(fi, untouched) {
+		t.Error("layer 1.0.1, which did not drift, was rewritten")
+	}
+	if ents, _ := os.ReadDir(layers); len(ents) != 2 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("layers left: %v, want 1.0.1 and 1.0.2 only", names)
+	}
+}
