@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,10 +46,14 @@ func SendNudge(ctx context.Context, base string, n *Nudge) error {
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("nudging %s: %s: %s", base, resp.Status, bytes.TrimSpace(msg))
+		return fmt.Errorf("nudging %s: %w: %s: %s", base, ErrNudgeRefused, resp.Status, bytes.TrimSpace(msg))
 	}
 	return nil
 }
+
+// ErrNudgeRefused reports an agent that answered a nudge with a refusal
+// (a key its node does not trust, another line, a stale nudge).
+var ErrNudgeRefused = errors.New("agent refused the nudge")
 
 // nudgeClient bounds a nudge's round trip: an agent that does not answer
 // must not hold the sender.

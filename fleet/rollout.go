@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -59,6 +60,12 @@ type RolloutOptions struct {
 	Target string
 	// Transfer is how the overlays reach the nodes.
 	Transfer
+	// Nudge, when set, updates the nodes through their agents instead
+	// of SSH: each gets this signed nudge and applies its repository's
+	// head itself (Target must be the line's head); the inventory must
+	// give every node's health URL, and its agent's base URL (the health
+	// URL's scheme and host) takes the nudge.
+	Nudge *agent.Nudge
 	// HealthTimeout bounds the wait for a node's health to report the
 	// target after its apply (default 2 minutes).
 	HealthTimeout time.Duration
@@ -110,18 +117,24 @@ func outcomeErr(c map[string]int, total int, halted string) error {
 // failed is the last: the nodes of later waves are skipped and the report
 // says where the rollout halted. No node is ever left out of the report.
 func Rollout(ctx context.Context, nodes []Node, o RolloutOptions) (*RolloutReport, error) {
-	if o.SSH == nil {
-		return nil, errors.New("fleet: rollout: no SSH settings")
-	}
-	if err := o.SSH.Prepare(); err != nil {
-		return nil, err
-	}
 	at := refIndex(o.Line, o.Target)
 	if at < 0 {
-		return nil, fmt.Errorf("fleet: rollout: version %s is not in line %s", o.Target, o.LineName)
+		return nil, fmt.Errorf("fleet: rollout: version %s is not in line %s: %w", o.Target, o.LineName, ErrNotAtTarget)
 	}
-	if o.URL == "" && o.Bundle == nil {
+	viaAgent := o.Nudge != nil
+	switch {
+	case viaAgent && at != len(o.Line)-1:
+		return nil, fmt.Errorf("fleet: rollout via the agents: they apply their repository's head, %s, not %s", o.Line[len(o.Line)-1].Version, o.Target)
+	case viaAgent:
+	case o.SSH == nil:
+		return nil, errors.New("fleet: rollout: no SSH settings")
+	case o.URL == "" && o.Bundle == nil:
 		return nil, errors.New("fleet: rollout: neither a repository URL nor a bundle writer")
+	}
+	if !viaAgent {
+		if err := o.SSH.Prepare(); err != nil {
+			return nil, err
+		}
 	}
 	if o.HealthTimeout <= 0 {
 		o.HealthTimeout = 2 * time.Minute
@@ -132,7 +145,12 @@ func Rollout(ctx context.Context, nodes []Node, o RolloutOptions) (*RolloutRepor
 		progress = func(string) {}
 	}
 	rep := &RolloutReport{Line: o.LineName, Target: o.Target, Nodes: make([]NodeResult, len(nodes))}
-	healths := probe(ctx, nodes, o.SSH)
+	var healths []probed
+	if viaAgent {
+		healths = probeAgents(ctx, nodes, o.HTTP)
+	} else {
+		healths = probe(ctx, nodes, o.SSH)
+	}
 	heads := make([]string, len(nodes))
 	for i, n := range nodes {
 		rep.Nodes[i] = NodeResult{Name: n.Name}
@@ -170,7 +188,11 @@ func Rollout(ctx context.Context, nodes []Node, o RolloutOptions) (*RolloutRepor
 	defer bundles.remove()
 	step := func(ctx context.Context, i int) {
 		r := &rep.Nodes[i]
-		r.Outcome, r.To, r.Error, r.Units = applyNode(ctx, nodes[i], heads[i], o, bundles)
+		if viaAgent {
+			r.Outcome, r.To, r.Error = nudgeNode(ctx, nodes[i], heads[i], o)
+		} else {
+			r.Outcome, r.To, r.Error, r.Units = applyNode(ctx, nodes[i], heads[i], o, bundles)
+		}
 		if r.Outcome == OutcomeUpdated {
 			progress(fmt.Sprintf("%s: %s -> %s", r.Name, r.From, r.To))
 		} else {
@@ -260,6 +282,48 @@ func waitHealthy(ctx context.Context, se *session, n Node, want manifests.Ref, l
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// nudgeNode nudges n's agent and waits until its health reports the
+// target. It returns the outcome, the head after and the reason.
+func nudgeNode(ctx context.Context, n Node, from string, o RolloutOptions) (outcome, to, reason string) {
+	u, err := url.Parse(n.Health)
+	if err != nil || n.Health == "" {
+		return OutcomeFailed, from, "no agent health URL in the inventory"
+	}
+	base := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}).String()
+	if err := agent.SendNudge(ctx, base, o.Nudge); err != nil {
+		if errors.Is(err, agent.ErrNudgeRefused) {
+			return OutcomeFailed, from, err.Error()
+		}
+		return OutcomeUnreachable, from, err.Error()
+	}
+	if err := waitHealthy(ctx, nil, n, o.Line[refIndex(o.Line, o.Target)], o.LineName, o.HealthTimeout, o.HTTP); err != nil {
+		return OutcomeFailed, from, err.Error()
+	}
+	return OutcomeUpdated, o.Target, ""
+}
+
+// probeAgents reads every node's health from its agent.
+func probeAgents(ctx context.Context, nodes []Node, o StatusOptions) []probed {
+	out := make([]probed, len(nodes))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, o.Parallel)
+	for i, n := range nodes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if n.Health == "" {
+				out[i] = probed{nil, errors.New("no agent health URL in the inventory")}
+				return
+			}
+			h, _, err := fetchHealth(ctx, o, n)
+			out[i] = probed{h, err}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // probed is a node's health, or why it could not be read.

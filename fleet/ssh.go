@@ -236,8 +236,10 @@ func (se *session) run(ctx context.Context, stdin io.Reader, argv ...string) ([]
 		return stdout.Bytes(), &ExitError{Code: ee.ExitStatus(), Stderr: stderr.String()}
 	case err != nil:
 		return nil, fmt.Errorf("ssh %s: %s: %w", se.node, argv[0], err)
-	case stdout.over || stderr.over:
+	case stdout.over:
 		return nil, fmt.Errorf("ssh %s: %s printed more than %d bytes", se.node, argv[0], maxStdout)
+	case stderr.over:
+		return nil, fmt.Errorf("ssh %s: %s printed more than %d bytes on stderr", se.node, argv[0], maxStderr)
 	}
 	return stdout.Bytes(), nil
 }
@@ -257,20 +259,25 @@ func ShellQuote(argv []string) string {
 	return b.String()
 }
 
-// limitBuffer keeps the first max bytes written and notes the excess.
+// limitBuffer keeps the first max bytes written and notes the excess. It
+// has no ReadFrom (an embedded bytes.Buffer's would let io.Copy bypass
+// the bound).
 type limitBuffer struct {
-	bytes.Buffer
+	buf  bytes.Buffer
 	max  int
 	over bool
 }
 
 func (l *limitBuffer) Write(p []byte) (int, error) {
-	if room := l.max - l.Len(); len(p) > room {
+	if room := l.max - l.buf.Len(); len(p) > room {
 		l.over = true
 		if room > 0 {
-			l.Buffer.Write(p[:room])
+			l.buf.Write(p[:room])
 		}
 		return len(p), nil
 	}
-	return l.Buffer.Write(p)
+	return l.buf.Write(p)
 }
+
+func (l *limitBuffer) Bytes() []byte  { return l.buf.Bytes() }
+func (l *limitBuffer) String() string { return l.buf.String() }

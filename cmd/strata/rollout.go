@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/fleet"
 	"github.com/strata-dev/strata/internal/repo"
 )
@@ -46,7 +47,7 @@ func loadNodes(path, group string) ([]fleet.Node, error) {
 }
 
 func newRolloutCmd(g *globals) *cobra.Command {
-	var inventory, repoLoc, line, group, through, maxUnavail, transfer string
+	var inventory, repoLoc, line, group, through, maxUnavail, transfer, via, keyPath string
 	var o fleet.RolloutOptions
 	c := &cobra.Command{
 		Use:   "rollout --inventory INV --repo REPO [--through V] [--group G] [--canary N] [--max-unavailable N|P%] [--parallel N]",
@@ -73,11 +74,18 @@ The overlays travel over SSH as a bundle (--transfer ssh, the default for
 a directory), or the nodes fetch them from REPO themselves (--transfer
 pull, the default for a URL: REPO must be reachable from the nodes).
 
+With --via agent, nothing goes over SSH: each node's agent (its health
+URL in the inventory) is probed, then nudged with a nudge signed by --key,
+and applies its own repository's head, which must be the target; the
+rollout waits for its health to report it. Waves, halting and the report
+are the same.
+
 Every node is listed in the summary: updated, current, failed (with the
 reason), unreachable (with the error) or skipped. The exit status is 3
 when any node is not at the target.`,
 		Example: `  strata rollout --inventory fleet.yaml --repo /srv/repo --canary 1 --max-unavailable 25%
-  strata rollout --inventory fleet.yaml --repo https://repo.example.net/ --group web --through 1.4.2`,
+  strata rollout --inventory fleet.yaml --repo https://repo.example.net/ --group web --through 1.4.2
+  strata rollout --inventory fleet.yaml --repo https://repo.example.net/ --via agent --key site.key`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			nodes, err := loadNodes(inventory, group)
@@ -90,6 +98,18 @@ when any node is not at the target.`,
 			if o.Canary < 0 || o.Parallel < 1 {
 				return usageError{fmt.Errorf("--canary must be 0 or more and --parallel at least 1")}
 			}
+			switch via {
+			case "ssh":
+				if keyPath != "" {
+					return usageError{fmt.Errorf("--key signs the nudges of --via agent")}
+				}
+			case "agent":
+				if keyPath == "" || transfer != "" {
+					return usageError{fmt.Errorf("--via agent needs --key (the nudges are signed) and takes no --transfer (the agents fetch from their own repository)")}
+				}
+			default:
+				return usageError{fmt.Errorf("--via %q: want ssh or agent", via)}
+			}
 			if err := overlayTransfer(&o.Transfer, repoLoc, transfer); err != nil {
 				return err
 			}
@@ -100,7 +120,18 @@ when any node is not at the target.`,
 			if through != "" {
 				o.Target = through
 			}
-			if o.URL == "" {
+			if via == "agent" {
+				key, err := loadKey(keyPath)
+				if err != nil {
+					return err
+				}
+				if head := o.Line[len(o.Line)-1].Version; o.Target != head {
+					return usageError{fmt.Errorf("--via agent: the agents apply their repository's head; --through %s is not it", through)}
+				}
+				if o.Nudge, err = agent.SignNudge(key, o.LineName, time.Now()); err != nil {
+					return err
+				}
+			} else if o.URL == "" {
 				tmp, err := os.MkdirTemp("", "strata-rollout-")
 				if err != nil {
 					return err
@@ -136,6 +167,8 @@ when any node is not at the target.`,
 	f.IntVar(&o.Parallel, "parallel", 16, "SSH sessions at once within a wave")
 	f.DurationVar(&o.HealthTimeout, "health-timeout", 2*time.Minute, "how long a node may take to report the target as healthy")
 	f.StringVar(&transfer, "transfer", "", "ssh (send a bundle) or pull (nodes fetch from the --repo URL)")
+	f.StringVar(&via, "via", "ssh", "ssh (apply over SSH) or agent (nudge each node's agent, signed with --key, and wait for its health)")
+	f.StringVar(&keyPath, "key", "", "with --via agent: the key the nudges are signed with (one the nodes trust)")
 	o.SSH = sshFlags(f)
 	required(c, "inventory", "repo")
 	return c

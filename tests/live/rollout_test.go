@@ -75,8 +75,7 @@ func newCluster(t *testing.T, prefix string, n int) *cluster {
 		t.Fatal(err)
 	}
 	authorized := ssh.MarshalAuthorizedKey(sshPub)
-	var known, inv strings.Builder
-	inv.WriteString("nodes:\n")
+	var known strings.Builder
 	for i := range n {
 		name := fmt.Sprintf("%s%d", prefix, i+1)
 		l := startLab(t, name, c.repo, func(state string) {
@@ -97,16 +96,31 @@ func newCluster(t *testing.T, prefix string, n int) *cluster {
 			t.Fatalf("%s: no host key made at first boot: %v", name, err)
 		}
 		fmt.Fprintf(&known, "%s %s", l.node.Address(), hostKey)
-		fmt.Fprintf(&inv, "  - name: %s\n    address: %s\n    user: root\n    groups: [web]\n", name, l.node.Address())
 	}
 	c.knownHosts = filepath.Join(c.dir, "known_hosts")
+	if err := os.WriteFile(c.knownHosts, []byte(known.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.writeInventory(0)
+	return c
+}
+
+// writeInventory writes the cluster's inventory; with agentPort, each
+// node's entry has its agent's health URL on that port.
+func (c *cluster) writeInventory(agentPort int) {
+	c.t.Helper()
 	c.inventory = filepath.Join(c.dir, "inventory.yaml")
-	for p, s := range map[string]string{c.knownHosts: known.String(), c.inventory: inv.String()} {
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
+	var inv strings.Builder
+	inv.WriteString("nodes:\n")
+	for _, l := range c.labs {
+		fmt.Fprintf(&inv, "  - name: %s\n    address: %s\n    user: root\n    groups: [web]\n", l.node.Name(), l.node.Address())
+		if agentPort > 0 {
+			fmt.Fprintf(&inv, "    health: http://%s:%d/health\n", l.node.Address(), agentPort)
 		}
 	}
-	return c
+	if err := os.WriteFile(c.inventory, []byte(inv.String()), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // publish creates the line's next overlay.
@@ -426,5 +440,75 @@ func TestClusterRestartRepair(t *testing.T) {
 	}
 	if after := bad.unit("nginx.service"); after.InvocationID == before.InvocationID || after.ActiveState != "active" {
 		t.Errorf("nginx on rp2 was not restarted after the repair: %+v", after)
+	}
+}
+
+// rollout --via agent: each node's agent (under its systemd, following a
+// copy of the repository served inside the node, polling only once an
+// hour) is nudged in turn, applies the head itself, and the rollout waits
+// for its health to say so; one node per wave, canary first.
+func TestRolloutViaAgent(t *testing.T) {
+	c := newCluster(t, "ra", 3)
+	c.writeInventory(9411)
+	for _, l := range c.labs {
+		l.publishInto(filepath.Join(l.state, "var/tmp/repo"))
+		l.sh("systemd-run --quiet --unit=strata-test-serve /usr/bin/strata serve /var/tmp/repo --listen 127.0.0.1:8089")
+		l.sh("systemd-run --quiet --unit=strata-test-agent /usr/bin/strata agent --root / --repo http://127.0.0.1:8089/ --interval 1h --jitter 0% --config /var/tmp/no-agent.yaml --listen 0.0.0.0:9411")
+	}
+	c.publish("1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/nginx/conf.d/strata-fleet.conf", Src: c.labs[0].file(nginxSite("8085", "nudged"))}}})
+	for _, l := range c.labs {
+		l.publishInto(filepath.Join(l.state, "var/tmp/repo"))
+	}
+	// The agents wait for their next poll, an hour away.
+	if h := c.heads(); h["ra1"] != "1.0.0" || h["ra3"] != "1.0.0" {
+		t.Fatalf("heads before the nudges: %v", h)
+	}
+	// The agents answer their health once they have polled once.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out, _, code := c.strata("status", "--inventory", c.inventory, "--json")
+		if code == 0 || strings.Contains(out, `"behind"`) {
+			if !strings.Contains(out, "unreachable") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agents do not answer:\n%s", out)
+		}
+		time.Sleep(time.Second)
+	}
+	rep, errOut, code := c.rollout("--via", "agent", "--key", c.img.Key, "--canary", "1", "--max-unavailable", "1")
+	if code != 0 {
+		t.Fatalf("rollout --via agent exited %d:\n%s", code, errOut)
+	}
+	for _, n := range rep.Nodes {
+		if n.Outcome != fleet.OutcomeUpdated || n.To != "1.0.1" || n.Wave < 1 {
+			t.Errorf("%s: %+v, want updated to 1.0.1 in a wave", n.Name, n)
+		}
+	}
+	if h := c.heads(); h["ra1"] != "1.0.1" || h["ra2"] != "1.0.1" || h["ra3"] != "1.0.1" {
+		t.Fatalf("heads after the rollout: %v", h)
+	}
+	for _, l := range c.labs {
+		if body := l.get("8085"); !strings.Contains(body, "nudged") {
+			t.Errorf("%s does not serve the new site:\n%s", l.node.Name(), body)
+		}
+		l.audit()
+	}
+	// A key the nodes do not trust: the first agent refuses the nudge.
+	c.publish("1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/share/strata-live/x", Src: c.labs[0].file("x\n")}}})
+	for _, l := range c.labs {
+		l.publishInto(filepath.Join(l.state, "var/tmp/repo"))
+	}
+	stranger := filepath.Join(c.dir, "stranger")
+	if err := sign.Generate(stranger); err != nil {
+		t.Fatal(err)
+	}
+	rep, _, code = c.rollout("--via", "agent", "--key", stranger+".key", "--max-unavailable", "1")
+	if code != 3 || rep.Counts[fleet.OutcomeSkipped] != 2 {
+		t.Fatalf("a nudge signed by an untrusted key: exit %d, %+v", code, rep)
+	}
+	if h := c.heads(); h["ra1"] != "1.0.1" {
+		t.Fatalf("ra1 moved on an untrusted nudge: %v", h)
 	}
 }

@@ -1,0 +1,167 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/strata-dev/strata/manifests"
+)
+
+// fakeNode is a node behind an in-process SSH server: strata health
+// reports its head, apply-overlay moves it to --through (or fails).
+type fakeNode struct {
+	mu      sync.Mutex
+	head    string
+	fail    bool
+	applied int
+	stdin   int
+}
+
+var testLine = []manifests.Ref{{Version: "1.0.0", Digest: "sha256:00"}, {Version: "1.0.1", Digest: "sha256:01"}, {Version: "1.0.2", Digest: "sha256:02"}}
+
+func digestOf(v string) string {
+	for _, r := range testLine {
+		if r.Version == v {
+			return r.Digest
+		}
+	}
+	return "sha256:ff"
+}
+
+func (f *fakeNode) handle(cmd string, stdin []byte) reply {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case strings.Contains(cmd, "'health'"):
+		return reply{stdout: fmt.Sprintf(`{"line":"l","head":{"version":%q,"digest":%q}}`, f.head, digestOf(f.head))}
+	case strings.Contains(cmd, "'apply-overlay'"):
+		f.applied++
+		f.stdin += len(stdin)
+		if f.fail {
+			return reply{stderr: `{"error":"health check of x.service failed","exit_code":5}`, status: 5}
+		}
+		i := strings.Index(cmd, "'--through' '")
+		f.head = strings.SplitN(cmd[i+len("'--through' '"):], "'", 2)[0]
+		return reply{stdout: fmt.Sprintf(`{"to":{"version":%q}}`, f.head)}
+	}
+	return reply{stderr: "unknown " + cmd, status: 2}
+}
+
+// fakeFleet starts n fake nodes at head and returns them, their inventory
+// and SSH settings.
+func fakeFleet(t *testing.T, n int, head string) ([]*fakeNode, []Node, *SSH) {
+	dir := t.TempDir()
+	id, pub := clientKey(t, dir)
+	var fakes []*fakeNode
+	var nodes []Node
+	var known strings.Builder
+	for i := range n {
+		f := &fakeNode{head: head}
+		srv := newSSHServer(t, pub, f.handle)
+		host, port, _ := net.SplitHostPort(srv.addr)
+		fmt.Fprintf(&known, "[%s]:%s %s", host, port, ssh.MarshalAuthorizedKey(srv.hostKey))
+		fakes = append(fakes, f)
+		nodes = append(nodes, Node{Name: fmt.Sprintf("n%02d", i), Address: srv.addr})
+	}
+	kh := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(kh, []byte(known.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fakes, nodes, &SSH{KnownHosts: kh, Identities: []string{id}, Timeout: 5 * time.Second}
+}
+
+// Waves of the right sizes, one bundle per starting version, nodes at
+// the target left alone, every node at the target in the end.
+func TestRolloutWavesAndBundles(t *testing.T) {
+	fakes, nodes, s := fakeFleet(t, 12, "1.0.0")
+	fakes[3].head = "1.0.1"
+	fakes[7].head = "1.0.2"
+	var bundles atomic.Int32
+	dir := t.TempDir()
+	o := RolloutOptions{WaveOptions: WaveOptions{Canary: 2, MaxUnavailable: 4}, SSH: s, LineName: "l", Line: testLine, Target: "1.0.2",
+		Transfer: Transfer{Bundle: func(_ context.Context, line, from, to string) (string, error) {
+			bundles.Add(1)
+			p := filepath.Join(dir, from+"-"+to)
+			return p, os.WriteFile(p, []byte(strings.Repeat("b", 5000)), 0o600)
+		}}, HealthTimeout: 10 * time.Second}
+	rep, err := Rollout(context.Background(), nodes, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Err() != nil || rep.Counts[OutcomeUpdated] != 11 || rep.Counts[OutcomeCurrent] != 1 {
+		t.Fatalf("report %+v, err %v", rep.Counts, rep.Err())
+	}
+	waves := map[int]int{}
+	for i, r := range rep.Nodes {
+		waves[r.Wave]++
+		if f := fakes[i]; f.head != "1.0.2" || (i == 7) != (f.applied == 0) || (i != 7 && f.stdin != 5000) {
+			t.Errorf("%s: head %s, %d applies, %d bytes of bundle", r.Name, f.head, f.applied, f.stdin)
+		}
+	}
+	// 11 to update: the canary wave of 2, then waves of 4, 4 and 1.
+	if waves[1] != 2 || waves[2] != 4 || waves[3] != 4 || waves[4] != 1 || waves[0] != 1 {
+		t.Errorf("waves %v", waves)
+	}
+	if bundles.Load() != 2 {
+		t.Errorf("%d bundles written, want 2 (from 1.0.0 and from 1.0.1)", bundles.Load())
+	}
+	// A rerun converges: nothing to do.
+	rep, err = Rollout(context.Background(), nodes, o)
+	if err != nil || rep.Counts[OutcomeCurrent] != 12 {
+		t.Fatalf("rerun: %+v, %v", rep.Counts, err)
+	}
+}
+
+// A failure in the canary wave halts the rollout: no other node is
+// touched, every node is in the report, and the error says so.
+func TestRolloutHaltsOnCanaryFailure(t *testing.T) {
+	fakes, nodes, s := fakeFleet(t, 5, "1.0.0")
+	fakes[0].fail = true
+	o := RolloutOptions{WaveOptions: WaveOptions{Canary: 1, MaxUnavailable: 2}, SSH: s, LineName: "l", Line: testLine, Target: "1.0.1",
+		Transfer: Transfer{URL: "https://repo.example.net/"}}
+	rep, err := Rollout(context.Background(), nodes, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Nodes[0].Outcome != OutcomeFailed || !strings.Contains(rep.Nodes[0].Error, "health check of x.service") {
+		t.Errorf("canary: %+v", rep.Nodes[0])
+	}
+	for i, f := range fakes[1:] {
+		if f.applied != 0 || rep.Nodes[i+1].Outcome != OutcomeSkipped {
+			t.Errorf("%s: %d applies, %s", rep.Nodes[i+1].Name, f.applied, rep.Nodes[i+1].Outcome)
+		}
+	}
+	if err := rep.Err(); err == nil || !strings.Contains(err.Error(), "halted after canary wave 1") {
+		t.Errorf("Err: %v", err)
+	}
+}
+
+// Nodes off the line or past the target are failed, not touched.
+func TestRolloutRefusesDivergedNodes(t *testing.T) {
+	fakes, nodes, s := fakeFleet(t, 3, "1.0.0")
+	fakes[1].head = "1.0.2"
+	fakes[2].head = "9.9.9"
+	o := RolloutOptions{WaveOptions: WaveOptions{MaxUnavailable: 3}, SSH: s, LineName: "l", Line: testLine, Target: "1.0.1",
+		Transfer: Transfer{URL: "https://repo.example.net/"}}
+	rep, err := Rollout(context.Background(), nodes, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Nodes[0].Outcome != OutcomeUpdated || rep.Nodes[1].Outcome != OutcomeFailed || !strings.Contains(rep.Nodes[1].Error, "past the target") ||
+		rep.Nodes[2].Outcome != OutcomeFailed || !strings.Contains(rep.Nodes[2].Error, "not in the repository's line") {
+		t.Errorf("%+v", rep.Nodes)
+	}
+	if fakes[1].applied+fakes[2].applied != 0 {
+		t.Error("a diverged node was touched")
+	}
+}
