@@ -34,7 +34,7 @@ type reply struct {
 	status         uint32
 }
 
-func newSSHServer(t *testing.T, client ssh.PublicKey, handle func(cmd string, stdin []byte) reply) *sshServer {
+func newSSHServer(t testing.TB, client ssh.PublicKey, handle func(cmd string, stdin []byte) reply) *sshServer {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -116,7 +116,7 @@ func (s *sshServer) serve(c net.Conn, cfg *ssh.ServerConfig, handle func(string,
 }
 
 // clientKey writes a new identity file and returns its path and key.
-func clientKey(t *testing.T, dir string) (string, ssh.PublicKey) {
+func clientKey(t testing.TB, dir string) (string, ssh.PublicKey) {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -137,7 +137,7 @@ func clientKey(t *testing.T, dir string) (string, ssh.PublicKey) {
 	return p, k
 }
 
-func knownHosts(t *testing.T, dir, addr string, k ssh.PublicKey) string {
+func knownHosts(t testing.TB, dir, addr string, k ssh.PublicKey) string {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(addr)
 	p := filepath.Join(dir, "known_hosts")
