@@ -11,7 +11,11 @@
 # /etc/motd, /var and /state mounted once, /state nodev and nosuid) and
 # passes `strata verify-sequence --root / --files` with the tree digest of
 # 1.0.3. A second disk carries a decoy partition labelled `state`, which
-# boot activation must leave alone.
+# boot activation must leave alone. Then, over SSH to the booted node
+# (qemu's user network forwards a loopback port to its sshd; its host key,
+# made at first boot, is read from the console; root's key was given at
+# provisioning): `strata status --inventory` finds it at the head,
+# `strata rollout` brings it to a fourth overlay, and status agrees.
 #
 #   scripts/boot-test.sh [STRATA_BIN]
 #
@@ -33,10 +37,11 @@ QEMU_PID=
 need() { command -v "$1" >/dev/null 2>&1; }
 if ! need qemu-system-x86_64 || [ ! -f /usr/share/OVMF/OVMF_CODE.fd ] ||
 	[ ! -f /usr/lib/systemd/boot/efi/systemd-bootx64.efi ] || ! need mcopy ||
-	! need mkfs.fat || ! need mkfs.ext4 || ! need debootstrap || ! need mksquashfs; then
+	! need mkfs.fat || ! need mkfs.ext4 || ! need debootstrap || ! need mksquashfs ||
+	! need ssh-keygen || ! need ss; then
 	apt-get update -q
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q qemu-system-x86 ovmf systemd-boot-efi \
-		mtools dosfstools e2fsprogs debootstrap squashfs-tools zstd minisign
+		mtools dosfstools e2fsprogs debootstrap squashfs-tools zstd minisign openssh-client iproute2
 fi
 
 cleanup() {
@@ -57,8 +62,10 @@ IMAGE=$(ls "$WORK"/out/*.squashfs | head -n1)
 t1=$(date +%s)
 
 echo "== provision"
-rm -f "$WORK/disk.img"
-"$BIN" provision --image "$IMAGE" --disk "$WORK/disk.img" --size 3G --node-id boot1 --hostname strata-boot1
+rm -f "$WORK/disk.img" "$WORK/id" "$WORK/id.pub"
+ssh-keygen -q -t ed25519 -N "" -C strata-boot-test -f "$WORK/id"
+"$BIN" provision --image "$IMAGE" --disk "$WORK/disk.img" --size 3G --node-id boot1 --hostname strata-boot1 \
+	--ssh-authorized-key "$WORK/id.pub"
 cp /usr/share/OVMF/OVMF_VARS.fd "$WORK/vars.fd"
 t2=$(date +%s)
 
@@ -75,7 +82,7 @@ Description=strata boot check: the overlays are in effect
 # emulation). It reports whether multi-user.target is active: systemd
 # does not always print `Reached target` on the console while a job
 # ordered after it is queued.
-After=multi-user.target
+After=multi-user.target ssh.service
 
 [Service]
 Type=oneshot
@@ -92,6 +99,7 @@ cat >"$OV/check.sh" <<'SCRIPT'
 m() { awk -v p="$1" '$5 == p { n++ } END { print n + 0 }' /proc/self/mountinfo; }
 [ -e /etc/motd ] && motd=present || motd=deleted
 so=$(findmnt -no OPTIONS /state | tr , '\n' | grep -cxE 'nodev|nosuid')
+echo "STRATA-HOSTKEY $(cat /var/lib/ssh/ssh_host_ed25519_key.pub)"
 echo "STRATA-BOOT-CHECK etc=[$(cat /etc/strata-boot-check)] usr=[$(cat /usr/share/strata-boot/check)] motd=$motd var-mounts=$(m /var) state-mounts=$(m /state) state-nodev-nosuid=$so multi-user=$(systemctl show -P ActiveState multi-user.target)"
 SCRIPT
 chmod 0755 "$OV/check.sh"
@@ -119,7 +127,14 @@ t3=$(date +%s)
 truncate -s 64M "$WORK/decoy.img"
 mkfs.ext4 -q -F -L state "$WORK/decoy.img"
 
-echo "== boot (up to ${TIMEOUT}s; console in $LOG)"
+# A free loopback port for the node's sshd.
+SSH_PORT=
+for p in $(shuf -i 20000-60000 -n 50); do
+	ss -Hltn "sport = :$p" | grep -q . || { SSH_PORT=$p; break; }
+done
+[ -n "$SSH_PORT" ] || { echo "FAIL: no free port for SSH"; exit 1; }
+
+echo "== boot (up to ${TIMEOUT}s; console in $LOG; sshd on 127.0.0.1:$SSH_PORT)"
 : >"$LOG"
 qemu-system-x86_64 -machine q35 -m 2048 -smp 2 -nographic \
 	-serial "file:$LOG" -monitor none \
@@ -127,7 +142,7 @@ qemu-system-x86_64 -machine q35 -m 2048 -smp 2 -nographic \
 	-drive if=pflash,format=raw,file="$WORK/vars.fd" \
 	-drive file="$WORK/disk.img",format=raw,if=virtio \
 	-drive file="$WORK/decoy.img",format=raw,if=virtio \
-	-net none </dev/null >"$WORK/qemu.out" 2>&1 &
+	-nic user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:"$SSH_PORT"-:22 </dev/null >"$WORK/qemu.out" 2>&1 &
 QEMU_PID=$!
 
 CHECK='STRATA-BOOT-CHECK etc=[layer 1.0.3] usr=[usr layer 1.0.2] motd=deleted var-mounts=1 state-mounts=1 state-nodev-nosuid=2 multi-user=active'
@@ -159,18 +174,48 @@ while [ "$(date +%s)" -lt "$deadline" ] && kill -0 "$QEMU_PID" 2>/dev/null; do
 	sleep 5
 done
 t4=$(date +%s)
+
+# Over SSH, once the boot checks passed.
+ok_ssh=0
+if [ $ok_verify = 1 ] && [ $ok_target = 1 ] && [ $ok_check = 1 ] && [ $ok_files = 1 ] && [ $failed = 0 ]; then
+	echo "== fleet over SSH"
+	key=$(console | sed -n 's/.*STRATA-HOSTKEY \(ssh-ed25519 [A-Za-z0-9+/=]*\).*/\1/p' | head -n1)
+	if [ -z "$key" ]; then
+		echo "no host key on the console"
+	else
+		printf '[127.0.0.1]:%s %s\n' "$SSH_PORT" "$key" >"$WORK/known_hosts"
+		printf 'nodes:\n  - name: boot1\n    address: 127.0.0.1:%s\n    user: root\n' "$SSH_PORT" >"$WORK/inventory.yaml"
+		SSHF=(--inventory "$WORK/inventory.yaml" --repo "$REPO" --known-hosts "$WORK/known_hosts" --identity "$WORK/id" --ssh-timeout 60s)
+		st=1
+		for _ in 1 2 3 4 5 6; do
+			"$BIN" status "${SSHF[@]}" --timeout 180s && { st=0; break; }
+			sleep 10
+		done
+		printf 'layer 1.0.4\n' >"$OV/etc-1.0.4"
+		if [ $st = 0 ] &&
+			"$BIN" overlay create --repo "$REPO" --version 1.0.4 --key "$WORK/k.key" --add /etc/strata-boot-check="$OV/etc-1.0.4" &&
+			"$BIN" rollout "${SSHF[@]}" --health-timeout 10m &&
+			"$BIN" status "${SSHF[@]}" --timeout 180s --json >"$WORK/status.json"; then
+			# pending, not current: the restart of the check unit that the
+			# offline apply of 1.0.1 recorded as debt is still owed.
+			grep -qE '"state": "(current|pending)"' "$WORK/status.json" && grep -q '"head": "1.0.4"' "$WORK/status.json" && ok_ssh=1
+			cat "$WORK/status.json"
+		fi
+	fi
+fi
+t5=$(date +%s)
 cleanup
 QEMU_PID=
 
-echo "== timings: build $((t1 - t0))s, provision $((t2 - t1))s, overlays $((t3 - t2))s, boot $((t4 - t3))s"
+echo "== timings: build $((t1 - t0))s, provision $((t2 - t1))s, overlays $((t3 - t2))s, boot $((t4 - t3))s, ssh $((t5 - t4))s"
 if [ $ok_verify = 1 ] && [ $ok_target = 1 ] && [ $ok_host = 1 ] && [ $ok_act = 1 ] &&
-	[ $ok_check = 1 ] && [ $ok_files = 1 ] && [ $failed = 0 ]; then
+	[ $ok_check = 1 ] && [ $ok_files = 1 ] && [ $failed = 0 ] && [ $ok_ssh = 1 ]; then
 	console | grep -aE 'strata: |strata\[|STRATA-BOOT-CHECK|Reached target.*Multi-User|strata-boot1' | tail -n 30
-	echo "PASS: layers 1.0.1-1.0.3 stacked at boot and in effect, multi-user.target reached, strata verify-sequence OK (--files: tree $TREE), hostname strata-boot1"
+	echo "PASS: layers 1.0.1-1.0.3 stacked at boot and in effect, multi-user.target reached, strata verify-sequence OK (--files: tree $TREE), hostname strata-boot1; over SSH: status at 1.0.3, rollout to 1.0.4, status at 1.0.4"
 	[ -n "${BOOT_WORK:-}" ] || rm -rf "$WORK"
 	exit 0
 fi
-echo "FAIL: multi-user=$ok_target verify=$ok_verify hostname=$ok_host activated=$ok_act check=$ok_check files=$ok_files failure-seen=$failed; console:"
+echo "FAIL: multi-user=$ok_target verify=$ok_verify hostname=$ok_host activated=$ok_act check=$ok_check files=$ok_files failure-seen=$failed ssh=$ok_ssh; console:"
 console | grep -aE '\[FAILED\]|FAILED|Kernel panic|strata: |strata\[|STRATA-BOOT-CHECK|drift' || true
 echo "-- last lines:"
 console | tail -n 40
