@@ -13,7 +13,7 @@ import (
 // clock).
 func (se *session) health(ctx context.Context) (*agent.Health, time.Duration, error) {
 	before := time.Now()
-	out, err := se.run(ctx, nil, se.s.Strata, "health", "--root", "/")
+	out, err := se.runLimit(ctx, nil, maxHealth, se.s.Strata, "health", "--root", "/")
 	after := time.Now()
 	where := fmt.Sprintf("ssh %s: strata health", se.node)
 	if err != nil {

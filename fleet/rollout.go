@@ -61,11 +61,12 @@ type RolloutOptions struct {
 	// Transfer is how the overlays reach the nodes.
 	Transfer
 	// Nudge, when set, updates the nodes through their agents instead
-	// of SSH: each gets this signed nudge and applies its repository's
-	// head itself (Target must be the line's head); the inventory must
-	// give every node's health URL, and its agent's base URL (the health
-	// URL's scheme and host) takes the nudge.
-	Nudge *agent.Nudge
+	// of SSH: each gets a nudge Nudge signs just before it is sent (an
+	// agent refuses one older than a few minutes) and applies its
+	// repository's head itself (Target must be the line's head); the
+	// inventory must give every node's health URL, and its agent's base
+	// URL (the health URL's scheme and host) takes the nudge.
+	Nudge func() (*agent.Nudge, error)
 	// HealthTimeout bounds the wait for a node's health to report the
 	// target after its apply (default 2 minutes).
 	HealthTimeout time.Duration
@@ -226,7 +227,14 @@ func applyNode(ctx context.Context, n Node, from string, o RolloutOptions, bundl
 	var ee *ExitError
 	switch {
 	case errors.As(err, &ee):
-		return OutcomeFailed, from, "apply-overlay: " + ee.Error(), nil
+		// With --json a failed apply still reports how far it got: the
+		// overlays before the failing one are committed.
+		to := from
+		var ar overlay.ApplyReport
+		if json.Unmarshal(out, &ar) == nil && ar.To.Version != "" {
+			to = ar.To.Version
+		}
+		return OutcomeFailed, to, "apply-overlay: " + ee.Error(), nil
 	case err != nil:
 		// The session broke: the node may or may not have changed.
 		return OutcomeFailed, from, fmt.Sprintf("apply-overlay: %v (the node's state is unknown: check it with strata status)", err), nil
@@ -252,16 +260,28 @@ func applyNode(ctx context.Context, n Node, from string, o RolloutOptions, bundl
 // se) until it reports head want on line lineName, not failing, or
 // timeout passes.
 func waitHealthy(ctx context.Context, se *session, n Node, want manifests.Ref, lineName string, timeout time.Duration, http StatusOptions) error {
+	return waitHealthySince(ctx, se, n, want, lineName, timeout, http, time.Time{})
+}
+
+// waitHealthySince is waitHealthy that also stops at once when the node's
+// agent reports an apply that failed after since (this host's clock): a
+// nudged agent that took the overlays back.
+func waitHealthySince(ctx context.Context, se *session, n Node, want manifests.Ref, lineName string, timeout time.Duration, http StatusOptions, since time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
 	for {
 		var h *agent.Health
+		var skew time.Duration
 		var err error
 		if n.Health != "" {
-			h, _, err = fetchHealth(ctx, http, n)
+			h, skew, err = fetchHealth(ctx, http, n)
 		} else {
 			h, _, err = se.health(ctx)
+		}
+		if a := agentApply(h); err == nil && !since.IsZero() && a != nil && a.Result != "ok" && h.Head != want &&
+			a.Time.After(since.Add(skew).Add(-time.Second)) {
+			return fmt.Errorf("the agent's apply failed: %s %s", a.Reason, a.Error)
 		}
 		if err == nil {
 			row := NodeStatus{Name: n.Name, Behind: -1}
@@ -292,16 +312,29 @@ func nudgeNode(ctx context.Context, n Node, from string, o RolloutOptions) (outc
 		return OutcomeFailed, from, "no agent health URL in the inventory"
 	}
 	base := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}).String()
-	if err := agent.SendNudge(ctx, base, o.Nudge); err != nil {
+	nudge, err := o.Nudge()
+	if err != nil {
+		return OutcomeFailed, from, fmt.Sprintf("signing the nudge: %v", err)
+	}
+	sent := time.Now()
+	if err := agent.SendNudge(ctx, base, nudge); err != nil {
 		if errors.Is(err, agent.ErrNudgeRefused) {
 			return OutcomeFailed, from, err.Error()
 		}
 		return OutcomeUnreachable, from, err.Error()
 	}
-	if err := waitHealthy(ctx, nil, n, o.Line[refIndex(o.Line, o.Target)], o.LineName, o.HealthTimeout, o.HTTP); err != nil {
+	if err := waitHealthySince(ctx, nil, n, o.Line[refIndex(o.Line, o.Target)], o.LineName, o.HealthTimeout, o.HTTP, sent); err != nil {
 		return OutcomeFailed, from, err.Error()
 	}
 	return OutcomeUpdated, o.Target, ""
+}
+
+// agentApply is the agent's last apply in h, if any.
+func agentApply(h *agent.Health) *agent.ApplyResult {
+	if h == nil {
+		return nil
+	}
+	return h.Agent.LastApply
 }
 
 // probeAgents reads every node's health from its agent.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -41,6 +42,7 @@ type SSH struct {
 	// /usr/bin/strata, where images put it).
 	Strata string
 
+	mu     sync.Mutex // guards Prepare
 	config *ssh.ClientConfig
 	agent  net.Conn
 }
@@ -62,6 +64,8 @@ const (
 // Prepare reads the known_hosts file and the identities once; the
 // operations call it themselves.
 func (s *SSH) Prepare() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.config != nil {
 		return nil
 	}
@@ -160,6 +164,24 @@ func (s *SSH) dial(ctx context.Context, n Node) (*session, error) {
 	if n.User != "" {
 		cfg.User = n.User
 	}
+	c, err := s.handshake(ctx, hostport, &cfg)
+	var ke *knownhosts.KeyError
+	if errors.As(err, &ke) && len(ke.Want) > 0 {
+		// known_hosts has keys for the host, but not of the type the
+		// host offered first: ask for those types only (OpenSSH
+		// records one key per host, the host may have several).
+		cfg.HostKeyAlgorithms = hostKeyAlgorithms(ke.Want)
+		c, err = s.handshake(ctx, hostport, &cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &session{c: c, node: hostport, s: s}, nil
+}
+
+// handshake connects to hostport and runs the SSH handshake, both within
+// s.Timeout.
+func (s *SSH) handshake(ctx context.Context, hostport string, cfg *ssh.ClientConfig) (*ssh.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", hostport)
@@ -169,7 +191,7 @@ func (s *SSH) dial(ctx context.Context, n Node) (*session, error) {
 	// The handshake is bounded too: a host that accepts and then stays
 	// silent does not hold the rollout.
 	stop := context.AfterFunc(dctx, func() { conn.Close() })
-	c, chans, reqs, err := ssh.NewClientConn(conn, hostport, &cfg)
+	c, chans, reqs, err := ssh.NewClientConn(conn, hostport, cfg)
 	stopped := stop()
 	if err != nil {
 		conn.Close()
@@ -178,7 +200,26 @@ func (s *SSH) dial(ctx context.Context, n Node) (*session, error) {
 		}
 		return nil, fmt.Errorf("ssh %s: %w", hostport, err)
 	}
-	return &session{c: ssh.NewClient(c, chans, reqs), node: hostport, s: s}, nil
+	return ssh.NewClient(c, chans, reqs), nil
+}
+
+// hostKeyAlgorithms lists the host key algorithms of known keys.
+func hostKeyAlgorithms(keys []knownhosts.KnownKey) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range keys {
+		algos := []string{k.Key.Type()}
+		if k.Key.Type() == ssh.KeyAlgoRSA {
+			algos = []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
+		}
+		for _, a := range algos {
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }
 
 func (se *session) Close() error { return se.c.Close() }
@@ -216,12 +257,17 @@ func lastLine(s string) string {
 // (SSH passes one string), so no argument is ever interpreted by it. A
 // non-zero exit is an *ExitError; ctx ends the session.
 func (se *session) run(ctx context.Context, stdin io.Reader, argv ...string) ([]byte, error) {
+	return se.runLimit(ctx, stdin, maxStdout, argv...)
+}
+
+// runLimit is run with stdout bounded at limit bytes.
+func (se *session) runLimit(ctx context.Context, stdin io.Reader, limit int, argv ...string) ([]byte, error) {
 	sess, err := se.c.NewSession()
 	if err != nil {
 		return nil, fmt.Errorf("ssh %s: %w", se.node, err)
 	}
 	defer sess.Close()
-	stdout := &limitBuffer{max: maxStdout}
+	stdout := &limitBuffer{max: limit}
 	stderr := &limitBuffer{max: maxStderr}
 	sess.Stdout, sess.Stderr, sess.Stdin = stdout, stderr, stdin
 	stop := context.AfterFunc(ctx, func() { sess.Close() })
@@ -237,7 +283,7 @@ func (se *session) run(ctx context.Context, stdin io.Reader, argv ...string) ([]
 	case err != nil:
 		return nil, fmt.Errorf("ssh %s: %s: %w", se.node, argv[0], err)
 	case stdout.over:
-		return nil, fmt.Errorf("ssh %s: %s printed more than %d bytes", se.node, argv[0], maxStdout)
+		return nil, fmt.Errorf("ssh %s: %s printed more than %d bytes", se.node, argv[0], limit)
 	case stderr.over:
 		return nil, fmt.Errorf("ssh %s: %s printed more than %d bytes on stderr", se.node, argv[0], maxStderr)
 	}

@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/pem"
@@ -34,7 +36,7 @@ type reply struct {
 	status         uint32
 }
 
-func newSSHServer(t testing.TB, client ssh.PublicKey, handle func(cmd string, stdin []byte) reply) *sshServer {
+func newSSHServer(t testing.TB, client ssh.PublicKey, handle func(cmd string, stdin []byte) reply, extraHostKeys ...ssh.Signer) *sshServer {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -50,6 +52,9 @@ func newSSHServer(t testing.TB, client ssh.PublicKey, handle func(cmd string, st
 		}
 		return nil, nil
 	}}
+	for _, k := range extraHostKeys {
+		cfg.AddHostKey(k)
+	}
 	cfg.AddHostKey(signer)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -296,4 +301,27 @@ func TestStatusOverSSH(t *testing.T) {
 	if bad.State != StateUnreachable || !strings.Contains(bad.Error, "not a strata health document") {
 		t.Errorf("junk: %+v", bad)
 	}
+}
+
+// A host with several host keys, of which known_hosts records only its
+// ed25519 one (as OpenSSH does), is reached: the client asks for the
+// types it knows.
+func TestSSHHostWithSeveralKeys(t *testing.T) {
+	dir := t.TempDir()
+	id, pub := clientKey(t, dir)
+	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecSigner, err := ssh.NewSignerFromKey(ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newSSHServer(t, pub, func(string, []byte) reply { return reply{stdout: "ok"} }, ecSigner)
+	s := &SSH{KnownHosts: knownHosts(t, dir, srv.addr, srv.hostKey), Identities: []string{id}, Timeout: 5 * time.Second}
+	se, err := s.dial(context.Background(), Node{Name: "n", Address: srv.addr})
+	if err != nil {
+		t.Fatalf("a host with an ECDSA key too: %v", err)
+	}
+	se.Close()
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Outcomes of a node in a rollout or a cluster restart.
@@ -47,6 +48,10 @@ type WaveOptions struct {
 	// Parallel bounds the SSH sessions working at once within a wave
 	// (default 16).
 	Parallel int
+	// NodeTimeout bounds the work on each node: its command and the
+	// wait for its health (default 30 minutes). A node that overruns it
+	// fails, and its session is closed.
+	NodeTimeout time.Duration
 }
 
 // ParseMaxUnavailable reads --max-unavailable: a count ("2") or a share of
@@ -66,80 +71,70 @@ func ParseMaxUnavailable(s string, total int) (int, error) {
 	return n, nil
 }
 
-// planWaves splits the nodes at idx into waves: the canary wave first,
-// then waves of size.
-func planWaves(idx []int, canary, size int) [][]int {
-	var waves [][]int
-	if canary > 0 && len(idx) > 0 {
-		c := min(canary, len(idx))
-		waves = append(waves, idx[:c])
-		idx = idx[c:]
-	}
-	for len(idx) > 0 {
-		c := min(size, len(idx))
-		waves = append(waves, idx[:c])
-		idx = idx[c:]
-	}
-	return waves
-}
-
 // runWaves runs step on the nodes at idx, wave by wave, at most parallel
-// at a time, and stops after the first wave in which a node failed
-// (step's result outcome is OutcomeFailed): the nodes of later waves are
-// marked skipped. It returns why it halted ("" when it ran to the end).
+// at a time. A wave holds MaxUnavailable nodes less those unreachable so
+// far (the probe's, then those a wave could not reach: they are out of
+// service too), the canary wave at most Canary; with no room left it
+// stops. It stops after the first wave in which a node failed (step's
+// outcome OutcomeFailed). The nodes it did not get to are marked skipped
+// with the reason, which it returns ("" when it ran to the end).
 func runWaves(ctx context.Context, results []NodeResult, idx []int, o WaveOptions, unreachable int, step func(ctx context.Context, i int), progress func(string)) string {
 	if o.Parallel <= 0 {
 		o.Parallel = 16
 	}
-	skip := func(from int, waves [][]int, why string) {
-		for _, w := range waves[from:] {
-			for _, i := range w {
-				results[i].Outcome, results[i].Error = OutcomeSkipped, why
-			}
-		}
+	if o.NodeTimeout <= 0 {
+		o.NodeTimeout = 30 * time.Minute
 	}
-	size := o.MaxUnavailable - unreachable
-	if size < 1 && len(idx) > 0 {
-		why := fmt.Sprintf("%d nodes unreachable and at most %d may be unavailable: taking no node out of service", unreachable, o.MaxUnavailable)
-		skip(0, [][]int{idx}, why)
+	if progress == nil {
+		progress = func(string) {}
+	}
+	skip := func(rest []int, why string) string {
+		for _, i := range rest {
+			results[i].Outcome, results[i].Error = OutcomeSkipped, why
+		}
 		return why
 	}
-	waves := planWaves(idx, min(o.Canary, size), size)
-	for w, wave := range waves {
+	rest := idx
+	for w := 1; len(rest) > 0; w++ {
 		if err := ctx.Err(); err != nil {
-			why := fmt.Sprintf("interrupted before wave %d", w+1)
-			skip(w, waves, why)
-			return why
+			return skip(rest, fmt.Sprintf("interrupted before wave %d", w))
+		}
+		size := o.MaxUnavailable - unreachable
+		if size < 1 {
+			return skip(rest, fmt.Sprintf("%d nodes unreachable and at most %d may be unavailable: taking no other node out of service", unreachable, o.MaxUnavailable))
 		}
 		kind := "wave"
-		if w == 0 && o.Canary > 0 {
-			kind = "canary wave"
+		if w == 1 && o.Canary > 0 {
+			kind, size = "canary wave", min(o.Canary, size)
 		}
-		if progress != nil {
-			progress(fmt.Sprintf("%s %d of %d: %s", kind, w+1, len(waves), names(results, wave)))
-		}
+		wave := rest[:min(size, len(rest))]
+		rest = rest[len(wave):]
+		progress(fmt.Sprintf("%s %d: %s (%d more after it)", kind, w, names(results, wave), len(rest)))
 		sem := make(chan struct{}, o.Parallel)
 		var wg sync.WaitGroup
 		for _, i := range wave {
-			results[i].Wave = w + 1
+			results[i].Wave = w
 			wg.Add(1)
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; wg.Done() }()
+				ctx, cancel := context.WithTimeout(ctx, o.NodeTimeout)
+				defer cancel()
 				step(ctx, i)
 			}()
 		}
 		wg.Wait()
 		var failed []string
 		for _, i := range wave {
-			if results[i].Outcome == OutcomeFailed {
+			switch results[i].Outcome {
+			case OutcomeFailed:
 				failed = append(failed, results[i].Name)
+			case OutcomeUnreachable:
+				unreachable++
 			}
 		}
 		if len(failed) > 0 {
-			why := fmt.Sprintf("halted after %s %d: %s failed", kind, w+1, strings.Join(failed, ", "))
-			skip(w+1, waves, why)
-			return why
+			return skip(rest, fmt.Sprintf("halted after %s %d: %s failed", kind, w, strings.Join(failed, ", ")))
 		}
 	}
 	return ""

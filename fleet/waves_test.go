@@ -27,19 +27,6 @@ func TestParseMaxUnavailable(t *testing.T) {
 	}
 }
 
-func TestPlanWaves(t *testing.T) {
-	got := fmt.Sprint(planWaves([]int{0, 1, 2, 3, 4, 5, 6}, 1, 3))
-	if got != "[[0] [1 2 3] [4 5 6]]" {
-		t.Errorf("canary 1, size 3: %s", got)
-	}
-	if got := fmt.Sprint(planWaves([]int{0, 1}, 0, 5)); got != "[[0 1]]" {
-		t.Errorf("no canary: %s", got)
-	}
-	if got := fmt.Sprint(planWaves(nil, 2, 5)); got != "[]" {
-		t.Errorf("no nodes: %s", got)
-	}
-}
-
 func results(n int) ([]NodeResult, []int) {
 	var rs []NodeResult
 	var idx []int
@@ -99,6 +86,19 @@ func TestRunWavesCountsUnreachable(t *testing.T) {
 	}
 	if waves[1] != 2 || waves[2] != 2 {
 		t.Errorf("waves %v, want two waves of two (3 unavailable at most, 1 already)", waves)
+	}
+	// Nodes a wave cannot reach are out of service too: later waves
+	// shrink, and with no room left the rest is skipped.
+	rs, idx = results(6)
+	halted = runWaves(context.Background(), rs, idx, WaveOptions{MaxUnavailable: 3}, 0, func(_ context.Context, i int) {
+		rs[i].Outcome = OutcomeUpdated
+		if i == 0 || i == 3 || i == 4 {
+			rs[i].Outcome = OutcomeUnreachable
+		}
+	}, nil)
+	got := fmt.Sprint(rs[0].Wave, rs[1].Wave, rs[2].Wave, rs[3].Wave, rs[4].Wave, rs[5].Wave)
+	if got != "1 1 1 2 2 0" || rs[5].Outcome != OutcomeSkipped || !strings.Contains(halted, "3 nodes unreachable") {
+		t.Errorf("waves %s, n5 %s, halted %q; want 3, then 2 (one went unreachable), then none (three)", got, rs[5].Outcome, halted)
 	}
 }
 

@@ -123,6 +123,19 @@ func Repair(ctx context.Context, root string, src Source, lockWait time.Duration
 	if err != nil {
 		return rep, err
 	}
+	// Every overlay and every patch base is read and checked before the
+	// first layer changes: a repository that cannot serve them all
+	// changes nothing.
+	for _, i := range todo {
+		progress(fmt.Sprintf("verifying overlay %s", v.overlays[i].Version))
+		a, err := arcs.at(ctx, i)
+		if err != nil {
+			return rep, err
+		}
+		if err := a.Payload(ctx, arcs.bases(i, lr.ImageDir()), func(manifests.Entry, io.Reader) error { return nil }); err != nil {
+			return rep, err
+		}
+	}
 	for _, i := range todo {
 		m := v.overlays[i]
 		progress(fmt.Sprintf("rebuilding layer %s", m.Version))

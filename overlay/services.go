@@ -41,6 +41,31 @@ func Managed(cat manifests.Catalog) []string {
 	return out
 }
 
+// knownUnits refuses a unit cat does not have.
+func knownUnits(cat manifests.Catalog, units []string) error {
+	for _, u := range units {
+		if serviceOf(cat, u).Unit == "" {
+			return fmt.Errorf("%w: %s (strata health lists the node's units; the image's catalog is in its manifest)", ErrUnknownUnit, u)
+		}
+	}
+	return nil
+}
+
+// CheckUnits refuses, with ErrUnknownUnit, a unit the catalog of the node
+// at root does not have; it changes nothing (restart --repair checks
+// before it repairs).
+func CheckUnits(root string, units []string) error {
+	b, err := openBackend(root)
+	if err != nil {
+		return err
+	}
+	v, err := loadView(b.Node())
+	if err != nil {
+		return err
+	}
+	return knownUnits(v.catalog(), units)
+}
+
 // RestartServices restarts units of the node at root (default: the
 // catalog's managed services) through r, as an apply restarts what it
 // touched: with the Systemd restarter only running units restart, each
@@ -69,11 +94,11 @@ func RestartServices(ctx context.Context, root string, units []string, r Restart
 		units = Managed(cat)
 	}
 	rep := &RestartReport{Root: root, Units: units, Restarted: []manifests.ServiceAction{}}
+	if err := knownUnits(cat, units); err != nil {
+		return nil, err
+	}
 	var actions []manifests.ServiceAction
 	for _, u := range units {
-		if serviceOf(cat, u).Unit == "" {
-			return nil, fmt.Errorf("%w: %s (strata status lists what the node runs; the image's catalog is in its manifest)", ErrUnknownUnit, u)
-		}
 		actions = append(actions, manifests.ServiceAction{Unit: u, Action: manifests.ActionRestart, Because: []string{"strata restart"}})
 	}
 	res, runErr := runPlan(ctx, r, planRequest{actions: actions, catalog: cat}, func(a manifests.ServiceAction) {

@@ -40,8 +40,10 @@ func transient(s string) bool {
 	return strings.HasPrefix(s, "debootstrap: ") || strings.HasPrefix(s, "run: ") || strings.HasPrefix(s, "writing image: ")
 }
 
-// line reports one progress line.
+// line reports one progress line. Progress may carry what a node or a
+// recipe's command said: it is printed without control characters.
 func (r *reporter) line(s string) {
+	s = printable(strings.ReplaceAll(s, "\t", " "))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.tty && transient(s) {

@@ -48,6 +48,11 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 				return usageError{fmt.Errorf("give --root DIR or --inventory INV (not both)")}
 			}
 			if root != "" {
+				for _, name := range []string{"group", "canary", "max-unavailable", "parallel", "health-timeout", "node-timeout", "transfer", "known-hosts", "identity", "user", "ssh-timeout", "remote-strata"} {
+					if c.Flags().Changed(name) {
+						return usageError{fmt.Errorf("--%s goes with --inventory, not --root", name)}
+					}
+				}
 				r, err := restarter(restartWith, root)
 				if err != nil {
 					return err
@@ -56,6 +61,9 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 					return usageError{fmt.Errorf("no service manager to restart with: for a root other than /, give --restart-with systemd or exec:'CMD {unit} {action}'")}
 				}
 				var fixed *overlay.RepairReport
+				if err := overlay.CheckUnits(root, units); errors.Is(err, overlay.ErrUnknownUnit) {
+					return usageError{fmt.Errorf("--unit: %w", err)}
+				}
 				if repair {
 					src, done, err := repairSource(c, root, repoLoc, bundle)
 					if err != nil {
@@ -88,6 +96,14 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 					})
 				}
 				return err
+			}
+			for _, name := range []string{"bundle", "restart-with", "lock-wait"} {
+				if c.Flags().Changed(name) {
+					return usageError{fmt.Errorf("--%s goes with --root, not --inventory", name)}
+				}
+			}
+			if !repair && (repoLoc != "" || transfer != "") {
+				return usageError{fmt.Errorf("--repo and --transfer go with --repair")}
 			}
 			nodes, err := loadNodes(inventory, group)
 			if err != nil {
@@ -142,6 +158,7 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 	f.StringVar(&maxUnavail, "max-unavailable", "1", "with --inventory: nodes restarting at once, a count or a percentage")
 	f.IntVar(&o.Parallel, "parallel", 16, "with --inventory: SSH sessions at once within a wave")
 	f.DurationVar(&o.HealthTimeout, "health-timeout", 2*time.Minute, "with --inventory: how long a node may take to report healthy")
+	f.DurationVar(&o.NodeTimeout, "node-timeout", 30*time.Minute, "with --inventory: how long the work on one node may take")
 	f.BoolVar(&repair, "repair", false, "first restore every file of the managed tree that drifted from the node's head (verify-sequence --files), from --repo")
 	f.StringVar(&repoLoc, "repo", "", "with --repair: the repository (directory or URL) holding the nodes' overlays")
 	f.StringVar(&bundle, "bundle", "", "with --root --repair: a bundle holding the node's overlays instead of --repo (- reads stdin)")

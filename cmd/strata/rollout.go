@@ -128,9 +128,10 @@ when any node is not at the target.`,
 				if head := o.Line[len(o.Line)-1].Version; o.Target != head {
 					return usageError{fmt.Errorf("--via agent: the agents apply their repository's head; --through %s is not it", through)}
 				}
-				if o.Nudge, err = agent.SignNudge(key, o.LineName, time.Now()); err != nil {
+				if _, err := agent.SignNudge(key, o.LineName, time.Now()); err != nil {
 					return err
 				}
+				o.Nudge = func() (*agent.Nudge, error) { return agent.SignNudge(key, o.LineName, time.Now()) }
 			} else if o.URL == "" {
 				tmp, err := os.MkdirTemp("", "strata-rollout-")
 				if err != nil {
@@ -166,6 +167,7 @@ when any node is not at the target.`,
 	f.StringVar(&maxUnavail, "max-unavailable", "25%", "nodes out of service at once, a count or a percentage of the nodes")
 	f.IntVar(&o.Parallel, "parallel", 16, "SSH sessions at once within a wave")
 	f.DurationVar(&o.HealthTimeout, "health-timeout", 2*time.Minute, "how long a node may take to report the target as healthy")
+	f.DurationVar(&o.NodeTimeout, "node-timeout", 30*time.Minute, "how long the work on one node (its apply and health wait) may take")
 	f.StringVar(&transfer, "transfer", "", "ssh (send a bundle) or pull (nodes fetch from the --repo URL)")
 	f.StringVar(&via, "via", "ssh", "ssh (apply over SSH) or agent (nudge each node's agent, signed with --key, and wait for its health)")
 	f.StringVar(&keyPath, "key", "", "with --via agent: the key the nudges are signed with (one the nodes trust)")

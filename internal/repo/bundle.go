@@ -58,6 +58,12 @@ func OpenBundle(path string) (*BundleStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening bundle: %w", err)
 	}
+	return indexBundle(f, path)
+}
+
+// indexBundle reads the members of the bundle open in f (at its start),
+// taking over f.
+func indexBundle(f *os.File, path string) (*BundleStore, error) {
 	b := &BundleStore{path: path, f: f, members: map[string]span{}}
 	tr := tar.NewReader(f)
 	for {
@@ -253,30 +259,29 @@ const MaxSpooledBundle = 16 << 30
 // SpoolBundle copies a bundle from r (a pipe, for example the SSH channel
 // of strata rollout: apply-overlay --bundle -) into a temporary file in
 // dir, at most max bytes, and opens it. The file is unlinked as soon as
-// it is open, so nothing is left behind however the process ends.
+// it is created, so nothing is left behind however the process ends.
 func SpoolBundle(ctx context.Context, r io.Reader, dir string, max int64) (*BundleStore, error) {
 	f, err := os.CreateTemp(dir, ".strata-bundle-*.tar")
 	if err != nil {
 		return nil, fmt.Errorf("spooling bundle: %w", err)
 	}
 	path := f.Name()
-	defer os.Remove(path)
-	n, err := io.Copy(f, io.LimitReader(ctxReader{ctx, r}, max+1))
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err := os.Remove(path); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("spooling bundle: %w", err)
 	}
+	n, err := io.Copy(f, io.LimitReader(ctxReader{ctx, r}, max+1))
 	if err == nil && n > max {
 		err = fmt.Errorf("over %d bytes", max)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("spooling bundle to %s: %w", path, err)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
 	}
-	b, err := OpenBundle(path)
 	if err != nil {
-		return nil, err
+		f.Close()
+		return nil, fmt.Errorf("spooling bundle to %s: %w", dir, err)
 	}
-	b.path = "(stdin)"
-	return b, nil
+	return indexBundle(f, "(stdin)")
 }
 
 // ctxReader stops reading once ctx is done.

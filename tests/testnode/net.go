@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,12 +14,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The test subnet: node slot S (1..250) has 10.231.S.2 on its eth0 and
-// the host 10.231.S.1 on the other end of the veth pair. No address
-// outside it is ever configured.
+// The test subnet: node slot S (1..250) has P.S.2 on its eth0 and the
+// host P.S.1 on the other end of the veth pair, P being 10.231 unless
+// $STRATA_TEST_NET names another /16 ("A.B", for a machine where 10.231
+// is routed). No address outside it is ever configured.
+var netPrefix = testNet()
+
+func testNet() string {
+	if p := os.Getenv("STRATA_TEST_NET"); p != "" {
+		if ip := net.ParseIP(p + ".0.0"); ip != nil && ip.To4() != nil && strings.Count(p, ".") == 1 {
+			return p + "."
+		}
+		panic(fmt.Sprintf("testnode: $STRATA_TEST_NET=%q: want the first two octets of a /16, such as 10.231", p))
+	}
+	return "10.231."
+}
+
 const (
-	netPrefix = "10.231."
-	maxSlots  = 250
+	maxSlots = 250
 	// slotDir holds one lock file per slot; a node holds its slot's
 	// flock for its lifetime, so test binaries running at once never
 	// share a subnet (the lock dies with the process).

@@ -119,7 +119,7 @@ func (b *Backend) Check(m *manifests.OverlayManifest) error {
 // journal is the record of a switch in progress: which layer is added
 // or dropped, and the ledger record whose write commits it.
 type journal struct {
-	Kind   string                `json:"kind"` // "apply" or "rollback"
+	Kind   string                `json:"kind"` // "apply", "rollback" or "repair"
 	Record manifests.LedgerEntry `json:"record"`
 }
 
@@ -135,7 +135,7 @@ func (b *Backend) readJournal() (*journal, error) {
 	if err := manifests.Decode(raw, &j); err != nil {
 		return nil, fmt.Errorf("reading layer journal %s: %w", b.journalPath(), err)
 	}
-	if _, err := manifests.ParseVersion(j.Record.Version); err != nil || (j.Kind != "apply" && j.Kind != "rollback") {
+	if _, err := manifests.ParseVersion(j.Record.Version); err != nil || (j.Kind != "apply" && j.Kind != "rollback" && j.Kind != "repair") {
 		return nil, fmt.Errorf("layer journal %s names %s of %q: %w", b.journalPath(), j.Kind, j.Record.Version, manifests.ErrInvalid)
 	}
 	return &j, nil
@@ -161,7 +161,10 @@ func applied(l *manifests.Ledger) []string {
 
 // Recover settles a crash: a switch whose record is in ledger l is
 // finished, any other is taken back; stacks in place are rebuilt from the
-// ledger, and half-written layers are removed.
+// ledger, and half-written layers are removed. An interrupted repair
+// (RebuildLayer) leaves the layer's old or new directory in place, either
+// a valid layer: the stacks are rebuilt on it before the other copy,
+// which they may still use, is removed.
 func (b *Backend) Recover(ctx context.Context, l *manifests.Ledger) (*manifests.LedgerEntry, error) {
 	if err := b.checkLayers(); err != nil {
 		return nil, err

@@ -8,17 +8,21 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/manifests"
 )
 
 // RebuildLayer writes the layer of ch, an overlay the node has applied,
 // anew from its payload, and puts it in place of the layer directory the
 // node has, which drifted (verify-sequence --files): the new directory is
-// written and synced beside it, the two are exchanged atomically
-// (renameat2 RENAME_EXCHANGE: the layer's path never goes missing, so a
-// crash leaves the old or the new layer, and Recover removes the other),
-// the stacks of a running node are rebuilt on it, and the old directory
-// is removed. The ledger does not change: the node's head is the same.
+// written and synced beside it, a journal ("repair") is written, the two
+// are exchanged atomically (renameat2 RENAME_EXCHANGE: the layer's path
+// never goes missing, so a crash leaves the old or the new layer), the
+// stacks of a running node are rebuilt on it, and the old directory and
+// the journal are removed. After a crash, Recover restacks from the
+// ledger before it removes the other copy. ch.Record is the ledger record
+// of the overlay's apply. The ledger does not change.
 func (b *Backend) RebuildLayer(ctx context.Context, ch *node.Change) error {
 	v := ch.Manifest.Version
 	if err := b.checkLayers(); err != nil {
@@ -37,22 +41,38 @@ func (b *Backend) RebuildLayer(ctx context.Context, ch *node.Change) error {
 	if err := node.SyncFS(b.layersDir()); err != nil {
 		return errors.Join(err, os.RemoveAll(fresh))
 	}
+	// The journal makes the next run's recovery restack before it
+	// removes the other copy, which the stacks may still use.
+	raw, err := manifests.Encode(journal{Kind: "repair", Record: ch.Record})
+	if err != nil {
+		return errors.Join(err, os.RemoveAll(fresh))
+	}
+	if err := node.WriteFileAtomic(b.journalPath(), raw, 0o600); err != nil {
+		return errors.Join(err, os.RemoveAll(fresh))
+	}
 	if err := unix.Renameat2(unix.AT_FDCWD, fresh, unix.AT_FDCWD, b.layerDir(v), unix.RENAME_EXCHANGE); err != nil {
-		return errors.Join(fmt.Errorf("rebuilding layer %s: exchanging %s and %s: %w", v, fresh, b.layerDir(v), err), os.RemoveAll(fresh))
+		return errors.Join(fmt.Errorf("rebuilding layer %s: exchanging %s and %s: %w", v, fresh, b.layerDir(v), err), os.RemoveAll(fresh), os.Remove(b.journalPath()))
 	}
 	if err := node.SyncDir(b.layersDir()); err != nil {
 		return err
 	}
+	fault.Point("repair-exchanged")
 	l, err := b.n.ReadLedger()
 	if err != nil {
 		return err
 	}
 	if err := b.restackLive(applied(l)); err != nil {
+		// The journal stays: the next run restacks before it removes
+		// anything.
 		return fmt.Errorf("rebuilding layer %s: restacking: %w", v, err)
 	}
-	// fresh now holds the drifted layer.
+	fault.Point("repair-restacked")
+	// fresh now holds the drifted layer, which nothing uses any more.
 	if err := os.RemoveAll(fresh); err != nil {
 		return fmt.Errorf("rebuilding layer %s: removing the drifted copy: %w", v, err)
+	}
+	if err := os.Remove(b.journalPath()); err != nil {
+		return fmt.Errorf("rebuilding layer %s: removing the journal: %w", v, err)
 	}
 	return nil
 }

@@ -2,12 +2,17 @@ package overlayfs_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
@@ -124,5 +129,65 @@ func TestRepairRebuildsDriftedLayers(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		t.Errorf("layers left: %v, want 1.0.1 and 1.0.2 only", names)
+	}
+}
+
+// A repair interrupted right after the exchange (the stacks still on the
+// drifted copy, now .new-<v>) is settled by the next run: it restacks on
+// the rebuilt layer before it removes the drifted copy.
+func TestRepairInterruptedAfterExchange(t *testing.T) {
+	recipe := "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nhierarchies: [/etc]\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n"
+	l := newLine(t, recipe, map[string]string{"rootfs/etc/app.conf": "port 80\n"})
+	ctx := context.Background()
+	src := filepath.Join(l.dir, "c")
+	if err := os.WriteFile(src, []byte("port 81\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := overlay.Create(ctx, l.repo, l.key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app.conf", Src: src}}}, overlay.CreateOptions{Version: "1.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	root := newNode(t, l.res.Image)
+	if _, err := overlay.Apply(ctx, root, overlay.Source{Repo: l.repo}, overlay.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	layers := filepath.Join(filepath.Dir(root), "state", "var", manifests.StateDir[len("var/"):], "layers")
+	layer, fresh := filepath.Join(layers, "1.0.1"), filepath.Join(layers, ".new-1.0.1")
+	if out, err := exec.Command("cp", "-a", layer, fresh).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(layer, "etc/app.conf"), []byte("port 9999\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// What RebuildLayer has done when it dies after the exchange.
+	led, err := node.Node{Root: root}.ReadLedger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := json.Marshal(led.Applied()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(layers, "txn.json"), []byte(`{"kind":"repair","record":`+string(rec)+`}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, fresh, unix.AT_FDCWD, layer, unix.RENAME_EXCHANGE); err != nil {
+		t.Fatal(err)
+	}
+	st, err := overlay.NodeStatus(ctx, root)
+	if err != nil || !strings.Contains(st.Interrupted, "interrupted repair of layer 1.0.1") {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	// The next run settles it: the live stack shows the rebuilt layer.
+	rep, err := overlay.Repair(ctx, root, overlay.Source{Repo: l.repo}, 0, nil)
+	if err != nil || len(rep.Drift) != 0 {
+		t.Fatalf("repair after the interruption: %+v, %v", rep, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "etc/app.conf")); err != nil || string(b) != "port 81\n" {
+		t.Fatalf("/etc/app.conf = %q, %v", b, err)
+	}
+	for _, p := range []string{fresh, filepath.Join(layers, "txn.json")} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is left: %v", p, err)
+		}
 	}
 }
