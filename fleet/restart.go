@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
@@ -24,13 +23,6 @@ type RestartOptions struct {
 	// --repair), with the node's overlays coming by Transfer.
 	Repair bool
 	Transfer
-	// HealthTimeout bounds the wait for a node's health after its
-	// restarts (default 2 minutes).
-	HealthTimeout time.Duration
-	// HTTP are the settings of health requests to agents.
-	HTTP StatusOptions
-	// Progress receives one line per step, if set.
-	Progress func(string)
 }
 
 // RestartReport is what a cluster restart did.
@@ -61,14 +53,7 @@ func Restart(ctx context.Context, nodes []Node, o RestartOptions) (*RestartRepor
 			return nil, fmt.Errorf("fleet: restart: %q is not a unit name", u)
 		}
 	}
-	if o.HealthTimeout <= 0 {
-		o.HealthTimeout = 2 * time.Minute
-	}
-	o.HTTP.setDefaults()
-	progress := o.Progress
-	if progress == nil {
-		progress = func(string) {}
-	}
+	progress := o.setDefaults()
 	rep := &RestartReport{Units: o.Units, Nodes: make([]NodeResult, len(nodes))}
 	if o.Repair && o.URL == "" && o.Bundle == nil {
 		return nil, errors.New("fleet: restart --repair: neither a repository URL nor a bundle writer")

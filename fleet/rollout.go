@@ -67,14 +67,6 @@ type RolloutOptions struct {
 	// inventory must give every node's health URL, and its agent's base
 	// URL (the health URL's scheme and host) takes the nudge.
 	Nudge func() (*agent.Nudge, error)
-	// HealthTimeout bounds the wait for a node's health to report the
-	// target after its apply (default 2 minutes).
-	HealthTimeout time.Duration
-	// HTTP are the settings of health requests to agents (Client,
-	// Timeout) for nodes with a health URL.
-	HTTP StatusOptions
-	// Progress receives one line per step, if set.
-	Progress func(string)
 }
 
 // RolloutReport is what a rollout did.
@@ -137,14 +129,7 @@ func Rollout(ctx context.Context, nodes []Node, o RolloutOptions) (*RolloutRepor
 			return nil, err
 		}
 	}
-	if o.HealthTimeout <= 0 {
-		o.HealthTimeout = 2 * time.Minute
-	}
-	o.HTTP.setDefaults()
-	progress := o.Progress
-	if progress == nil {
-		progress = func(string) {}
-	}
+	progress := o.setDefaults()
 	rep := &RolloutReport{Line: o.LineName, Target: o.Target, Nodes: make([]NodeResult, len(nodes))}
 	var healths []probed
 	if viaAgent {

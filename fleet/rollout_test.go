@@ -88,12 +88,12 @@ func TestRolloutWavesAndBundles(t *testing.T) {
 	fakes[7].head = "1.0.2"
 	var bundles atomic.Int32
 	dir := t.TempDir()
-	o := RolloutOptions{WaveOptions: WaveOptions{Canary: 2, MaxUnavailable: 4}, SSH: s, LineName: "l", Line: testLine, Target: "1.0.2",
+	o := RolloutOptions{WaveOptions: WaveOptions{Canary: 2, MaxUnavailable: 4, HealthTimeout: 10 * time.Second}, SSH: s, LineName: "l", Line: testLine, Target: "1.0.2",
 		Transfer: Transfer{Bundle: func(_ context.Context, line, from, to string) (string, error) {
 			bundles.Add(1)
 			p := filepath.Join(dir, from+"-"+to)
 			return p, os.WriteFile(p, []byte(strings.Repeat("b", 5000)), 0o600)
-		}}, HealthTimeout: 10 * time.Second}
+		}}}
 	rep, err := Rollout(context.Background(), nodes, o)
 	if err != nil {
 		t.Fatal(err)

@@ -52,6 +52,27 @@ type WaveOptions struct {
 	// wait for its health (default 30 minutes). A node that overruns it
 	// fails, and its session is closed.
 	NodeTimeout time.Duration
+	// HealthTimeout bounds the wait for a node's health after its
+	// command (default 2 minutes).
+	HealthTimeout time.Duration
+	// HTTP are the settings of health requests to agents (Client,
+	// Timeout), for nodes with a health URL.
+	HTTP StatusOptions
+	// Progress receives one line per step, if set.
+	Progress func(string)
+}
+
+// setDefaults fills in the defaults and returns a progress callback that
+// is never nil.
+func (o *WaveOptions) setDefaults() func(string) {
+	if o.HealthTimeout <= 0 {
+		o.HealthTimeout = 2 * time.Minute
+	}
+	o.HTTP.setDefaults()
+	if o.Progress == nil {
+		return func(string) {}
+	}
+	return o.Progress
 }
 
 // ParseMaxUnavailable reads --max-unavailable: a count ("2") or a share of

@@ -66,15 +66,7 @@ pending.`,
 				return usageError{fmt.Errorf("give --root DIR or --disk DISK (not both)")}
 			}
 			if bundle != "" {
-				var bs *repo.BundleStore
-				var err error
-				if bundle == "-" {
-					// A bundle on stdin (strata rollout sends one over
-					// SSH), spooled beside the node's state.
-					bs, err = repo.SpoolBundle(c.Context(), c.InOrStdin(), spoolDir(root), repo.MaxSpooledBundle)
-				} else {
-					bs, err = repo.OpenBundle(bundle)
-				}
+				bs, err := openBundleArg(c, bundle, root)
 				if err != nil {
 					return err
 				}
@@ -110,6 +102,16 @@ pending.`,
 	f.StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")
 	f.DurationVar(&o.LockWait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
 	return c
+}
+
+// openBundleArg opens the bundle of a --bundle flag: a file, or "-" for
+// one on stdin (strata rollout sends one over SSH), spooled beside the
+// node's state.
+func openBundleArg(c *cobra.Command, bundle, root string) (*repo.BundleStore, error) {
+	if bundle == "-" {
+		return repo.SpoolBundle(c.Context(), c.InOrStdin(), spoolDir(root), repo.MaxSpooledBundle)
+	}
+	return repo.OpenBundle(bundle)
 }
 
 // spoolDir is where a bundle read from stdin is kept while it applies:

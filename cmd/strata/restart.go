@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-dev/strata/fleet"
-	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/overlay"
 )
 
@@ -105,15 +104,9 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 			if !repair && (repoLoc != "" || transfer != "") {
 				return usageError{fmt.Errorf("--repo and --transfer go with --repair")}
 			}
-			nodes, err := loadNodes(inventory, group)
+			nodes, err := fleetNodes(inventory, group, maxUnavail, &o.WaveOptions)
 			if err != nil {
 				return err
-			}
-			if o.MaxUnavailable, err = fleet.ParseMaxUnavailable(maxUnavail, len(nodes)); err != nil {
-				return usageError{fmt.Errorf("--max-unavailable: %w", err)}
-			}
-			if o.Canary < 0 || o.Parallel < 1 {
-				return usageError{fmt.Errorf("--canary must be 0 or more and --parallel at least 1")}
 			}
 			o.Units = units
 			o.Progress = g.progress()
@@ -175,13 +168,7 @@ func repairSource(c *cobra.Command, root, repoLoc, bundle string) (overlay.Sourc
 	case repoLoc != "":
 		return overlay.Source{Repo: repoLoc}, func() {}, nil
 	}
-	var bs *repo.BundleStore
-	var err error
-	if bundle == "-" {
-		bs, err = repo.SpoolBundle(c.Context(), c.InOrStdin(), spoolDir(root), repo.MaxSpooledBundle)
-	} else {
-		bs, err = repo.OpenBundle(bundle)
-	}
+	bs, err := openBundleArg(c, bundle, root)
 	if err != nil {
 		return overlay.Source{}, nil, err
 	}

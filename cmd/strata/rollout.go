@@ -30,6 +30,23 @@ func sshFlags(f *pflag.FlagSet) *fleet.SSH {
 	return s
 }
 
+// fleetNodes loads the inventory's nodes of group and completes the wave
+// settings: --max-unavailable against their number, --canary and
+// --parallel checked.
+func fleetNodes(inventory, group, maxUnavail string, o *fleet.WaveOptions) ([]fleet.Node, error) {
+	nodes, err := loadNodes(inventory, group)
+	if err != nil {
+		return nil, err
+	}
+	if o.MaxUnavailable, err = fleet.ParseMaxUnavailable(maxUnavail, len(nodes)); err != nil {
+		return nil, usageError{fmt.Errorf("--max-unavailable: %w", err)}
+	}
+	if o.Canary < 0 || o.Parallel < 1 {
+		return nil, usageError{fmt.Errorf("--canary must be 0 or more and --parallel at least 1")}
+	}
+	return nodes, nil
+}
+
 // loadNodes reads the inventory and selects group.
 func loadNodes(path, group string) ([]fleet.Node, error) {
 	inv, err := fleet.LoadInventory(path)
@@ -88,15 +105,9 @@ when any node is not at the target.`,
   strata rollout --inventory fleet.yaml --repo https://repo.example.net/ --via agent --key site.key`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			nodes, err := loadNodes(inventory, group)
+			nodes, err := fleetNodes(inventory, group, maxUnavail, &o.WaveOptions)
 			if err != nil {
 				return err
-			}
-			if o.MaxUnavailable, err = fleet.ParseMaxUnavailable(maxUnavail, len(nodes)); err != nil {
-				return usageError{fmt.Errorf("--max-unavailable: %w", err)}
-			}
-			if o.Canary < 0 || o.Parallel < 1 {
-				return usageError{fmt.Errorf("--canary must be 0 or more and --parallel at least 1")}
 			}
 			switch via {
 			case "ssh":
