@@ -13,6 +13,7 @@
 #                           non-zero bytes into a file of the same size)
 #   overlay size       vs  OSTree static delta (bytes, not seconds) for one
 #                           byte appended to libc and for a config edit
+#   status --inventory vs  parallel-ssh (50 sshd on loopback, same command)
 # and, without a peer, overlay create at depth 1 to 10,000 (DEPTHS) and
 # 2,000 agents polling one strata serve.
 # (DEBIAN=0 leaves out the Debian rows.)
@@ -220,3 +221,8 @@ printf '\nPublishing one overlay at depth N (overlay create, Go benchmark):\n'
 # an unchanged poll has no peer but "one small response".
 printf '\nFleet: '
 ( cd "$SRC" && STRATA_SCALE_REPORT="$W/scale.txt" go test ./internal/serve -run '^TestScale2000Agents$' -count=1 >/dev/null ) && cat "$W/scale.txt"
+
+# Fleet fan-out over SSH (issue 9): strata status --inventory against
+# parallel-ssh running the same remote command on the same sshd targets.
+printf '\nFleet fan-out over SSH (scripts/bench-fleet.sh, medians of %d runs):\n' "$RUNS"
+RUNS=$RUNS "$SRC/scripts/bench-fleet.sh" "$S" 2>/dev/null | tail -n 1

@@ -41,6 +41,10 @@ command -v prometheus >/dev/null 2>&1 || servers+=(prometheus)
 command -v docker-registry >/dev/null 2>&1 || servers+=(docker-registry)
 # A real browser renders the fleet status page in its test.
 command -v chromium >/dev/null 2>&1 || servers+=(chromium)
+# make bench compares strata's SSH fan-out with parallel-ssh against sshd
+# processes it starts on loopback (the host's own ssh service stays off).
+[ -x /usr/sbin/sshd ] || servers+=(openssh-server)
+command -v parallel-ssh >/dev/null 2>&1 || servers+=(pssh)
 if [ "${#servers[@]}" -gt 0 ]; then
 	echo "deps: installing ${servers[*]}" >&2
 	SUDO=""
