@@ -175,7 +175,7 @@ func Rollout(ctx context.Context, nodes []Node, o RolloutOptions) (*RolloutRepor
 	step := func(ctx context.Context, i int) {
 		r := &rep.Nodes[i]
 		if viaAgent {
-			r.Outcome, r.To, r.Error = nudgeNode(ctx, nodes[i], heads[i], o)
+			r.Outcome, r.To, r.Error = nudgeNode(ctx, nodes[i], heads[i], agentApply(healths[i].Health), o)
 		} else {
 			r.Outcome, r.To, r.Error, r.Units = applyNode(ctx, nodes[i], heads[i], o, bundles)
 		}
@@ -245,28 +245,32 @@ func applyNode(ctx context.Context, n Node, from string, o RolloutOptions, bundl
 // se) until it reports head want on line lineName, not failing, or
 // timeout passes.
 func waitHealthy(ctx context.Context, se *session, n Node, want manifests.Ref, lineName string, timeout time.Duration, http StatusOptions) error {
-	return waitHealthySince(ctx, se, n, want, lineName, timeout, http, time.Time{})
+	_, err := waitHealthySince(ctx, se, n, want, lineName, timeout, http, nil)
+	return err
 }
 
 // waitHealthySince is waitHealthy that also stops at once when the node's
-// agent reports an apply that failed after since (this host's clock): a
-// nudged agent that took the overlays back.
-func waitHealthySince(ctx context.Context, se *session, n Node, want manifests.Ref, lineName string, timeout time.Duration, http StatusOptions, since time.Time) error {
+// agent reports a failed apply other than prev, the last one it reported
+// before the nudge: a nudged agent that took the overlays back. It
+// returns the last health it read (nil if none).
+func waitHealthySince(ctx context.Context, se *session, n Node, want manifests.Ref, lineName string, timeout time.Duration, http StatusOptions, prev *agent.ApplyResult) (*agent.Health, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
+	var seen *agent.Health
 	for {
 		var h *agent.Health
-		var skew time.Duration
 		var err error
 		if n.Health != "" {
-			h, skew, err = fetchHealth(ctx, http, n)
+			h, _, err = fetchHealth(ctx, http, n)
 		} else {
 			h, _, err = se.health(ctx)
 		}
-		if a := agentApply(h); err == nil && !since.IsZero() && a != nil && a.Result != "ok" && h.Head != want &&
-			a.Time.After(since.Add(skew).Add(-time.Second)) {
-			return fmt.Errorf("the agent's apply failed: %s %s", a.Reason, a.Error)
+		if err == nil {
+			seen = h
+		}
+		if a := agentApply(h); err == nil && a != nil && a.Result != "ok" && h.Head != want && (prev == nil || !a.Time.Equal(prev.Time)) {
+			return seen, fmt.Errorf("the agent's apply failed: %s %s", a.Reason, a.Error)
 		}
 		if err == nil {
 			row := NodeStatus{Name: n.Name, Behind: -1}
@@ -277,13 +281,16 @@ func waitHealthySince(ctx context.Context, se *session, n Node, want manifests.R
 			case row.State == StateFailing || row.State == StateDiverged:
 				err = fmt.Errorf("health: %s %s", row.State, row.LastFailure+row.Error)
 			default:
-				return nil
+				return seen, nil
 			}
 		}
 		last = err
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("not healthy within %s: %v", timeout, last)
+			if ctx.Err() == context.DeadlineExceeded && timeout > 0 {
+				return seen, fmt.Errorf("not healthy within %s (or the node's time ran out): %v", timeout, last)
+			}
+			return seen, fmt.Errorf("waiting for health: %w: %v", ctx.Err(), last)
 		case <-time.After(time.Second):
 		}
 	}
@@ -291,7 +298,7 @@ func waitHealthySince(ctx context.Context, se *session, n Node, want manifests.R
 
 // nudgeNode nudges n's agent and waits until its health reports the
 // target. It returns the outcome, the head after and the reason.
-func nudgeNode(ctx context.Context, n Node, from string, o RolloutOptions) (outcome, to, reason string) {
+func nudgeNode(ctx context.Context, n Node, from string, prev *agent.ApplyResult, o RolloutOptions) (outcome, to, reason string) {
 	u, err := url.Parse(n.Health)
 	if err != nil || n.Health == "" {
 		return OutcomeFailed, from, "no agent health URL in the inventory"
@@ -301,15 +308,19 @@ func nudgeNode(ctx context.Context, n Node, from string, o RolloutOptions) (outc
 	if err != nil {
 		return OutcomeFailed, from, fmt.Sprintf("signing the nudge: %v", err)
 	}
-	sent := time.Now()
 	if err := agent.SendNudge(ctx, base, nudge); err != nil {
 		if errors.Is(err, agent.ErrNudgeRefused) {
 			return OutcomeFailed, from, err.Error()
 		}
 		return OutcomeUnreachable, from, err.Error()
 	}
-	if err := waitHealthySince(ctx, nil, n, o.Line[refIndex(o.Line, o.Target)], o.LineName, o.HealthTimeout, o.HTTP, sent); err != nil {
-		return OutcomeFailed, from, err.Error()
+	h, err := waitHealthySince(ctx, nil, n, o.Line[refIndex(o.Line, o.Target)], o.LineName, o.HealthTimeout, o.HTTP, prev)
+	if err != nil {
+		to := from
+		if h != nil {
+			to = h.Head.Version
+		}
+		return OutcomeFailed, to, err.Error()
 	}
 	return OutcomeUpdated, o.Target, ""
 }

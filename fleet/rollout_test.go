@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -180,5 +183,46 @@ func BenchmarkRollout200(b *testing.B) {
 		if err != nil || rep.Counts[OutcomeUpdated] != 200 {
 			b.Fatalf("%v %v", rep.Counts, err)
 		}
+	}
+}
+
+// An agent that takes the nudged overlays back fails its node at once,
+// not after the health timeout; a failed apply from before the nudge does
+// not count.
+func TestRolloutViaAgentFailsFast(t *testing.T) {
+	var nudged atomic.Bool
+	old := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/nudge":
+			nudged.Store(true)
+			w.WriteHeader(http.StatusAccepted)
+		case "/health":
+			when := old
+			if nudged.Load() {
+				when = old.Add(time.Hour)
+			}
+			fmt.Fprintf(w, `{"line":"l","head":{"version":"1.0.0","digest":"sha256:00"},"agent":{"config_valid":true,"last_apply":{"time":%q,"result":"failed","reason":"restart","error":"health check of x.service failed"}}}`, when.Format(time.RFC3339))
+		}
+	}))
+	defer srv.Close()
+	nodes := []Node{{Name: "a", Health: srv.URL + "/health"}}
+	o := RolloutOptions{WaveOptions: WaveOptions{MaxUnavailable: 1, HealthTimeout: time.Hour}, LineName: "l", Line: testLine[:2], Target: "1.0.1",
+		Nudge: func() (*agent.Nudge, error) { return &agent.Nudge{}, nil }}
+	done := make(chan *RolloutReport, 1)
+	go func() {
+		rep, err := Rollout(context.Background(), nodes, o)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rep
+	}()
+	select {
+	case rep := <-done:
+		if rep == nil || rep.Nodes[0].Outcome != OutcomeFailed || !strings.Contains(rep.Nodes[0].Error, "the agent's apply failed") {
+			t.Fatalf("%+v", rep)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the failed apply was not noticed")
 	}
 }

@@ -100,7 +100,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 			if err == nil {
 				err = ErrDrift
 			}
-			return nil, fmt.Errorf("node %s: %s; run apply-overlay or rollback without --dry-run to finish it: %w", root, what, err)
+			return nil, fmt.Errorf("node %s: %s; any strata run that changes the node (apply-overlay without --dry-run, rollback, restart, gc) finishes it first: %w", root, what, err)
 		}
 	} else if err := recoverTxn(ctx, b); err != nil {
 		return nil, err
@@ -169,6 +169,11 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 		plan := &rep.Plans[indexOf(rep.Plans, a.Manifest.Version)]
 		progress(fmt.Sprintf("applying %s %s (%d writes, %d deletes)", a.Manifest.Line, a.Manifest.Version, len(plan.Writes), len(plan.Deletes)))
 		if err := applyOne(ctx, b, v, a, states[a.Manifest.Version], plan, o, progress); err != nil {
+			// An overlay can commit and a step after it fail: the
+			// report says where the node is.
+			if cur, lerr := loadView(n); lerr == nil {
+				rep.To = cur.head()
+			}
 			return rep, err
 		}
 		rep.To = manifests.Ref{Version: a.Manifest.Version, Digest: a.Digest}

@@ -93,7 +93,7 @@ func VerifyNodeAs(ctx context.Context, root, repoDir string, files bool, trust, 
 	if what, err := b.Interrupted(); err != nil {
 		a.problem("chain", "", "unreadable transaction journal: %v", err)
 	} else if what != "" {
-		a.problem("chain", "", "%s; run apply-overlay or rollback to finish it", what)
+		a.problem("chain", "", "%s; any strata run that changes the node (apply-overlay, rollback, restart, gc) finishes it first", what)
 	}
 	v, err := loadView(n)
 	if err != nil {

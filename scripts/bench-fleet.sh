@@ -18,6 +18,7 @@
 # Needs root, /usr/sbin/sshd and parallel-ssh (scripts/deps.sh installs
 # them; the host's own ssh service is not started).
 set -euo pipefail
+[ "$(id -u)" -eq 0 ] || { echo "bench-fleet: needs root (it starts sshd)" >&2; exit 1; }
 S=$(realpath "${1:-bin/strata}")
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 NODES=${NODES:-50}

@@ -225,4 +225,9 @@ printf '\nFleet: '
 # Fleet fan-out over SSH (issue 9): strata status --inventory against
 # parallel-ssh running the same remote command on the same sshd targets.
 printf '\nFleet fan-out over SSH (scripts/bench-fleet.sh, medians of %d runs):\n' "$RUNS"
-RUNS=$RUNS "$SRC/scripts/bench-fleet.sh" "$S" 2>/dev/null | tail -n 1
+if RUNS=$RUNS "$SRC/scripts/bench-fleet.sh" "$S" >"$W/fleet.txt" 2>"$W/fleet.err"; then
+	tail -n 1 "$W/fleet.txt"
+else
+	echo "bench-fleet.sh failed:"
+	tail -n 20 "$W/fleet.err"
+fi

@@ -44,6 +44,9 @@ func fleetNodes(inventory, group, maxUnavail string, o *fleet.WaveOptions) ([]fl
 	if o.Canary < 0 || o.Parallel < 1 {
 		return nil, usageError{fmt.Errorf("--canary must be 0 or more and --parallel at least 1")}
 	}
+	if o.NodeTimeout > 0 && o.NodeTimeout < o.HealthTimeout {
+		return nil, usageError{fmt.Errorf("--node-timeout %s is shorter than --health-timeout %s, which it includes", o.NodeTimeout, o.HealthTimeout)}
+	}
 	return nodes, nil
 }
 

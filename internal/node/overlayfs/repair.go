@@ -48,7 +48,8 @@ func (b *Backend) RebuildLayer(ctx context.Context, ch *node.Change) error {
 		return errors.Join(err, os.RemoveAll(fresh))
 	}
 	if err := node.WriteFileAtomic(b.journalPath(), raw, 0o600); err != nil {
-		return errors.Join(err, os.RemoveAll(fresh))
+		// Nothing is exchanged yet: take it all back.
+		return errors.Join(err, os.RemoveAll(fresh), ignoreMissing(os.Remove(b.journalPath())))
 	}
 	if err := unix.Renameat2(unix.AT_FDCWD, fresh, unix.AT_FDCWD, b.layerDir(v), unix.RENAME_EXCHANGE); err != nil {
 		return errors.Join(fmt.Errorf("rebuilding layer %s: exchanging %s and %s: %w", v, fresh, b.layerDir(v), err), os.RemoveAll(fresh), os.Remove(b.journalPath()))
@@ -75,6 +76,14 @@ func (b *Backend) RebuildLayer(ctx context.Context, ch *node.Change) error {
 		return fmt.Errorf("rebuilding layer %s: removing the journal: %w", v, err)
 	}
 	return nil
+}
+
+// ignoreMissing drops a not-exist error.
+func ignoreMissing(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // LayerHas reports whether the layer directory of version holds rel
