@@ -19,6 +19,10 @@ const (
 	LedgerRollback LedgerAction = "rollback"
 	// LedgerRestart records restarts carried out later to settle debt.
 	LedgerRestart LedgerAction = "restart"
+	// LedgerRepair records layers rebuilt from their overlays because
+	// their files had drifted (restart --repair): the head is unchanged,
+	// Repaired lists the layers' versions.
+	LedgerRepair LedgerAction = "repair"
 	// LedgerFailed records an overlay that was tried and taken back (its
 	// services failed, or a crash interrupted it): the head is unchanged,
 	// Error says what went wrong and Pending holds restarts still due.
@@ -60,9 +64,11 @@ type LedgerEntry struct {
 	// safely on the running node (the bus, PID 1's own daemons, units
 	// refusing manual restarts): they take the change at the next boot.
 	Reboot []ServiceAction `json:"reboot,omitempty"`
-	Time   string          `json:"time"`
-	Prev   string          `json:"prev"`
-	Hash   string          `json:"hash"`
+	// Repaired are the layers a repair record rebuilt.
+	Repaired []string `json:"repaired,omitempty"`
+	Time     string   `json:"time"`
+	Prev     string   `json:"prev"`
+	Hash     string   `json:"hash"`
 }
 
 // EntryHash returns the hash of e with its Hash field cleared.
@@ -134,7 +140,7 @@ func (l *Ledger) CheckChain() error {
 // and plans: a ledger is node state, and node state may have been planted.
 func (e LedgerEntry) validate() error {
 	switch e.Action {
-	case LedgerProvision, LedgerApply, LedgerRollback, LedgerRestart, LedgerFailed:
+	case LedgerProvision, LedgerApply, LedgerRollback, LedgerRestart, LedgerRepair, LedgerFailed:
 	default:
 		return fmt.Errorf("unknown action %q", e.Action)
 	}
@@ -154,6 +160,11 @@ func (e LedgerEntry) validate() error {
 	}
 	if !ValidDigest(e.TreeDigest) {
 		return fmt.Errorf("tree digest %q is not a sha256 digest", e.TreeDigest)
+	}
+	for _, v := range e.Repaired {
+		if _, err := ParseVersion(v); err != nil {
+			return fmt.Errorf("repaired layer: %w", err)
+		}
 	}
 	for _, list := range []struct {
 		name    string

@@ -46,10 +46,10 @@ var _ layerRebuilder = (*overlayfs.Backend)(nil)
 // it applied it and against the node's keys, and each layer a drifted
 // path lies in is written anew from its overlay (patched files rebuilt
 // from the content below them, from the repository or the node's
-// read-only image) and exchanged atomically for the drifted one. Then the
-// audit must pass. The ledger and the head do not change; restarting the
-// services that use the repaired files is the caller's (strata restart
-// --repair). Only nodes that boot a read-only image (the overlayfs
+// read-only image) and exchanged atomically for the drifted one. A repair
+// record naming the layers is appended to the ledger; then the audit must
+// pass. The head does not change; restarting the services that use the
+// repaired files is the caller's (strata restart --repair). Only nodes that boot a read-only image (the overlayfs
 // backend) can be repaired: a plain directory tree has no pristine copy
 // to compare layers with.
 func Repair(ctx context.Context, root string, src Source, lockWait time.Duration, progress func(string)) (*RepairReport, error) {
@@ -163,7 +163,17 @@ func Repair(ctx context.Context, root string, src Source, lockWait time.Duration
 	if got, err = b.Scan(ctx); err != nil {
 		return rep, err
 	}
-	if left := driftOf(want, got); len(left) > 0 {
+	left := driftOf(want, got)
+	// The ledger says what was rebuilt, whether or not it was enough.
+	last := v.ledger.Last()
+	if _, err := n.Commit(v.ledger, manifests.LedgerEntry{
+		Action: manifests.LedgerRepair, Line: last.Line, Version: last.Version, Digest: last.Digest,
+		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest, Repaired: rep.Layers,
+		Time: time.Now().UTC().Format(time.RFC3339),
+	}); err != nil {
+		return rep, err
+	}
+	if len(left) > 0 {
 		var msgs []string
 		for _, d := range left {
 			msgs = append(msgs, d.msg)

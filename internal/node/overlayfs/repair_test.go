@@ -112,6 +112,16 @@ func TestRepairRebuildsDriftedLayers(t *testing.T) {
 	if a := audit(); !a.OK() {
 		t.Fatalf("audit after the repair: %+v", a.Findings)
 	}
+	led, err := node.Node{Root: root}.ReadLedger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := led.Last(); last.Action != manifests.LedgerRepair || strings.Join(last.Repaired, " ") != "1.0.2" || last.Head.Version != "1.0.2" {
+		t.Errorf("the ledger's last record: %s %v at %s; want the repair of 1.0.2", last.Action, last.Repaired, last.Head.Version)
+	}
+	if n := len(led.Entries); n != 4 {
+		t.Errorf("%d ledger records, want 4 (provision, two applies, one repair: the clean and the refused repairs record nothing)", n)
+	}
 	for p, want := range map[string]string{"etc/app/app.conf": "port 81\n", "usr/share/x": "x2\n"} {
 		if b, err := os.ReadFile(filepath.Join(root, p)); err != nil || string(b) != want {
 			t.Errorf("/%s = %q, %v; want %q", p, b, err, want)
