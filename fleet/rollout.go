@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
@@ -336,22 +338,14 @@ func agentApply(h *agent.Health) *agent.ApplyResult {
 // probeAgents reads every node's health from its agent.
 func probeAgents(ctx context.Context, nodes []Node, o StatusOptions) []probed {
 	out := make([]probed, len(nodes))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, o.Parallel)
-	for i, n := range nodes {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if n.Health == "" {
-				out[i] = probed{nil, errors.New("no agent health URL in the inventory")}
-				return
-			}
-			h, _, err := fetchHealth(ctx, o, n)
-			out[i] = probed{h, err}
-		}()
-	}
-	wg.Wait()
+	each(len(nodes), o.Parallel, func(i int) {
+		if nodes[i].Health == "" {
+			out[i] = probed{nil, errors.New("no agent health URL in the inventory")}
+			return
+		}
+		h, _, err := fetchHealth(ctx, o, nodes[i])
+		out[i] = probed{h, err}
+	})
 	return out
 }
 
@@ -364,18 +358,10 @@ type probed struct {
 // probe reads every node's health over SSH, 64 at a time.
 func probe(ctx context.Context, nodes []Node, s *SSH) []probed {
 	out := make([]probed, len(nodes))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for i, n := range nodes {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			h, _, err := sshHealth(ctx, s, n, s.Timeout+30*time.Second)
-			out[i] = probed{h, err}
-		}()
-	}
-	wg.Wait()
+	each(len(nodes), 64, func(i int) {
+		h, _, err := sshHealth(ctx, s, nodes[i], s.Timeout+30*time.Second)
+		out[i] = probed{h, err}
+	})
 	return out
 }
 
@@ -390,47 +376,42 @@ func refIndex(line []manifests.Ref, v string) int {
 }
 
 // bundleCache writes one bundle per (from, to), once, shared by the nodes
-// that need it.
+// that need it (concurrent requests wait for the one writing it).
 type bundleCache struct {
 	write func(ctx context.Context, line, from, to string) (string, error)
+	once  singleflight.Group
 	mu    sync.Mutex
 	paths map[string]string
-	errs  map[string]error
-	locks map[string]*sync.Mutex
+	errs  map[string]error // failures (not interruptions) are not retried
 }
 
 func (b *bundleCache) get(ctx context.Context, line, from, to string) (string, error) {
 	key := from + " " + to
-	b.mu.Lock()
-	if b.locks == nil {
-		b.locks, b.errs, b.paths = map[string]*sync.Mutex{}, map[string]error{}, map[string]string{}
-	}
-	l := b.locks[key]
-	if l == nil {
-		l = &sync.Mutex{}
-		b.locks[key] = l
-	}
-	b.mu.Unlock()
-	l.Lock()
-	defer l.Unlock()
-	b.mu.Lock()
-	p, err := b.paths[key], b.errs[key]
-	b.mu.Unlock()
-	if p != "" || err != nil {
-		return p, err
-	}
-	p, err = b.write(ctx, line, from, to)
-	if err != nil {
-		err = fmt.Errorf("writing the bundle of %s from %s through %s: %w", line, from, to, err)
-	}
-	b.mu.Lock()
-	if err != nil && ctx.Err() == nil {
-		b.errs[key] = err
-	} else if err == nil {
+	v, err, _ := b.once.Do(key, func() (any, error) {
+		b.mu.Lock()
+		p, ok := b.paths[key]
+		err := b.errs[key]
+		b.mu.Unlock()
+		if ok || err != nil {
+			return p, err
+		}
+		p, err = b.write(ctx, line, from, to)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.paths == nil {
+			b.paths, b.errs = map[string]string{}, map[string]error{}
+		}
+		if err != nil {
+			err = fmt.Errorf("writing the bundle of %s from %s through %s: %w", line, from, to, err)
+			if ctx.Err() == nil {
+				b.errs[key] = err
+			}
+			return "", err
+		}
 		b.paths[key] = p
-	}
-	b.mu.Unlock()
-	return p, err
+		return p, nil
+	})
+	return v.(string), err
 }
 
 func (b *bundleCache) remove() {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/strata-dev/strata/agent"
@@ -108,23 +107,15 @@ func Status(ctx context.Context, nodes []Node, o StatusOptions) *Report {
 	o.setDefaults()
 	healths := make([]*agent.Health, len(nodes))
 	rows := make([]NodeStatus, len(nodes))
-	sem := make(chan struct{}, o.Parallel)
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		rows[i] = NodeStatus{Name: n.Name, Behind: -1}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			h, skew, err := fetchHealth(ctx, o, n)
-			if err != nil {
-				rows[i].State, rows[i].Error = StateUnreachable, err.Error()
-				return
-			}
-			healths[i], rows[i].Skew = h, skew
-		}()
-	}
-	wg.Wait()
+	each(len(nodes), o.Parallel, func(i int) {
+		rows[i] = NodeStatus{Name: nodes[i].Name, Behind: -1}
+		h, skew, err := fetchHealth(ctx, o, nodes[i])
+		if err != nil {
+			rows[i].State, rows[i].Error = StateUnreachable, err.Error()
+			return
+		}
+		healths[i], rows[i].Skew = h, skew
+	})
 	ref := ""
 	if len(o.Line) > 0 {
 		ref = o.Line[len(o.Line)-1].Version

@@ -6,8 +6,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Outcomes of a node in a rollout or a cluster restart.
@@ -131,20 +132,14 @@ func runWaves(ctx context.Context, results []NodeResult, idx []int, o WaveOption
 		wave := rest[:min(size, len(rest))]
 		rest = rest[len(wave):]
 		progress(fmt.Sprintf("%s %d: %s (%d more after it)", kind, w, names(results, wave), len(rest)))
-		sem := make(chan struct{}, o.Parallel)
-		var wg sync.WaitGroup
 		for _, i := range wave {
 			results[i].Wave = w
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				ctx, cancel := context.WithTimeout(ctx, o.NodeTimeout)
-				defer cancel()
-				step(ctx, i)
-			}()
 		}
-		wg.Wait()
+		each(len(wave), o.Parallel, func(k int) {
+			ctx, cancel := context.WithTimeout(ctx, o.NodeTimeout)
+			defer cancel()
+			step(ctx, wave[k])
+		})
 		var failed []string
 		for _, i := range wave {
 			switch results[i].Outcome {
@@ -159,6 +154,16 @@ func runWaves(ctx context.Context, results []NodeResult, idx []int, o WaveOption
 		}
 	}
 	return ""
+}
+
+// each runs fn(0) to fn(n-1), at most limit at once, and waits for them.
+func each(n, limit int, fn func(i int)) {
+	var g errgroup.Group
+	g.SetLimit(limit)
+	for i := range n {
+		g.Go(func() error { fn(i); return nil })
+	}
+	_ = g.Wait()
 }
 
 func names(results []NodeResult, idx []int) string {
