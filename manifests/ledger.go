@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -27,6 +28,14 @@ const (
 	// services failed, or a crash interrupted it): the head is unchanged,
 	// Error says what went wrong and Pending holds restarts still due.
 	LedgerFailed LedgerAction = "failed"
+	// LedgerUpgrade records a whole-image upgrade that booted and passed
+	// its health check: Version and Digest name the new image, Slot the
+	// root partition it is on, Layers the applied overlays that stay
+	// stacked above it and Dropped those that do not (refused by its
+	// constraints, with --drop-layers). Compact marks a regenerated image
+	// that folds the line through Head (its tree is the line's tree).
+	// A failed record with a Slot is an upgrade that never reached health.
+	LedgerUpgrade LedgerAction = "upgrade"
 )
 
 // Ledger is a node's append-only record of what was applied to it. Each
@@ -66,9 +75,18 @@ type LedgerEntry struct {
 	Reboot []ServiceAction `json:"reboot,omitempty"`
 	// Repaired are the layers a repair record rebuilt.
 	Repaired []string `json:"repaired,omitempty"`
-	Time     string   `json:"time"`
-	Prev     string   `json:"prev"`
-	Hash     string   `json:"hash"`
+	// Slot is the root partition ("a" or "b") of an upgrade or of a
+	// failed upgrade.
+	Slot string `json:"slot,omitempty"`
+	// Layers are the applied overlays an upgrade kept, oldest first;
+	// Dropped those it took off.
+	Layers  []string `json:"layers,omitempty"`
+	Dropped []string `json:"dropped,omitempty"`
+	// Compact marks an upgrade to a regenerated image of the node's head.
+	Compact bool   `json:"compact,omitempty"`
+	Time    string `json:"time"`
+	Prev    string `json:"prev"`
+	Hash    string `json:"hash"`
 }
 
 // EntryHash returns the hash of e with its Hash field cleared.
@@ -140,9 +158,19 @@ func (l *Ledger) CheckChain() error {
 // and plans: a ledger is node state, and node state may have been planted.
 func (e LedgerEntry) validate() error {
 	switch e.Action {
-	case LedgerProvision, LedgerApply, LedgerRollback, LedgerRestart, LedgerRepair, LedgerFailed:
+	case LedgerProvision, LedgerApply, LedgerRollback, LedgerRestart, LedgerRepair, LedgerFailed, LedgerUpgrade:
 	default:
 		return fmt.Errorf("unknown action %q", e.Action)
+	}
+	switch {
+	case e.Slot != "" && e.Slot != SlotA && e.Slot != SlotB:
+		return fmt.Errorf("slot %q is not %q or %q", e.Slot, SlotA, SlotB)
+	case e.Action == LedgerUpgrade && e.Slot == "":
+		return fmt.Errorf("upgrade record without a slot")
+	case e.Action != LedgerUpgrade && e.Action != LedgerFailed && e.Slot != "":
+		return fmt.Errorf("%s record with a slot", e.Action)
+	case e.Action != LedgerUpgrade && (len(e.Layers) > 0 || len(e.Dropped) > 0 || e.Compact):
+		return fmt.Errorf("%s record with upgrade fields", e.Action)
 	}
 	if err := ValidLine(e.Line); err != nil {
 		return err
@@ -161,9 +189,11 @@ func (e LedgerEntry) validate() error {
 	if !ValidDigest(e.TreeDigest) {
 		return fmt.Errorf("tree digest %q is not a sha256 digest", e.TreeDigest)
 	}
-	for _, v := range e.Repaired {
-		if _, err := ParseVersion(v); err != nil {
-			return fmt.Errorf("repaired layer: %w", err)
+	for _, vs := range [][]string{e.Repaired, e.Layers, e.Dropped} {
+		for _, v := range vs {
+			if _, err := ParseVersion(v); err != nil {
+				return fmt.Errorf("layer: %w", err)
+			}
 		}
 	}
 	for _, list := range []struct {
@@ -205,7 +235,8 @@ func (a ServiceAction) validate(plan bool) error {
 }
 
 // Applied returns the overlays in effect, oldest first: apply records
-// minus those undone by later rollback records.
+// minus those undone by later rollback records and those an upgrade did
+// not keep.
 func (l *Ledger) Applied() []LedgerEntry {
 	var stack []LedgerEntry
 	for _, e := range l.Entries {
@@ -216,9 +247,41 @@ func (l *Ledger) Applied() []LedgerEntry {
 			if n := len(stack); n > 0 {
 				stack = stack[:n-1]
 			}
+		case LedgerUpgrade:
+			var kept []LedgerEntry
+			for _, a := range stack {
+				if slices.Contains(e.Layers, a.Version) {
+					kept = append(kept, a)
+				}
+			}
+			stack = kept
 		}
 	}
 	return stack
+}
+
+// Running returns the record of the image the node runs: its provision
+// record or its last upgrade.
+func (l *Ledger) Running() LedgerEntry {
+	for i := len(l.Entries) - 1; i > 0; i-- {
+		if l.Entries[i].Action == LedgerUpgrade {
+			return l.Entries[i]
+		}
+	}
+	return l.Entries[0]
+}
+
+// Canonical returns the record of the image whose tree is the line's
+// tree at its head (the overlays' tree digests fold from it): the
+// provision record or the last compacting upgrade. An upgrade to an
+// image of a new recipe changes the node's tree, not the line's.
+func (l *Ledger) Canonical() LedgerEntry {
+	for i := len(l.Entries) - 1; i > 0; i-- {
+		if e := l.Entries[i]; e.Action == LedgerUpgrade && e.Compact {
+			return e
+		}
+	}
+	return l.Entries[0]
 }
 
 // PendingRestarts returns the restart debt: actions recorded as pending

@@ -104,6 +104,8 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 		}
 	} else if err := recoverTxn(ctx, b); err != nil {
 		return nil, err
+	} else if err := refuseStaged(n, "applying overlays"); err != nil {
+		return nil, err
 	}
 	v, err := loadView(n)
 	if err != nil {
@@ -305,7 +307,7 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 		applied[e.Version] = e.Digest
 	}
 	cur := v.head()
-	known := []manifests.Ref{v.ledger.Entries[0].Head}
+	known := []manifests.Ref{v.ledger.Canonical().Head}
 	for _, e := range v.applied {
 		known = append(known, manifests.Ref{Version: e.Version, Digest: e.Digest})
 	}
@@ -315,6 +317,12 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 	state, err := fold.State()
 	if err != nil {
 		return nil, nil, err
+	}
+	// On a node that runs an image of a new recipe the overlays' tree
+	// digests are checked against the line's tree, folded alongside.
+	var canon *tree.Fold
+	if v.rebased() {
+		canon = v.canonFold(len(v.overlays))
 	}
 	var todo []*Archive
 	states := map[string][2]tree.State{}
@@ -345,7 +353,16 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 		if state, err = fold.State(); err != nil {
 			return nil, nil, fmt.Errorf("overlay %s does not fit the node's expected tree: %w: %w", m.Version, ErrSequence, tree.Cause(err))
 		}
-		if d := state.Digest(); d != m.TreeDigest {
+		d := state.Digest()
+		if canon != nil {
+			canon = tree.Append(canon, archive.ManifestLayer(m))
+			cs, err := canon.State()
+			if err != nil {
+				return nil, nil, fmt.Errorf("overlay %s does not fit the line's tree: %w: %w", m.Version, ErrSequence, tree.Cause(err))
+			}
+			d = cs.Digest()
+		}
+		if d != m.TreeDigest {
 			return nil, nil, fmt.Errorf("overlay %s: its changes give tree %s, manifest says %s: %w", m.Version, d, m.TreeDigest, ErrPayload)
 		}
 		states[m.Version] = [2]tree.State{before, state}

@@ -84,24 +84,54 @@ type ActivateReport struct {
 	Head manifests.Ref `json:"head"`
 	// Layers are the overlays stacked, oldest first.
 	Layers []string `json:"layers"`
+	// Trial is the image of a staged upgrade the node boots for the
+	// first time (its health decides: strata upgrade --confirm).
+	Trial *manifests.Ref `json:"trial,omitempty"`
+	// FailedUpgrade is the failed record written because the node booted
+	// its old image again after an upgrade was staged.
+	FailedUpgrade *manifests.LedgerEntry `json:"failed_upgrade,omitempty"`
 }
 
 // Activate builds the overlayfs stacks of the node at root from its
-// ledger (run: the runtime directory, default ROOT/run). An initramfs runs
-// it before PID 1 starts; on a running node it settles an interrupted
-// switch and rebuilds the stacks.
+// ledger (run: the runtime directory, default ROOT/run). On a running
+// node it settles an interrupted switch and rebuilds the stacks; offline
+// (a mounted disk) it stacks the layers. A boot runs ActivateBoot.
 func Activate(ctx context.Context, root, run string) (*ActivateReport, error) {
 	if err := activate(ctx, root, run); err != nil {
 		return nil, err
 	}
-	l, err := node.Node{Root: root}.ReadLedger()
+	ev, err := node.Node{Root: root}.Effective()
 	if err != nil {
 		return nil, err
 	}
-	rep := &ActivateReport{Root: root, Head: l.Last().Head, Layers: []string{}}
-	for _, e := range l.Applied() {
+	rep := &ActivateReport{Root: root, Head: ev.Ledger.Last().Head, Layers: []string{}}
+	for _, e := range ev.Ledger.Applied() {
 		rep.Layers = append(rep.Layers, e.Version)
 	}
+	if ev.Trial {
+		rep.Trial = &manifests.Ref{Version: ev.Staged.Record.Version, Digest: ev.Staged.Record.Digest}
+	}
+	return rep, nil
+}
+
+// ActivateBoot is Activate at boot (an initramfs runs it before PID 1
+// starts): it also settles a staged upgrade the node did not boot into
+// (SettleUpgrade, with the running kernel's boot id), recording it as
+// failed.
+func ActivateBoot(ctx context.Context, root, run string) (*ActivateReport, error) {
+	rep, err := Activate(ctx, root, run)
+	if err != nil {
+		return nil, err
+	}
+	bootID, err := node.BootID()
+	if err != nil {
+		return rep, err
+	}
+	fb, err := SettleUpgrade(ctx, root, bootID)
+	if err != nil {
+		return rep, err
+	}
+	rep.FailedUpgrade = fb.Failed
 	return rep, nil
 }
 

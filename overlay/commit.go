@@ -101,7 +101,7 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 		Digest:     a.Digest,
 		Image:      last.Image,
 		Head:       manifests.Ref{Version: m.Version, Digest: a.Digest},
-		TreeDigest: m.TreeDigest,
+		TreeDigest: states[1].Digest(),
 		Pending:    plan.Actions,
 		Time:       time.Now().UTC().Format(time.RFC3339),
 	}

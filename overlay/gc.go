@@ -40,6 +40,9 @@ func GC(ctx context.Context, root string, keep int, lockWait time.Duration) (*GC
 		return nil, err
 	}
 	defer unlock()
+	if err := refuseTrial(b.Node(), "gc"); err != nil {
+		return nil, err
+	}
 	n := b.Node()
 	l, err := n.ReadLedger()
 	if err != nil {

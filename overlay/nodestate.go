@@ -2,7 +2,9 @@ package overlay
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -11,40 +13,67 @@ import (
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
 // nodeView is what a node's state directory says about it: its ledger,
-// the image manifest it was provisioned from and the manifests of the
-// overlays in effect.
+// the image manifest it runs and the manifests of the overlays in effect.
+// On a trial boot of a staged upgrade the ledger has the upgrade's record
+// appended (see node.Node.Effective).
 type nodeView struct {
-	n        node.Node
-	ledger   *manifests.Ledger
-	image    *repo.Image
+	n      node.Node
+	ledger *manifests.Ledger
+	// image is the image the node runs; canon the image whose tree the
+	// overlays' tree digests fold from (the same unless the node was
+	// upgraded to an image of a new recipe).
+	image, canon *repo.Image
+	// imageSig is the signature of image's manifest.
+	imageSig []byte
 	applied  []manifests.LedgerEntry
 	overlays []*manifests.OverlayManifest
+	staged   *manifests.StagedUpgrade
+	trial    bool
 }
 
 // loadView reads the ledger and checks the stored manifests against it.
 func loadView(n node.Node) (*nodeView, error) {
-	l, err := n.ReadLedger()
+	ev, err := n.Effective()
 	if err != nil {
 		return nil, err
 	}
-	v := &nodeView{n: n, ledger: l, applied: l.Applied()}
-	raw, err := safefile.Read(n.Path(manifests.ImageManifestPath), manifests.MaxManifestSize)
-	if err != nil {
-		return nil, fmt.Errorf("node %s: reading image manifest: %w", n.Root, err)
+	l := ev.Ledger
+	v := &nodeView{n: n, ledger: l, applied: l.Applied(), staged: ev.Staged, trial: ev.Trial}
+	run := l.Running()
+	if d := manifests.Digest(ev.ImageRaw); d != run.Digest {
+		return nil, fmt.Errorf("node %s: /%s has digest %s, but the ledger says the node runs image %s (%s): %w", n.Root, manifests.ImageManifestPath, d, run.Version, run.Digest, ErrDrift)
 	}
-	if d := manifests.Digest(raw); d != l.Entries[0].Digest {
-		return nil, fmt.Errorf("node %s: /%s has digest %s, ledger provisioned %s: %w", n.Root, manifests.ImageManifestPath, d, l.Entries[0].Digest, ErrDrift)
-	}
-	m, err := decodeImage(raw, l.Entries[0].Digest)
+	m, err := decodeImage(ev.ImageRaw, run.Digest)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Root, err)
 	}
-	v.image = &repo.Image{Manifest: m, Raw: raw, Digest: l.Entries[0].Digest}
+	v.image = &repo.Image{Manifest: m, Raw: ev.ImageRaw, Digest: run.Digest}
+	if run.Seq == 0 {
+		v.imageSig, err = safefile.Read(n.Path(manifests.ImageSigPath), sign.MaxSignatureSize)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("node %s: %w", n.Root, err)
+		}
+	} else if _, v.imageSig, err = n.StoredImage(run.Digest); err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.Root, err)
+	}
+	v.canon = v.image
+	if c := l.Canonical(); c.Digest != run.Digest {
+		raw, _, err := n.StoredImage(c.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: the line's image %s: %w", n.Root, c.Version, err)
+		}
+		cm, err := decodeImage(raw, c.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Root, err)
+		}
+		v.canon = &repo.Image{Manifest: cm, Raw: raw, Digest: c.Digest}
+	}
 	for _, e := range v.applied {
 		p := filepath.Join(n.ManifestStore(), e.Version+".json")
 		b, err := safefile.Read(p, manifests.MaxManifestSize)
@@ -105,13 +134,25 @@ func (v *nodeView) expectedAfter(k int) (tree.State, error) {
 }
 
 // fold is the image with the first k applied overlays as layers.
-func (v *nodeView) fold(k int) *tree.Fold {
-	f := tree.Base(v.image.Manifest.Files)
-	for _, m := range v.overlays[:k] {
+func (v *nodeView) fold(k int) *tree.Fold { return foldOver(v.image, v.overlays[:k]) }
+
+// canonFold is the line's tree under the first k applied overlays: what
+// their tree digests describe. It is fold unless the node runs an image
+// of a new recipe.
+func (v *nodeView) canonFold(k int) *tree.Fold { return foldOver(v.canon, v.overlays[:k]) }
+
+// foldOver is image with overlays as layers.
+func foldOver(image *repo.Image, overlays []*manifests.OverlayManifest) *tree.Fold {
+	f := tree.Base(image.Manifest.Files)
+	for _, m := range overlays {
 		f = tree.Append(f, archive.ManifestLayer(m))
 	}
 	return f
 }
+
+// rebased reports whether the node runs an image other than the line's:
+// its tree is then not the one the overlays' tree digests describe.
+func (v *nodeView) rebased() bool { return v.canon.Digest != v.image.Digest }
 
 // lockNode takes the node's apply lock and settles whatever a crash left,
 // so the caller starts from a settled node.

@@ -34,6 +34,9 @@ func SettlePending(ctx context.Context, root string, r Restarter, lockWait time.
 		return nil, err
 	}
 	defer unlock()
+	if err := refuseTrial(b.Node(), "restart-pending"); err != nil {
+		return nil, err
+	}
 	n := b.Node()
 	l, err := n.ReadLedger()
 	if err != nil {

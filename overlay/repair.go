@@ -61,6 +61,9 @@ func Repair(ctx context.Context, root string, src Source, lockWait time.Duration
 		return nil, err
 	}
 	defer unlock()
+	if err := refuseStaged(b.Node(), "repair"); err != nil {
+		return nil, err
+	}
 	lr, ok := b.(layerRebuilder)
 	if !ok {
 		return nil, fmt.Errorf("repairing %s: %w: only nodes on a read-only image (backend overlayfs) can be repaired", root, errors.ErrUnsupported)

@@ -35,6 +35,9 @@ func Rollback(ctx context.Context, root string, r Restarter, lockWait time.Durat
 		return nil, err
 	}
 	defer unlock()
+	if err := refuseStaged(b.Node(), "rollback"); err != nil {
+		return nil, err
+	}
 	return rollbackLocked(ctx, b, r, progress)
 }
 
@@ -49,7 +52,7 @@ func rollbackLocked(ctx context.Context, b Backend, r Restarter, progress func(s
 	}
 	last := v.applied[len(v.applied)-1]
 	m := v.overlays[len(v.overlays)-1]
-	prev := v.ledger.Entries[0]
+	prev := v.ledger.Canonical()
 	if len(v.applied) > 1 {
 		prev = v.applied[len(v.applied)-2]
 	}
@@ -71,7 +74,7 @@ func rollbackLocked(ctx context.Context, b Backend, r Restarter, progress func(s
 		Digest:     last.Digest,
 		Image:      last.Image,
 		Head:       prev.Head,
-		TreeDigest: prev.TreeDigest,
+		TreeDigest: before.Digest(),
 		Pending:    plan.Actions,
 		Time:       time.Now().UTC().Format(time.RFC3339),
 	}

@@ -84,6 +84,9 @@ func RestartServices(ctx context.Context, root string, units []string, r Restart
 		return nil, err
 	}
 	defer unlock()
+	if err := refuseTrial(b.Node(), "restart"); err != nil {
+		return nil, err
+	}
 	n := b.Node()
 	v, err := loadView(n)
 	if err != nil {

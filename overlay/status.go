@@ -20,7 +20,13 @@ type Status struct {
 	// Image is the image the node was provisioned from (or its head, for
 	// a regenerated image).
 	Image manifests.Ref `json:"image"`
-	Head  manifests.Ref `json:"head"`
+	// Running is the image the node runs when a whole-image upgrade
+	// changed it, and Slot its root partition.
+	Running *manifests.Ref `json:"running,omitempty"`
+	Slot    string         `json:"slot,omitempty"`
+	// Upgrade is a whole-image upgrade staged and not confirmed yet.
+	Upgrade *UpgradeStatus `json:"upgrade,omitempty"`
+	Head    manifests.Ref  `json:"head"`
 	// Layers are the overlays in effect, oldest first.
 	Layers []string `json:"layers"`
 	// Active reports, for an overlayfs node, whether its stacks are in
@@ -37,6 +43,17 @@ type Status struct {
 	LastFailure *manifests.LedgerEntry `json:"last_failure,omitempty"`
 }
 
+// UpgradeStatus is a staged upgrade: waiting for the next boot
+// ("staged") or on its trial boot, waiting for the health check
+// ("trial").
+type UpgradeStatus struct {
+	State  string        `json:"state"`
+	Image  manifests.Ref `json:"image"`
+	Slot   string        `json:"slot"`
+	Entry  string        `json:"entry"`
+	Staged string        `json:"staged"`
+}
+
 // NodeStatus reads the status of the node at root. It changes nothing.
 func NodeStatus(ctx context.Context, root string) (*Status, error) {
 	b, err := openBackend(root)
@@ -44,14 +61,25 @@ func NodeStatus(ctx context.Context, root string) (*Status, error) {
 		return nil, err
 	}
 	n := b.Node()
-	l, err := n.ReadLedger()
+	ev, err := n.Effective()
 	if err != nil {
 		return nil, err
 	}
+	l := ev.Ledger
 	st := &Status{Root: root, Line: l.Entries[0].Line, Image: l.Entries[0].Head, Head: l.Last().Head,
 		Layers: []string{}, Pending: l.PendingRestarts(), Reboot: []manifests.ServiceAction{}}
 	if st.Backend, err = n.Backend(); err != nil {
 		return nil, err
+	}
+	if run := l.Running(); run.Action == manifests.LedgerUpgrade {
+		st.Running, st.Slot = &manifests.Ref{Version: run.Version, Digest: run.Digest}, run.Slot
+	}
+	if u := ev.Staged; u != nil {
+		st.Upgrade = &UpgradeStatus{State: "staged", Image: manifests.Ref{Version: u.Record.Version, Digest: u.Record.Digest},
+			Slot: u.Record.Slot, Entry: u.Entry, Staged: u.Staged}
+		if ev.Trial {
+			st.Upgrade.State = "trial"
+		}
 	}
 	for _, e := range l.Applied() {
 		st.Layers = append(st.Layers, e.Version)
@@ -69,7 +97,7 @@ func NodeStatus(ctx context.Context, root string) (*Status, error) {
 	st.Reboot = rebootRequired(l, bootTime(root))
 	for i := len(l.Entries) - 1; i > 0; i-- {
 		e := l.Entries[i]
-		if e.Action == manifests.LedgerApply || e.Action == manifests.LedgerRollback {
+		if e.Action == manifests.LedgerApply || e.Action == manifests.LedgerRollback || e.Action == manifests.LedgerUpgrade {
 			break
 		}
 		if e.Action == manifests.LedgerFailed {

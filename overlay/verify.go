@@ -107,7 +107,7 @@ func VerifyNodeAs(ctx context.Context, root, repoDir string, files bool, trust, 
 	for _, p := range a.Pending {
 		a.warn("pending-restart", "%s of %s is pending (because of %s)", p.Action, p.Unit, strings.Join(p.Because, ", "))
 	}
-	prev := v.ledger.Entries[0].Head
+	prev := v.ledger.Canonical().Head
 	for i, e := range v.applied {
 		a.Applied = append(a.Applied, e.Version)
 		m := v.overlays[i]
@@ -135,13 +135,9 @@ func VerifyNodeAs(ctx context.Context, root, repoDir string, files bool, trust, 
 // auditSignatures checks the manifests the node's expected tree comes
 // from against the auditor's keys.
 func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
-	sig, err := safefile.Read(v.n.Path(manifests.ImageSigPath), sign.MaxSignatureSize)
-	if err == nil {
-		m := v.image.Manifest
-		_, err = trust.VerifyFor(v.image.Raw, sig, sign.ImageComment(m.Line, m.Version))
-	}
-	if err != nil {
-		a.problem("signature", "", "image manifest %s: %v", v.image.Manifest.Version, err)
+	m := v.image.Manifest
+	if _, err := trust.VerifyFor(v.image.Raw, v.imageSig, sign.ImageComment(m.Line, m.Version)); err != nil {
+		a.problem("signature", "", "image manifest %s: %v", m.Version, err)
 	}
 	for _, e := range v.applied {
 		var raw []byte
@@ -209,16 +205,16 @@ func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string
 	}
 	rh := l.Head()
 	a.RepoHead = &rh
-	im := v.image.Manifest
+	im := v.canon.Manifest
 	switch {
-	case im.Base == nil && v.image.Digest != l.Image.Digest:
-		a.problem("unknown", "", "the node's image %s (%s) is not line %s's image %s (%s)", im.Version, v.image.Digest, l.Name, l.Image.Version, l.Image.Digest)
+	case im.Base == nil && v.canon.Digest != l.Image.Digest:
+		a.problem("unknown", "", "the node's image %s (%s) is not line %s's image %s (%s)", im.Version, v.canon.Digest, l.Name, l.Image.Version, l.Image.Digest)
 	case im.Base != nil && im.Base.Digest != l.Image.Digest:
 		a.problem("unknown", "", "the node's regenerated image was built from %s (%s), not line %s's image %s (%s)", im.Base.Version, im.Base.Digest, l.Name, l.Image.Version, l.Image.Digest)
 	}
 	// The node's sequence must be the index's, from where the node joined.
 	pos := -1
-	start := v.ledger.Entries[0].Head
+	start := v.ledger.Canonical().Head
 	if start.Digest == l.Image.Digest {
 		pos = 0
 	}

@@ -28,9 +28,9 @@ const (
 	espFallback = "/EFI/BOOT/BOOTX64.EFI"
 	espBoot     = "/EFI/systemd/systemd-bootx64.efi"
 	espLoader   = "/loader/loader.conf"
-	espEntry    = "/loader/entries/strata.conf"
-	espKernel   = "/strata/vmlinuz"
-	espInitrd   = "/strata/initrd.img"
+	espEntry    = "/loader/entries/strata-1-a.conf"
+	espKernel   = "/strata/a/vmlinuz"
+	espInitrd   = "/strata/a/initrd.img"
 )
 
 // bootFiles are the image's kernel and initrd (image paths, and copies in
@@ -166,12 +166,12 @@ func writeESP(ctx context.Context, target string, p Partition, b *bootFiles, boo
 		return err
 	}
 	img := fmt.Sprintf("%s@@%d", target, p.Offset)
-	if err := tool(ctx, "mmd", "-i", img, "::/EFI", "::/EFI/BOOT", "::/EFI/systemd", "::/loader", "::/loader/entries", "::/strata"); err != nil {
+	if err := tool(ctx, "mmd", "-i", img, "::/EFI", "::/EFI/BOOT", "::/EFI/systemd", "::/loader", "::/loader/entries", "::/strata", "::/strata/a"); err != nil {
 		return err
 	}
 	loader := "timeout 3\n"
 	if b.kernel != "" {
-		loader = "default strata.conf\n" + loader
+		loader = loaderDefault + loader
 	}
 	texts := map[string]string{espLoader: loader}
 	puts := map[string]string{espFallback: bootEFI, espBoot: bootEFI}

@@ -56,7 +56,7 @@ files:
 		t.Fatalf("boot files %+v", r)
 	}
 	run(t, "fsck.vfat", "-n", extract(t, d, r.Layout.Part(disk.PartESP)))
-	entry := espRead(t, d, "/loader/entries/strata.conf")
+	entry := espRead(t, d, "/loader/entries/strata-1-a.conf")
 	if !strings.Contains(entry, "root=PARTUUID="+strings.ToLower(r.Layout.Part(disk.PartRootA).GUID)+" ro rootfstype=squashfs") ||
 		!strings.Contains(entry, " console=ttyS0,115200") || !strings.Contains(entry, " systemd.hostname=edge-7.example\n") {
 		t.Fatalf("loader entry:\n%s", entry)
@@ -67,10 +67,10 @@ files:
 			t.Errorf("hostname %q accepted", bad)
 		}
 	}
-	if k, i := espRead(t, d, "/strata/vmlinuz"), espRead(t, d, "/strata/initrd.img"); k != "new kernel\n" || i != "new initrd\n" {
+	if k, i := espRead(t, d, "/strata/a/vmlinuz"), espRead(t, d, "/strata/a/initrd.img"); k != "new kernel\n" || i != "new initrd\n" {
 		t.Fatalf("ESP kernel %q initrd %q", k, i)
 	}
-	if l := espRead(t, d, "/loader/loader.conf"); !strings.Contains(l, "default strata.conf") {
+	if l := espRead(t, d, "/loader/loader.conf"); !strings.Contains(l, "default strata-*") {
 		t.Fatalf("loader.conf:\n%s", l)
 	}
 }

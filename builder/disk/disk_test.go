@@ -200,7 +200,7 @@ func espFiles(t *testing.T, p string, names ...string) {
 			t.Fatalf("ESP %s: %d bytes, %v", n, len(b), err)
 		}
 	}
-	if _, err := fs.OpenFile("/loader/entries/strata.conf", os.O_RDONLY); err == nil {
+	if _, err := fs.OpenFile("/loader/entries/strata-1-a.conf", os.O_RDONLY); err == nil {
 		t.Fatal("a loader entry without a kernel")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/loop"
+	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -38,6 +39,10 @@ type Node struct {
 	Root string
 	// State is where the state partition (ext4) is mounted, read-write.
 	State string
+	// Layout is the disk's partitions; Slot the root partition mounted
+	// at Root (the one the node's ledger runs).
+	Layout *Layout
+	Slot   string
 
 	dir  string   // holds Root and State
 	lock *os.File // the disk, with its whole-file lock
@@ -69,10 +74,10 @@ func MountNode(ctx context.Context, diskPath string, progress func(string)) (n *
 			n = nil
 		}
 	}()
-	rootA, state, err := nodePartitions(f, diskPath)
-	if err != nil {
+	if n.Layout, err = readLayout(f, diskPath); err != nil {
 		return n, err
 	}
+	state := n.Layout.Part(PartState)
 	if n.dir, err = os.MkdirTemp("", "strata-disk-"); err != nil {
 		return n, fmt.Errorf("mounting the node on %s: %w", diskPath, err)
 	}
@@ -82,13 +87,24 @@ func MountNode(ctx context.Context, diskPath string, progress func(string)) (n *
 			return n, fmt.Errorf("mounting the node on %s: %w", diskPath, err)
 		}
 	}
-	progress(fmt.Sprintf("mounting root A of %s (%s at %s) read-only", diskPath, FormatSize(rootA.Size), FormatSize(rootA.Offset)))
-	if _, err := loop.Mount(diskPath, loop.Config{Offset: rootA.Offset, SizeLimit: rootA.Size, ReadOnly: true}, n.Root, "squashfs", unix.MS_NODEV, ""); err != nil {
-		return n, fmt.Errorf("mounting root A of %s: %w", diskPath, err)
-	}
 	progress(fmt.Sprintf("mounting the state partition of %s", diskPath))
 	if _, err := loop.Mount(diskPath, loop.Config{Offset: state.Offset, SizeLimit: state.Size}, n.State, "ext4", unix.MS_NOATIME|unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
 		return n, fmt.Errorf("mounting the state partition of %s: %w", diskPath, err)
+	}
+	// The root the node runs is the one its ledger names (root A until an
+	// upgrade to root B was confirmed by a healthy boot).
+	l, err := node.Node{Root: n.State}.ReadLedger()
+	if err != nil {
+		return n, fmt.Errorf("the node on %s: %w", diskPath, err)
+	}
+	n.Slot = l.Running().Slot
+	if n.Slot == "" {
+		n.Slot = manifests.SlotA
+	}
+	root := n.Layout.Part(rootPart(n.Slot))
+	progress(fmt.Sprintf("mounting root %s of %s (%s at %s) read-only", strings.ToUpper(n.Slot), diskPath, FormatSize(root.Size), FormatSize(root.Offset)))
+	if _, err := loop.Mount(diskPath, loop.Config{Offset: root.Offset, SizeLimit: root.Size, ReadOnly: true}, n.Root, "squashfs", unix.MS_NODEV, ""); err != nil {
+		return n, fmt.Errorf("mounting root %s of %s: %w", strings.ToUpper(n.Slot), diskPath, err)
 	}
 	for _, d := range []string{filepath.Join(n.State, "var"), filepath.Join(n.Root, "var"), filepath.Join(n.Root, "run")} {
 		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() {
@@ -136,14 +152,14 @@ func openDisk(diskPath string) (*os.File, error) {
 	return f, nil
 }
 
-// nodePartitions reads the disk's GPT and returns root A and the state
-// partition, which must be where Provision puts them.
-func nodePartitions(f *os.File, diskPath string) (rootA, state Partition, err error) {
+// readLayout reads the disk's GPT: every partition must be where
+// Provision puts it, with its type and name.
+func readLayout(f *os.File, diskPath string) (*Layout, error) {
 	t, err := gpt.Read(f, sectorSize, sectorSize)
 	if err != nil {
-		return rootA, state, fmt.Errorf("reading the partition table of %s: %v: %w", diskPath, err, ErrNotNodeDisk)
+		return nil, fmt.Errorf("reading the partition table of %s: %v: %w", diskPath, err, ErrNotNodeDisk)
 	}
-	want := map[int]gpt.Type{PartRootA: TypeRootX8664, PartState: TypeLinuxData}
+	want := map[int]gpt.Type{PartESP: TypeESP, PartRootA: TypeRootX8664, PartRootB: TypeRootX8664, PartState: TypeLinuxData}
 	found := map[int]Partition{}
 	for _, p := range t.Partitions {
 		if p == nil || p.Type == gpt.Unused {
@@ -154,12 +170,26 @@ func nodePartitions(f *os.File, diskPath string) (rootA, state Partition, err er
 				Offset: int64(p.Start) * sectorSize, Size: int64(p.End-p.Start+1) * sectorSize}
 		}
 	}
-	for i := range want {
-		if _, ok := found[i]; !ok {
-			return rootA, state, fmt.Errorf("%s has no partition %d %q of type %s: %w", diskPath, i, partNames[i], want[i], ErrNotNodeDisk)
-		}
+	l := &Layout{DiskGUID: t.GUID}
+	if end, err := f.Seek(0, io.SeekEnd); err == nil {
+		l.Size = end
 	}
-	return found[PartRootA], found[PartState], nil
+	for i := PartESP; i <= PartState; i++ {
+		p, ok := found[i]
+		if !ok {
+			return nil, fmt.Errorf("%s has no partition %d %q of type %s: %w", diskPath, i, partNames[i], want[i], ErrNotNodeDisk)
+		}
+		l.Partitions = append(l.Partitions, p)
+	}
+	return l, nil
+}
+
+// rootPart is the root partition of slot.
+func rootPart(slot string) int {
+	if slot == manifests.SlotB {
+		return PartRootB
+	}
+	return PartRootA
 }
 
 // Close unmounts everything MountNode mounted, innermost first (the

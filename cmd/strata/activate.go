@@ -25,13 +25,18 @@ An initramfs runs it before PID 1 starts, after mounting the image at
 --root and the state partition's var on ROOT/var (and passes its own /run,
 which becomes the node's). On a running node it finishes or takes back a
 switch that a crash interrupted and rebuilds the stacks; it is idempotent.
+
+On a trial boot of a staged whole-image upgrade (strata upgrade) it stacks
+the layers the upgrade keeps. When an upgrade is staged but the node booted
+its old image again (the new one used up its tries), it records the failed
+upgrade in the ledger and drops the staged state.
 Nodes whose backend is a directory tree have nothing to activate (exit 3).`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if root == "" {
 				return usageError{fmt.Errorf("--root is required")}
 			}
-			rep, err := overlay.Activate(c.Context(), root, run)
+			rep, err := overlay.ActivateBoot(c.Context(), root, run)
 			if err != nil {
 				return err
 			}
@@ -41,6 +46,12 @@ Nodes whose backend is a directory tree have nothing to activate (exit 3).`,
 					layers = "none"
 				}
 				fmt.Fprintf(w, "activated %s at %s (layers: %s)\n", rep.Root, rep.Head.Version, layers)
+				if rep.Trial != nil {
+					fmt.Fprintf(w, "trial boot of image %s: strata upgrade --confirm commits it once the node is healthy\n", rep.Trial.Version)
+				}
+				if f := rep.FailedUpgrade; f != nil {
+					fmt.Fprintf(w, "upgrade failed, recorded: %s\n", f.Error)
+				}
 			})
 		},
 	}

@@ -37,6 +37,7 @@ overlay chain folded in.
 		newProvisionCmd(g),
 		newApplyCmd(g),
 		newActivateCmd(g),
+		newUpgradeCmd(g),
 		newStatusCmd(g),
 		newHealthCmd(g),
 		newRolloutCmd(g),

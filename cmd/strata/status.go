@@ -206,6 +206,16 @@ func printStatus(w io.Writer, st *overlay.Status) {
 	}
 	fmt.Fprintf(w, "node      %s\nbackend   %s\nline      %s\nimage     %s\nhead      %s (%s)\nlayers    %s\n",
 		st.Root, backend, st.Line, st.Image.Version, st.Head.Version, st.Head.Digest, layers)
+	if r := st.Running; r != nil {
+		fmt.Fprintf(w, "running   image %s on root %s (whole-image upgrade)\n", r.Version, strings.ToUpper(st.Slot))
+	}
+	if u := st.Upgrade; u != nil {
+		what := "the next boot tries it"
+		if u.State == "trial" {
+			what = "trial boot: committed once healthy (strata upgrade --confirm)"
+		}
+		fmt.Fprintf(w, "upgrade   %s: image %s on root %s, boot entry %s, since %s; %s\n", u.State, u.Image.Version, strings.ToUpper(u.Slot), u.Entry, u.Staged, what)
+	}
 	if st.Interrupted != "" {
 		fmt.Fprintf(w, "interrupted  %s\n", st.Interrupted)
 	}
@@ -215,7 +225,9 @@ func printStatus(w io.Writer, st *overlay.Status) {
 	for _, a := range st.Reboot {
 		fmt.Fprintf(w, "reboot    %s (%s)\n", a.Unit, strings.Join(a.Because, "; "))
 	}
-	if f := st.LastFailure; f != nil {
+	if f := st.LastFailure; f != nil && f.Slot != "" {
+		fmt.Fprintf(w, "failed    upgrade to image %s at %s: %s\n", f.Version, f.Time, f.Error)
+	} else if f != nil {
 		fmt.Fprintf(w, "failed    %s at %s: %s\n", f.Version, f.Time, f.Error)
 	}
 }

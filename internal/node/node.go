@@ -46,8 +46,8 @@ func (n Node) StateDir() string { return n.Path(manifests.StateDir) }
 // under these names; CheckState refuses any of them planted as something
 // else (a symlink above all, which would carry writes out of the root).
 var (
-	stateDirs  = []string{"overlays", "undo", "txn", "layers"}
-	stateFiles = []string{"ledger.json", "lock", "backend", "restarting", "image.json.minisig", "index-serial"}
+	stateDirs  = []string{"overlays", "undo", "txn", "layers", "images"}
+	stateFiles = []string{"ledger.json", "lock", "backend", "restarting", "image.json.minisig", "index-serial", "upgrade.json"}
 )
 
 // CheckState refuses a node whose state directory is reached through a

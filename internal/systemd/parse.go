@@ -10,7 +10,7 @@ import (
 
 // showProperties are the properties Systemctl asks `systemctl show` for.
 // None of them can contain a newline.
-const showProperties = "Id,Names,LoadState,ActiveState,SubState,Type,MainPID,RefuseManualStart,RefuseManualStop,CanReload"
+const showProperties = "Id,Names,LoadState,ActiveState,SubState,Type,MainPID,RefuseManualStart,RefuseManualStop,CanReload,UnitFileState"
 
 // parseShow parses the output of `systemctl show -p showProperties --
 // UNIT...`: records of KEY=VALUE lines separated by blank lines, in any
@@ -93,6 +93,8 @@ func setProperty(u *Unit, key, val string) error {
 		u.RefuseManualStop, err = parseBool(val)
 	case "CanReload":
 		u.CanReload, err = parseBool(val)
+	case "UnitFileState":
+		u.UnitFileState = val
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", key, err)

@@ -32,6 +32,9 @@ type Unit struct {
 	RefuseManualStop  bool `json:"refuse_manual_stop,omitempty"`
 	// CanReload reports whether the unit has a reload operation.
 	CanReload bool `json:"can_reload,omitempty"`
+	// UnitFileState is "enabled", "static", "disabled", ... (empty for
+	// units without a unit file).
+	UnitFileState string `json:"unit_file_state,omitempty"`
 }
 
 // Manager is what Resolve's callers need of a live service manager: a

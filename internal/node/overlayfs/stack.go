@@ -55,7 +55,14 @@ func (b *Backend) Activate(ctx context.Context) error {
 			return fmt.Errorf("recording the activation: %w", err)
 		}
 	}
-	return b.restack(applied(l))
+	// On a trial boot of a staged upgrade the layers it keeps are
+	// stacked; the ledger itself (which Recover prunes by) still lists
+	// every layer, so a fallback to the old image finds them all.
+	ev, err := b.n.Effective()
+	if err != nil {
+		return err
+	}
+	return b.restack(applied(ev.Ledger))
 }
 
 // restackLive rebuilds the stacks when the node is active; an inactive

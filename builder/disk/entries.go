@@ -1,0 +1,244 @@
+package disk
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Boot entries. Each root partition is booted by a Boot Loader
+// Specification entry strata writes on the ESP:
+//
+//	/loader/entries/strata-GEN-SLOT[+LEFT[-DONE]].conf
+//
+// GEN grows with every upgrade, SLOT is a or b, and the optional counter
+// is systemd-boot's boot assessment: an entry with LEFT tries is tried
+// (LEFT goes down and DONE up at each boot, the file renamed by
+// systemd-boot) until systemd-bless-boot drops the counter on a boot that
+// reached boot-complete.target; one at +0 is bad. loader.conf's `default
+// strata-*` picks the first matching entry in systemd-boot's order, which
+// puts bad entries last and sorts the others by name, newest first: the
+// newest generation that is not bad boots. A disk provisioned before
+// upgrades existed has /loader/entries/strata.conf for root A.
+const (
+	entriesDir    = "/loader/entries"
+	legacyEntry   = "strata.conf"
+	loaderDefault = "default strata-*\n"
+	// DefaultTries is how many boots a new image gets to reach health.
+	DefaultTries = 3
+	maxEntrySize = 64 << 10
+)
+
+var entryFileRe = regexp.MustCompile(`^strata-([1-9][0-9]{0,8})-([ab])(?:\+([0-9]{1,4})(?:-([0-9]{1,4}))?)?\.conf$`)
+
+// BootEntry is one of strata's boot loader entries on a disk's ESP.
+type BootEntry struct {
+	// ID is the entry without its counter (strata-GEN-SLOT.conf, or
+	// strata.conf on disks from before upgrades); File its name on the
+	// ESP.
+	ID   string `json:"id"`
+	File string `json:"file"`
+	// Generation orders entries (0 for strata.conf); Slot is the root
+	// partition its root= names.
+	Generation int    `json:"generation"`
+	Slot       string `json:"slot"`
+	// TriesLeft and TriesDone are the boot counter; TriesLeft is -1 when
+	// the entry has none (blessed, or never counted).
+	TriesLeft int    `json:"tries_left"`
+	TriesDone int    `json:"tries_done"`
+	Title     string `json:"title"`
+	Linux     string `json:"linux"`
+	Initrd    string `json:"initrd"`
+	Options   string `json:"options"`
+}
+
+// State says what the counter means: "good" (no counter), "trying" or
+// "bad" (no tries left).
+func (e BootEntry) State() string {
+	switch {
+	case e.TriesLeft < 0:
+		return "good"
+	case e.TriesLeft == 0:
+		return "bad"
+	}
+	return "trying"
+}
+
+// parseEntryName reads an entry file name.
+func parseEntryName(name string) (BootEntry, bool) {
+	if strings.EqualFold(name, legacyEntry) {
+		return BootEntry{ID: legacyEntry, File: name, TriesLeft: -1}, true
+	}
+	m := entryFileRe.FindStringSubmatch(name)
+	if m == nil {
+		return BootEntry{}, false
+	}
+	gen, _ := strconv.Atoi(m[1])
+	e := BootEntry{ID: fmt.Sprintf("strata-%d-%s.conf", gen, m[2]), File: name, Generation: gen, Slot: m[2], TriesLeft: -1}
+	if m[3] != "" {
+		e.TriesLeft, _ = strconv.Atoi(m[3])
+	}
+	if m[4] != "" {
+		e.TriesDone, _ = strconv.Atoi(m[4])
+	}
+	return e, true
+}
+
+// parseEntry reads an entry's keys (title, linux, initrd, options).
+func parseEntry(e *BootEntry, text string) {
+	for _, line := range strings.Split(text, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), " ")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "title":
+			e.Title = v
+		case "linux":
+			e.Linux = v
+		case "initrd":
+			e.Initrd = v
+		case "options":
+			e.Options = v
+		}
+	}
+}
+
+// rootGUID returns the PARTUUID an entry's options boot.
+func rootGUID(options string) string {
+	for _, f := range strings.Fields(options) {
+		if g, ok := strings.CutPrefix(f, "root=PARTUUID="); ok {
+			return strings.ToUpper(g)
+		}
+	}
+	return ""
+}
+
+// readEntries lists strata's entries on the ESP, newest generation first,
+// each with the slot its root= names on layout l. An entry that boots
+// neither root is refused: the ESP is not the one strata wrote.
+func readEntries(esp espFS, l *Layout) ([]BootEntry, error) {
+	names, err := esp.List(entriesDir)
+	if err != nil {
+		return nil, err
+	}
+	slotOf := map[string]string{
+		strings.ToUpper(l.Part(PartRootA).GUID): manifests.SlotA,
+		strings.ToUpper(l.Part(PartRootB).GUID): manifests.SlotB,
+	}
+	var out []BootEntry
+	for _, name := range names {
+		e, ok := parseEntryName(name)
+		if !ok {
+			continue
+		}
+		raw, err := esp.Read(path.Join(entriesDir, name), maxEntrySize)
+		if err != nil {
+			return nil, err
+		}
+		parseEntry(&e, string(raw))
+		slot := slotOf[rootGUID(e.Options)]
+		switch {
+		case slot == "":
+			return nil, fmt.Errorf("boot entry %s boots root=PARTUUID=%s, neither root partition of this disk: %w", name, rootGUID(e.Options), ErrNotNodeDisk)
+		case e.Slot != "" && e.Slot != slot:
+			return nil, fmt.Errorf("boot entry %s boots root %s: %w", name, slot, ErrNotNodeDisk)
+		}
+		e.Slot = slot
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Generation > out[j].Generation })
+	return out, nil
+}
+
+// entryText is an entry's content.
+func entryText(title, linux, initrd, options string) string {
+	return fmt.Sprintf("title %s\nlinux %s\ninitrd %s\noptions %s\n", title, linux, initrd, options)
+}
+
+// withRoot returns options with root=PARTUUID= set to guid and a kernel
+// panic rebooting after 10 s (panic=10: a kernel or initramfs that cannot
+// boot the image uses up a try instead of hanging).
+func withRoot(options, guid string) string {
+	var out []string
+	for _, f := range strings.Fields(options) {
+		if strings.HasPrefix(f, "root=") || strings.HasPrefix(f, "panic=") {
+			continue
+		}
+		out = append(out, f)
+	}
+	return strings.Join(append([]string{"root=PARTUUID=" + strings.ToLower(guid)}, append(out, "panic=10")...), " ")
+}
+
+// migrateLegacy renames a disk's strata.conf (root A, from before
+// upgrades) to strata-1-a.conf and makes loader.conf's default the
+// pattern every strata entry matches.
+func migrateLegacy(esp espFS, es []BootEntry) ([]BootEntry, error) {
+	for i, e := range es {
+		if e.ID != legacyEntry {
+			continue
+		}
+		to := fmt.Sprintf("strata-1-%s.conf", e.Slot)
+		for _, o := range es {
+			if o.ID == to {
+				return nil, fmt.Errorf("boot entries %s and %s both on the ESP: %w", e.File, o.File, ErrNotNodeDisk)
+			}
+		}
+		if err := esp.Rename(path.Join(entriesDir, e.File), path.Join(entriesDir, to)); err != nil {
+			return nil, err
+		}
+		es[i].ID, es[i].File, es[i].Generation = to, to, 1
+	}
+	raw, err := esp.Read("/loader/loader.conf", maxEntrySize)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(string(raw), "\n"), "\n") {
+		if k, _, _ := strings.Cut(strings.TrimSpace(l), " "); k != "default" && l != "" {
+			lines = append(lines, l)
+		}
+	}
+	conf := loaderDefault + strings.Join(lines, "\n") + "\n"
+	if conf != string(raw) {
+		if err := esp.Write("/loader/loader.conf", []byte(conf)); err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].Generation > es[j].Generation })
+	return es, nil
+}
+
+// removeSlot removes every entry that boots slot (before its root is
+// overwritten: nothing may boot a half-written root), then the kernels
+// and initrds under /strata/ that only those entries used.
+func removeSlot(esp espFS, es []BootEntry, slot string) ([]BootEntry, error) {
+	var keep, gone []BootEntry
+	for _, e := range es {
+		if e.Slot != slot {
+			keep = append(keep, e)
+			continue
+		}
+		if err := esp.Remove(path.Join(entriesDir, e.File)); err != nil {
+			return nil, err
+		}
+		gone = append(gone, e)
+	}
+	used := map[string]bool{}
+	for _, e := range keep {
+		used[e.Linux], used[e.Initrd] = true, true
+	}
+	for _, e := range gone {
+		for _, f := range []string{e.Linux, e.Initrd} {
+			if p := path.Clean(f); strings.HasPrefix(p, "/strata/") && !used[p] && !used[f] {
+				if err := esp.Remove(p); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return keep, esp.Sync()
+}

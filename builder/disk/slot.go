@@ -1,0 +1,356 @@
+package disk
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// ErrNoKernel reports an image that cannot boot from a root partition:
+// it has no kernel and initrd.
+var ErrNoKernel = manifests.Rejection("disk: image has no kernel")
+
+// Target is a node disk opened to write a whole image to its inactive
+// root partition and the boot entry for it: a disk that is not running
+// (from a mounted Node) or the disk of the running node (OpenLive).
+type Target struct {
+	Disk   string
+	Layout *Layout
+	// Active is the slot the node runs; the other one is written.
+	Active string
+	// Live is set for the running node's own disk.
+	Live bool
+
+	f     *os.File // the disk (offline), locked by the Node
+	parts map[int]string
+	esp   espFS
+	work  string
+	done  []func() error
+}
+
+// Target returns the disk of a mounted node for an upgrade; its ESP is
+// reached through mtools. Close it before the node.
+func (n *Node) Target(ctx context.Context) (*Target, error) {
+	work, err := os.MkdirTemp("", "strata-upgrade-")
+	if err != nil {
+		return nil, fmt.Errorf("upgrading %s: %w", n.Disk, err)
+	}
+	t := &Target{Disk: n.Disk, Layout: n.Layout, Active: n.Slot, f: n.lock, work: work}
+	t.esp = newMtoolsESP(ctx, n.Disk, n.Layout.Part(PartESP), work)
+	return t, nil
+}
+
+// OpenLive opens the disk the running node's root (/, a squashfs on a
+// root partition) is on, and mounts its ESP. It must run in a private
+// mount namespace (see Reexec). The active slot is the partition / is
+// mounted from.
+func OpenLive(ctx context.Context) (t *Target, err error) {
+	if !InPrivateNamespace() {
+		return nil, fmt.Errorf("opening the node's disk: %w", ErrNotPrivate)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/", &st); err != nil {
+		return nil, fmt.Errorf("opening the node's disk: %w", err)
+	}
+	sys := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	idx, err := readSysInt(filepath.Join(sys, "partition"))
+	if err != nil {
+		return nil, fmt.Errorf("the root file system (device %d:%d) is not on a disk partition: a whole-image upgrade needs a disk node: %w", unix.Major(st.Dev), unix.Minor(st.Dev), ErrNotNodeDisk)
+	}
+	real, err := filepath.EvalSymlinks(sys)
+	if err != nil {
+		return nil, fmt.Errorf("opening the node's disk: %w", err)
+	}
+	diskName := filepath.Base(filepath.Dir(real))
+	diskPath := "/dev/" + diskName
+	f, err := os.Open(diskPath)
+	if err != nil {
+		return nil, fmt.Errorf("opening the node's disk: %w", err)
+	}
+	defer f.Close()
+	l, err := readLayout(f, diskPath)
+	if err != nil {
+		return nil, err
+	}
+	var active string
+	switch idx {
+	case PartRootA:
+		active = manifests.SlotA
+	case PartRootB:
+		active = manifests.SlotB
+	default:
+		return nil, fmt.Errorf("the root file system is on partition %d of %s, not on root A or B: %w", idx, diskPath, ErrNotNodeDisk)
+	}
+	work, err := os.MkdirTemp("", "strata-upgrade-")
+	if err != nil {
+		return nil, fmt.Errorf("opening the node's disk: %w", err)
+	}
+	t = &Target{Disk: diskPath, Layout: l, Active: active, Live: true, work: work, parts: map[int]string{}}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, t.Close())
+		}
+	}()
+	// The partitions' device nodes: /sys/block/DISK/PART/partition.
+	ents, err := os.ReadDir(filepath.Join("/sys/block", diskName))
+	if err != nil {
+		return t, fmt.Errorf("opening the node's disk: %w", err)
+	}
+	for _, e := range ents {
+		if i, err := readSysInt(filepath.Join("/sys/block", diskName, e.Name(), "partition")); err == nil {
+			t.parts[i] = "/dev/" + e.Name()
+		}
+	}
+	if t.parts[PartESP] == "" || t.parts[PartRootA] == "" || t.parts[PartRootB] == "" {
+		return t, fmt.Errorf("the partitions of %s have no device nodes: %w", diskPath, ErrNotNodeDisk)
+	}
+	esp, unmount, err := mountESP(t.parts[PartESP], work)
+	if err != nil {
+		return t, err
+	}
+	t.esp = esp
+	t.done = append(t.done, unmount)
+	return t, nil
+}
+
+func readSysInt(p string) (int, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// Close releases what the target holds (the ESP mount, its work files).
+func (t *Target) Close() error {
+	var errs []error
+	for i := len(t.done) - 1; i >= 0; i-- {
+		errs = append(errs, t.done[i]())
+	}
+	t.done = nil
+	if t.work != "" {
+		errs = append(errs, os.RemoveAll(t.work))
+		t.work = ""
+	}
+	return errors.Join(errs...)
+}
+
+// Inactive is the slot an upgrade writes.
+func (t *Target) Inactive() string {
+	if t.Active == manifests.SlotB {
+		return manifests.SlotA
+	}
+	return manifests.SlotB
+}
+
+// Entries lists strata's boot entries on the disk's ESP, newest first.
+func (t *Target) Entries() ([]BootEntry, error) { return readEntries(t.esp, t.Layout) }
+
+// Installed is an image written to the inactive root, with its boot
+// entry written under a name systemd-boot ignores until Commit.
+type Installed struct {
+	Slot  string    `json:"slot"`
+	Entry BootEntry `json:"entry"`
+	// Kernel and Initrd are the image paths booted.
+	Kernel string `json:"kernel"`
+	Initrd string `json:"initrd"`
+	tmp    string
+	t      *Target
+}
+
+// Commit makes the entry bootable (renamed to its counted name): from the
+// next boot on, the firmware tries the new image first.
+func (in *Installed) Commit() error {
+	if err := in.t.esp.Rename(in.tmp, path.Join(entriesDir, in.Entry.File)); err != nil {
+		return err
+	}
+	if err := in.t.esp.Sync(); err != nil {
+		return err
+	}
+	return in.t.sync()
+}
+
+// Install writes image (whose manifest im was verified) to the inactive
+// root partition and its kernel, initrd and boot entry (tries boots to
+// reach health) to the ESP. First the image's files are verified against
+// im, its kernel found, and its size checked against the partition, so a
+// refused image leaves the disk as it was; then every entry booting the
+// inactive root is removed, the image streamed to the partition, synced,
+// read back and hashed. The entry is written under a temporary name:
+// Commit makes it bootable.
+func (t *Target) Install(ctx context.Context, image string, im *repo.Image, tries int, progress func(string)) (*Installed, error) {
+	if progress == nil {
+		progress = func(string) {}
+	}
+	if tries < 1 || tries > 9 {
+		return nil, fmt.Errorf("upgrading %s: %d tries: want 1 to 9", t.Disk, tries)
+	}
+	slot := t.Inactive()
+	part := t.Layout.Part(rootPart(slot))
+	sum, size, err := tree.HashFile(image)
+	if err != nil {
+		return nil, err
+	}
+	if size > part.Size {
+		return nil, fmt.Errorf("image %s (%s) does not fit root %s of %s (%s): %w", image, FormatSize(size), strings.ToUpper(slot), t.Disk, FormatSize(part.Size), ErrTooSmall)
+	}
+	progress(fmt.Sprintf("verifying %s", image))
+	boot, err := verifyImage(ctx, image, im, t.work)
+	if err != nil {
+		return nil, err
+	}
+	if boot.kernel == "" {
+		return nil, fmt.Errorf("image %s: no kernel and initrd (boot/vmlinuz-V and boot/initrd.img-V): it cannot boot from a root partition: %w", image, ErrNoKernel)
+	}
+	es, err := t.Entries()
+	if err != nil {
+		return nil, err
+	}
+	var active *BootEntry
+	for i := range es {
+		if es[i].Slot == t.Active && active == nil {
+			active = &es[i]
+		}
+	}
+	if active == nil {
+		return nil, fmt.Errorf("no boot entry on the ESP of %s boots root %s, the root the node runs: %w", t.Disk, strings.ToUpper(t.Active), ErrNotNodeDisk)
+	}
+	if es, err = migrateLegacy(t.esp, es); err != nil {
+		return nil, err
+	}
+	gen := 1
+	for _, e := range es {
+		gen = max(gen, e.Generation+1)
+	}
+	options := withRoot(active.Options, part.GUID)
+	progress(fmt.Sprintf("removing the boot entries of root %s", strings.ToUpper(slot)))
+	if _, err = removeSlot(t.esp, es, slot); err != nil {
+		return nil, err
+	}
+	progress(fmt.Sprintf("writing %s to root %s of %s (%s)", image, strings.ToUpper(slot), t.Disk, FormatSize(size)))
+	if err := t.writeRoot(ctx, part, image, sum, size); err != nil {
+		return nil, err
+	}
+	in := &Installed{Slot: slot, Kernel: boot.kernel, Initrd: boot.initrd, t: t}
+	dir := "/strata/" + slot
+	if err := t.esp.Mkdir(dir); err != nil {
+		return nil, err
+	}
+	for dst, src := range map[string]string{dir + "/vmlinuz": boot.kernelFile, dir + "/initrd.img": boot.initrdFile} {
+		if err := t.esp.Put(dst, src); err != nil {
+			return nil, err
+		}
+	}
+	id := fmt.Sprintf("strata-%d-%s", gen, slot)
+	in.Entry = BootEntry{ID: id + ".conf", File: fmt.Sprintf("%s+%d.conf", id, tries), Generation: gen, Slot: slot, TriesLeft: tries,
+		Title: boot.title, Linux: dir + "/vmlinuz", Initrd: dir + "/initrd.img", Options: options}
+	in.tmp = path.Join(entriesDir, id+".new")
+	if err := t.esp.Write(in.tmp, []byte(entryText(in.Entry.Title, in.Entry.Linux, in.Entry.Initrd, options))); err != nil {
+		return nil, err
+	}
+	if err := t.esp.Sync(); err != nil {
+		return nil, err
+	}
+	return in, t.sync()
+}
+
+// RemoveSlot removes the boot entries of slot (cancelling an upgrade).
+func (t *Target) RemoveSlot(slot string) error {
+	es, err := t.Entries()
+	if err != nil {
+		return err
+	}
+	if _, err := removeSlot(t.esp, es, slot); err != nil {
+		return err
+	}
+	return t.sync()
+}
+
+// writeRoot streams image to partition p, checks that the bytes written
+// hash as verified (sum), syncs, then reads them back from the disk
+// (after dropping them from the page cache) and hashes them again.
+func (t *Target) writeRoot(ctx context.Context, p Partition, image, sum string, size int64) error {
+	out, off, closeOut, err := t.openPart(p)
+	if err != nil {
+		return err
+	}
+	defer closeOut()
+	in, err := os.Open(image)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", image, err)
+	}
+	defer in.Close()
+	h := sha256.New()
+	n, err := io.Copy(io.NewOffsetWriter(out, off), io.TeeReader(io.LimitReader(&ctxReader{ctx, in}, p.Size+1), h))
+	if err != nil {
+		return fmt.Errorf("writing %s to root %s of %s: %w", image, p.Name, t.Disk, err)
+	}
+	if n != size || hex.EncodeToString(h.Sum(nil)) != sum {
+		return fmt.Errorf("writing %s to %s of %s: the image changed after it was verified: %w", image, p.Name, t.Disk, builder.ErrImageMismatch)
+	}
+	if err := out.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", t.Disk, err)
+	}
+	_ = unix.Fadvise(int(out.Fd()), off, size, unix.FADV_DONTNEED)
+	h.Reset()
+	if _, err := io.Copy(h, io.NewSectionReader(out, off, size)); err != nil {
+		return fmt.Errorf("reading back %s of %s: %w", p.Name, t.Disk, err)
+	}
+	if hex.EncodeToString(h.Sum(nil)) != sum {
+		return fmt.Errorf("reading back %s of %s: the bytes on the disk differ from the image written: %w", p.Name, t.Disk, builder.ErrImageMismatch)
+	}
+	return nil
+}
+
+// openPart opens partition p for writing: on a running node its device
+// node, exclusively (the kernel refuses while it is mounted); offline, the
+// locked disk at the partition's offset.
+func (t *Target) openPart(p Partition) (*os.File, int64, func(), error) {
+	if !t.Live {
+		return t.f, p.Offset, func() {}, nil
+	}
+	f, err := os.OpenFile(t.parts[p.Index], os.O_RDWR|unix.O_EXCL|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("opening %s (%s) exclusively: %w", t.parts[p.Index], p.Name, err)
+	}
+	return f, 0, func() { f.Close() }, nil
+}
+
+// sync flushes an offline disk (mtools wrote through its own handle).
+func (t *Target) sync() error {
+	if t.Live {
+		return nil
+	}
+	if err := t.f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", t.Disk, err)
+	}
+	return nil
+}
+
+// ctxReader stops a copy when ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

@@ -1,0 +1,183 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// ImageStore is the directory that keeps the signed manifests of images
+// the node needs but may not be running (DIGEST-HEX.json and
+// DIGEST-HEX.json.minisig): the image of a staged upgrade, and the line's
+// image after an upgrade to a new recipe (the overlays' tree digests fold
+// from it).
+func (n Node) ImageStore() string { return filepath.Join(n.StateDir(), "images") }
+
+func (n Node) storedImage(digest string) string {
+	return filepath.Join(n.ImageStore(), strings.TrimPrefix(digest, "sha256:")+".json")
+}
+
+// StoreImage keeps an image's signed manifest with the node state.
+func (n Node) StoreImage(digest string, raw, sig []byte) error {
+	if !manifests.ValidDigest(digest) || manifests.Digest(raw) != digest {
+		return fmt.Errorf("storing image manifest %s: content has digest %s", digest, manifests.Digest(raw))
+	}
+	p := n.storedImage(digest)
+	if err := WriteFileAtomic(p+".minisig", sig, 0o644); err != nil {
+		return err
+	}
+	return WriteFileAtomic(p, raw, 0o644)
+}
+
+// StoredImage reads a stored image manifest and its signature; the
+// manifest must have digest.
+func (n Node) StoredImage(digest string) (raw, sig []byte, err error) {
+	if !manifests.ValidDigest(digest) {
+		return nil, nil, fmt.Errorf("stored image manifest: %q is not a digest", digest)
+	}
+	p := n.storedImage(digest)
+	if raw, err = safefile.Read(p, manifests.MaxManifestSize); err != nil {
+		return nil, nil, fmt.Errorf("stored image manifest: %w", err)
+	}
+	if d := manifests.Digest(raw); d != digest {
+		return nil, nil, fmt.Errorf("stored image manifest %s has digest %s: %w", p, d, ErrBadState)
+	}
+	if sig, err = safefile.Read(p+".minisig", 64<<10); err != nil {
+		return nil, nil, fmt.Errorf("stored image manifest: %w", err)
+	}
+	return raw, sig, nil
+}
+
+// PruneImages removes every stored image manifest whose digest is not in
+// keep.
+func (n Node) PruneImages(keep ...string) error {
+	ents, err := os.ReadDir(n.ImageStore())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pruning stored images: %w", err)
+	}
+	want := map[string]bool{}
+	for _, d := range keep {
+		h := strings.TrimPrefix(d, "sha256:")
+		want[h+".json"], want[h+".json.minisig"] = true, true
+	}
+	for _, e := range ents {
+		if want[e.Name()] && e.Type().IsRegular() {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(n.ImageStore(), e.Name())); err != nil {
+			return fmt.Errorf("pruning stored images: %w", err)
+		}
+	}
+	return nil
+}
+
+// Staged reads the node's staged upgrade; nil when there is none.
+func (n Node) Staged() (*manifests.StagedUpgrade, error) {
+	if err := n.CheckState(); err != nil {
+		return nil, err
+	}
+	p := n.Path(manifests.UpgradePath)
+	raw, err := safefile.Read(p, 1<<20)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading staged upgrade: %w", err)
+	}
+	var u manifests.StagedUpgrade
+	if err := manifests.Decode(raw, &u); err != nil {
+		return nil, fmt.Errorf("reading staged upgrade %s: %w", p, err)
+	}
+	if err := u.Validate(); err != nil {
+		return nil, fmt.Errorf("reading staged upgrade %s: %w", p, err)
+	}
+	return &u, nil
+}
+
+// Stage writes the node's staged upgrade (atomically).
+func (n Node) Stage(u *manifests.StagedUpgrade) error {
+	if err := u.Validate(); err != nil {
+		return err
+	}
+	b, err := manifests.Encode(u)
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(n.Path(manifests.UpgradePath), b, 0o644)
+}
+
+// ClearStaged removes the staged upgrade, if any.
+func (n Node) ClearStaged() error {
+	if err := os.Remove(n.Path(manifests.UpgradePath)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the staged upgrade: %w", err)
+	}
+	return SyncDir(n.StateDir())
+}
+
+// BootID returns the running kernel's boot id.
+func BootID() (string, error) {
+	raw, err := safefile.Read("/proc/sys/kernel/random/boot_id", 64)
+	if err != nil {
+		return "", fmt.Errorf("reading the boot id: %w", err)
+	}
+	id := strings.TrimSpace(string(raw))
+	if !manifests.ValidBootID(id) {
+		return "", fmt.Errorf("reading the boot id: %q is not one", id)
+	}
+	return id, nil
+}
+
+// View is what a node's state says about it once a staged upgrade is
+// taken into account.
+type View struct {
+	// Ledger is the node's ledger; on a trial boot, with the staged
+	// upgrade's record appended (in memory only: the boot is not
+	// confirmed yet).
+	Ledger *manifests.Ledger
+	// Staged is the staged upgrade, if any.
+	Staged *manifests.StagedUpgrade
+	// Trial reports that the node runs the staged upgrade's image.
+	Trial bool
+	// ImageRaw is the image manifest the node's tree carries.
+	ImageRaw []byte
+}
+
+// Effective reads the ledger, the staged upgrade and the image manifest
+// the node's tree carries. When an upgrade is staged and the tree carries
+// its image, the node is on a trial boot of it: the view's ledger then has
+// the upgrade's record appended, so that the layers it keeps are the ones
+// in effect.
+func (n Node) Effective() (*View, error) {
+	l, err := n.ReadLedger()
+	if err != nil {
+		return nil, err
+	}
+	u, err := n.Staged()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := safefile.Read(n.Path(manifests.ImageManifestPath), manifests.MaxManifestSize)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: reading image manifest: %w", n.Root, err)
+	}
+	v := &View{Ledger: l, Staged: u, ImageRaw: raw}
+	if u != nil && manifests.Digest(raw) == u.Record.Digest && l.Running().Digest != u.Record.Digest {
+		trial := &manifests.Ledger{Schema: l.Schema, Kind: l.Kind, Entries: slices.Clone(l.Entries)}
+		rec := u.Record
+		rec.Time = u.Staged
+		if err := trial.Append(rec); err != nil {
+			return nil, err
+		}
+		v.Ledger, v.Trial = trial, true
+	}
+	return v, nil
+}

@@ -1,0 +1,322 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/strata-dev/strata/internal/archive"
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Errors of whole-image upgrades.
+var (
+	// ErrUpgrade reports an image refused for an upgrade of the node
+	// (another line, not newer, layers it cannot carry, ...).
+	ErrUpgrade = manifests.Rejection("upgrade: refused")
+	// ErrUpgradeStaged reports a change refused because an upgrade is
+	// staged (its kept layers would no longer be the node's) or the node
+	// is on a trial boot of one.
+	ErrUpgradeStaged = manifests.Rejection("upgrade: an upgrade is staged")
+	// ErrUnhealthy reports a trial boot whose health check failed.
+	ErrUnhealthy = errors.New("upgrade: the node is not healthy")
+)
+
+// UpgradeOptions configures PlanUpgrade.
+type UpgradeOptions struct {
+	// DropLayers takes off the layers the new image cannot carry (and
+	// every layer above them) instead of refusing the upgrade.
+	DropLayers bool
+	// Compact asks for a switch to a regenerated image of the node's
+	// head, whose tree must be the node's.
+	Compact bool
+}
+
+// LayerRefusal is a layer an upgrade cannot carry, and why.
+type LayerRefusal struct {
+	Version string `json:"version"`
+	Reason  string `json:"reason"`
+}
+
+// UpgradePlan is an upgrade of one node to one image, verified.
+type UpgradePlan struct {
+	Root string `json:"root"`
+	// From is the image the node runs, To the new one.
+	From manifests.Ref `json:"from"`
+	To   manifests.Ref `json:"to"`
+	// Head and TreeDigest are the node's after the upgrade.
+	Head       manifests.Ref `json:"head"`
+	TreeDigest string        `json:"tree_digest"`
+	// Layers stay stacked above the new image; Dropped do not.
+	Layers  []string       `json:"layers"`
+	Dropped []LayerRefusal `json:"dropped,omitempty"`
+	Compact bool           `json:"compact,omitempty"`
+	// Image is the new image's verified manifest; Sig its signature.
+	Image *repo.Image `json:"-"`
+	Sig   []byte      `json:"-"`
+	// Hierarchies are the new image's managed hierarchies.
+	Hierarchies []string `json:"-"`
+}
+
+// Slot is where the caller of Upgrade put the new image: the root
+// partition and the boot loader entry that boots it, which Commit makes
+// bootable once the upgrade is staged.
+type Slot struct {
+	Name   string // manifests.SlotA or SlotB
+	Entry  string // strata-N-SLOT.conf
+	Commit func() error
+}
+
+// UpgradeReport describes an upgrade that was staged.
+type UpgradeReport struct {
+	*UpgradePlan
+	Slot   string `json:"slot,omitempty"`
+	Entry  string `json:"entry,omitempty"`
+	DryRun bool   `json:"dry_run"`
+}
+
+// Upgrade verifies the image manifest raw (signed by sig) against the node
+// at root, then, unless dryRun, calls write to put the image on the
+// node's inactive root and its boot entry in place, and stages the
+// upgrade: the node's state then holds the record that its first healthy
+// boot of the new image commits (ConfirmUpgrade). The node is locked
+// throughout and nothing of it changes before the plan is verified.
+// bootID is the running kernel's boot id when root is the running node,
+// empty offline.
+func Upgrade(ctx context.Context, root string, raw, sig []byte, o UpgradeOptions, dryRun bool, bootID string, lockWait time.Duration, write func(*UpgradePlan) (Slot, error)) (*UpgradeReport, error) {
+	b, unlock, err := lockNode(ctx, root, lockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	n := b.Node()
+	if err := refuseStaged(n, "upgrade"); err != nil {
+		return nil, err
+	}
+	v, err := loadView(n)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := planUpgrade(v, raw, sig, o)
+	if err != nil {
+		return nil, err
+	}
+	rep := &UpgradeReport{UpgradePlan: plan, DryRun: dryRun}
+	if dryRun {
+		return rep, nil
+	}
+	slot, err := write(plan)
+	if err != nil {
+		return rep, err
+	}
+	rep.Slot, rep.Entry = slot.Name, slot.Entry
+	// What the node needs once it runs the new image: its manifest, and,
+	// after an upgrade to a new recipe, the line's image the overlays'
+	// tree digests fold from.
+	if err := n.StoreImage(plan.Image.Digest, plan.Image.Raw, plan.Sig); err != nil {
+		return rep, err
+	}
+	if !plan.Compact && v.canon == v.image {
+		if err := n.StoreImage(v.image.Digest, v.image.Raw, v.imageSig); err != nil {
+			return rep, err
+		}
+	}
+	u := &manifests.StagedUpgrade{
+		Schema: manifests.Schema, Kind: manifests.KindUpgrade,
+		Record: upgradeRecord(v, plan, slot.Name),
+		From:   plan.From, Entry: slot.Entry, BootID: bootID,
+		Staged: time.Now().UTC().Format(time.RFC3339),
+	}
+	if err := n.Stage(u); err != nil {
+		return rep, err
+	}
+	// The entry goes live last: a crash before leaves a staged upgrade
+	// no boot can try, which the next boot records as failed.
+	if err := slot.Commit(); err != nil {
+		return rep, errors.Join(err, n.ClearStaged())
+	}
+	return rep, nil
+}
+
+// upgradeRecord is the ledger record of plan.
+func upgradeRecord(v *nodeView, plan *UpgradePlan, slot string) manifests.LedgerEntry {
+	m := plan.Image.Manifest
+	image := m.Version
+	if m.Base != nil {
+		image = m.Base.Version
+	}
+	var dropped []string
+	for _, d := range plan.Dropped {
+		dropped = append(dropped, d.Version)
+	}
+	return manifests.LedgerEntry{
+		Action: manifests.LedgerUpgrade, Line: m.Line, Version: m.Version, Digest: plan.Image.Digest,
+		Image: image, Head: plan.Head, TreeDigest: plan.TreeDigest,
+		Slot: slot, Layers: plan.Layers, Dropped: dropped, Compact: plan.Compact,
+	}
+}
+
+// planUpgrade checks the image against the node: signed by a key the node
+// trusts, of its line, newer than the image it runs (or, to compact, a
+// regenerated image of its head whose tree is the node's), and able to
+// carry the node's layers.
+func planUpgrade(v *nodeView, raw, sig []byte, o UpgradeOptions) (*UpgradePlan, error) {
+	n := v.n
+	if name, err := n.Backend(); err != nil {
+		return nil, err
+	} else if name != node.BackendOverlayfs {
+		return nil, fmt.Errorf("node %s has the %s backend: whole-image upgrades need a node that boots a read-only image (a disk node): %w", n.Root, name, ErrUpgrade)
+	}
+	trust, err := n.TrustedKeys()
+	if err != nil {
+		return nil, err
+	}
+	im, err := repo.ParseImage(raw, sig, trust)
+	if err != nil {
+		return nil, fmt.Errorf("upgrade refused: %w", err)
+	}
+	m := im.Manifest
+	line := v.ledger.Entries[0].Line
+	plan := &UpgradePlan{Root: n.Root, Image: im, Sig: sig, Compact: o.Compact, Hierarchies: m.Managed(), Layers: []string{},
+		From: manifests.Ref{Version: v.image.Manifest.Version, Digest: v.image.Digest},
+		To:   manifests.Ref{Version: m.Version, Digest: im.Digest}}
+	switch {
+	case m.Line != line:
+		return nil, fmt.Errorf("image %s %s is of line %s, the node is on line %s: %w", m.Line, m.Version, m.Line, line, ErrUpgrade)
+	case im.Digest == v.image.Digest:
+		return nil, fmt.Errorf("image %s %s is the image the node runs: %w", m.Line, m.Version, ErrUpgrade)
+	}
+	if o.Compact {
+		return planCompact(v, plan)
+	}
+	if m.Head != nil {
+		return nil, fmt.Errorf("image %s %s is a regenerated image (line %s through %s): switching to one is compaction, --compact: %w", m.Line, m.Version, line, m.Head.Version, ErrUpgrade)
+	}
+	if manifests.CompareVersions(m.Version, v.image.Manifest.Version) <= 0 {
+		return nil, fmt.Errorf("image %s %s is not newer than the image the node runs, %s: %w", m.Line, m.Version, v.image.Manifest.Version, ErrUpgrade)
+	}
+	// The layers the new image can carry: each in order must accept its
+	// version and fit its tree. The first that does not is dropped with
+	// every layer above it, which builds on it.
+	f := tree.Base(m.Files)
+	state, err := f.State()
+	if err != nil {
+		return nil, fmt.Errorf("image %s %s: %w", m.Line, m.Version, err)
+	}
+	for i, om := range v.overlays {
+		if len(plan.Dropped) > 0 {
+			plan.Dropped = append(plan.Dropped, LayerRefusal{Version: om.Version, Reason: "above a dropped layer"})
+			continue
+		}
+		why := ""
+		if ok, err := manifests.Satisfies(m.Version, om.Requires.Image); err != nil {
+			return nil, err
+		} else if !ok {
+			why = fmt.Sprintf("requires image %s", om.Requires.Image)
+		} else if out := outside(om, plan.Hierarchies); out != "" {
+			why = fmt.Sprintf("changes /%s, outside the image's managed hierarchies (%s)", out, strings.Join(plan.Hierarchies, ", "))
+		} else {
+			next := tree.Append(f, archive.ManifestLayer(om))
+			if s, err := next.State(); err != nil {
+				why = fmt.Sprintf("does not fit the image's tree: %v", tree.Cause(err))
+			} else {
+				f, state = next, s
+			}
+		}
+		if why != "" {
+			plan.Dropped = append(plan.Dropped, LayerRefusal{Version: om.Version, Reason: why})
+			continue
+		}
+		plan.Layers = append(plan.Layers, v.applied[i].Version)
+	}
+	if len(plan.Dropped) > 0 && !o.DropLayers {
+		var what []string
+		for _, d := range plan.Dropped {
+			what = append(what, d.Version+" ("+d.Reason+")")
+		}
+		return nil, fmt.Errorf("image %s %s cannot carry the node's layers %s; --drop-layers takes them off (the node's head then goes back to the last layer kept): %w", m.Line, m.Version, strings.Join(what, "; "), ErrUpgrade)
+	}
+	plan.Head = v.ledger.Canonical().Head
+	if k := len(plan.Layers); k > 0 {
+		plan.Head = v.applied[k-1].Head
+	}
+	plan.TreeDigest = state.Digest()
+	return plan, nil
+}
+
+// planCompact checks a switch to a regenerated image of the node's head:
+// built from the line's image, through the node's head, with the node's
+// tree. Every layer is folded into it.
+func planCompact(v *nodeView, plan *UpgradePlan) (*UpgradePlan, error) {
+	m := plan.Image.Manifest
+	head := v.head()
+	lineImage := v.canon.Digest
+	if b := v.canon.Manifest.Base; b != nil {
+		lineImage = b.Digest
+	}
+	want := v.ledger.Last().TreeDigest
+	switch {
+	case m.Head == nil || m.Base == nil:
+		return nil, fmt.Errorf("image %s %s is not a regenerated image (strata regenerate --through %s makes one): --compact switches to one: %w", m.Line, m.Version, head.Version, ErrUpgrade)
+	case m.Base.Digest != lineImage:
+		return nil, fmt.Errorf("image %s %s was regenerated from image %s (%s), not the line's image the node started from (%s): %w", m.Line, m.Version, m.Base.Version, m.Base.Digest, lineImage, ErrUpgrade)
+	case *m.Head != head:
+		return nil, fmt.Errorf("image %s %s folds the line through %s (%s), the node's head is %s (%s): regenerate through the node's head: %w", m.Line, m.Version, m.Head.Version, m.Head.Digest, head.Version, head.Digest, ErrUpgrade)
+	case v.rebased():
+		return nil, fmt.Errorf("the node runs image %s, not the line's image: its tree is not the line's and no regenerated image has it: %w", v.image.Manifest.Version, ErrUpgrade)
+	case m.TreeDigest != want:
+		return nil, fmt.Errorf("image %s %s has tree %s, the node's expected tree is %s: %w", m.Line, m.Version, m.TreeDigest, want, ErrUpgrade)
+	}
+	plan.Head, plan.TreeDigest = head, want
+	return plan, nil
+}
+
+// refuseStaged refuses op while an upgrade is staged.
+func refuseStaged(n node.Node, op string) error {
+	u, err := n.Staged()
+	if err != nil || u == nil {
+		return err
+	}
+	return fmt.Errorf("node %s: an upgrade to image %s (root %s, boot entry %s) is staged since %s; %s waits until it is confirmed by a healthy boot or cancelled (strata upgrade --cancel): %w",
+		n.Root, u.Record.Version, u.Record.Slot, u.Entry, u.Staged, op, ErrUpgradeStaged)
+}
+
+// refuseTrial refuses op on a trial boot of a staged upgrade, whose
+// ledger is not confirmed yet.
+func refuseTrial(n node.Node, op string) error {
+	ev, err := n.Effective()
+	if err != nil || !ev.Trial {
+		return err
+	}
+	return fmt.Errorf("node %s is on a trial boot of image %s: %s waits until the boot is confirmed healthy (strata upgrade --confirm): %w", n.Root, ev.Staged.Record.Version, op, ErrUpgradeStaged)
+}
+
+// outside returns a path om changes outside the hierarchies hier, or a
+// hierarchy it deletes or replaces; "" if none (the overlayfs backend's
+// Check, against the new image's hierarchies).
+func outside(om *manifests.OverlayManifest, hier []string) string {
+	in := func(p string) string {
+		for _, h := range hier {
+			if manifests.Within(p, h) {
+				return h
+			}
+		}
+		return ""
+	}
+	for _, d := range om.Deletes {
+		if h := in(d); h == "" || d == h {
+			return d
+		}
+	}
+	for _, e := range om.Entries {
+		if h := in(e.Path); h == "" || (e.Path == h && e.Type != manifests.TypeDir) {
+			return e.Path
+		}
+	}
+	return ""
+}

@@ -1,0 +1,231 @@
+package overlay
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/systemd"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// ConfirmReport says what ConfirmUpgrade found and did.
+type ConfirmReport struct {
+	Root string `json:"root"`
+	// Image is the image the node runs.
+	Image manifests.Ref `json:"image"`
+	// Trial reports a trial boot of a staged upgrade; Confirmed that its
+	// record was committed.
+	Trial     bool `json:"trial"`
+	Confirmed bool `json:"confirmed"`
+	// Record is the committed upgrade record.
+	Record *manifests.LedgerEntry `json:"record,omitempty"`
+	// Note says why nothing was confirmed.
+	Note string `json:"note,omitempty"`
+}
+
+// HealthCheck decides whether a booted node is healthy.
+type HealthCheck func(ctx context.Context, cat manifests.Catalog) error
+
+// ConfirmUpgrade is what a trial boot of a staged upgrade runs once the
+// system is up (before boot-complete.target, so the boot loader entry is
+// blessed only after it): health must pass, then the upgrade's record is
+// appended to the ledger, the staged upgrade removed, and the layers the
+// upgrade did not keep go. On a boot that is not a trial it checks
+// nothing (an unhealthy node that is not on trial is not the boot
+// loader's business). A failed health check (ErrUnhealthy) commits
+// nothing: the boot is not blessed, and once the entry's tries are used
+// up the node falls back to its old image, where SettleUpgrade records
+// the failure.
+func ConfirmUpgrade(ctx context.Context, root string, health HealthCheck, lockWait time.Duration) (*ConfirmReport, error) {
+	b, unlock, err := lockNode(ctx, root, lockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	n := b.Node()
+	v, err := loadView(n)
+	if err != nil {
+		return nil, err
+	}
+	run := v.ledger.Running()
+	rep := &ConfirmReport{Root: root, Image: manifests.Ref{Version: run.Version, Digest: run.Digest}, Trial: v.trial}
+	switch {
+	case v.staged == nil:
+		rep.Note = "no upgrade is staged"
+		return rep, nil
+	case !v.trial:
+		rep.Note = fmt.Sprintf("the node runs image %s, not the staged image %s", run.Version, v.staged.Record.Version)
+		return rep, nil
+	}
+	if err := health(ctx, v.catalog()); err != nil {
+		return rep, fmt.Errorf("node %s on a trial boot of image %s: %w: %w", root, run.Version, ErrUnhealthy, err)
+	}
+	l, err := n.ReadLedger()
+	if err != nil {
+		return rep, err
+	}
+	rec := v.staged.Record
+	rec.Time = time.Now().UTC().Format(time.RFC3339)
+	if l, err = n.Commit(l, rec); err != nil {
+		return rep, err
+	}
+	last := l.Last()
+	rep.Record, rep.Confirmed = &last, true
+	if err := n.ClearStaged(); err != nil {
+		return rep, err
+	}
+	return rep, tidyImages(ctx, b, l)
+}
+
+// tidyImages keeps the stored image manifests the node still needs (the
+// image it runs, the line's image) and, through recovery, drops the
+// layers and overlay manifests the ledger no longer has in effect.
+func tidyImages(ctx context.Context, b Backend, l *manifests.Ledger) error {
+	n := b.Node()
+	if err := n.PruneImages(l.Running().Digest, l.Canonical().Digest); err != nil {
+		return err
+	}
+	return recoverTxn(ctx, b)
+}
+
+// FallbackReport says what SettleUpgrade found.
+type FallbackReport struct {
+	// Failed is the failed record written for an upgrade whose image did
+	// not boot to health: the node came back on its old image.
+	Failed *manifests.LedgerEntry `json:"failed,omitempty"`
+}
+
+// SettleUpgrade runs at boot (strata activate, in the initramfs): when an
+// upgrade is staged but the node booted its old image again after the
+// upgrade was staged (a later boot, or any boot of a disk staged offline),
+// the new image did not reach health in its tries, or was not chosen: the
+// ledger gets a failed record naming it, and the staged upgrade goes.
+func SettleUpgrade(ctx context.Context, root string, bootID string) (*FallbackReport, error) {
+	n := node.Node{Root: root}
+	unlock, err := n.Lock(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	ev, err := n.Effective()
+	if err != nil {
+		return nil, err
+	}
+	u := ev.Staged
+	if u == nil || ev.Trial || (u.BootID != "" && u.BootID == bootID) {
+		return &FallbackReport{}, nil
+	}
+	l := ev.Ledger
+	run, last := l.Running(), l.Last()
+	if manifests.Digest(ev.ImageRaw) != run.Digest {
+		return nil, fmt.Errorf("node %s runs neither its image %s nor the staged image %s: %w", root, run.Version, u.Record.Version, ErrDrift)
+	}
+	rec := manifests.LedgerEntry{
+		Action: manifests.LedgerFailed, Line: u.Record.Line, Version: u.Record.Version, Digest: u.Record.Digest,
+		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest, Slot: u.Record.Slot,
+		Error: fmt.Sprintf("upgrade to image %s (root %s, boot entry %s) did not boot to health; the node booted its image %s again", u.Record.Version, u.Record.Slot, u.Entry, run.Version),
+		Time:  time.Now().UTC().Format(time.RFC3339),
+	}
+	if l, err = n.Commit(l, rec); err != nil {
+		return nil, err
+	}
+	f := l.Last()
+	if err := n.ClearStaged(); err != nil {
+		return nil, err
+	}
+	return &FallbackReport{Failed: &f}, n.PruneImages(run.Digest, l.Canonical().Digest)
+}
+
+// CancelUpgrade removes a staged upgrade from the node's state; the
+// caller removes its boot entry first (a trial boot of an image whose
+// upgrade is not staged would find a ledger for another image). It
+// refuses on a trial boot: the node runs the staged image.
+func CancelUpgrade(ctx context.Context, root string, lockWait time.Duration, removeEntry func(*manifests.StagedUpgrade) error) (*manifests.StagedUpgrade, error) {
+	b, unlock, err := lockNode(ctx, root, lockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	n := b.Node()
+	ev, err := n.Effective()
+	if err != nil {
+		return nil, err
+	}
+	u := ev.Staged
+	switch {
+	case u == nil:
+		return nil, fmt.Errorf("node %s: no upgrade is staged: %w", root, ErrUpgrade)
+	case ev.Trial:
+		return nil, fmt.Errorf("node %s runs the staged image %s (a trial boot): reboot into the old image (or let the trial fail) first: %w", root, u.Record.Version, ErrUpgradeStaged)
+	}
+	if err := removeEntry(u); err != nil {
+		return nil, err
+	}
+	if err := n.ClearStaged(); err != nil {
+		return nil, err
+	}
+	return u, n.PruneImages(ev.Ledger.Running().Digest, ev.Ledger.Canonical().Digest)
+}
+
+// BootHealth is the health check of a trial boot on a node run by
+// systemd: every service of the catalog that is enabled must be active
+// (after settle, for units still starting), and each declared check
+// command must pass, run with root as its root.
+func BootHealth(ctl *systemd.Systemctl, root string, settle time.Duration) HealthCheck {
+	return func(ctx context.Context, cat manifests.Catalog) error {
+		var names []string
+		for _, s := range cat.Services {
+			names = append(names, s.Unit)
+		}
+		if len(names) == 0 {
+			return nil
+		}
+		deadline := time.Now().Add(settle)
+		var enabled map[string]bool
+		for {
+			units, err := ctl.Show(ctx, names...)
+			if err != nil {
+				return err
+			}
+			var bad []string
+			starting := false
+			enabled = map[string]bool{}
+			for _, u := range units {
+				if u.UnitFileState != "enabled" {
+					continue
+				}
+				enabled[u.ID] = true
+				if u.ActiveState == "active" {
+					continue
+				}
+				if u.ActiveState == "activating" || u.ActiveState == "reloading" {
+					starting = true
+				}
+				bad = append(bad, fmt.Sprintf("%s is %s (%s)", u.ID, u.ActiveState, u.SubState))
+			}
+			if len(bad) == 0 {
+				break
+			}
+			if !starting || time.Now().After(deadline) {
+				return fmt.Errorf("enabled services not active: %s", strings.Join(bad, "; "))
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+		for _, s := range cat.Services {
+			if s.Check == nil || !enabled[s.Unit] {
+				continue
+			}
+			if out, err := runCommand(ctx, s.Check, checkTimeout, root); err != nil {
+				return fmt.Errorf("check of %s: %s: %w: %s", s.Unit, strings.Join(s.Check, " "), err, out)
+			}
+		}
+		return nil
+	}
+}

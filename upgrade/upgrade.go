@@ -1,0 +1,196 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/systemd"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/offline"
+)
+
+// Options configures an upgrade.
+type Options struct {
+	// Image is the squashfs image; its signed manifest lies beside it
+	// (NAME.image.json and NAME.image.json.minisig).
+	Image string
+	overlay.UpgradeOptions
+	// DryRun verifies and plans, and writes nothing.
+	DryRun bool
+	// Tries is how many boots the new image gets to reach health
+	// (0: disk.DefaultTries).
+	Tries int
+	// LockWait is how long to wait for the node's lock.
+	LockWait time.Duration
+	// Progress, if set, gets a line per step.
+	Progress func(string)
+}
+
+// Report describes an upgrade.
+type Report struct {
+	*overlay.UpgradeReport
+	// Disk is the disk written.
+	Disk string `json:"disk"`
+	// Entry is the boot entry written (nil on a dry run).
+	Entry *disk.BootEntry `json:"boot_entry,omitempty"`
+	// Kernel and Initrd are the image paths the entry boots.
+	Kernel string `json:"kernel,omitempty"`
+	Initrd string `json:"initrd,omitempty"`
+}
+
+// Disk upgrades the node on diskPath, a provisioned disk that is not
+// running, mounted as disk.MountNode mounts it (so this must run in a
+// private mount namespace, see disk.Reexec).
+func Disk(ctx context.Context, diskPath string, o Options) (rep *Report, err error) {
+	err = onDisk(ctx, diskPath, o.Progress, func(root string, t *disk.Target) error {
+		rep, err = run(ctx, root, t, "", o)
+		return err
+	})
+	return rep, err
+}
+
+// Live upgrades the running node (root /) on its own disk; it must run in
+// a private mount namespace (the ESP is mounted there).
+func Live(ctx context.Context, o Options) (rep *Report, err error) {
+	bootID, err := node.BootID()
+	if err != nil {
+		return nil, err
+	}
+	err = onLive(ctx, func(t *disk.Target) error {
+		rep, err = run(ctx, "/", t, bootID, o)
+		return err
+	})
+	return rep, err
+}
+
+// onDisk mounts the node on diskPath, opens its disk as a target and
+// calls fn with both; everything is closed after.
+func onDisk(ctx context.Context, diskPath string, progress func(string), fn func(root string, t *disk.Target) error) (err error) {
+	n, err := offline.Mount(ctx, diskPath, progress)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, n.Close()) }()
+	t, err := n.Target(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, t.Close()) }()
+	return fn(n.Root, t)
+}
+
+// onLive opens the running node's disk as a target and calls fn with it.
+func onLive(ctx context.Context, fn func(t *disk.Target) error) (err error) {
+	t, err := disk.OpenLive(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, t.Close()) }()
+	return fn(t)
+}
+
+func run(ctx context.Context, root string, t *disk.Target, bootID string, o Options) (*Report, error) {
+	if o.Tries == 0 {
+		o.Tries = disk.DefaultTries
+	}
+	raw, sig, err := readManifest(o.Image)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkActive(root, t); err != nil {
+		return nil, err
+	}
+	rep := &Report{Disk: t.Disk}
+	write := func(plan *overlay.UpgradePlan) (overlay.Slot, error) {
+		in, err := t.Install(ctx, o.Image, plan.Image, o.Tries, o.Progress)
+		if err != nil {
+			return overlay.Slot{}, err
+		}
+		rep.Entry, rep.Kernel, rep.Initrd = &in.Entry, in.Kernel, in.Initrd
+		return overlay.Slot{Name: in.Slot, Entry: in.Entry.ID, Commit: in.Commit}, nil
+	}
+	rep.UpgradeReport, err = overlay.Upgrade(ctx, root, raw, sig, o.UpgradeOptions, o.DryRun, bootID, o.LockWait, write)
+	return rep, err
+}
+
+// readManifest reads the signed manifest beside image; a missing
+// signature is left to the verification to refuse.
+func readManifest(image string) (raw, sig []byte, err error) {
+	mp := repo.ManifestPath(image)
+	if raw, err = safefile.Read(mp, manifests.MaxManifestSize); err != nil {
+		return nil, nil, fmt.Errorf("upgrade image %s: its manifest: %w", image, err)
+	}
+	sig, err = safefile.Read(repo.SigPath(mp), sign.MaxSignatureSize)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, fmt.Errorf("upgrade image %s: %w", image, err)
+	}
+	return raw, sig, nil
+}
+
+// checkActive requires the root the node runs to be the one its ledger
+// says it runs (with an upgrade staged, overlay.Upgrade refuses).
+func checkActive(root string, t *disk.Target) error {
+	n := node.Node{Root: root}
+	if u, err := n.Staged(); err != nil || u != nil {
+		return err
+	}
+	l, err := n.ReadLedger()
+	if err != nil {
+		return err
+	}
+	want := l.Running().Slot
+	if want == "" {
+		want = manifests.SlotA
+	}
+	if t.Active != want {
+		return fmt.Errorf("%s: the node runs root %s, its ledger says root %s: %w", t.Disk, t.Active, want, overlay.ErrDrift)
+	}
+	return nil
+}
+
+// CancelDisk removes the upgrade staged on the disk at diskPath (not
+// running; a private mount namespace): its boot entry first, so nothing
+// boots it, then the staged state.
+func CancelDisk(ctx context.Context, diskPath string, lockWait time.Duration) (u *manifests.StagedUpgrade, err error) {
+	err = onDisk(ctx, diskPath, nil, func(root string, t *disk.Target) error {
+		u, err = cancel(ctx, root, t, lockWait)
+		return err
+	})
+	return u, err
+}
+
+// CancelLive removes the upgrade staged on the running node (a private
+// mount namespace).
+func CancelLive(ctx context.Context, lockWait time.Duration) (u *manifests.StagedUpgrade, err error) {
+	err = onLive(ctx, func(t *disk.Target) error {
+		u, err = cancel(ctx, "/", t, lockWait)
+		return err
+	})
+	return u, err
+}
+
+func cancel(ctx context.Context, root string, t *disk.Target, lockWait time.Duration) (*manifests.StagedUpgrade, error) {
+	return overlay.CancelUpgrade(ctx, root, lockWait, func(u *manifests.StagedUpgrade) error {
+		if u.Record.Slot == t.Active {
+			return fmt.Errorf("the staged upgrade is on root %s, the root the node runs: %w", u.Record.Slot, overlay.ErrDrift)
+		}
+		return t.RemoveSlot(u.Record.Slot)
+	})
+}
+
+// Confirm is the health check and commit of a trial boot on the running
+// node (see overlay.ConfirmUpgrade), with overlay.BootHealth through
+// systemctl: enabled catalog services active within settle, their check
+// commands passing.
+func Confirm(ctx context.Context, root string, settle, lockWait time.Duration) (*overlay.ConfirmReport, error) {
+	return overlay.ConfirmUpgrade(ctx, root, overlay.BootHealth(systemd.NewSystemctl(), root, settle), lockWait)
+}
