@@ -23,17 +23,21 @@ deps:
 test: deps lint build
 	$(GO) test -count=1 -tags debian -timeout 60m $(PKGS)
 	./scripts/boot-test.sh $(BIN)
+	./scripts/boot-test-upgrade.sh $(BIN)
 
 # Only the Debian image test, verbose.
 test-debian: deps
 	$(GO) test -count=1 -tags debian -run Debian -timeout 60m -v ./builder
 
-# Boot test: builds images/debian-bootable, provisions a disk from it and
-# boots it under qemu-system-x86_64 + OVMF (software emulation), checking
-# over the serial console for multi-user.target and a passing
-# `strata verify-sequence`. Needs root; see scripts/boot-test.sh.
+# Boot tests: build images/debian-bootable, provision a disk from it and
+# boot it under qemu-system-x86_64 + OVMF (software emulation), checking
+# over the serial console and SSH: layers stacked at boot, multi-user.target,
+# a passing `strata verify-sequence`, a rollout (scripts/boot-test.sh); then
+# whole-image upgrades: a failed trial falling back, compaction, an upgrade
+# to a new image (scripts/boot-test-upgrade.sh). Needs root.
 test-boot: build
 	./scripts/boot-test.sh $(BIN)
+	./scripts/boot-test-upgrade.sh $(BIN)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \

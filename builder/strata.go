@@ -20,6 +20,11 @@ const (
 // audits the node at boot and daily; it does nothing on a machine that
 // was never provisioned (no ledger). strata-agent is enabled but starts
 // only once /etc/strata/agent.yaml exists (an overlay can ship it).
+// strata-upgrade-confirm runs only on a boot with a counted boot loader
+// entry (systemd-bless-boot pulls in boot-complete.target, which requires
+// it) and a staged upgrade: it commits the upgrade once the node is
+// healthy, and reboots the node when it is not or never gets there, so
+// that the entry uses up a try (docs/nodes.md).
 var strataUnits = map[string]string{
 	"strata-agent.service": `[Unit]
 Description=strata: pull agent (follows the line's repository, see /etc/strata/agent.yaml)
@@ -35,6 +40,25 @@ RestartSec=10s
 
 [Install]
 WantedBy=multi-user.target
+`,
+	"strata-upgrade-confirm.service": `[Unit]
+Description=strata: confirm a whole-image upgrade once the node is healthy
+ConditionPathExists=/var/lib/strata/upgrade.json
+After=multi-user.target
+Before=boot-complete.target
+FailureAction=reboot
+JobTimeoutSec=30min
+JobTimeoutAction=reboot
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/strata upgrade --confirm --root /
+StandardOutput=journal+console
+StandardError=journal+console
+
+[Install]
+RequiredBy=boot-complete.target
 `,
 	"strata-verify.service": `[Unit]
 Description=strata: audit this node against its image and overlays
@@ -63,11 +87,13 @@ WantedBy=timers.target
 }
 
 // strataEnabled are the install symlinks of the units: the audit runs at
-// boot and daily, the agent at boot once configured.
+// boot and daily, the agent at boot once configured, the upgrade
+// confirmation before boot-complete.target.
 var strataEnabled = map[string]string{
-	"etc/systemd/system/multi-user.target.wants/strata-agent.service":  "/usr/lib/systemd/system/strata-agent.service",
-	"etc/systemd/system/multi-user.target.wants/strata-verify.service": "/usr/lib/systemd/system/strata-verify.service",
-	"etc/systemd/system/timers.target.wants/strata-verify.timer":       "/usr/lib/systemd/system/strata-verify.timer",
+	"etc/systemd/system/boot-complete.target.requires/strata-upgrade-confirm.service": "/usr/lib/systemd/system/strata-upgrade-confirm.service",
+	"etc/systemd/system/multi-user.target.wants/strata-agent.service":                 "/usr/lib/systemd/system/strata-agent.service",
+	"etc/systemd/system/multi-user.target.wants/strata-verify.service":                "/usr/lib/systemd/system/strata-verify.service",
+	"etc/systemd/system/timers.target.wants/strata-verify.timer":                      "/usr/lib/systemd/system/strata-verify.timer",
 }
 
 // bakeStrata places the strata binary at /usr/bin/strata (0755, root) and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -112,14 +113,29 @@ func decodeImage(raw []byte, digest string) (*manifests.ImageManifest, error) {
 // head is the node's head after its last record.
 func (v *nodeView) head() manifests.Ref { return v.ledger.Last().Head }
 
-// catalog is the service catalog in effect on the node.
+// catalog is the service catalog in effect on the node: the newest
+// overlay's (an overlay carries the whole catalog of its tree), else the
+// image's.
 func (v *nodeView) catalog() manifests.Catalog {
+	cat := v.image.Manifest.Catalog
 	for i := len(v.overlays) - 1; i >= 0; i-- {
 		if c := v.overlays[i].Catalog; c != nil {
-			return *c
+			cat = *c
+			break
 		}
 	}
-	return v.image.Manifest.Catalog
+	if !v.rebased() {
+		return cat
+	}
+	// On an image of a new recipe the overlays' catalog describes the
+	// line's tree: the running image's own units join it.
+	out := manifests.Catalog{Services: slices.Clone(cat.Services)}
+	for _, s := range v.image.Manifest.Catalog.Services {
+		if !slices.ContainsFunc(out.Services, func(o manifests.Service) bool { return o.Unit == s.Unit }) {
+			out.Services = append(out.Services, s)
+		}
+	}
+	return out
 }
 
 // expected folds the image and the applied overlays into the tree the node

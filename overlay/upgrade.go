@@ -55,6 +55,9 @@ type UpgradePlan struct {
 	// Layers stay stacked above the new image; Dropped do not.
 	Layers  []string       `json:"layers"`
 	Dropped []LayerRefusal `json:"dropped,omitempty"`
+	// Folded is the head a regenerated image the node runs folds in,
+	// whose overlays an upgrade to an image of a recipe leaves behind.
+	Folded  *manifests.Ref `json:"folded,omitempty"`
 	Compact bool           `json:"compact,omitempty"`
 	// Image is the new image's verified manifest; Sig its signature.
 	Image *repo.Image `json:"-"`
@@ -233,6 +236,16 @@ func planUpgrade(v *nodeView, raw, sig []byte, o UpgradeOptions) (*UpgradePlan, 
 			continue
 		}
 		plan.Layers = append(plan.Layers, v.applied[i].Version)
+	}
+	// A node that runs (or compacted onto) a regenerated image has
+	// overlays folded into it that no layer holds: an image of a recipe
+	// does not have them.
+	if h := v.canon.Manifest.Head; h != nil {
+		plan.Folded = h
+		if !o.DropLayers {
+			return nil, fmt.Errorf("the node's image %s folds the line's overlays through %s into its tree, and image %s %s does not carry them (no layer holds them any more); --drop-layers upgrades without them: %w",
+				v.canon.Manifest.Version, h.Version, m.Line, m.Version, ErrUpgrade)
+		}
 	}
 	if len(plan.Dropped) > 0 && !o.DropLayers {
 		var what []string

@@ -3,6 +3,7 @@ package overlay
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -170,47 +171,60 @@ func CancelUpgrade(ctx context.Context, root string, lockWait time.Duration, rem
 	return u, n.PruneImages(ev.Ledger.Running().Digest, ev.Ledger.Canonical().Digest)
 }
 
+// UnitShower reads units' properties (systemd.Systemctl's Show).
+type UnitShower interface {
+	Show(ctx context.Context, names ...string) ([]systemd.Unit, error)
+}
+
 // BootHealth is the health check of a trial boot on a node run by
-// systemd: every service of the catalog that is enabled must be active
-// (after settle, for units still starting), and each declared check
-// command must pass, run with root as its root.
-func BootHealth(ctl *systemd.Systemctl, root string, settle time.Duration) HealthCheck {
+// systemd: no service of the catalog that is enabled may have failed or
+// still be starting after settle (a oneshot that ran, or one whose
+// condition was not met, is inactive, and fine), and each declared check
+// command of an active one must pass, run with root as its root. The
+// units in skip (the caller's own) and templates (their instances are not
+// in the catalog) are not looked at.
+func BootHealth(ctl UnitShower, root string, settle time.Duration, skip ...string) HealthCheck {
 	return func(ctx context.Context, cat manifests.Catalog) error {
 		var names []string
 		for _, s := range cat.Services {
-			names = append(names, s.Unit)
+			if !slices.Contains(skip, s.Unit) && !systemd.IsTemplate(s.Unit) {
+				names = append(names, s.Unit)
+			}
 		}
 		if len(names) == 0 {
 			return nil
 		}
 		deadline := time.Now().Add(settle)
-		var enabled map[string]bool
+		var active map[string]bool
 		for {
 			units, err := ctl.Show(ctx, names...)
 			if err != nil {
 				return err
 			}
-			var bad []string
-			starting := false
-			enabled = map[string]bool{}
+			var bad, starting []string
+			active = map[string]bool{}
 			for _, u := range units {
 				if u.UnitFileState != "enabled" {
 					continue
 				}
-				enabled[u.ID] = true
-				if u.ActiveState == "active" {
-					continue
+				switch u.ActiveState {
+				case "active":
+					active[u.ID] = true
+				case "inactive":
+				case "failed":
+					bad = append(bad, fmt.Sprintf("%s failed (%s)", u.ID, u.SubState))
+				default:
+					starting = append(starting, fmt.Sprintf("%s is %s (%s)", u.ID, u.ActiveState, u.SubState))
 				}
-				if u.ActiveState == "activating" || u.ActiveState == "reloading" {
-					starting = true
-				}
-				bad = append(bad, fmt.Sprintf("%s is %s (%s)", u.ID, u.ActiveState, u.SubState))
 			}
-			if len(bad) == 0 {
+			if len(bad) > 0 {
+				return fmt.Errorf("enabled services failed: %s", strings.Join(bad, "; "))
+			}
+			if len(starting) == 0 {
 				break
 			}
-			if !starting || time.Now().After(deadline) {
-				return fmt.Errorf("enabled services not active: %s", strings.Join(bad, "; "))
+			if time.Now().After(deadline) {
+				return fmt.Errorf("enabled services not up after %s: %s", settle, strings.Join(starting, "; "))
 			}
 			select {
 			case <-ctx.Done():
@@ -219,7 +233,7 @@ func BootHealth(ctl *systemd.Systemctl, root string, settle time.Duration) Healt
 			}
 		}
 		for _, s := range cat.Services {
-			if s.Check == nil || !enabled[s.Unit] {
+			if s.Check == nil || !active[s.Unit] {
 				continue
 			}
 			if out, err := runCommand(ctx, s.Check, checkTimeout, root); err != nil {

@@ -31,27 +31,9 @@ export STRATA_CACHE=${STRATA_CACHE:-/var/cache/strata-test}
 TIMEOUT=${BOOT_TIMEOUT:-900}
 WORK=${BOOT_WORK:-$(mktemp -d /tmp/strata-boot.XXXXXX)}
 mkdir -p "$WORK"
-LOG=$WORK/console.log
-QEMU_PID=
-
-need() { command -v "$1" >/dev/null 2>&1; }
-if ! need qemu-system-x86_64 || [ ! -f /usr/share/OVMF/OVMF_CODE.fd ] ||
-	[ ! -f /usr/lib/systemd/boot/efi/systemd-bootx64.efi ] || ! need mcopy ||
-	! need mkfs.fat || ! need mkfs.ext4 || ! need debootstrap || ! need mksquashfs ||
-	! need ssh-keygen || ! need ss; then
-	apt-get update -q
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q qemu-system-x86 ovmf systemd-boot-efi \
-		mtools dosfstools e2fsprogs debootstrap squashfs-tools zstd minisign openssh-client iproute2
-fi
-
-cleanup() {
-	if [ -n "$QEMU_PID" ] && kill -0 "$QEMU_PID" 2>/dev/null; then
-		kill "$QEMU_PID" 2>/dev/null || true
-		sleep 1
-		kill -9 "$QEMU_PID" 2>/dev/null || true
-	fi
-}
-trap cleanup EXIT
+. "$ROOT/scripts/boot-lib.sh"
+boot_deps
+trap stop_qemu EXIT
 
 t0=$(date +%s)
 echo "== build (work dir $WORK)"
@@ -127,26 +109,11 @@ t3=$(date +%s)
 truncate -s 64M "$WORK/decoy.img"
 mkfs.ext4 -q -F -L state "$WORK/decoy.img"
 
-# A free loopback port for the node's sshd.
-SSH_PORT=
-for p in $(shuf -i 20000-60000 -n 50); do
-	ss -Hltn "sport = :$p" | grep -q . || { SSH_PORT=$p; break; }
-done
-[ -n "$SSH_PORT" ] || { echo "FAIL: no free port for SSH"; exit 1; }
-
+free_port
 echo "== boot (up to ${TIMEOUT}s; console in $LOG; sshd on 127.0.0.1:$SSH_PORT)"
-: >"$LOG"
-qemu-system-x86_64 -machine q35 -m 2048 -smp 2 -nographic \
-	-serial "file:$LOG" -monitor none \
-	-drive if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE.fd \
-	-drive if=pflash,format=raw,file="$WORK/vars.fd" \
-	-drive file="$WORK/disk.img",format=raw,if=virtio \
-	-drive file="$WORK/decoy.img",format=raw,if=virtio \
-	-nic user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:"$SSH_PORT"-:22 </dev/null >"$WORK/qemu.out" 2>&1 &
-QEMU_PID=$!
+start_qemu "$WORK/disk.img" "$WORK/decoy.img"
 
 CHECK='STRATA-BOOT-CHECK etc=[layer 1.0.3] usr=[usr layer 1.0.2] motd=deleted var-mounts=1 state-mounts=1 state-nodev-nosuid=2 multi-user=active'
-console() { tr -d '\r' <"$LOG" | sed 's/\x1b\[[0-9;]*m//g'; }
 ok_verify=0 ok_target=0 ok_host=0 ok_act=0 ok_check=0 ok_files=0 failed=0
 deadline=$(($(date +%s) + TIMEOUT))
 while [ "$(date +%s)" -lt "$deadline" ] && kill -0 "$QEMU_PID" 2>/dev/null; do
@@ -204,8 +171,7 @@ if [ $ok_verify = 1 ] && [ $ok_target = 1 ] && [ $ok_check = 1 ] && [ $ok_files 
 	fi
 fi
 t5=$(date +%s)
-cleanup
-QEMU_PID=
+stop_qemu
 
 echo "== timings: build $((t1 - t0))s, provision $((t2 - t1))s, overlays $((t3 - t2))s, boot $((t4 - t3))s, ssh $((t5 - t4))s"
 if [ $ok_verify = 1 ] && [ $ok_target = 1 ] && [ $ok_host = 1 ] && [ $ok_act = 1 ] &&

@@ -442,4 +442,21 @@ func TestUpgradeDiskCompact(t *testing.T) {
 	if !rep.Compact || len(rep.Layers) != 0 || rep.Head.Version != "1.0.3" || rep.TreeDigest != c3.Manifest.TreeDigest {
 		t.Fatalf("compaction: %+v", rep.UpgradePlan)
 	}
+
+	// A node on a regenerated image (here provisioned from one) has
+	// overlays no layer holds: an image of a recipe would lose them.
+	trust, _ := e.key.PublicKeySet()
+	folded := filepath.Join(e.dir, "folded.img")
+	if _, err := disk.Provision(ctx, head.Image, folded, trust, disk.Options{Size: 512 << 20, NodeID: "folded"}); err != nil {
+		t.Fatal(err)
+	}
+	next := e.build(t, "up", "1.1.0", "2", e.key)
+	_, err = upgrade.Disk(ctx, folded, upgrade.Options{Image: next})
+	if !errors.Is(err, overlay.ErrUpgrade) || !strings.Contains(err.Error(), "folds the line's overlays through 1.0.3") {
+		t.Fatalf("upgrading a node on a regenerated image to a recipe's: %v", err)
+	}
+	o = upgrade.Options{Image: next, DryRun: true, UpgradeOptions: overlay.UpgradeOptions{DropLayers: true}}
+	if rep, err := upgrade.Disk(ctx, folded, o); err != nil || rep.Folded == nil || rep.Folded.Version != "1.0.3" {
+		t.Fatalf("with --drop-layers: %+v %v", rep, err)
+	}
 }

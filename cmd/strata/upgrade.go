@@ -169,6 +169,9 @@ func printUpgrade(w io.Writer, rep *upgrade.Report) {
 		layers = "none"
 	}
 	fmt.Fprintf(w, "  layers kept: %s\n", layers)
+	if f := rep.Folded; f != nil {
+		fmt.Fprintf(w, "  left behind: the overlays through %s folded into the image the node runs\n", f.Version)
+	}
 	for _, d := range rep.Dropped {
 		fmt.Fprintf(w, "  dropped:     %s (%s)\n", d.Version, d.Reason)
 	}

@@ -1,0 +1,308 @@
+package overlay_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/systemd"
+	"github.com/strata-dev/strata/manifests"
+	. "github.com/strata-dev/strata/overlay"
+)
+
+// stagedNode is a node with overlay 1.0.1 applied and an upgrade to an
+// image 1.1.0 of its line staged (as strata upgrade leaves it, minus the
+// disk), and that image's manifest.
+func stagedNode(t *testing.T, f *fixture, bootID string) (root string, next []byte) {
+	t.Helper()
+	root = f.provision()
+	// 1.0.1 adds a unit: it carries the line's catalog with it.
+	ch := f.change("/etc/app/app.conf", "port 81\n")
+	ch.Adds = append(ch.Adds, Add{Dest: "/etc/systemd/system/ov.service", Src: f.hostFile("[Service]\nExecStart=/usr/bin/app\n")})
+	c1 := f.create("1.0.1", ch)
+	if c1.Manifest.Catalog == nil {
+		t.Fatal("overlay 1.0.1 carries no catalog")
+	}
+	if _, err := apply(root, c1.Path); err != nil {
+		t.Fatal(err)
+	}
+	rdir := filepath.Join(f.dir, "recipe")
+	// 1.1.0 has a service of its own.
+	recipe := strings.Replace(fixtureRecipe, "version: 1.0.0", "version: 1.1.0", 1)
+	recipe = strings.Replace(recipe, "files:\n", "files:\n  - path: /usr/lib/systemd/system/extra.service\n    content: \"[Service]\\nExecStart=/usr/bin/app\\n\"\n", 1)
+	if err := os.WriteFile(filepath.Join(rdir, "recipe-1.1.0.yaml"), []byte(recipe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := builder.Build(context.Background(), filepath.Join(rdir, "recipe-1.1.0.yaml"), filepath.Join(f.dir, "images-1.1.0"), builder.WithKey(f.key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := node.Node{Root: root}
+	for _, img := range []string{f.image, res.Image} {
+		raw, err := os.ReadFile(repo.ManifestPath(img))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig, err := os.ReadFile(repo.SigPath(repo.ManifestPath(img)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.StoreImage(manifests.Digest(raw), raw, sig); err != nil {
+			t.Fatal(err)
+		}
+		next = raw
+	}
+	l, err := n.ReadLedger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := l.Last()
+	from := l.Entries[0]
+	u := &manifests.StagedUpgrade{
+		Schema: manifests.Schema, Kind: manifests.KindUpgrade,
+		Record: manifests.LedgerEntry{Action: manifests.LedgerUpgrade, Line: "test", Version: "1.1.0", Digest: manifests.Digest(next),
+			Image: "1.1.0", Head: last.Head, TreeDigest: last.TreeDigest, Slot: manifests.SlotB, Layers: []string{"1.0.1"}},
+		From:  manifests.Ref{Version: from.Version, Digest: from.Digest},
+		Entry: "strata-2-b.conf", BootID: bootID, Staged: "2026-12-01T10:00:00Z",
+	}
+	if err := n.Stage(u); err != nil {
+		t.Fatal(err)
+	}
+	return root, next
+}
+
+const thisBoot = "0f5c8f3e-2d7a-4c1b-9a57-3c1d2e4f5a6b"
+
+func healthy(context.Context, manifests.Catalog) error { return nil }
+
+// A staged upgrade blocks changes; the boot that staged it settles
+// nothing; a trial boot (the node's tree carries the new image) that is
+// unhealthy commits nothing, a healthy one commits the upgrade record,
+// which keeps the layers in effect and names the new image.
+func TestUpgradeTrialConfirm(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	root, next := stagedNode(t, f, thisBoot)
+	c2 := f.create("1.0.2", f.change("/etc/app/app.conf", "port 82\n"))
+	before := snap(t, root)
+	if _, err := apply(root, c2.Path); !errors.Is(err, ErrUpgradeStaged) {
+		t.Fatalf("apply while staged: %v", err)
+	}
+	if _, err := Rollback(ctx, root, nil, 0, nil); !errors.Is(err, ErrUpgradeStaged) {
+		t.Fatalf("rollback while staged: %v", err)
+	}
+	assertUnchanged(t, root, before)
+	st, err := NodeStatus(ctx, root)
+	if err != nil || st.Upgrade == nil || st.Upgrade.State != "staged" || st.Upgrade.Image.Version != "1.1.0" {
+		t.Fatalf("status while staged: %+v %v", st, err)
+	}
+	// The same boot: nothing to settle, nothing to confirm.
+	if fb, err := SettleUpgrade(ctx, root, thisBoot); err != nil || fb.Failed != nil {
+		t.Fatalf("settle in the staging boot: %+v %v", fb, err)
+	}
+	if rep, err := ConfirmUpgrade(ctx, root, healthy, 0); err != nil || rep.Confirmed || rep.Trial {
+		t.Fatalf("confirm without a trial: %+v %v", rep, err)
+	}
+	assertUnchanged(t, root, before)
+
+	// The trial boot: the tree carries image 1.1.0.
+	if err := os.WriteFile(filepath.Join(root, manifests.ImageManifestPath), next, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err = NodeStatus(ctx, root)
+	if err != nil || st.Upgrade == nil || st.Upgrade.State != "trial" || strings.Join(st.Layers, " ") != "1.0.1" {
+		t.Fatalf("status on trial: %+v %v", st, err)
+	}
+	if _, err := apply(root, c2.Path); !errors.Is(err, ErrUpgradeStaged) {
+		t.Fatalf("apply on a trial boot: %v", err)
+	}
+	sick := errors.New("nginx.service failed")
+	_, err = ConfirmUpgrade(ctx, root, func(context.Context, manifests.Catalog) error { return sick }, 0)
+	if !errors.Is(err, ErrUnhealthy) || !errors.Is(err, sick) {
+		t.Fatalf("unhealthy trial: %v", err)
+	}
+	if _, err := (node.Node{Root: root}).Staged(); err != nil {
+		t.Fatal(err)
+	}
+	// The health check sees the new image's units and the layers'.
+	var units []string
+	rep, err := ConfirmUpgrade(ctx, root, func(_ context.Context, cat manifests.Catalog) error {
+		for _, s := range cat.Services {
+			units = append(units, s.Unit)
+		}
+		return nil
+	}, 0)
+	if !slices.Contains(units, "extra.service") || !slices.Contains(units, "ov.service") {
+		t.Fatalf("health check's catalog: %v", units)
+	}
+	if err != nil || !rep.Confirmed || rep.Record.Action != manifests.LedgerUpgrade || rep.Record.Slot != manifests.SlotB {
+		t.Fatalf("healthy trial: %+v %v", rep, err)
+	}
+	n := node.Node{Root: root}
+	if u, err := n.Staged(); u != nil || err != nil {
+		t.Fatalf("staged upgrade left after the confirmation: %+v %v", u, err)
+	}
+	l, err := n.ReadLedger()
+	if err != nil || l.Running().Version != "1.1.0" || joinedVersions(l.Applied()) != "1.0.1" {
+		t.Fatalf("ledger after the confirmation: %+v %v", l.Last(), err)
+	}
+	// The stored manifests kept: the running image and the line's.
+	ents, _ := os.ReadDir(n.ImageStore())
+	if len(ents) != 4 {
+		t.Fatalf("image store after the confirmation: %d files", len(ents))
+	}
+	if st, err := NodeStatus(ctx, root); err != nil || st.Upgrade != nil || st.Running == nil || st.Running.Version != "1.1.0" || st.Slot != "b" {
+		t.Fatalf("status after the confirmation: %+v %v", st, err)
+	}
+}
+
+func joinedVersions(es []manifests.LedgerEntry) string {
+	var vs []string
+	for _, e := range es {
+		vs = append(vs, e.Version)
+	}
+	return strings.Join(vs, " ")
+}
+
+// A boot of the old image after an upgrade was staged (a later boot, or
+// any boot of one staged offline) records the failed upgrade and drops
+// the staged state; the head does not move.
+func TestUpgradeFallback(t *testing.T) {
+	for name, staged := range map[string]string{"live": thisBoot, "offline": ""} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			root, _ := stagedNode(t, f, staged)
+			before := snap(t, root)
+			fb, err := SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000")
+			if err != nil || fb.Failed == nil || fb.Failed.Slot != manifests.SlotB || fb.Failed.Version != "1.1.0" ||
+				fb.Failed.Head.Version != "1.0.1" || !strings.Contains(fb.Failed.Error, "did not boot to health") {
+				t.Fatalf("fallback: %+v %v", fb, err)
+			}
+			n := node.Node{Root: root}
+			if u, err := n.Staged(); u != nil || err != nil {
+				t.Fatalf("staged upgrade left: %+v %v", u, err)
+			}
+			st, err := NodeStatus(ctx, root)
+			if err != nil || st.LastFailure == nil || st.LastFailure.Slot != "b" || st.Head.Version != "1.0.1" || st.Upgrade != nil {
+				t.Fatalf("status after the fallback: %+v %v", st, err)
+			}
+			if snap(t, root).digest != before.digest {
+				t.Fatal("the fallback changed the tree")
+			}
+			// Settled once: a second run finds nothing.
+			if fb, err := SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000"); err != nil || fb.Failed != nil {
+				t.Fatalf("second settle: %+v %v", fb, err)
+			}
+		})
+	}
+}
+
+// Planted upgrade state is refused, not followed: a symlink, garbage, an
+// entry name that is a path.
+func TestUpgradeHostileStaged(t *testing.T) {
+	f := newFixture(t)
+	root := f.provision()
+	p := filepath.Join(root, manifests.UpgradePath)
+	target := filepath.Join(t.TempDir(), "upgrade.json")
+	if err := os.WriteFile(target, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, plant := range map[string]func() error{
+		"symlink": func() error { return os.Symlink(target, p) },
+		"garbage": func() error { return os.WriteFile(p, []byte("\x00\x01not json"), 0o644) },
+		"fifo":    func() error { return unix.Mkfifo(p, 0o644) },
+		"entry path": func() error {
+			return os.WriteFile(p, []byte(`{"schema":1,"kind":"upgrade","record":{"action":"upgrade"},"entry":"../../x"}`), 0o644)
+		},
+	} {
+		os.Remove(p)
+		if err := plant(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (node.Node{Root: root}).Staged(); err == nil {
+			t.Errorf("%s: planted upgrade.json accepted", name)
+		}
+		if _, err := NodeStatus(context.Background(), root); err == nil {
+			t.Errorf("%s: status accepted the planted upgrade.json", name)
+		}
+	}
+}
+
+// fakeUnits answers Show from a script: each call takes the next state
+// map (the last one repeats).
+type fakeUnits struct {
+	states []map[string]string // unit -> ActiveState (enabled); "disabled:" prefix: not enabled
+	asked  [][]string
+}
+
+func (f *fakeUnits) Show(_ context.Context, names ...string) ([]systemd.Unit, error) {
+	f.asked = append(f.asked, names)
+	st := f.states[min(len(f.asked), len(f.states))-1]
+	var out []systemd.Unit
+	for _, n := range names {
+		s, ok := st[n]
+		if !ok {
+			continue
+		}
+		u := systemd.Unit{ID: n, ActiveState: s, SubState: "x", UnitFileState: "enabled"}
+		if rest, ok := strings.CutPrefix(s, "disabled:"); ok {
+			u.ActiveState, u.UnitFileState = rest, "disabled"
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// The trial boot's health: a failed enabled service is unhealthy at once;
+// one still starting is waited for; disabled units, templates and the
+// caller's own unit are not looked at; an active unit's check must pass.
+func TestBootHealth(t *testing.T) {
+	ctx := context.Background()
+	cat := manifests.Catalog{Services: []manifests.Service{
+		{Unit: "web.service", Check: []string{"/bin/true"}},
+		{Unit: "job.service"},
+		{Unit: "off.service"},
+		{Unit: "getty@.service"},
+		{Unit: "strata-upgrade-confirm.service"},
+	}}
+	up := map[string]string{"web.service": "active", "job.service": "inactive", "off.service": "disabled:failed", "strata-upgrade-confirm.service": "activating"}
+	f := &fakeUnits{states: []map[string]string{up}}
+	if err := BootHealth(f, "/", time.Minute, "strata-upgrade-confirm.service")(ctx, cat); err != nil {
+		t.Fatalf("healthy node: %v", err)
+	}
+	for _, n := range f.asked[0] {
+		if n == "getty@.service" || n == "strata-upgrade-confirm.service" {
+			t.Errorf("asked systemd about %s", n)
+		}
+	}
+	failed := map[string]string{"web.service": "active", "job.service": "failed"}
+	err := BootHealth(&fakeUnits{states: []map[string]string{failed}}, "/", time.Minute)(ctx, cat)
+	if err == nil || !strings.Contains(err.Error(), "job.service failed") {
+		t.Fatalf("failed unit: %v", err)
+	}
+	starting := map[string]string{"web.service": "activating", "job.service": "inactive"}
+	f = &fakeUnits{states: []map[string]string{starting, starting, up}}
+	if err := BootHealth(f, "/", time.Minute, "strata-upgrade-confirm.service")(ctx, cat); err != nil || len(f.asked) != 3 {
+		t.Fatalf("a unit that came up: %v after %d looks", err, len(f.asked))
+	}
+	err = BootHealth(&fakeUnits{states: []map[string]string{starting}}, "/", 0)(ctx, cat)
+	if err == nil || !strings.Contains(err.Error(), "web.service is activating") {
+		t.Fatalf("a unit that never came up: %v", err)
+	}
+	cat.Services[0].Check = []string{"/bin/false"}
+	err = BootHealth(&fakeUnits{states: []map[string]string{up}}, "/", time.Minute, "strata-upgrade-confirm.service")(ctx, cat)
+	if err == nil || !strings.Contains(err.Error(), "check of web.service") {
+		t.Fatalf("failing check: %v", err)
+	}
+}
