@@ -22,9 +22,10 @@ const (
 // only once /etc/strata/agent.yaml exists (an overlay can ship it).
 // strata-upgrade-confirm runs only on a boot with a counted boot loader
 // entry (systemd-bless-boot pulls in boot-complete.target, which requires
-// it) and a staged upgrade: it commits the upgrade once the node is
-// healthy, and reboots the node when it is not or never gets there, so
-// that the entry uses up a try (docs/nodes.md).
+// it): on the trial boot of a staged upgrade it commits the upgrade once
+// the node is healthy, and it reboots the node when it is not, never gets
+// there, or runs an image its ledger does not name, so that the entry
+// uses up a try (docs/nodes.md).
 var strataUnits = map[string]string{
 	"strata-agent.service": `[Unit]
 Description=strata: pull agent (follows the line's repository, see /etc/strata/agent.yaml)
@@ -41,9 +42,9 @@ RestartSec=10s
 [Install]
 WantedBy=multi-user.target
 `,
-	"strata-upgrade-confirm.service": `[Unit]
+	manifests.ConfirmUnit: `[Unit]
 Description=strata: confirm a whole-image upgrade once the node is healthy
-ConditionPathExists=/var/lib/strata/upgrade.json
+ConditionPathExists=/var/lib/strata/ledger.json
 After=multi-user.target
 Before=boot-complete.target
 FailureAction=reboot
@@ -90,10 +91,10 @@ WantedBy=timers.target
 // boot and daily, the agent at boot once configured, the upgrade
 // confirmation before boot-complete.target.
 var strataEnabled = map[string]string{
-	"etc/systemd/system/boot-complete.target.requires/strata-upgrade-confirm.service": "/usr/lib/systemd/system/strata-upgrade-confirm.service",
-	"etc/systemd/system/multi-user.target.wants/strata-agent.service":                 "/usr/lib/systemd/system/strata-agent.service",
-	"etc/systemd/system/multi-user.target.wants/strata-verify.service":                "/usr/lib/systemd/system/strata-verify.service",
-	"etc/systemd/system/timers.target.wants/strata-verify.timer":                      "/usr/lib/systemd/system/strata-verify.timer",
+	manifests.ConfirmUnitLink: "/" + manifests.ConfirmUnitPath,
+	"etc/systemd/system/multi-user.target.wants/strata-agent.service":  "/usr/lib/systemd/system/strata-agent.service",
+	"etc/systemd/system/multi-user.target.wants/strata-verify.service": "/usr/lib/systemd/system/strata-verify.service",
+	"etc/systemd/system/timers.target.wants/strata-verify.timer":       "/usr/lib/systemd/system/strata-verify.timer",
 }
 
 // bakeStrata places the strata binary at /usr/bin/strata (0755, root) and

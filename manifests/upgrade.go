@@ -18,6 +18,16 @@ const KindUpgrade = "upgrade"
 // UpgradePath is where a node keeps its staged upgrade.
 const UpgradePath = StateDir + "/upgrade.json"
 
+// The unit that confirms a trial boot of an upgrade (strata upgrade
+// --confirm), and its link into boot-complete.target: an image an
+// upgrade switches to must have both (builder bakes them in with
+// strata), or a trial boot would be blessed without its health check.
+const (
+	ConfirmUnit     = "strata-upgrade-confirm.service"
+	ConfirmUnitPath = "usr/lib/systemd/system/" + ConfirmUnit
+	ConfirmUnitLink = "etc/systemd/system/boot-complete.target.requires/" + ConfirmUnit
+)
+
 // StagedUpgrade is a whole-image upgrade written to a node's inactive root
 // partition and waiting for its first healthy boot there. The ledger gets
 // Record (with its sequence, time and hashes) only then: until it does,

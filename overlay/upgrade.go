@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,9 +56,6 @@ type UpgradePlan struct {
 	// Layers stay stacked above the new image; Dropped do not.
 	Layers  []string       `json:"layers"`
 	Dropped []LayerRefusal `json:"dropped,omitempty"`
-	// Folded is the head a regenerated image the node runs folds in,
-	// whose overlays an upgrade to an image of a recipe leaves behind.
-	Folded  *manifests.Ref `json:"folded,omitempty"`
 	Compact bool           `json:"compact,omitempty"`
 	// Image is the new image's verified manifest; Sig its signature.
 	Image *repo.Image `json:"-"`
@@ -139,9 +137,10 @@ func Upgrade(ctx context.Context, root string, raw, sig []byte, o UpgradeOptions
 		return rep, err
 	}
 	// The entry goes live last: a crash before leaves a staged upgrade
-	// no boot can try, which the next boot records as failed.
+	// no boot can try, which the next boot records as failed. A failed
+	// Commit keeps the staged state too: the rename may have happened.
 	if err := slot.Commit(); err != nil {
-		return rep, errors.Join(err, n.ClearStaged())
+		return rep, fmt.Errorf("making boot entry %s bootable (the upgrade stays staged; strata upgrade --cancel takes it back): %w", slot.Entry, err)
 	}
 	return rep, nil
 }
@@ -194,6 +193,10 @@ func planUpgrade(v *nodeView, raw, sig []byte, o UpgradeOptions) (*UpgradePlan, 
 	case im.Digest == v.image.Digest:
 		return nil, fmt.Errorf("image %s %s is the image the node runs: %w", m.Line, m.Version, ErrUpgrade)
 	}
+	if !hasFile(m, manifests.ConfirmUnitPath) || !hasFile(m, manifests.ConfirmUnitLink) {
+		return nil, fmt.Errorf("image %s %s has no /%s enabled by /%s (images built with the recipe key strata have them): its trial boot would be blessed without a health check: %w",
+			m.Line, m.Version, manifests.ConfirmUnitPath, manifests.ConfirmUnitLink, ErrUpgrade)
+	}
 	if o.Compact {
 		return planCompact(v, plan)
 	}
@@ -241,11 +244,8 @@ func planUpgrade(v *nodeView, raw, sig []byte, o UpgradeOptions) (*UpgradePlan, 
 	// overlays folded into it that no layer holds: an image of a recipe
 	// does not have them.
 	if h := v.canon.Manifest.Head; h != nil {
-		plan.Folded = h
-		if !o.DropLayers {
-			return nil, fmt.Errorf("the node's image %s folds the line's overlays through %s into its tree, and image %s %s does not carry them (no layer holds them any more); --drop-layers upgrades without them: %w",
-				v.canon.Manifest.Version, h.Version, m.Line, m.Version, ErrUpgrade)
-		}
+		return nil, fmt.Errorf("the node's image %s folds the line's overlays through %s into its tree, and image %s %s does not carry them (no layer holds them any more): upgrade it to a regenerated image of the line (--compact), or provision it afresh: %w",
+			v.canon.Manifest.Version, h.Version, m.Line, m.Version, ErrUpgrade)
 	}
 	if len(plan.Dropped) > 0 && !o.DropLayers {
 		var what []string
@@ -332,4 +332,9 @@ func outside(om *manifests.OverlayManifest, hier []string) string {
 		}
 	}
 	return ""
+}
+
+// hasFile reports whether image m has path p.
+func hasFile(m *manifests.ImageManifest, p string) bool {
+	return slices.ContainsFunc(m.Files, func(e manifests.Entry) bool { return e.Path == p })
 }

@@ -57,9 +57,26 @@ func ConfirmUpgrade(ctx context.Context, root string, health HealthCheck, lockWa
 	case v.staged == nil:
 		rep.Note = "no upgrade is staged"
 		return rep, nil
+	case !v.trial && run.Digest == v.staged.Record.Digest:
+		// Committed by a run that stopped before it removed the staged
+		// state: finish that.
+		rep.Confirmed, rep.Note = true, "the upgrade was committed before; its staged state is removed now"
+		if err := n.ClearStaged(); err != nil {
+			return rep, err
+		}
+		return rep, tidyImages(ctx, b, v.ledger)
 	case !v.trial:
 		rep.Note = fmt.Sprintf("the node runs image %s, not the staged image %s", run.Version, v.staged.Record.Version)
 		return rep, nil
+	}
+	// A trial whose boot activation failed runs the plain image: its
+	// layers are not in effect, whatever the services say.
+	if lv, ok := b.(interface{ Live() (bool, error) }); ok {
+		if active, err := lv.Live(); err != nil {
+			return rep, err
+		} else if !active {
+			return rep, fmt.Errorf("node %s on a trial boot of image %s: %w: its layers are not stacked (boot activation failed or was skipped)", root, run.Version, ErrUnhealthy)
+		}
 	}
 	if err := health(ctx, v.catalog()); err != nil {
 		return rep, fmt.Errorf("node %s on a trial boot of image %s: %w: %w", root, run.Version, ErrUnhealthy, err)
@@ -75,10 +92,17 @@ func ConfirmUpgrade(ctx context.Context, root string, health HealthCheck, lockWa
 	}
 	last := l.Last()
 	rep.Record, rep.Confirmed = &last, true
+	// Committed: what is left is tidying, which the next run finishes
+	// if it fails here. It must not fail the boot (and burn a try of an
+	// upgrade that is already the node's).
 	if err := n.ClearStaged(); err != nil {
-		return rep, err
+		rep.Note = fmt.Sprintf("committed; removing the staged state failed (the next strata upgrade --confirm or boot finishes it): %v", err)
+		return rep, nil
 	}
-	return rep, tidyImages(ctx, b, l)
+	if err := tidyImages(ctx, b, l); err != nil {
+		rep.Note = fmt.Sprintf("committed; tidying the node's state failed: %v", err)
+	}
+	return rep, nil
 }
 
 // tidyImages keeps the stored image manifests the node still needs (the
@@ -121,6 +145,11 @@ func SettleUpgrade(ctx context.Context, root string, bootID string) (*FallbackRe
 	}
 	l := ev.Ledger
 	run, last := l.Running(), l.Last()
+	if run.Digest == u.Record.Digest {
+		// Committed by a confirmation that stopped before it removed
+		// the staged state.
+		return &FallbackReport{}, n.ClearStaged()
+	}
 	if manifests.Digest(ev.ImageRaw) != run.Digest {
 		return nil, fmt.Errorf("node %s runs neither its image %s nor the staged image %s: %w", root, run.Version, u.Record.Version, ErrDrift)
 	}

@@ -3,6 +3,7 @@ package overlay_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -164,6 +165,53 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	if st, err := NodeStatus(ctx, root); err != nil || st.Upgrade != nil || st.Running == nil || st.Running.Version != "1.1.0" || st.Slot != "b" {
 		t.Fatalf("status after the confirmation: %+v %v", st, err)
 	}
+	// A confirmation that stopped between its commit and removing the
+	// staged state: the next boot's settling removes it and records no
+	// failure, and so does the next --confirm.
+	u := stagedOf(t, root, next)
+	for i, settle := range []func() error{
+		func() error {
+			fb, err := SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000")
+			if err == nil && fb.Failed != nil {
+				return fmt.Errorf("recorded as failed: %+v", fb.Failed)
+			}
+			return err
+		},
+		func() error {
+			rep, err := ConfirmUpgrade(ctx, root, healthy, 0)
+			if err == nil && !rep.Confirmed {
+				return fmt.Errorf("not confirmed: %+v", rep)
+			}
+			return err
+		},
+	} {
+		if err := n.Stage(u); err != nil {
+			t.Fatal(err)
+		}
+		if err := settle(); err != nil {
+			t.Fatalf("leftover staged state, way %d: %v", i, err)
+		}
+		if u, err := n.Staged(); u != nil || err != nil {
+			t.Fatalf("leftover staged state, way %d, not removed: %v", i, err)
+		}
+	}
+	if l, _ := n.ReadLedger(); l.Last().Action != manifests.LedgerUpgrade {
+		t.Fatalf("ledger after the leftovers: %+v", l.Last())
+	}
+}
+
+// stagedOf is the staged upgrade to image raw a confirmed upgrade's
+// record describes.
+func stagedOf(t *testing.T, root string, raw []byte) *manifests.StagedUpgrade {
+	t.Helper()
+	l, err := node.Node{Root: root}.ReadLedger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := l.Last()
+	rec.Seq, rec.Time, rec.Prev, rec.Hash = 0, "", "", ""
+	return &manifests.StagedUpgrade{Schema: manifests.Schema, Kind: manifests.KindUpgrade, Record: rec,
+		From: l.Entries[0].Head, Entry: "strata-2-b.conf", Staged: "2026-12-01T10:00:00Z"}
 }
 
 func joinedVersions(es []manifests.LedgerEntry) string {

@@ -187,14 +187,10 @@ func cancel(ctx context.Context, root string, t *disk.Target, lockWait time.Dura
 	})
 }
 
-// ConfirmUnit is the unit that runs Confirm at boot (builder bakes it
-// into images with strata): the health check leaves it out.
-const ConfirmUnit = "strata-upgrade-confirm.service"
-
 // Confirm is the health check and commit of a trial boot on the running
 // node (see overlay.ConfirmUpgrade), with overlay.BootHealth through
 // systemctl: no enabled catalog service failed or still starting after
 // settle, the checks of the active ones passing.
 func Confirm(ctx context.Context, root string, settle, lockWait time.Duration) (*overlay.ConfirmReport, error) {
-	return overlay.ConfirmUpgrade(ctx, root, overlay.BootHealth(systemd.NewSystemctl(), root, settle, ConfirmUnit), lockWait)
+	return overlay.ConfirmUpgrade(ctx, root, overlay.BootHealth(systemd.NewSystemctl(), root, settle, manifests.ConfirmUnit), lockWait)
 }

@@ -45,7 +45,7 @@ files:
 services:
   - unit: app.service
     paths: [/etc/app/app.conf]
-`
+%s`
 
 const kernelFiles = `  - path: /boot/vmlinuz-6.1.0-%[1]s
     content: "kernel %[1]s\n"
@@ -112,8 +112,16 @@ func (e *env) build(t *testing.T, line, version, kernel string, key *sign.Key, e
 	if kernel != "" {
 		files += fmt.Sprintf(kernelFiles, kernel)
 	}
-	writeFile(t, filepath.Join(dir, "recipe.yaml"), fmt.Sprintf(recipe, line, version, version, files))
-	var opts []builder.Option
+	// strata (a stand-in binary) and its units, the upgrade
+	// confirmation among them; an image without them is refused.
+	baked := "strata: {}\n"
+	if line == "nostrata" {
+		line, baked = "up", ""
+	}
+	writeFile(t, filepath.Join(dir, "recipe.yaml"), fmt.Sprintf(recipe, line, version, version, files, baked))
+	bin := filepath.Join(e.dir, "strata-stand-in")
+	writeFile(t, bin, "#!/bin/sh\n")
+	opts := []builder.Option{builder.WithStrataBinary(bin)}
 	if key != nil {
 		opts = append(opts, builder.WithKey(key))
 	}
@@ -379,6 +387,7 @@ func TestUpgradeDiskRefusals(t *testing.T) {
 		{"drops layers", e.build(t, "up", "2.0.0", "2", e.key), upgrade.Options{}, overlay.ErrUpgrade, "1.0.1 (requires image ^1.0.0)"},
 		{"no kernel", e.build(t, "up", "1.1.0", "", e.key), upgrade.Options{}, disk.ErrNoKernel, "no kernel"},
 		{"too big", e.build(t, "up", "1.1.0", "2", e.key, "  - path: /big\n    src: "+bigFile+"\n"), upgrade.Options{}, disk.ErrTooSmall, "does not fit root B"},
+		{"no confirmation unit", e.build(t, "nostrata", "1.1.0", "2", e.key), upgrade.Options{}, overlay.ErrUpgrade, "has no /usr/lib/systemd/system/strata-upgrade-confirm.service"},
 		{"compact, not regenerated", e.build(t, "up", "1.1.0", "2", e.key), upgrade.Options{UpgradeOptions: overlay.UpgradeOptions{Compact: true}}, overlay.ErrUpgrade, "not a regenerated image"},
 	}
 	before := e.sum(t)
@@ -451,12 +460,11 @@ func TestUpgradeDiskCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := e.build(t, "up", "1.1.0", "2", e.key)
-	_, err = upgrade.Disk(ctx, folded, upgrade.Options{Image: next})
-	if !errors.Is(err, overlay.ErrUpgrade) || !strings.Contains(err.Error(), "folds the line's overlays through 1.0.3") {
-		t.Fatalf("upgrading a node on a regenerated image to a recipe's: %v", err)
-	}
-	o = upgrade.Options{Image: next, DryRun: true, UpgradeOptions: overlay.UpgradeOptions{DropLayers: true}}
-	if rep, err := upgrade.Disk(ctx, folded, o); err != nil || rep.Folded == nil || rep.Folded.Version != "1.0.3" {
-		t.Fatalf("with --drop-layers: %+v %v", rep, err)
+	for _, drop := range []bool{false, true} {
+		o = upgrade.Options{Image: next, DryRun: true, UpgradeOptions: overlay.UpgradeOptions{DropLayers: drop}}
+		_, err = upgrade.Disk(ctx, folded, o)
+		if !errors.Is(err, overlay.ErrUpgrade) || !strings.Contains(err.Error(), "folds the line's overlays through 1.0.3") {
+			t.Fatalf("upgrading a node on a regenerated image to a recipe's (--drop-layers %v): %v", drop, err)
+		}
 	}
 }

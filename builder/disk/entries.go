@@ -227,13 +227,17 @@ func removeSlot(esp espFS, es []BootEntry, slot string) ([]BootEntry, error) {
 		}
 		gone = append(gone, e)
 	}
+	// FAT compares names without case: so does this. Only files under
+	// the slot's own /strata/SLOT/ go.
 	used := map[string]bool{}
 	for _, e := range keep {
-		used[e.Linux], used[e.Initrd] = true, true
+		used[strings.ToLower(path.Clean(e.Linux))], used[strings.ToLower(path.Clean(e.Initrd))] = true, true
 	}
+	own := "/strata/" + slot + "/"
 	for _, e := range gone {
 		for _, f := range []string{e.Linux, e.Initrd} {
-			if p := path.Clean(f); strings.HasPrefix(p, "/strata/") && !used[p] && !used[f] {
+			p := strings.ToLower(path.Clean("/" + f))
+			if strings.HasPrefix(p, own) && !used[p] {
 				if err := esp.Remove(p); err != nil {
 					return nil, err
 				}

@@ -25,6 +25,9 @@ import (
 // it has no kernel and initrd.
 var ErrNoKernel = manifests.Rejection("disk: image has no kernel")
 
+// ErrNotImage reports an image path that is not a regular file.
+var ErrNotImage = manifests.Rejection("disk: not an image file")
+
 // Target is a node disk opened to write a whole image to its inactive
 // root partition and the boot entry for it: a disk that is not running
 // (from a mounted Node) or the disk of the running node (OpenLive).
@@ -202,6 +205,15 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 	}
 	slot := t.Inactive()
 	part := t.Layout.Part(rootPart(slot))
+	// A regular file no larger than the partition: not a FIFO or a
+	// device that never ends.
+	if fi, err := os.Stat(image); err != nil {
+		return nil, fmt.Errorf("upgrade image: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("upgrade image %s is not a regular file (%s): %w", image, fi.Mode().Type(), ErrNotImage)
+	} else if fi.Size() > part.Size {
+		return nil, fmt.Errorf("image %s (%s) does not fit root %s of %s (%s): %w", image, FormatSize(fi.Size()), strings.ToUpper(slot), t.Disk, FormatSize(part.Size), ErrTooSmall)
+	}
 	sum, size, err := tree.HashFile(image)
 	if err != nil {
 		return nil, err

@@ -81,6 +81,9 @@ nothing.`,
 			if o.Image == "" {
 				return usageError{fmt.Errorf("--image is required: the signed image to upgrade to")}
 			}
+			if o.Tries < 1 || o.Tries > 9 {
+				return usageError{fmt.Errorf("--tries %d: give 1 to 9 boots", o.Tries)}
+			}
 			if o.Compact && o.DropLayers {
 				return usageError{fmt.Errorf("--compact folds every layer into the image; --drop-layers does not apply")}
 			}
@@ -107,7 +110,7 @@ nothing.`,
 	f.StringVar(&o.Image, "image", "", "the image (.squashfs; its signed .image.json beside it)")
 	f.BoolVar(&o.DropLayers, "drop-layers", false, "take off the layers the image cannot carry instead of refusing")
 	f.BoolVar(&o.Compact, "compact", false, "switch to the regenerated image of the node's head (no layers)")
-	f.BoolVar(&o.DryRun, "dry-run", false, "verify and show the plan; write nothing")
+	f.BoolVar(&o.DryRun, "dry-run", false, "verify and show the plan; write no image or boot entry")
 	f.IntVar(&o.Tries, "tries", 3, "boots the new image gets to reach health before the old one boots again (1-9)")
 	f.BoolVar(&confirm, "confirm", false, "at boot: commit a trial boot's upgrade once the node is healthy")
 	f.DurationVar(&settle, "settle", 3*time.Minute, "with --confirm: how long services may take to become active")
@@ -169,9 +172,6 @@ func printUpgrade(w io.Writer, rep *upgrade.Report) {
 		layers = "none"
 	}
 	fmt.Fprintf(w, "  layers kept: %s\n", layers)
-	if f := rep.Folded; f != nil {
-		fmt.Fprintf(w, "  left behind: the overlays through %s folded into the image the node runs\n", f.Version)
-	}
 	for _, d := range rep.Dropped {
 		fmt.Fprintf(w, "  dropped:     %s (%s)\n", d.Version, d.Reason)
 	}
