@@ -2,6 +2,7 @@ package manifests
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -59,6 +60,11 @@ type Line struct {
 	// (Segments is then empty), for what must name the files themselves
 	// (bundles, pushes). Never encoded.
 	Sealed []SegmentRef `json:"-"`
+	// Upgrades are the line's later whole images, for nodes to upgrade
+	// to (strata upgrade --repo): images of newer recipe versions, in
+	// increasing version, and regenerated images of its overlays (Head
+	// set), in the order they were published.
+	Upgrades []ImageRef `json:"upgrades,omitempty"`
 	// State, when set, is the line's head state (see HeadState): what
 	// the chain folds to at its head, so that publishing the next
 	// overlay need not read the chain. One for an older version (an
@@ -87,6 +93,9 @@ type ImageRef struct {
 	SHA256 string `json:"sha256"`
 	// Size is the squashfs file's length: readers stop there.
 	Size int64 `json:"size"`
+	// Head is set on a line's regenerated images (Line.Upgrades only):
+	// the last overlay folded in.
+	Head *Ref `json:"head,omitempty"`
 }
 
 // OverlayRef locates an overlay in a repository.
@@ -198,6 +207,9 @@ func (x *Index) Validate() error {
 		if _, err := chainRefs(l.Name, prev, l.Overlays); err != nil {
 			return err
 		}
+		if err := validUpgrades(&l); err != nil {
+			return err
+		}
 		if st := l.State; st != nil {
 			if err := ValidPath(st.File); err != nil {
 				return fmt.Errorf("line %s: state: %w", l.Name, err)
@@ -206,6 +218,53 @@ func (x *Index) Validate() error {
 				return fmt.Errorf("%w: line %s: state for %s, sha256 %q, size %d", ErrInvalid, l.Name, st.Version, st.SHA256, st.Size)
 			}
 		}
+	}
+	return nil
+}
+
+// validUpgrades checks a line's upgrade images: well-formed refs under
+// images/, none the line's own image or listed twice, recipe images in
+// increasing versions above the line's image, regenerated ones built
+// from it (their version BASE+head.V) through distinct heads.
+func validUpgrades(l *Line) error {
+	files := map[string]bool{l.Image.File: true}
+	digests := map[string]bool{l.Image.Digest: true}
+	heads := map[string]bool{}
+	last := l.Image.Version
+	for _, u := range l.Upgrades {
+		bad := func(why string) error {
+			return fmt.Errorf("%w: line %s: upgrade image %q (%s): %s", ErrInvalid, l.Name, u.Version, u.File, why)
+		}
+		if _, err := ParseVersion(u.Version); err != nil {
+			return fmt.Errorf("line %s: upgrade image: %w", l.Name, err)
+		}
+		if err := ValidPath(u.File); err != nil || !strings.HasPrefix(u.File, "images/") {
+			return bad("not a file under images/")
+		}
+		if !ValidDigest(u.Digest) || !validHex(u.SHA256, 64) || u.Size <= 0 {
+			return bad("digest, sha256 or size missing or malformed")
+		}
+		if files[u.File] || digests[u.Digest] {
+			return bad("listed twice")
+		}
+		files[u.File], digests[u.Digest] = true, true
+		if u.Head == nil {
+			if CompareVersions(u.Version, last) <= 0 {
+				return bad("not newer than " + last)
+			}
+			last = u.Version
+			continue
+		}
+		if _, err := ParseVersion(u.Head.Version); err != nil || !ValidDigest(u.Head.Digest) {
+			return bad("malformed head")
+		}
+		if u.Version != l.Image.Version+"+head."+u.Head.Version {
+			return bad("a regenerated image's version is the line image's and its head's: " + l.Image.Version + "+head." + u.Head.Version)
+		}
+		if heads[u.Head.Digest] {
+			return bad("a second regenerated image through " + u.Head.Version)
+		}
+		heads[u.Head.Digest] = true
 	}
 	return nil
 }

@@ -11,6 +11,9 @@ import (
 
 func digestOf(s string) string { return manifests.Digest([]byte(s)) }
 
+// hexOf is the bare hex SHA-256 of s.
+func hexOf(s string) string { return strings.TrimPrefix(digestOf(s), manifests.DigestPrefix) }
+
 // newLedger returns a ledger of a provision, two applies and a rollback.
 func newLedger(t *testing.T) *manifests.Ledger {
 	t.Helper()

@@ -188,6 +188,11 @@ func validIndex() *manifests.Index {
 					{Version: "1.0.1", File: "overlays/demo-1.0.1.tar.zst", Digest: digestOf("1.0.1"), Size: 512, Parent: ref("1.0.0")},
 					{Version: "1.0.2", File: "overlays/demo-1.0.2.tar.zst", Digest: digestOf("1.0.2"), Size: 512, Parent: ref("1.0.1")},
 				},
+				Upgrades: []manifests.ImageRef{
+					{Version: "1.1.0", File: "images/demo-1.1.0.squashfs", Digest: digestOf("1.1.0"), SHA256: hexOf("sq 1.1.0"), Size: 4096},
+					{Version: "1.0.0+head.1.0.2", File: "images/demo-1.0.0+head.1.0.2.squashfs", Digest: digestOf("r2"), SHA256: hexOf("sq r2"), Size: 4096, Head: &manifests.Ref{Version: "1.0.2", Digest: digestOf("1.0.2")}},
+					{Version: "1.2.0", File: "images/demo-1.2.0.squashfs", Digest: digestOf("1.2.0"), SHA256: hexOf("sq 1.2.0"), Size: 4096},
+				},
 			},
 			{
 				Name:  "other",
@@ -230,6 +235,24 @@ func TestIndexValidate(t *testing.T) {
 			x.Lines[0].Overlays = x.Lines[0].Overlays[:1]
 			x.Lines[0].Overlays[0].Version = "0.9.0"
 		}, manifests.ErrVersion},
+		{"upgrade image not newer than the line's", func(x *manifests.Index) { x.Lines[0].Upgrades[0].Version = "1.0.0" }, manifests.ErrInvalid},
+		{"upgrade images out of order", func(x *manifests.Index) { x.Lines[0].Upgrades[2].Version = "1.0.5" }, manifests.ErrInvalid},
+		{"upgrade image version", func(x *manifests.Index) { x.Lines[0].Upgrades[0].Version = "v1.1" }, manifests.ErrVersion},
+		{"upgrade image outside images/", func(x *manifests.Index) { x.Lines[0].Upgrades[0].File = "../etc/passwd" }, manifests.ErrInvalid},
+		{"upgrade image in overlays/", func(x *manifests.Index) { x.Lines[0].Upgrades[0].File = "overlays/demo-1.1.0.squashfs" }, manifests.ErrInvalid},
+		{"upgrade image without sha256", func(x *manifests.Index) { x.Lines[0].Upgrades[0].SHA256 = "" }, manifests.ErrInvalid},
+		{"upgrade image without size", func(x *manifests.Index) { x.Lines[0].Upgrades[0].Size = 0 }, manifests.ErrInvalid},
+		{"upgrade image digest", func(x *manifests.Index) { x.Lines[0].Upgrades[0].Digest = "sha256:xyz" }, manifests.ErrInvalid},
+		{"upgrade image is the line's", func(x *manifests.Index) { x.Lines[0].Upgrades[0].File = x.Lines[0].Image.File }, manifests.ErrInvalid},
+		{"upgrade image twice", func(x *manifests.Index) { x.Lines[0].Upgrades[2].Digest = x.Lines[0].Upgrades[0].Digest }, manifests.ErrInvalid},
+		{"regenerated image's version", func(x *manifests.Index) { x.Lines[0].Upgrades[1].Version = "1.0.0+head.1.0.1" }, manifests.ErrInvalid},
+		{"regenerated image's head", func(x *manifests.Index) { x.Lines[0].Upgrades[1].Head.Digest = "sha256:0" }, manifests.ErrInvalid},
+		{"two regenerated images of a head", func(x *manifests.Index) {
+			u := x.Lines[0].Upgrades[1]
+			h := *u.Head
+			u.Head, u.File, u.Digest = &h, "images/r2b.squashfs", digestOf("r2b")
+			x.Lines[0].Upgrades = append(x.Lines[0].Upgrades, u)
+		}, manifests.ErrInvalid},
 	}
 	for _, tt := range tests {
 		x := validIndex()

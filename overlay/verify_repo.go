@@ -68,6 +68,10 @@ func VerifyRepoAs(ctx context.Context, repoDir string, trust, history *sign.KeyS
 			a.problem("signature", "", "%v", err)
 		}
 		auditState(ctx, a, r, c)
+		for _, u := range l.Upgrades {
+			indexed[filepath.Clean(u.File)] = true
+			auditUpgradeImage(ctx, a, r, c, u)
+		}
 		for _, o := range c.Overlays {
 			ok, err := manifests.Satisfies(c.Image.Manifest.Version, o.Manifest.Requires.Image)
 			if err != nil || !ok {
@@ -91,6 +95,46 @@ func VerifyRepoAs(ctx context.Context, repoDir string, trust, history *sign.KeyS
 		return nil, err
 	}
 	return a, nil
+}
+
+// auditUpgradeImage checks one of a line's upgrade images: its file and
+// manifest as the index pins them, signed by a key the line trusts at its
+// head, a regenerated one built from the line's image with the tree its
+// head folds to.
+func auditUpgradeImage(ctx context.Context, a *Audit, r *repo.Repo, c *Chain, u manifests.ImageRef) {
+	l := c.Line
+	if sum, _, err := repo.HashMember(ctx, r.Store, u.File, u.Size); err != nil {
+		a.problem("tampered", "", "line %s: upgrade image %s: %v", l.Name, u.File, err)
+	} else if sum != u.SHA256 {
+		a.problem("tampered", "", "line %s: upgrade image %s has sha256 %s, index says %s", l.Name, u.File, sum, u.SHA256)
+	}
+	im, err := r.ImageOf(ctx, l, u, c.Keys)
+	if err != nil {
+		a.problem("tampered", "", "%v", err)
+		return
+	}
+	if u.Head == nil {
+		return
+	}
+	m := im.Manifest
+	switch k := chainIndex(c, *u.Head); {
+	case m.Base == nil || m.Base.Digest != l.Image.Digest:
+		a.problem("chain", "", "line %s: regenerated image %s is not built from the line's image %s", l.Name, u.File, l.Image.Version)
+	case k < 0:
+		a.problem("chain", "", "line %s: regenerated image %s folds through %s (%s), which is not in the line", l.Name, u.File, u.Head.Version, u.Head.Digest)
+	case c.Overlays[k].Manifest.TreeDigest != m.TreeDigest:
+		a.problem("tree", "", "line %s: regenerated image %s has tree %s, the line at %s has %s", l.Name, u.File, m.TreeDigest, u.Head.Version, c.Overlays[k].Manifest.TreeDigest)
+	}
+}
+
+// chainIndex returns where overlay ref is in c, or -1.
+func chainIndex(c *Chain, ref manifests.Ref) int {
+	for i, o := range c.Overlays {
+		if o.Manifest.Version == ref.Version && o.Digest == ref.Digest {
+			return i
+		}
+	}
+	return -1
 }
 
 // openRepoStore returns the store of the repository at loc (a directory

@@ -12,12 +12,14 @@
 #     entry has no try left, the firmware boots root A again, and boot
 #     activation records the failed upgrade: `strata status` names it,
 #     the head is still 1.0.3;
-#  2. then upgraded live over SSH (the image read from a second disk) to
-#     image 1.1.0, a recipe change (/etc/strata-release): it boots root B
+#  2. then upgraded live over SSH (`upgrade --root / --repo`, from a copy of
+#     the repository on a second disk, where `repo add-image` published it)
+#     to image 1.1.0, a recipe change (/etc/strata-release): it boots root B
 #     with the three layers stacked above 1.1.0, confirms, the entry is
 #     blessed, `verify-sequence --files` passes.
 # Node up2, the same at 1.0.3, offline compacted (`upgrade --disk
-# --compact`) onto `strata regenerate --through 1.0.3`:
+# --compact --repo`) onto `strata regenerate --through 1.0.3`, published
+# with `repo add-image`:
 #  3. it boots root B with no layer stacked and the tree digest it had,
 #     the entry is blessed, and overlay 1.0.4 rolls out (`strata rollout`).
 #
@@ -193,13 +195,19 @@ done
 "$BIN" upgrade --disk "$WORK/disk1.img" --image "$BAD" --tries 1
 TREE2=$("$BIN" verify-sequence --disk "$WORK/disk2.img" --json | json_field tree_digest)
 [ -n "$TREE2" ] || fail "no tree digest for up2"
+# Both upgrade images are published in the repository (repo add-image) and
+# taken from it (upgrade --repo): the regenerated one offline by up2, 1.1.0
+# live by up1 from a copy of the repository on a second disk it mounts.
 "$BIN" regenerate --repo "$REPO" --through 1.0.3 --out "$WORK/regen" --key "$WORK/k.key"
-"$BIN" upgrade --disk "$WORK/disk2.img" --compact --image "$(ls "$WORK"/regen/*.squashfs)"
-# The image up1 upgrades to live: on a second disk it mounts.
-NEXT=$(cd "$WORK/ship/v1.1.0" && ls *.squashfs)
-rm -f "$WORK/ship.img"
-truncate -s 1G "$WORK/ship.img"
-mkfs.ext4 -q -F -L strata-images -d "$WORK/ship" "$WORK/ship.img"
+"$BIN" repo add-image "$REPO" --image "$(ls "$WORK"/regen/*.squashfs)" --key "$WORK/k.key"
+"$BIN" repo add-image "$REPO" --image "$(ls "$WORK"/ship/v1.1.0/*.squashfs)" --key "$WORK/k.key"
+"$BIN" verify-sequence --repo "$REPO" >/dev/null || fail "verify-sequence --repo with upgrade images"
+"$BIN" upgrade --disk "$WORK/disk2.img" --compact --repo "$REPO"
+rm -rf "$WORK/shiprepo" "$WORK/ship.img"
+mkdir -p "$WORK/shiprepo"
+cp -a "$REPO" "$WORK/shiprepo/repo"
+truncate -s 2G "$WORK/ship.img"
+mkfs.ext4 -q -F -L strata-images -d "$WORK/shiprepo" "$WORK/ship.img"
 t2=$(date +%s)
 
 # boot DISK...: a fresh firmware, a free port, qemu.
@@ -240,7 +248,8 @@ on_node strata verify-sequence --root / >/dev/null || fail "verify-sequence afte
 t3=$(date +%s)
 
 echo "== 2. up1: upgrade to image 1.1.0, live"
-on_node "mkdir -p /run/images && mount -o ro LABEL=strata-images /run/images && strata upgrade --root / --image /run/images/v1.1.0/$NEXT"
+on_node "mkdir -p /run/images && mount -o ro LABEL=strata-images /run/images && strata upgrade --root / --repo /run/images/repo"
+! on_node 'ls -d /var/tmp/strata-upgrade-*' >/dev/null 2>&1 || fail "upgrade --repo left its copy of the image in /var/tmp"
 on_node strata status --root / | grep -q '^upgrade   staged: image 1.1.0 on root B' || fail "status shows no staged upgrade"
 mark
 on_node systemctl reboot || true

@@ -23,6 +23,14 @@ type Options struct {
 	// Image is the squashfs image; its signed manifest lies beside it
 	// (NAME.image.json and NAME.image.json.minisig).
 	Image string
+	// Repo, instead of Image, is a repository (a directory or URL) to
+	// take the image from: the newest image of the node's line, or with
+	// Compact its regenerated image through the node's head (see
+	// overlay.UpgradeFromRepo). It is copied to SpoolDir first.
+	Repo string
+	// SpoolDir holds an image taken from Repo while it is written
+	// (empty: the system's temporary directory).
+	SpoolDir string
 	overlay.UpgradeOptions
 	// DryRun verifies and plans, and writes nothing.
 	DryRun bool
@@ -102,11 +110,28 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 	if o.Tries == 0 {
 		o.Tries = disk.DefaultTries
 	}
-	raw, sig, err := readManifest(o.Image)
-	if err != nil {
+	if err := checkActive(root, t); err != nil {
 		return nil, err
 	}
-	if err := checkActive(root, t); err != nil {
+	if o.Repo != "" {
+		dir, err := os.MkdirTemp(o.SpoolDir, "strata-upgrade-")
+		if err != nil {
+			return nil, fmt.Errorf("upgrade from %s: %w", o.Repo, err)
+		}
+		defer os.RemoveAll(dir)
+		err = overlay.UpgradeFromRepo(ctx, root, o.Repo, o.Compact, func(r *repo.Repo, ref manifests.ImageRef) error {
+			if o.Progress != nil {
+				o.Progress(fmt.Sprintf("fetching image %s (%s, %d bytes) from %s", ref.Version, ref.File, ref.Size, o.Repo))
+			}
+			o.Image, err = repo.FetchImageRef(ctx, r, ref, dir)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	raw, sig, err := readManifest(o.Image)
+	if err != nil {
 		return nil, err
 	}
 	rep := &Report{Disk: t.Disk}

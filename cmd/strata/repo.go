@@ -35,8 +35,50 @@ func newRepoCmd(g *globals) *cobra.Command {
 	init.Flags().StringVar(&image, "image", "", "the line's image (.squashfs with its .image.json beside it)")
 	init.Flags().StringVar(&keyPath, "key", "", "key that signs the index; the image must trust it")
 	required(init, "image", "key")
-	rc.AddCommand(init, newRepoRefreshCmd(g), newRepoPushCmd(g))
+	rc.AddCommand(init, newRepoAddImageCmd(g), newRepoRefreshCmd(g), newRepoPushCmd(g))
 	return rc
+}
+
+func newRepoAddImageCmd(g *globals) *cobra.Command {
+	var image, keyPath string
+	c := &cobra.Command{
+		Use:   "add-image REPO --image IMAGE.squashfs --key K",
+		Short: "Publish a later whole image of a line, for nodes to upgrade to",
+		Long: `Publish an image of one of the repository's lines for strata upgrade
+--repo: an image of a newer recipe version than the line's image and its
+other images (a new kernel, a distribution update), or the line's
+regenerated image through one of its overlays (strata regenerate), which
+nodes at that overlay compact onto (strata upgrade --compact --repo). The
+image must be signed by a key the line trusts at its head and trust the
+key that signs the index. The line's own image and its overlays do not
+change: the sequence goes on, and nodes that upgrade keep their place in
+it.`,
+		Example: `  strata repo add-image repo/ --image out/base-1.1.0.squashfs --key ci.key
+  strata regenerate --repo repo/ --out out/ --key ci.key
+  strata repo add-image repo/ --image out/base-1.0.0+head.1.0.7.squashfs --key ci.key`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, a []string) error {
+			key, err := loadKey(keyPath)
+			if err != nil {
+				return err
+			}
+			ref, err := repo.AddImage(c.Context(), a[0], image, key)
+			if err != nil {
+				return err
+			}
+			return g.output(c.OutOrStdout(), map[string]any{"repo": a[0], "image": ref}, func(w io.Writer) {
+				what := "image " + ref.Version
+				if ref.Head != nil {
+					what = "regenerated image " + ref.Version + " (through " + ref.Head.Version + ")"
+				}
+				fmt.Fprintf(w, "repository %s: %s published as %s (%s)\n", a[0], what, ref.File, ref.Digest)
+			})
+		},
+	}
+	c.Flags().StringVar(&image, "image", "", "the image (.squashfs with its signed .image.json beside it)")
+	c.Flags().StringVar(&keyPath, "key", "", "key that signs the index")
+	required(c, "image", "key")
+	return c
 }
 
 func newRepoRefreshCmd(g *globals) *cobra.Command {

@@ -18,7 +18,7 @@ func newUpgradeCmd(g *globals) *cobra.Command {
 	var settle time.Duration
 	o := upgrade.Options{}
 	c := &cobra.Command{
-		Use:   "upgrade (--root / | --disk DISK) --image IMAGE.squashfs [--drop-layers] [--compact] [--dry-run]",
+		Use:   "upgrade (--root / | --disk DISK) (--image IMAGE.squashfs | --repo REPO) [--drop-layers] [--compact] [--dry-run]",
 		Short: "Switch a disk node to a whole new image (A/B, boot counting, fallback)",
 		Long: `Write a new image of the node's line to the root partition the node does not
 run (A or B) and add a boot entry for it with boot counting, so that the
@@ -33,6 +33,13 @@ unless --drop-layers takes it (and every layer above it) off. With
 --compact the image is the line's regenerated image of the node's head
 (strata regenerate --through HEAD): its tree must be the node's, and the
 node then runs it with no layers, its head the same.
+
+--repo takes the image from a repository (a directory or URL, verified as
+apply-overlay --repo verifies it) instead of a file: the newest image of
+the node's line that strata repo add-image published, which must be newer
+than the one the node runs, or with --compact the line's regenerated image
+through the node's head. It is copied to $TMPDIR (on the running node,
+/var/tmp) and checked against the index before it is written.
 
 The image is written, synced, read back and hashed, then the upgrade is
 staged in the node's state and the boot entry (strata-GEN-SLOT+TRIES.conf)
@@ -51,7 +58,9 @@ node is healthy (enabled services of the catalog active within --settle,
 their checks passing), and exits 1 if not; on any other boot it does
 nothing.`,
 		Example: `  strata upgrade --root / --image out/base-1.1.0.squashfs
-  strata upgrade --root / --image out/base-1.0.0+r5.squashfs --compact
+  strata upgrade --root / --repo https://repo.example/base
+  strata upgrade --root / --repo /srv/repo --compact
+  strata upgrade --root / --image out/base-1.0.0+head.1.0.5.squashfs --compact
   strata upgrade --disk node.img --image out/base-1.1.0.squashfs --drop-layers
   strata upgrade --root / --cancel
   strata upgrade --root / --confirm --settle 5m`,
@@ -73,13 +82,13 @@ nothing.`,
 				return usageError{fmt.Errorf("--root %s: a whole-image upgrade writes the disk of the running node, --root /; for a disk image use --disk", root)}
 			}
 			if cancel {
-				if o.Image != "" || o.DryRun || o.DropLayers || o.Compact {
-					return usageError{fmt.Errorf("--cancel takes no --image, --dry-run, --drop-layers or --compact")}
+				if o.Image != "" || o.Repo != "" || o.DryRun || o.DropLayers || o.Compact {
+					return usageError{fmt.Errorf("--cancel takes no --image, --repo, --dry-run, --drop-layers or --compact")}
 				}
 				return cancelUpgrade(c, g, diskPath, o.LockWait)
 			}
-			if o.Image == "" {
-				return usageError{fmt.Errorf("--image is required: the signed image to upgrade to")}
+			if (o.Image == "") == (o.Repo == "") {
+				return usageError{fmt.Errorf("give --image IMAGE.squashfs (the signed image to upgrade to) or --repo REPO (take it from the line's repository), not both")}
 			}
 			if o.Tries < 1 || o.Tries > 9 {
 				return usageError{fmt.Errorf("--tries %d: give 1 to 9 boots", o.Tries)}
@@ -93,6 +102,9 @@ nothing.`,
 			o.Progress = g.progress()
 			var rep *upgrade.Report
 			var err error
+			if diskPath == "" {
+				o.SpoolDir = spoolDir("/")
+			}
 			if diskPath != "" {
 				rep, err = upgrade.Disk(c.Context(), diskPath, o)
 			} else {
@@ -108,6 +120,7 @@ nothing.`,
 	f.StringVar(&root, "root", "", "the running node: /")
 	f.StringVar(&diskPath, "disk", "", "a provisioned disk image that is not running")
 	f.StringVar(&o.Image, "image", "", "the image (.squashfs; its signed .image.json beside it)")
+	f.StringVar(&o.Repo, "repo", "", "take the image from this repository (directory or URL)")
 	f.BoolVar(&o.DropLayers, "drop-layers", false, "take off the layers the image cannot carry instead of refusing")
 	f.BoolVar(&o.Compact, "compact", false, "switch to the regenerated image of the node's head (no layers)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "verify and show the plan; write no image or boot entry")

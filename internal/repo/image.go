@@ -106,18 +106,24 @@ func (im *Image) Trusts(ks *sign.KeySet) bool {
 // copied, the manifest against the digest; a local repository's image is
 // copied all the same, so the caller may remove dir when done.
 func FetchImage(ctx context.Context, r *Repo, l *manifests.Line, dir string) (string, error) {
-	base := path.Base(l.Image.File)
+	return FetchImageRef(ctx, r, l.Image, dir)
+}
+
+// FetchImageRef is FetchImage for any image the index names (a line's
+// image or one of its upgrade images).
+func FetchImageRef(ctx context.Context, r *Repo, ref manifests.ImageRef, dir string) (string, error) {
+	base := path.Base(ref.File)
 	dst := filepath.Join(dir, base)
-	if err := copyMember(ctx, r.Store, l.Image.File, l.Image.Size, l.Image.SHA256, dst); err != nil {
+	if err := copyMember(ctx, r.Store, ref.File, ref.Size, ref.SHA256, dst); err != nil {
 		return "", err
 	}
-	mp := ManifestPath(l.Image.File)
+	mp := ManifestPath(ref.File)
 	raw, sig, err := readDoc(ctx, r.Store, mp)
 	if err != nil {
-		return "", fmt.Errorf("fetching image %s: %w", l.Image.File, err)
+		return "", fmt.Errorf("fetching image %s: %w", ref.File, err)
 	}
-	if d := manifests.Digest(raw); d != l.Image.Digest {
-		return "", fmt.Errorf("image %s: manifest digest %s, index says %s: %w", l.Image.File, d, l.Image.Digest, ErrTampered)
+	if d := manifests.Digest(raw); d != ref.Digest {
+		return "", fmt.Errorf("image %s: manifest digest %s, index says %s: %w", ref.File, d, ref.Digest, ErrTampered)
 	}
 	if err := os.WriteFile(ManifestPath(dst), raw, 0o644); err != nil {
 		return "", fmt.Errorf("fetching image: %w", err)

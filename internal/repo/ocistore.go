@@ -306,6 +306,12 @@ func Push(ctx context.Context, dir, ref string, progress func(string)) (ocispec.
 		members = append(members, pushed{name: l.Image.File, size: l.Image.Size, sum: l.Image.SHA256},
 			pushed{name: mp, size: -1, sum: strings.TrimPrefix(l.Image.Digest, manifests.DigestPrefix)},
 			pushed{name: SigPath(mp), size: -1})
+		for _, u := range l.Upgrades {
+			mp := ManifestPath(u.File)
+			members = append(members, pushed{name: u.File, size: u.Size, sum: u.SHA256},
+				pushed{name: mp, size: -1, sum: strings.TrimPrefix(u.Digest, manifests.DigestPrefix)},
+				pushed{name: SigPath(mp), size: -1})
+		}
 		for _, ov := range l.Overlays {
 			members = append(members, pushed{name: ov.File, size: ov.Size, sum: ov.SHA256})
 		}

@@ -25,6 +25,9 @@ func TestOCIPushAndRead(t *testing.T) {
 	if _, err := repo.Init(dir, img, key); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := repo.AddImage(ctx, dir, imageAt(t, "alpha", "1.1.0", key), key); err != nil {
+		t.Fatal(err)
+	}
 	ref := "oci://" + addr + "/strata/alpha:stable"
 	if _, err := repo.Push(ctx, dir, ref, nil); err != nil {
 		t.Fatal(err)
@@ -50,6 +53,18 @@ func TestOCIPushAndRead(t *testing.T) {
 		if err != nil || string(got) != string(want) {
 			t.Errorf("%s: %d bytes, %v; want the directory's %d", name, len(got), err, len(want))
 		}
+	}
+	// The line's upgrade image travels with it, checked as it is fetched.
+	if len(r.Index.Lines[0].Upgrades) != 1 {
+		t.Fatalf("upgrade images: %+v", r.Index.Lines[0].Upgrades)
+	}
+	up := r.Index.Lines[0].Upgrades[0]
+	got, err := repo.FetchImageRef(ctx, r, up, t.TempDir())
+	if err != nil {
+		t.Fatalf("fetching the upgrade image: %v", err)
+	}
+	if im, err := repo.LoadImage(got, trust); err != nil || im.Manifest.Version != "1.1.0" {
+		t.Fatalf("the fetched upgrade image: %v", err)
 	}
 	if _, _, err := st.Open(ctx, "overlays/none.overlay.tar.zst"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a member the artifact lacks: %v, want not exist", err)

@@ -254,17 +254,27 @@ func open(ctx context.Context, s Store, trust *sign.KeySet, at *Position) (*Repo
 // Image loads and verifies the image manifest of line l, checking it
 // against the digest the index records.
 func (r *Repo) Image(ctx context.Context, l *manifests.Line, trust *sign.KeySet) (*Image, error) {
-	mp := ManifestPath(l.Image.File)
+	return r.ImageOf(ctx, l, l.Image, trust)
+}
+
+// ImageOf is Image for ref, the line's image or one of its upgrade
+// images: the manifest must hash to ref's digest and be of line l at
+// ref's version (and, for a regenerated image, through ref's head).
+func (r *Repo) ImageOf(ctx context.Context, l *manifests.Line, ref manifests.ImageRef, trust *sign.KeySet) (*Image, error) {
+	mp := ManifestPath(ref.File)
 	raw, sig, err := readDoc(ctx, r.Store, mp)
 	if err != nil {
-		return nil, fmt.Errorf("loading image %s: %w: %v", r.Path(l.Image.File), ErrNoManifest, err)
+		return nil, fmt.Errorf("loading image %s: %w: %v", r.Path(ref.File), ErrNoManifest, err)
 	}
 	im, err := ParseImage(raw, sig, trust)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("line %s image %s: %w", l.Name, ref.File, err)
 	}
-	if im.Digest != l.Image.Digest {
-		return nil, fmt.Errorf("line %s image %s: manifest digest %s, index says %s: %w", l.Name, l.Image.File, im.Digest, l.Image.Digest, ErrTampered)
+	if im.Digest != ref.Digest {
+		return nil, fmt.Errorf("line %s image %s: manifest digest %s, index says %s: %w", l.Name, ref.File, im.Digest, ref.Digest, ErrTampered)
+	}
+	if m := im.Manifest; m.Line != l.Name || m.Version != ref.Version || (m.Head == nil) != (ref.Head == nil) || ref.Head != nil && *m.Head != *ref.Head {
+		return nil, fmt.Errorf("line %s image %s: the manifest is of line %s at %s, the index says %s: %w", l.Name, ref.File, m.Line, m.Version, ref.Version, ErrTampered)
 	}
 	return im, nil
 }

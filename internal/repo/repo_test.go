@@ -27,8 +27,15 @@ func image(t *testing.T, line string) (string, *sign.Key, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return imageAt(t, line, "1.0.0", key), key, filepath.Join(dir, "k.pub")
+}
+
+// imageAt builds a one-file image of line at version signed by key.
+func imageAt(t *testing.T, line, version string, key *sign.Key) string {
+	t.Helper()
+	dir := t.TempDir()
 	recipe := filepath.Join(dir, "recipe.yaml")
-	body := "line: " + line + "\nversion: 1.0.0\nfiles:\n  - path: /etc/x\n    content: \"x\\n\"\n"
+	body := "line: " + line + "\nversion: " + version + "\nfiles:\n  - path: /etc/x\n    content: \"" + version + "\\n\"\n"
 	if err := os.WriteFile(recipe, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +43,7 @@ func image(t *testing.T, line string) (string, *sign.Key, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res.Image, key, filepath.Join(dir, "k.pub")
+	return res.Image
 }
 
 func TestInitOpenAndLines(t *testing.T) {

@@ -1,0 +1,125 @@
+package repo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// AddImage publishes image, a later whole image of one of the lines of
+// the repository in dir, for nodes to upgrade to (strata upgrade --repo):
+// an image of a newer recipe version than the line's image and its other
+// upgrade images, or a regenerated image of the line (built from its
+// image, through one of its overlays). The image must be signed by a key
+// the line trusts at its head and trust key, which signs the new index.
+// Nothing is written before every check holds.
+func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests.ImageRef, error) {
+	if IsURL(dir) {
+		return nil, fmt.Errorf("adding image to repository %s: %w", dir, ErrRemote)
+	}
+	own, err := key.PublicKeySet()
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(image); err != nil {
+		return nil, fmt.Errorf("adding image %s: %w", image, err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("adding image %s: not a regular file", image)
+	}
+	unlock, err := Lock(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	r, err := Open(dir, own)
+	if err != nil {
+		return nil, err
+	}
+	// Which line the manifest names is read before its signature is
+	// checked, against that line's keys.
+	im, err := LoadImage(image, nil)
+	if err != nil {
+		return nil, err
+	}
+	m := im.Manifest
+	l, err := r.Index.Find(m.Line)
+	if err != nil {
+		return nil, fmt.Errorf("adding image %s: %w", image, err)
+	}
+	keys, err := HeadKeys(ctx, r, l)
+	if err != nil {
+		return nil, err
+	}
+	if im, err = LoadImage(image, keys); err != nil {
+		return nil, fmt.Errorf("adding image %s: line %s trusts %v at its head: %w", image, l.Name, keys.IDs(), err)
+	}
+	if !im.Trusts(own) {
+		return nil, fmt.Errorf("adding image %s: it does not trust signing key %s: nodes that upgrade to it could not verify this repository", image, key.ID())
+	}
+	ref := manifests.ImageRef{Version: m.Version, Digest: im.Digest}
+	if err := checkUpgrade(l, m, &ref); err != nil {
+		return nil, fmt.Errorf("adding image %s to line %s: %w", image, l.Name, err)
+	}
+	ref.File = path.Join("images", fmt.Sprintf("%s-%s.squashfs", m.Line, m.Version))
+	if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(ref.File))); err == nil {
+		return nil, fmt.Errorf("adding image %s: %s exists already and the index does not name it: %w", image, ref.File, ErrExists)
+	}
+	st := Dir(dir)
+	if ref.SHA256, ref.Size, err = putFile(ctx, st, ref.File, image); err != nil {
+		return nil, err
+	}
+	mp := ManifestPath(ref.File)
+	if _, _, err := putFile(ctx, st, mp, ManifestPath(image)); err != nil {
+		return nil, err
+	}
+	if _, _, err := putFile(ctx, st, SigPath(mp), SigPath(ManifestPath(image))); err != nil {
+		return nil, err
+	}
+	l.Upgrades = append(l.Upgrades, ref)
+	if err := r.Index.Validate(); err != nil {
+		return nil, fmt.Errorf("adding image %s: %w", image, err)
+	}
+	return &ref, r.Save(key)
+}
+
+// checkUpgrade refuses image manifest m as an upgrade image of line l
+// (segments loaded): not newer than the line's images, a regenerated
+// image of another image or through a version the line lacks, or one
+// published already. It sets ref.Head for a regenerated image.
+func checkUpgrade(l *manifests.Line, m *manifests.ImageManifest, ref *manifests.ImageRef) error {
+	if m.Head == nil {
+		last := l.Image.Version
+		for _, u := range l.Upgrades {
+			if u.Head == nil {
+				last = u.Version
+			}
+		}
+		if manifests.CompareVersions(m.Version, last) <= 0 {
+			return fmt.Errorf("version %s is not newer than %s, the line's newest image: %w", m.Version, last, ErrSequence)
+		}
+		return nil
+	}
+	if m.Base == nil || m.Base.Digest != l.Image.Digest {
+		return fmt.Errorf("a regenerated image built from another image than the line's %s (%s): %w", l.Image.Version, l.Image.Digest, ErrSequence)
+	}
+	found := false
+	for _, o := range l.Overlays {
+		found = found || o.Version == m.Head.Version && o.Digest == m.Head.Digest
+	}
+	if !found {
+		return fmt.Errorf("regenerated through %s (%s), which is not an overlay of the line: %w", m.Head.Version, m.Head.Digest, ErrSequence)
+	}
+	for _, u := range l.Upgrades {
+		if u.Head != nil && u.Head.Digest == m.Head.Digest {
+			return fmt.Errorf("the line has a regenerated image through %s already (%s): %w", m.Head.Version, u.File, ErrExists)
+		}
+	}
+	h := *m.Head
+	ref.Head = &h
+	return nil
+}
