@@ -8,8 +8,12 @@ PKGS     := ./...
 
 all: build
 
+# The revision strata version reports when Go's own VCS stamping is off
+# (GOFLAGS=-buildvcs=false) or unavailable.
+REVISION ?= $(shell git describe --always --dirty --abbrev=12 2>/dev/null)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/strata
+	$(GO) build -ldflags "-X main.stampedRevision=$(REVISION)" -o $(BIN) ./cmd/strata
 
 deps:
 	./scripts/deps.sh

@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/strata-dev/strata/internal/decodeerr"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 )
@@ -104,7 +105,7 @@ func LoadConfig(path string, base Config) (Config, error) {
 		dec := yaml.NewDecoder(strings.NewReader(string(raw)))
 		dec.KnownFields(true)
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file
-			return c, fmt.Errorf("%s: %w", path, err)
+			return c, fmt.Errorf("%s: %w", path, decodeerr.YAML(err))
 		}
 	}
 	return c, c.validate()

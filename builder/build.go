@@ -190,6 +190,9 @@ func writeImage(ctx context.Context, outDir string, m *manifests.ImageManifest, 
 	}
 	name := fmt.Sprintf("%s-%s", m.Line, m.Version)
 	img := filepath.Join(outDir, name+".squashfs")
+	if err := checkOverwrite(img, raw); err != nil {
+		return nil, err
+	}
 	s.progress(fmt.Sprintf("writing %s (%d entries, %s)", img, len(l.state), m.Compressor))
 	err = squashfsWrite(ctx, img, m.Compressor, epoch, l.state.Entries(), tree.Opener(l.open), s)
 	if err != nil {

@@ -41,14 +41,20 @@ func Provision(ctx context.Context, image, root string, trust *sign.KeySet, opts
 		return nil, fmt.Errorf("provisioning %s: %w", root, err)
 	}
 	tmp := filepath.Join(filepath.Dir(filepath.Clean(root)), "."+filepath.Base(root)+".provisioning")
+	undoParents, err := safefile.MkdirParents(tmp)
+	if err != nil {
+		return nil, err
+	}
 	_ = os.RemoveAll(tmp)
 	if err := os.Mkdir(tmp, 0o755); err != nil {
+		undoParents()
 		return nil, fmt.Errorf("provisioning %s: %w", root, err)
 	}
 	ok := false
 	defer func() {
 		if !ok {
 			_ = os.RemoveAll(tmp)
+			undoParents()
 		}
 	}()
 	s.progress(fmt.Sprintf("unpacking %s into %s", image, root))

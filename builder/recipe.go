@@ -8,6 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/strata-dev/strata/internal/decodeerr"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -163,7 +164,7 @@ func ParseRecipe(b []byte) (*Recipe, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRecipe, err)
+		return nil, fmt.Errorf("%w: %v", ErrRecipe, decodeerr.YAML(err))
 	}
 	if err := r.validate(); err != nil {
 		return nil, err

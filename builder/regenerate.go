@@ -72,6 +72,9 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	}
 	name := fmt.Sprintf("%s-%s", m.Line, m.Version)
 	img := filepath.Join(outDir, name+".squashfs")
+	if err := checkOverwrite(img, raw); err != nil {
+		return nil, err
+	}
 	s.progress(fmt.Sprintf("writing %s (%s folded through %s)", img, base.Version, head.Version))
 	baseImage := r.Path(c.Line.Image.File)
 	if r.Dir == "" {

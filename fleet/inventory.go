@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/strata-dev/strata/internal/decodeerr"
 	"github.com/strata-dev/strata/internal/safefile"
 )
 
@@ -62,7 +63,7 @@ func ParseInventory(b []byte) (*Inventory, error) {
 	dec.KnownFields(true)
 	var inv Inventory
 	if err := dec.Decode(&inv); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: %v", ErrInventory, err)
+		return nil, fmt.Errorf("%w: %v", ErrInventory, decodeerr.YAML(err))
 	}
 	if len(inv.Nodes) == 0 {
 		return nil, fmt.Errorf("%w: no nodes", ErrInventory)

@@ -23,7 +23,7 @@ func Encode(v any) ([]byte, error) {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("encoding %T: %w", v, err)
+		return nil, fmt.Errorf("encoding %s: %w", DocName(v), err)
 	}
 	return buf.Bytes(), nil
 }
@@ -41,10 +41,10 @@ func Decode(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: decoding %T: %v", ErrInvalid, v, err)
+		return fmt.Errorf("%w: decoding %s: %v", ErrInvalid, DocName(v), plainJSONError(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%w: decoding %T: trailing data", ErrInvalid, v)
+		return fmt.Errorf("%w: decoding %s: trailing data", ErrInvalid, DocName(v))
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func VerifyRepo(ctx context.Context, repoDir string, trust *sign.KeySet) (*Audit
 // lines' images and overlays by trust or history, as rotations change
 // them.
 func VerifyRepoAs(ctx context.Context, repoDir string, trust, history *sign.KeySet) (*Audit, error) {
-	a := &Audit{Repo: repoDir, Findings: []Finding{}}
+	a := &Audit{Repo: repoDir, Pending: []manifests.ServiceAction{}, Findings: []Finding{}}
 	st, done, err := openRepoStore(repoDir, nil)
 	if err != nil {
 		return nil, err

@@ -46,7 +46,7 @@ files:
 		t.Fatal(err)
 	}
 	trust, _ := key.PublicKeySet()
-	d := filepath.Join(dir, "disk.img")
+	d := filepath.Join(dir, "nodes", "edge", "disk.img") // parents made as needed
 	r, err := disk.Provision(context.Background(), res.Image, d, trust, disk.Options{Size: 512 << 20, NodeID: "k", Hostname: "edge-7.example"})
 	if err != nil {
 		t.Fatal(err)

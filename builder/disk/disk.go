@@ -16,6 +16,7 @@ import (
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -125,8 +126,13 @@ func Provision(ctx context.Context, image, diskPath string, trust *sign.KeySet, 
 	}
 
 	target := diskPath
+	undoParents := func() {} // missing parents of a disk file, made below
+	defer func() { undoParents() }()
 	if !device {
 		target = filepath.Join(filepath.Dir(diskPath), "."+filepath.Base(diskPath)+".provisioning")
+		if undoParents, err = safefile.MkdirParents(target); err != nil {
+			return nil, err
+		}
 		_ = os.Remove(target)
 		defer os.Remove(target) // a no-op once renamed
 	}
@@ -160,6 +166,7 @@ func Provision(ctx context.Context, image, diskPath string, trust *sign.KeySet, 
 	} else if err := os.Rename(target, diskPath); err != nil {
 		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
 	}
+	undoParents = func() {}
 	progress(fmt.Sprintf("disk %s: %s %s, root A %s", diskPath, e.Line, e.Head.Version, res.Layout.Part(PartRootA).GUID))
 	return res, nil
 }

@@ -44,7 +44,7 @@ func newConfigGetCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().StringVar(&repoDir, "repo", "", "repository (a directory)")
 	c.Flags().StringVar(&line, "line", "", "line (when the repository has several)")
-	c.Flags().StringVar(&version, "version", "", "version to read (default: the head)")
+	versionVar(c, &version, "version", "version to read (default: the head)")
 	required(c, "repo")
 	return c
 }
@@ -57,6 +57,11 @@ func newConfigDiffCmd(g *globals) *cobra.Command {
 		Example: `  strata config diff --repo repo 1.0.2 1.0.5`,
 		Args:    args(cobra.ExactArgs(2)),
 		RunE: func(c *cobra.Command, a []string) error {
+			for _, v := range a {
+				if err := versionArg(v); err != nil {
+					return err
+				}
+			}
 			rep, err := configedit.Diff(c.Context(), repoDir, line, a[0], a[1])
 			if err != nil {
 				return err
@@ -117,7 +122,7 @@ it never asks.`,
 	f.StringVar(&repoDir, "repo", "", "repository (a directory)")
 	f.StringVar(&keyPath, "key", "", "signing key")
 	f.StringVar(&o.Line, "line", "", "line (when the repository has several)")
-	f.StringVar(&o.Version, "version", "", "version of the overlay (default: the next patch)")
+	versionVar(c, &o.Version, "version", "version of the overlay (default: the next patch)")
 	required(c, "repo", "key")
 	return c
 }
@@ -196,7 +201,7 @@ published and the edited file is kept, and its path printed.`,
 	f.StringVar(&repoDir, "repo", "", "repository (a directory)")
 	f.StringVar(&keyPath, "key", "", "signing key")
 	f.StringVar(&o.Line, "line", "", "line (when the repository has several)")
-	f.StringVar(&o.Version, "version", "", "version of the overlay (default: the next patch)")
+	versionVar(c, &o.Version, "version", "version of the overlay (default: the next patch)")
 	f.BoolVar(&yes, "yes", false, "publish without asking")
 	required(c, "repo", "key")
 	return c

@@ -66,7 +66,7 @@ half here. See docs/security.md for the compromise procedure.`,
 				}
 				o.Add = append(o.Add, b)
 			}
-			key, err := sign.LoadKey(keyPath)
+			key, err := loadKey(keyPath)
 			if err != nil {
 				return err
 			}
@@ -89,7 +89,7 @@ half here. See docs/security.md for the compromise procedure.`,
 	f.StringArrayVar(&adds, "add", nil, "public key file (.pub) to trust")
 	f.StringArrayVar(&o.Revoke, "revoke", nil, "id of a key to stop trusting")
 	f.StringVar(&indexKeyPath, "index-key", "", "key that signs the index from now on (default --key)")
-	f.StringVar(&o.Version, "version", "", "version of the rotation overlay (default: the head's next patch)")
+	versionVar(c, &o.Version, "version", "version of the rotation overlay (default: the head's next patch)")
 	f.StringVar(&o.Line, "line", "", "line (when the repository has several)")
 	required(c, "repo", "key")
 	return c
@@ -100,5 +100,6 @@ func loadKey(path string) (*sign.Key, error) {
 	if path == "" {
 		return nil, nil
 	}
-	return sign.LoadKey(path)
+	k, err := sign.LoadKey(path)
+	return k, keyUsage(err)
 }

@@ -97,7 +97,7 @@ pending.`,
 	f.StringVar(&diskPath, "disk", "", "provisioned disk (image file or block device) of a node that is not running")
 	f.StringVar(&src.Repo, "repo", "", "apply every pending overlay of this repository")
 	f.StringVar(&bundle, "bundle", "", "apply the pending overlays a bundle (strata bundle) carries; - reads it from stdin")
-	f.StringVar(&src.Through, "through", "", "with --repo or --bundle: stop at this version")
+	versionVar(c, &src.Through, "through", "with --repo or --bundle: stop at this version")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print the plan and change nothing")
 	f.StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")
 	f.DurationVar(&o.LockWait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
@@ -204,14 +204,13 @@ func newRestartPendingCmd(g *globals) *cobra.Command {
 		Short: "Carry out the restarts recorded as pending (restart debt) and record them",
 		Args:  args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			spec := restartWith
-			if spec == "" {
-				spec = "systemd"
+			if restartWith == "" && root != "/" {
+				return usageError{fmt.Errorf("--root %s is not the running system, whose systemd restart-pending drives by default (--root /); say how to restart its services: --restart-with systemd (the host's systemd) or exec:'CMD {unit} {action}'", root)}
 			}
-			if spec == "none" {
+			if restartWith == "none" {
 				return usageError{fmt.Errorf("--restart-with none would settle nothing")}
 			}
-			r, err := restarter(spec, root)
+			r, err := restarter(restartWith, root)
 			if err != nil {
 				return err
 			}
@@ -230,7 +229,7 @@ func newRestartPendingCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&root, "root", "", "node root directory")
-	c.Flags().StringVar(&restartWith, "restart-with", "", "systemd (default) or exec:'CMD {unit} {action}'")
+	c.Flags().StringVar(&restartWith, "restart-with", "", "systemd (default with --root /) or exec:'CMD {unit} {action}'")
 	c.Flags().DurationVar(&wait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
 	required(c, "root")
 	return c

@@ -41,15 +41,25 @@ reload are inferred from the line's catalog; --restart and --reload add more.`,
 			if _, err := compress.Parse(o.Compression); err != nil {
 				return usageError{err}
 			}
+			if treeDir != "" {
+				if err := checkTreeDir(treeDir); err != nil {
+					return err
+				}
+			}
 			ch.Tree = treeDir
 			for _, a := range adds {
-				dest, src, ok := strings.Cut(a, "=")
-				if !ok || dest == "" || src == "" {
-					return usageError{fmt.Errorf("--add %q: want DEST=SRC", a)}
+				add, err := parseAdd(a)
+				if err != nil {
+					return err
 				}
-				ch.Adds = append(ch.Adds, overlay.Add{Dest: dest, Src: src})
+				ch.Adds = append(ch.Adds, add)
 			}
-			key, err := sign.LoadKey(keyPath)
+			for _, d := range ch.Deletes {
+				if err := checkImagePath("--delete", d); err != nil {
+					return err
+				}
+			}
+			key, err := loadKey(keyPath)
 			if err != nil {
 				return err
 			}
@@ -65,7 +75,7 @@ reload are inferred from the line's catalog; --restart and --reload add more.`,
 	}
 	f := c.Flags()
 	f.StringVar(&repoDir, "repo", "", "repository")
-	f.StringVar(&o.Version, "version", "", "overlay version (strict semver, greater than the head)")
+	versionVar(c, &o.Version, "version", "overlay version (strict semver, greater than the head)")
 	f.StringVar(&keyPath, "key", "", "signing key")
 	f.StringVar(&o.Line, "line", "", "line (when the repository has several)")
 	f.StringVar(&treeDir, "tree", "", "directory laid over the head")
@@ -73,7 +83,7 @@ reload are inferred from the line's catalog; --restart and --reload add more.`,
 	f.StringArrayVar(&ch.Deletes, "delete", nil, "image path to delete")
 	f.StringArrayVar(&ch.Restart, "restart", nil, "unit to restart in addition to the inferred plan")
 	f.StringArrayVar(&ch.Reload, "reload", nil, "unit to reload in addition to the inferred plan")
-	f.StringVar(&o.Compression, "compression", "zstd", "zstd, xz or gzip")
+	f.StringVar(&o.Compression, "compression", "zstd", "zstd, xz, gzip or none")
 	f.StringVar(&o.RequiresImage, "requires-image", "", "semver constraint on the base image (default ^IMAGE_VERSION)")
 	required(c, "repo", "version", "key")
 	return c

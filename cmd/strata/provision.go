@@ -117,7 +117,7 @@ machine joins the sequence at its head.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&image, "image", "", "signed image to provision from")
+	imageVar(f, &image, "signed image to provision from")
 	f.StringVar(&root, "root", "", "directory to create the node in (absent or empty)")
 	f.StringVar(&diskPath, "disk", "", "disk image file or block device to write")
 	f.StringVar(&state, "state", "", "directory to write the state of a node that boots the image read-only (its var/ is the node's /var)")
@@ -128,7 +128,7 @@ machine joins the sequence at its head.`,
 	f.StringVar(&pub, "pub", "", "public key the image must be signed with (default: the keys the image lists); with --repo, also trusted to verify the line")
 	f.StringVar(&repoDir, "repo", "", "provision at the head of this repository's line instead of --image")
 	f.StringVar(&line, "line", "", "with --repo: the line (when the repository has several)")
-	f.StringVar(&through, "through", "", "with --repo: provision at this version instead of the head")
+	versionVar(c, &through, "through", "with --repo: provision at this version instead of the head")
 	f.StringVar(&signKey, "key", "", "with --repo: key that signs the regenerated image (and that the repository must be signed with)")
 	return c
 }

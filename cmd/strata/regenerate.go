@@ -35,7 +35,7 @@ func regenerateCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&repoDir, "repo", "", "repository")
-	c.Flags().StringVar(&through, "through", "", "fold overlays up to this version (default: the head)")
+	versionVar(c, &through, "through", "fold overlays up to this version (default: the head)")
 	c.Flags().StringVar(&out, "out", "", "output directory")
 	c.Flags().StringVar(&keyPath, "key", "", "signing key")
 	c.Flags().StringVar(&line, "line", "", "line (when the repository has several)")

@@ -32,7 +32,7 @@ func newRepoCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	init.Flags().StringVar(&image, "image", "", "the line's image (.squashfs with its .image.json beside it)")
+	imageVar(init.Flags(), &image, "the line's image (.squashfs with its .image.json beside it)")
 	init.Flags().StringVar(&keyPath, "key", "", "key that signs the index; the image must trust it")
 	required(init, "image", "key")
 	rc.AddCommand(init, newRepoAddImageCmd(g), newRepoRefreshCmd(g), newRepoPushCmd(g))
@@ -75,7 +75,7 @@ it.`,
 			})
 		},
 	}
-	c.Flags().StringVar(&image, "image", "", "the image (.squashfs with its signed .image.json beside it)")
+	imageVar(c.Flags(), &image, "the image (.squashfs with its signed .image.json beside it)")
 	c.Flags().StringVar(&keyPath, "key", "", "key that signs the index")
 	required(c, "image", "key")
 	return c

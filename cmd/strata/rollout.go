@@ -175,7 +175,7 @@ when any node is not at the target.`,
 	f.StringVar(&inventory, "inventory", "", "fleet inventory (YAML)")
 	f.StringVar(&repoLoc, "repo", "", "repository (directory or URL)")
 	f.StringVar(&line, "line", "", "the line (when the repository has several)")
-	f.StringVar(&through, "through", "", "bring the nodes to this version (default: the line's head)")
+	versionVar(c, &through, "through", "bring the nodes to this version (default: the line's head)")
 	f.StringVar(&group, "group", "", "only the nodes of this group")
 	f.IntVar(&o.Canary, "canary", 0, "nodes in the first wave, which must all succeed before any other node is touched")
 	f.StringVar(&maxUnavail, "max-unavailable", "25%", "nodes out of service at once, a count or a percentage of the nodes")

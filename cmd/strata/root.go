@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -52,8 +55,41 @@ overlay chain folded in.
 		newNudgeCmd(g),
 		newBundleCmd(g),
 		newConfigCmd(g),
+		newVersionCmd(g),
 	)
+	for _, c := range root.Commands() {
+		guardGroup(c)
+	}
 	return root
+}
+
+// guardGroup makes a command group (config, key, overlay, repo) refuse
+// an unknown subcommand as a usage error; without one it shows its help.
+func guardGroup(c *cobra.Command) {
+	if !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.DisableFlagsInUseLine = true
+	c.RunE = func(c *cobra.Command, a []string) error {
+		if len(a) == 0 {
+			return c.Help()
+		}
+		var names []string
+		for _, s := range c.Commands() {
+			if s.IsAvailableCommand() {
+				names = append(names, s.Name())
+			}
+		}
+		msg := fmt.Sprintf("unknown command %q for %q (commands: %s)", a[0], c.CommandPath(), strings.Join(names, ", "))
+		if sug := c.SuggestionsFor(a[0]); len(sug) > 0 {
+			msg += "; did you mean " + sug[0] + "?"
+		}
+		return usageError{errors.New(msg)}
+	}
+	for _, s := range c.Commands() {
+		guardGroup(s)
+	}
 }
 
 // args wraps a cobra positional-argument check as a usage error.

@@ -119,7 +119,7 @@ nothing.`,
 	f := c.Flags()
 	f.StringVar(&root, "root", "", "the running node: /")
 	f.StringVar(&diskPath, "disk", "", "a provisioned disk image that is not running")
-	f.StringVar(&o.Image, "image", "", "the image (.squashfs; its signed .image.json beside it)")
+	imageVar(f, &o.Image, "the image (.squashfs; its signed .image.json beside it)")
 	f.StringVar(&o.Repo, "repo", "", "take the image from this repository (directory or URL)")
 	f.BoolVar(&o.DropLayers, "drop-layers", false, "take off the layers the image cannot carry instead of refusing")
 	f.BoolVar(&o.Compact, "compact", false, "switch to the regenerated image of the node's head (no layers)")

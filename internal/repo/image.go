@@ -27,6 +27,15 @@ func ManifestPath(image string) string {
 	return strings.TrimSuffix(image, ".squashfs") + ".image.json"
 }
 
+// ImageFile returns the squashfs an operator means by p: p itself, or for
+// the manifest beside an image ("x.image.json") the image ("x.squashfs").
+func ImageFile(p string) string {
+	if b, ok := strings.CutSuffix(p, ".image.json"); ok {
+		return b + ".squashfs"
+	}
+	return p
+}
+
 // SigPath returns the detached signature path of a document.
 func SigPath(doc string) string { return doc + ".minisig" }
 

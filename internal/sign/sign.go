@@ -3,7 +3,9 @@ package sign
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,6 +29,9 @@ var (
 	ErrNoKeys = manifests.Rejection("sign: no trusted keys")
 )
 
+// ErrPublicKey reports a public key given where a secret key is needed.
+var ErrPublicKey = errors.New("sign: this is a public key; signing needs the secret key (the .key file strata key generate wrote beside it)")
+
 // Bounds on what this package reads: a minisign signature or public key
 // file is a few hundred bytes, so anything past these is not one.
 const (
@@ -34,6 +39,8 @@ const (
 	MaxSignatureSize = 64 << 10
 	// MaxPublicKeySize bounds a public key file.
 	MaxPublicKeySize = 64 << 10
+	// MaxKeySize bounds a secret key file.
+	MaxKeySize = 64 << 10
 )
 
 // Key is a private signing key.
@@ -87,9 +94,9 @@ func Generate(prefix string) error {
 // LoadKey reads an unencrypted minisign private key. An encrypted key is
 // decrypted with the password in $STRATA_KEY_PASSWORD.
 func LoadKey(path string) (*Key, error) {
-	b, err := os.ReadFile(path)
+	b, err := readKeyFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("loading key: %w", err)
+		return nil, err
 	}
 	if minisign.IsEncrypted(b) {
 		pw, ok := os.LookupEnv("STRATA_KEY_PASSWORD")
@@ -104,6 +111,9 @@ func LoadKey(path string) (*Key, error) {
 	}
 	var k minisign.PrivateKey
 	if err := k.UnmarshalText(b); err != nil {
+		if _, perr := ParsePublic(b); perr == nil {
+			return nil, fmt.Errorf("loading key %s: %w", path, ErrPublicKey)
+		}
 		return nil, fmt.Errorf("loading key %s: %w", path, err)
 	}
 	return &Key{priv: k}, nil
@@ -128,6 +138,24 @@ func (k *Key) ID() string { return fmt.Sprintf("%016X", k.priv.ID()) }
 // names what was signed, so `minisign -V` shows it.
 func (k *Key) Sign(msg []byte, what string) []byte {
 	return minisign.SignWithComments(k.priv, msg, what, "signature from strata")
+}
+
+// readKeyFile reads at most MaxKeySize bytes of the key file at path,
+// which may be a pipe (a secret handed over by process substitution).
+func readKeyFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading key: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxKeySize+1))
+	if err != nil {
+		return nil, fmt.Errorf("loading key %s: %w", path, err)
+	}
+	if len(b) > MaxKeySize {
+		return nil, fmt.Errorf("loading key %s: longer than %d bytes, not a minisign key", path, MaxKeySize)
+	}
+	return b, nil
 }
 
 // ParsePublic parses a public key in .pub file or one-line base64 form.

@@ -1,0 +1,74 @@
+package manifests
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode"
+)
+
+// plainJSONError rewrites an error of the JSON decoder in the document's
+// words: a value of the wrong kind names its key path and the kind
+// expected, never a Go type; the "json: " prefix goes.
+func plainJSONError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		where := "the document"
+		if te.Field != "" {
+			where = fmt.Sprintf("%q", te.Field)
+		}
+		return fmt.Errorf("%s: a JSON %s where %s is expected (offset %d)", where, te.Value, ValueKind(te.Type.String()), te.Offset)
+	}
+	return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// ValueKind describes a Go type, as the JSON and YAML decoders print it
+// ("int64", "[]string", "*manifests.Ref"), as the kind of value a
+// document holds there: "a whole number", "a list", "a mapping (ref)".
+func ValueKind(t string) string {
+	t = strings.TrimLeft(t, "*")
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["):
+		return "a mapping"
+	case t == "string":
+		return "a string"
+	case t == "bool":
+		return "true or false"
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	case t == "time.Duration":
+		return "a duration"
+	}
+	return "a mapping (" + words(t[strings.LastIndexByte(t, '.')+1:]) + ")"
+}
+
+// words splits a CamelCase name into lower-case words.
+func words(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if unicode.IsUpper(r) && i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// DocName returns what kind of document v (a pointer to what it decodes
+// into) is, in words: "overlay manifest" for *OverlayManifest.
+func DocName(v any) string {
+	t := reflect.TypeOf(v)
+	for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice) {
+		t = t.Elem()
+	}
+	if t == nil || t.Name() == "" {
+		return "document"
+	}
+	return words(t.Name())
+}

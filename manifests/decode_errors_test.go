@@ -1,0 +1,32 @@
+package manifests_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Decoding errors name keys and kinds of values, never Go's types.
+func TestDecodeErrorsInDocumentWords(t *testing.T) {
+	cases := map[string]string{
+		`{"schema": "1"}`:              `decoding overlay manifest: "schema": a JSON string where a whole number is expected`,
+		`{"services": {}}`:             `"services": a JSON object where a list is expected`,
+		`{"requires": {"image": 3}}`:   `"requires.image": a JSON number where a string is expected`,
+		`{"services": [{"unit": 3}]}`:  `"services.unit": a JSON number where a string is expected`,
+		`[1]`:                          `the document: a JSON array where a mapping (overlay manifest) is expected`,
+		`{"schema": 1, "extra": true}`: `unknown field "extra"`,
+		`{"schema": 1} x`:              `decoding overlay manifest: trailing data`,
+	}
+	for in, want := range cases {
+		var m manifests.OverlayManifest
+		err := manifests.Decode([]byte(in), &m)
+		if !errors.Is(err, manifests.ErrInvalid) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "manifests.") || strings.Contains(err.Error(), "json:") || strings.Contains(err.Error(), "Go ") {
+			t.Errorf("%s: %v; want %q", in, err, want)
+		}
+	}
+	if k := manifests.ValueKind("[]manifests.Entry"); k != "a list" {
+		t.Errorf("ValueKind = %q", k)
+	}
+}
