@@ -34,8 +34,13 @@ type Change struct {
 	// Deletes are absolute image paths to remove.
 	Deletes []string
 	// Restart and Reload force actions on units beyond the inferred plan.
+	// Each must be a unit of the line's catalog (after the change), or an
+	// instance of a template unit there, unless AllowUnknownUnits.
 	Restart []string
 	Reload  []string
+	// AllowUnknownUnits lets Restart and Reload name units the catalog
+	// does not have (units that come from outside the image).
+	AllowUnknownUnits bool
 }
 
 // Add is one --add DEST=SRC.
@@ -295,6 +300,18 @@ func planServices(m *manifests.OverlayManifest, c *Chain, next tree.State, open 
 		more, _ := catalog.Plan(cat, changed)
 		actions = mergeActions(actions, more)
 		unclaimed = stillUnclaimed(unclaimed, more)
+	}
+	cat := c.Catalog
+	if m.Catalog != nil {
+		cat = *m.Catalog
+	}
+	if !ch.AllowUnknownUnits {
+		if err := catalogHas(cat, ch.Restart, "--restart"); err != nil {
+			return fmt.Errorf("creating overlay %s: %w", m.Version, err)
+		}
+		if err := catalogHas(cat, ch.Reload, "--reload"); err != nil {
+			return fmt.Errorf("creating overlay %s: %w", m.Version, err)
+		}
 	}
 	for _, u := range ch.Restart {
 		actions = mergeActions(actions, []manifests.ServiceAction{{Unit: u, Action: manifests.ActionRestart, Because: []string{"--restart"}}})

@@ -202,10 +202,34 @@ func TestCreateDeclaredReloadPath(t *testing.T) {
 		t.Errorf("1.0.2 services = %+v, want one restart of app.service for both paths", s)
 	}
 
+	// A forced action on a unit the catalog lacks is refused, naming the
+	// closest one it has, unless allowed; nothing is written.
+	idx := crIndex(t, f)
+	overlaysBefore, _ := os.ReadDir(filepath.Join(f.repo, "overlays"))
+	for _, ch := range []Change{
+		{Adds: []Add{{Dest: "/etc/motd", Src: f.hostFile("x\n")}}, Restart: []string{"app.servcie"}},
+		{Adds: []Add{{Dest: "/etc/motd", Src: f.hostFile("x\n")}}, Reload: []string{"cron.service"}},
+		{Adds: []Add{{Dest: "/etc/motd", Src: f.hostFile("x\n")}}, Reload: []string{"x;reboot"}},
+	} {
+		_, err := Create(context.Background(), f.repo, f.key, ch, CreateOptions{Version: "1.0.3"})
+		if !errors.Is(err, ErrUnknownUnit) {
+			t.Errorf("forced %v %v: %v, want ErrUnknownUnit", ch.Restart, ch.Reload, err)
+		}
+	}
+	_, err := Create(context.Background(), f.repo, f.key, Change{Adds: []Add{{Dest: "/etc/motd", Src: f.hostFile("x\n")}}, Restart: []string{"app.servcie"}}, CreateOptions{Version: "1.0.3"})
+	sqErr(t, err, ErrUnknownUnit, "--restart app.servcie", "did you mean app.service?", "--allow-unknown-unit")
+	if overlaysNow, _ := os.ReadDir(filepath.Join(f.repo, "overlays")); len(overlaysNow) != len(overlaysBefore) || string(crIndex(t, f)) != string(idx) {
+		t.Error("a refused create changed the repository")
+	}
+
 	// Forced actions join the plan.
-	c3 := f.create("1.0.3", Change{Adds: []Add{{Dest: "/etc/motd", Src: f.hostFile("x\n")}}, Reload: []string{"other.service"}})
-	if s := c3.Manifest.Services; len(s) != 1 || s[0].Unit != "other.service" || s[0].Action != manifests.ActionReload {
-		t.Errorf("1.0.3 services = %+v, want a forced reload of other.service", s)
+	c3 := f.create("1.0.3", Change{Adds: []Add{{Dest: "/etc/motd", Src: f.hostFile("x\n")}}, Reload: []string{"cron.service"}, AllowUnknownUnits: true})
+	if s := c3.Manifest.Services; len(s) != 1 || s[0].Unit != "cron.service" || s[0].Action != manifests.ActionReload {
+		t.Errorf("1.0.3 services = %+v, want a forced reload of cron.service", s)
+	}
+	c4 := f.create("1.0.4", Change{Adds: []Add{{Dest: "/etc/motd", Src: f.hostFile("y\n")}}, Restart: []string{"app.service"}})
+	if s := c4.Manifest.Services; len(s) != 1 || s[0].Unit != "app.service" || s[0].Because[0] != "--restart" {
+		t.Errorf("1.0.4 services = %+v, want a forced restart of app.service", s)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/strata-dev/strata/internal/systemd"
@@ -49,6 +51,79 @@ func knownUnits(cat manifests.Catalog, units []string) error {
 		}
 	}
 	return nil
+}
+
+// catalogHas refuses a unit of units (given with flag) that cat does not
+// have, itself or as an instance of a template unit it has, naming the
+// closest units it does have: a typo must not reach every node as a
+// restart that always fails.
+func catalogHas(cat manifests.Catalog, units []string, flag string) error {
+	for _, u := range units {
+		if !manifests.ValidUnit(u) {
+			return fmt.Errorf("%s %q: not a systemd unit name (such as demo-web.service): %w", flag, u, ErrUnknownUnit)
+		}
+		if serviceOf(cat, u).Unit != "" || serviceOf(cat, templateOf(u)).Unit != "" {
+			continue
+		}
+		msg := fmt.Sprintf("%s %s: the line's catalog has no such unit", flag, u)
+		if near := nearestUnits(cat, u); len(near) > 0 {
+			msg += "; did you mean " + strings.Join(near, " or ") + "?"
+		}
+		return fmt.Errorf("%s (give --allow-unknown-unit if it comes from outside the image): %w", msg, ErrUnknownUnit)
+	}
+	return nil
+}
+
+// templateOf returns the template unit of an instance ("getty@tty1.service"
+// -> "getty@.service"), or "" for a unit that is not one.
+func templateOf(u string) string {
+	at, dot := strings.IndexByte(u, '@'), strings.LastIndexByte(u, '.')
+	if at < 0 || dot < at {
+		return ""
+	}
+	return u[:at+1] + u[dot:]
+}
+
+// nearestUnits returns the catalog's units closest to u by edit distance
+// (at most 3 edits), closest first, at most two.
+func nearestUnits(cat manifests.Catalog, u string) []string {
+	type cand struct {
+		unit string
+		d    int
+	}
+	var cs []cand
+	for _, s := range cat.Services {
+		if d := editDistance(s.Unit, u); d <= 3 {
+			cs = append(cs, cand{s.Unit, d})
+		}
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].d < cs[j].d })
+	var out []string
+	for i := 0; i < len(cs) && i < 2; i++ {
+		out = append(out, cs[i].unit)
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // CheckUnits refuses, with ErrUnknownUnit, a unit the catalog of the node

@@ -83,6 +83,7 @@ reload are inferred from the line's catalog; --restart and --reload add more.`,
 	f.StringArrayVar(&ch.Deletes, "delete", nil, "image path to delete")
 	f.StringArrayVar(&ch.Restart, "restart", nil, "unit to restart in addition to the inferred plan")
 	f.StringArrayVar(&ch.Reload, "reload", nil, "unit to reload in addition to the inferred plan")
+	f.BoolVar(&ch.AllowUnknownUnits, "allow-unknown-unit", false, "let --restart and --reload name units the line's catalog does not have")
 	f.StringVar(&o.Compression, "compression", "zstd", "zstd, xz, gzip or none")
 	f.StringVar(&o.RequiresImage, "requires-image", "", "semver constraint on the base image (default ^IMAGE_VERSION)")
 	required(c, "repo", "version", "key")
@@ -175,6 +176,20 @@ func printActions(w io.Writer, as []manifests.ServiceAction) {
 		if a.DaemonReload {
 			dr = " (after daemon-reload)"
 		}
-		fmt.Fprintf(w, "  %-7s %s%s because /%s\n", a.Action, a.Unit, dr, strings.Join(a.Because, ", /"))
+		fmt.Fprintf(w, "  %-7s %s%s because %s\n", a.Action, a.Unit, dr, strings.Join(becauseText(a.Because), ", "))
 	}
+}
+
+// becauseText shows the reasons of an action: changed paths absolute, as
+// on the command line; flags (--restart) as they are.
+func becauseText(because []string) []string {
+	out := make([]string, len(because))
+	for i, b := range because {
+		if strings.HasPrefix(b, "--") {
+			out[i] = b
+		} else {
+			out[i] = "/" + b
+		}
+	}
+	return out
 }

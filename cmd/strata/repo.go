@@ -35,7 +35,7 @@ func newRepoCmd(g *globals) *cobra.Command {
 	imageVar(init.Flags(), &image, "the line's image (.squashfs with its .image.json beside it)")
 	init.Flags().StringVar(&keyPath, "key", "", "key that signs the index; the image must trust it")
 	required(init, "image", "key")
-	rc.AddCommand(init, newRepoAddImageCmd(g), newRepoRefreshCmd(g), newRepoPushCmd(g))
+	rc.AddCommand(init, newRepoAddImageCmd(g), newRepoLogCmd(g), newRepoRefreshCmd(g), newRepoPushCmd(g))
 	return rc
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -136,6 +137,26 @@ func imageKeys(ctx context.Context, r *Repo, x *manifests.Index) (*sign.KeySet, 
 // It returns the keys so far, and why it stopped, at the first overlay
 // that does not verify or does not continue from.
 func (r *Repo) followRotations(ctx context.Context, l *manifests.Line, start int, from manifests.Ref, trust *sign.KeySet) (*sign.KeySet, error) {
+	return r.walkManifests(ctx, l, start, from, trust, nil)
+}
+
+// WalkManifests calls visit with each overlay of line l (segments
+// loaded) in order, its manifest verified with the keys trusted before it
+// (trust, nil: the image's keys, changed by the rotations among the
+// overlays before) and continuing the one before. Only manifests are
+// read; the walk stops with an error at the first that does not hold.
+func WalkManifests(ctx context.Context, r *Repo, l *manifests.Line, trust *sign.KeySet, visit func(*archive.Archive)) error {
+	if err := r.Expand(ctx, l); err != nil {
+		return err
+	}
+	_, err := r.walkManifests(ctx, l, 0, manifests.Ref{Version: l.Image.Version, Digest: l.Image.Digest}, trust, visit)
+	if err != nil {
+		return fmt.Errorf("line %s: %w", l.Name, err)
+	}
+	return nil
+}
+
+func (r *Repo) walkManifests(ctx context.Context, l *manifests.Line, start int, from manifests.Ref, trust *sign.KeySet, visit func(*archive.Archive)) (*sign.KeySet, error) {
 	if trust == nil {
 		im, err := r.Image(ctx, l, nil)
 		if err != nil {
@@ -158,6 +179,9 @@ func (r *Repo) followRotations(ctx context.Context, l *manifests.Line, start int
 			return nil, err
 		}
 		from = manifests.Ref{Version: m.Version, Digest: a.Digest}
+		if visit != nil {
+			visit(a)
+		}
 	}
 	return trust, nil
 }

@@ -1,0 +1,130 @@
+package overlay
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/strata-dev/strata/internal/archive"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// LogEntry is one element of a line as strata repo log shows it: its
+// image, an overlay, or a later image published for upgrades.
+type LogEntry struct {
+	// Kind is "image", "overlay" or "upgrade-image".
+	Kind    string `json:"kind"`
+	Version string `json:"version"`
+	Digest  string `json:"digest"`
+	Created string `json:"created"`
+	// KeyID is the key that signed the manifest ("" for an image
+	// without a signature).
+	KeyID string `json:"key_id,omitempty"`
+	// Files counts the entries an overlay writes (an image's: all it
+	// holds); Deletes the paths it removes.
+	Files   int `json:"files"`
+	Deletes int `json:"deletes"`
+	// Services are the restarts and reloads an overlay plans.
+	Services []manifests.ServiceAction `json:"services,omitempty"`
+	// Requires is an overlay's image constraint.
+	Requires string `json:"requires,omitempty"`
+	// Rotation is set on an overlay that changes the line's keys.
+	Rotation bool `json:"rotation,omitempty"`
+	// Head is the overlay a regenerated upgrade image folds through.
+	Head *manifests.Ref `json:"head,omitempty"`
+}
+
+// LineLog is one line of a repository, oldest first.
+type LineLog struct {
+	Line    string        `json:"line"`
+	Head    manifests.Ref `json:"head"`
+	Entries []LogEntry    `json:"entries"`
+}
+
+// RepoLog is what strata repo log shows.
+type RepoLog struct {
+	Repo string `json:"repo"`
+	// Serial, Expires and KeyID describe the index.
+	Serial  uint64    `json:"serial"`
+	Expires string    `json:"expires"`
+	KeyID   string    `json:"key_id"`
+	Lines   []LineLog `json:"lines"`
+}
+
+// Log reads the repository at loc (a directory or URL) and lists each of
+// its lines (only line, when set): the image, the overlays in order and
+// the later images, each manifest verified against its digest in the
+// index and its signature against trust (nil: the keys each line's image
+// lists) as the line's key rotations change it. Payloads are not read;
+// verify-sequence --repo audits those.
+func Log(ctx context.Context, loc, line string, trust *sign.KeySet) (*RepoLog, error) {
+	st, done, err := openRepoStore(loc, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	r, err := repo.OpenStore(ctx, st, trust)
+	if err != nil {
+		return nil, err
+	}
+	out := &RepoLog{Repo: loc, Serial: r.Index.Serial, Expires: r.Index.Expires, KeyID: r.KeyID, Lines: []LineLog{}}
+	found := false
+	for i := range r.Index.Lines {
+		l := &r.Index.Lines[i]
+		if line != "" && l.Name != line {
+			continue
+		}
+		found = true
+		ll, err := lineLog(ctx, r, l, trust)
+		if err != nil {
+			return nil, err
+		}
+		out.Lines = append(out.Lines, *ll)
+	}
+	if !found {
+		return nil, fmt.Errorf("repository %s: %w", loc, errNoLine(line))
+	}
+	return out, nil
+}
+
+func errNoLine(line string) error {
+	return fmt.Errorf("%w: repository has no line %q", manifests.ErrInvalid, line)
+}
+
+func lineLog(ctx context.Context, r *repo.Repo, l *manifests.Line, trust *sign.KeySet) (*LineLog, error) {
+	im, err := r.Image(ctx, l, trust)
+	if err != nil {
+		return nil, err
+	}
+	ll := &LineLog{Line: l.Name, Entries: []LogEntry{imageEntry("image", im)}}
+	err = repo.WalkManifests(ctx, r, l, trust, func(a *archive.Archive) {
+		m := a.Manifest
+		ll.Entries = append(ll.Entries, LogEntry{
+			Kind: "overlay", Version: m.Version, Digest: a.Digest, Created: m.Created, KeyID: a.KeyID,
+			Files: len(m.Entries), Deletes: len(m.Deletes), Services: m.Services,
+			Requires: m.Requires.Image, Rotation: m.Keys != nil,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	ll.Head = l.Head()
+	for _, u := range l.Upgrades {
+		// Signed by keys the line trusts at its head (repo add-image);
+		// the audit checks that, here only the digest binds.
+		uim, err := r.ImageOf(ctx, l, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		e := imageEntry("upgrade-image", uim)
+		e.Head = u.Head
+		ll.Entries = append(ll.Entries, e)
+	}
+	return ll, nil
+}
+
+func imageEntry(kind string, im *repo.Image) LogEntry {
+	m := im.Manifest
+	return LogEntry{Kind: kind, Version: m.Version, Digest: im.Digest, Created: m.Created, KeyID: im.KeyID, Files: len(m.Files)}
+}
