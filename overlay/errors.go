@@ -32,6 +32,9 @@ var (
 	ErrSymlinkPath = node.ErrSymlinkPath
 	// ErrNothingToRollback reports a node with no applied overlay.
 	ErrNothingToRollback = errors.New("overlay: nothing to roll back")
+	// ErrRollbackTarget reports a rollback --to version that is neither
+	// the node's starting point nor an overlay it applied below its head.
+	ErrRollbackTarget = errors.New("overlay: not a version the node can roll back to")
 	// ErrOutsideHierarchies reports a change outside the line's managed
 	// hierarchies.
 	ErrOutsideHierarchies = manifests.Rejection("overlay: change outside the managed hierarchies")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/strata-dev/strata/internal/node"
@@ -14,9 +15,15 @@ import (
 // RollbackReport describes a rollback.
 type RollbackReport struct {
 	Root string `json:"root"`
-	// Reverted is the overlay undone; Head the node's head afterwards.
-	Reverted  manifests.Ref             `json:"reverted"`
-	Head      manifests.Ref             `json:"head"`
+	// Reverted is the last overlay undone (with --to, the oldest); Head
+	// the node's head afterwards.
+	Reverted manifests.Ref `json:"reverted"`
+	Head     manifests.Ref `json:"head"`
+	// Steps are the overlays undone, newest first, one ledger record
+	// each.
+	Steps []manifests.Ref `json:"steps"`
+	// Actions are the restarts and reloads the rollback plans (with
+	// several steps, their union, carried out once after the last).
 	Actions   []manifests.ServiceAction `json:"actions"`
 	Restarted []manifests.ServiceAction `json:"restarted,omitempty"`
 	// Live is the plan as resolved against the running service manager.
@@ -27,6 +34,16 @@ type RollbackReport struct {
 // undo data kept when it was applied, records a rollback in the ledger and
 // runs the restart plan for what it reverted (r nil: recorded as pending).
 func Rollback(ctx context.Context, root string, r Restarter, lockWait time.Duration, progress func(string)) (*RollbackReport, error) {
+	return RollbackTo(ctx, root, "", r, lockWait, progress)
+}
+
+// RollbackTo is Rollback of every overlay above version to (empty: the
+// last one only), newest first, each reverted and recorded as one
+// rollback; the restarts of all of them run once, after the last. to
+// must be the node's starting point or one of the overlays it applied
+// below its head; nothing changes otherwise. A step that fails leaves the
+// ones before it done (and their restarts pending).
+func RollbackTo(ctx context.Context, root, to string, r Restarter, lockWait time.Duration, progress func(string)) (*RollbackReport, error) {
 	if progress == nil {
 		progress = func(string) {}
 	}
@@ -38,10 +55,90 @@ func Rollback(ctx context.Context, root string, r Restarter, lockWait time.Durat
 	if err := refuseStaged(b.Node(), "rollback"); err != nil {
 		return nil, err
 	}
-	return rollbackLocked(ctx, b, r, progress)
+	steps := 1
+	if to != "" {
+		if steps, err = stepsTo(b.Node(), to); err != nil {
+			return nil, err
+		}
+	}
+	return rollbackLocked(ctx, b, r, steps, progress)
 }
 
-func rollbackLocked(ctx context.Context, b Backend, r Restarter, progress func(string)) (*RollbackReport, error) {
+// stepsTo returns how many applied overlays are above version to.
+func stepsTo(n node.Node, to string) (int, error) {
+	v, err := loadView(n)
+	if err != nil {
+		return 0, err
+	}
+	if len(v.applied) == 0 {
+		return 0, fmt.Errorf("node %s is at its image %s: %w", n.Root, v.head().Version, ErrNothingToRollback)
+	}
+	versions := []string{v.ledger.Canonical().Head.Version}
+	for _, e := range v.applied {
+		versions = append(versions, e.Version)
+	}
+	for i, ver := range versions {
+		if ver != to {
+			continue
+		}
+		if i == len(versions)-1 {
+			return 0, fmt.Errorf("node %s is at %s already: %w", n.Root, to, ErrNothingToRollback)
+		}
+		return len(versions) - 1 - i, nil
+	}
+	return 0, fmt.Errorf("rollback --to %s: node %s can go back to %s (where its overlays start) or an overlay it applied (%s): %w",
+		to, n.Root, versions[0], strings.Join(versions[1:len(versions)-1], ", "), ErrRollbackTarget)
+}
+
+func rollbackLocked(ctx context.Context, b Backend, r Restarter, steps int, progress func(string)) (*RollbackReport, error) {
+	n := b.Node()
+	rep := &RollbackReport{Root: n.Root, Steps: []manifests.Ref{}}
+	var l *manifests.Ledger
+	var cat manifests.Catalog
+	var changed []string
+	for i := 0; i < steps; i++ {
+		st, err := rollbackStep(ctx, b, progress)
+		if err != nil {
+			if i > 0 {
+				err = fmt.Errorf("rolled back to %s; then: %w (the restarts of the steps done are pending: strata restart-pending)", rep.Head.Version, err)
+			}
+			return nil, err
+		}
+		rep.Reverted, rep.Head = st.reverted, st.head
+		rep.Steps = append(rep.Steps, st.reverted)
+		rep.Actions = mergeActions(rep.Actions, st.actions)
+		changed = append(changed, st.changed...)
+		l, cat = st.ledger, st.catalog
+	}
+	if rep.Actions == nil {
+		rep.Actions = []manifests.ServiceAction{}
+	}
+	if r == nil {
+		return rep, nil
+	}
+	res, err := runPlan(ctx, r, planRequest{actions: rep.Actions, catalog: cat, changed: changed}, func(a manifests.ServiceAction) {
+		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))
+		rep.Restarted = append(rep.Restarted, a)
+	})
+	rep.Live = res
+	if err != nil {
+		return rep, err
+	}
+	return rep, recordRestarts(n, l, rep.Actions, rebootDue(res))
+}
+
+// rolledBack is one overlay undone: the plan its rollback calls for.
+type rolledBack struct {
+	reverted, head manifests.Ref
+	actions        []manifests.ServiceAction
+	changed        []string
+	catalog        manifests.Catalog
+	ledger         *manifests.Ledger
+}
+
+// rollbackStep reverts and records the node's last applied overlay,
+// leaving its restarts pending.
+func rollbackStep(ctx context.Context, b Backend, progress func(string)) (*rolledBack, error) {
 	n := b.Node()
 	v, err := loadView(n)
 	if err != nil {
@@ -96,17 +193,5 @@ func rollbackLocked(ctx context.Context, b Backend, r Restarter, progress func(s
 	if err := n.DropManifest(last.Version); err != nil {
 		return nil, err
 	}
-	rep := &RollbackReport{Root: n.Root, Reverted: last.Head, Head: prev.Head, Actions: plan.Actions}
-	if r == nil {
-		return rep, nil
-	}
-	res, err := runPlan(ctx, r, planRequest{actions: plan.Actions, catalog: v.catalog(), changed: changedPaths(m, before)}, func(a manifests.ServiceAction) {
-		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))
-		rep.Restarted = append(rep.Restarted, a)
-	})
-	rep.Live = res
-	if err != nil {
-		return rep, err
-	}
-	return rep, recordRestarts(n, l, plan.Actions, rebootDue(res))
+	return &rolledBack{reverted: last.Head, head: prev.Head, actions: plan.Actions, changed: changedPaths(m, before), catalog: v.catalog(), ledger: l}, nil
 }

@@ -168,27 +168,45 @@ func printApply(w io.Writer, rep *overlay.ApplyReport) {
 }
 
 func newRollbackCmd(g *globals) *cobra.Command {
-	var root, restartWith string
+	var root, restartWith, to string
 	var wait time.Duration
 	c := &cobra.Command{
-		Use:   "rollback --root DIR",
-		Short: "Revert the last applied overlay and restart what it touched",
-		Args:  args(cobra.NoArgs),
+		Use:   "rollback --root DIR [--to V]",
+		Short: "Revert the last applied overlay (or all above --to V) and restart what it touched",
+		Long: `Revert the node's last applied overlay from the undo data kept when it was
+applied, record a rollback in the ledger, and restart or reload what the
+reverted files call for (--restart-with as for apply-overlay). With --to V
+every overlay above V is reverted, newest first, each recorded as its own
+rollback, and the restarts of all of them run once, after the last; V is
+where the node's overlays start or one it applied.`,
+		Example: `  strata rollback --root /
+  strata rollback --root / --to 1.0.4
+  strata rollback --root node --restart-with 'exec:echo {unit} {action}'`,
+		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			r, err := restarter(restartWith, root)
 			if err != nil {
 				return err
 			}
-			rep, err := overlay.Rollback(c.Context(), root, r, wait, g.progress())
+			rep, err := overlay.RollbackTo(c.Context(), root, to, r, wait, g.progress())
 			if err != nil {
 				return err
 			}
 			return g.output(c.OutOrStdout(), rep, func(w io.Writer) {
-				fmt.Fprintf(w, "rolled back %s: node %s is at %s\n", rep.Reverted.Version, rep.Root, rep.Head.Version)
+				var vs []string
+				for _, s := range rep.Steps {
+					vs = append(vs, s.Version)
+				}
+				fmt.Fprintf(w, "rolled back %s: node %s is at %s\n", strings.Join(vs, ", "), rep.Root, rep.Head.Version)
+				if r == nil && len(rep.Actions) > 0 {
+					// Worded as apply-overlay words them.
+					fmt.Fprintln(w, "pending restarts (restart debt):")
+				}
 				printActions(w, rep.Actions)
 			})
 		},
 	}
+	versionVar(c, &to, "to", "revert every overlay above this version")
 	c.Flags().StringVar(&root, "root", "", "node root directory")
 	c.Flags().StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")
 	c.Flags().DurationVar(&wait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
