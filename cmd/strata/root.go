@@ -56,6 +56,7 @@ overlay chain folded in.
 		newBundleCmd(g),
 		newConfigCmd(g),
 		newVersionCmd(g),
+		newNodeCmd(g),
 	)
 	for _, c := range root.Commands() {
 		guardGroup(c)
@@ -71,10 +72,24 @@ func guardGroup(c *cobra.Command) {
 	}
 	c.Args = cobra.ArbitraryArgs
 	c.DisableFlagsInUseLine = true
+	// The mistyped subcommand's flags are not the group's: parse nothing,
+	// so the message is about the subcommand.
+	c.DisableFlagParsing = true
+	c.SuggestionsMinimumDistance = 2
 	c.RunE = func(c *cobra.Command, a []string) error {
-		if len(a) == 0 {
+		var words []string
+		for _, w := range a {
+			if w == "-h" || w == "--help" {
+				return c.Help()
+			}
+			if !strings.HasPrefix(w, "-") {
+				words = append(words, w)
+			}
+		}
+		if len(words) == 0 {
 			return c.Help()
 		}
+		a = words
 		var names []string
 		for _, s := range c.Commands() {
 			if s.IsAvailableCommand() {

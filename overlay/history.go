@@ -1,0 +1,130 @@
+package overlay
+
+import (
+	"fmt"
+	"path"
+
+	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// HistoryEntry is one ledger record as strata node history shows it.
+type HistoryEntry struct {
+	manifests.LedgerEntry
+	// KeyID is the key that signed an applied overlay that is still in
+	// effect (its manifest is kept with the node state, hashes to the
+	// record's digest and verifies with the node's keys); empty for
+	// others.
+	KeyID string `json:"key_id,omitempty"`
+	// InEffect marks the apply records of the overlays the node runs.
+	InEffect bool `json:"in_effect,omitempty"`
+}
+
+// NodeHistory is a node's ledger, oldest first, with what it owes.
+type NodeHistory struct {
+	Root string        `json:"root"`
+	Line string        `json:"line"`
+	Head manifests.Ref `json:"head"`
+	// Image is the version of the image the node runs.
+	Image   string         `json:"image"`
+	Entries []HistoryEntry `json:"entries"`
+	// Pending are the restarts the node still owes (restart debt).
+	Pending []manifests.ServiceAction `json:"pending_restarts"`
+	// Staged is an upgrade waiting for its trial boot, if any.
+	Staged *manifests.StagedUpgrade `json:"staged_upgrade,omitempty"`
+}
+
+// History reads the ledger of the node at root (validated, its hash
+// chain checked) as a history. It takes no lock and changes nothing.
+func History(root string) (*NodeHistory, error) {
+	b, err := openBackend(root)
+	if err != nil {
+		return nil, err
+	}
+	n := b.Node()
+	v, err := loadView(n)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := n.TrustedKeys()
+	if err != nil {
+		return nil, err
+	}
+	l := v.ledger
+	h := &NodeHistory{Root: root, Line: l.Entries[0].Line, Head: v.head(), Image: v.image.Manifest.Version,
+		Entries: make([]HistoryEntry, 0, len(l.Entries)), Pending: l.PendingRestarts(), Staged: v.staged}
+	if h.Pending == nil {
+		h.Pending = []manifests.ServiceAction{}
+	}
+	inEffect := map[int]bool{}
+	for _, e := range v.applied {
+		inEffect[e.Seq] = true
+	}
+	// On a trial boot the view holds the staged upgrade's record, which
+	// is not in the ledger until the boot commits it.
+	committed, err := n.ReadLedger()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range committed.Entries {
+		he := HistoryEntry{LedgerEntry: e, InEffect: inEffect[e.Seq]}
+		if he.InEffect {
+			he.KeyID = storedSigner(n, keys, e)
+		}
+		h.Entries = append(h.Entries, he)
+	}
+	return h, nil
+}
+
+// storedSigner returns the key that signed the manifest of applied
+// overlay e as the node keeps it, or "" when it is not there, does not
+// hash to e's digest or no key of keys verifies it.
+func storedSigner(n node.Node, keys *sign.KeySet, e manifests.LedgerEntry) string {
+	rel := path.Join(manifests.StateDir, "overlays", e.Version+".json")
+	raw, err := safefile.Read(n.Path(rel), manifests.MaxManifestSize)
+	if err != nil || manifests.Digest(raw) != e.Digest {
+		return ""
+	}
+	sig, err := safefile.Read(n.Path(rel+".minisig"), sign.MaxSignatureSize)
+	if err != nil {
+		return ""
+	}
+	id, err := keys.VerifyFor(raw, sig, sign.OverlayComment(e.Line, e.Version))
+	if err != nil {
+		return ""
+	}
+	return id
+}
+
+// Describe says in a line what a ledger record did.
+func Describe(e manifests.LedgerEntry) string {
+	switch e.Action {
+	case manifests.LedgerProvision:
+		if e.Head.Version != e.Version {
+			return fmt.Sprintf("provisioned from image %s at %s", e.Version, e.Head.Version)
+		}
+		return "provisioned from image " + e.Version
+	case manifests.LedgerApply:
+		return "applied " + e.Version
+	case manifests.LedgerRollback:
+		return fmt.Sprintf("rolled back %s, head %s", e.Version, e.Head.Version)
+	case manifests.LedgerFailed:
+		if e.Slot != "" {
+			return fmt.Sprintf("upgrade to image %s (root %s) failed: %s", e.Version, e.Slot, e.Error)
+		}
+		return fmt.Sprintf("apply of %s failed and was taken back: %s", e.Version, e.Error)
+	case manifests.LedgerRestart:
+		return "restarts carried out"
+	case manifests.LedgerRepair:
+		return fmt.Sprintf("repaired layers %v", e.Repaired)
+	case manifests.LedgerUpgrade:
+		what := "upgraded to image " + e.Version
+		if e.Compact {
+			what = "compacted onto image " + e.Version
+		}
+		return fmt.Sprintf("%s on root %s, head %s", what, e.Slot, e.Head.Version)
+	}
+	return string(e.Action) + " " + e.Version
+}
