@@ -57,6 +57,7 @@ overlay chain folded in.
 		newConfigCmd(g),
 		newVersionCmd(g),
 		newNodeCmd(g),
+		newImageCmd(g),
 	)
 	for _, c := range root.Commands() {
 		guardGroup(c)
