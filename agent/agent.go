@@ -242,7 +242,7 @@ const (
 // it applied and whether it worked.
 func (a *Agent) apply(ctx context.Context, cfg Config, st repo.Store) (int, bool) {
 	res := &ApplyResult{Time: time.Now()}
-	rep, err := overlay.Apply(ctx, a.o.Root, overlay.Source{Repo: cfg.Repo, Store: st}, overlay.ApplyOptions{
+	rep, err := overlay.Apply(ctx, a.o.Root, overlay.Source{Repo: cfg.Repo, Store: st, Channel: cfg.Channel}, overlay.ApplyOptions{
 		Restarter: a.o.Restarter,
 		LockWait:  a.o.LockWait,
 		Progress:  a.o.Log,

@@ -14,6 +14,7 @@ import (
 	"github.com/strata-dev/strata/internal/decodeerr"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/overlay"
 )
 
 // DefaultConfigPath is where a node's agent configuration lives.
@@ -28,11 +29,14 @@ const maxConfigSize = 64 << 10
 //	interval: 2m                              # between polls (at least 1s)
 //	jitter: 20%                               # each wait varies by up to this much
 //	max_backoff: 30m                          # the longest wait after failures
+//	channel: stable                           # or candidate: take prereleases too
 type Config struct {
 	Repo       string   `yaml:"repo"`
 	Interval   Duration `yaml:"interval"`
 	Jitter     Percent  `yaml:"jitter"`
 	MaxBackoff Duration `yaml:"max_backoff"`
+	// Channel is overlay.ChannelStable (default) or ChannelCandidate.
+	Channel string `yaml:"channel"`
 }
 
 // The defaults of Config.
@@ -130,6 +134,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = Duration(max(DefaultMaxBackoff, time.Duration(c.Interval)))
+	}
+	if err := overlay.CheckChannel(c.Channel); err != nil {
+		return fmt.Errorf("channel: %w", err)
 	}
 	if c.MaxBackoff < c.Interval {
 		return fmt.Errorf("max_backoff %s is shorter than interval %s", time.Duration(c.MaxBackoff), time.Duration(c.Interval))

@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -28,6 +29,29 @@ type Source struct {
 	Store repo.Store
 	// Through stops a repository apply after this version.
 	Through string
+	// Channel picks how far a repository (or bundle) apply without
+	// Through goes: ChannelStable (the default, "") stops at the line's
+	// newest release, leaving the prereleases after it (2.0.0-rc.1)
+	// for the nodes that ask for them; ChannelCandidate takes those too.
+	Channel string
+}
+
+// The channels of Source.Channel.
+const (
+	ChannelStable    = "stable"
+	ChannelCandidate = "candidate"
+)
+
+// ErrChannel reports a channel strata does not know.
+var ErrChannel = errors.New("overlay: unknown channel (stable or candidate)")
+
+// CheckChannel refuses a channel other than stable, candidate or "".
+func CheckChannel(ch string) error {
+	switch ch {
+	case "", ChannelStable, ChannelCandidate:
+		return nil
+	}
+	return fmt.Errorf("%w: %q", ErrChannel, ch)
 }
 
 // ApplyOptions are the settings of Apply.
@@ -70,12 +94,15 @@ type Plan struct {
 
 // ApplyReport describes an apply run.
 type ApplyReport struct {
-	Root    string                    `json:"root"`
-	DryRun  bool                      `json:"dry_run"`
-	From    manifests.Ref             `json:"from"`
-	To      manifests.Ref             `json:"to"`
-	Plans   []Plan                    `json:"plans"`
-	Pending []manifests.ServiceAction `json:"pending_restarts"`
+	Root   string        `json:"root"`
+	DryRun bool          `json:"dry_run"`
+	From   manifests.Ref `json:"from"`
+	To     manifests.Ref `json:"to"`
+	Plans  []Plan        `json:"plans"`
+	// HeldBack are the prereleases after the line's newest release that
+	// the stable channel left for the candidate channel.
+	HeldBack []string                  `json:"held_back,omitempty"`
+	Pending  []manifests.ServiceAction `json:"pending_restarts"`
 }
 
 // Apply verifies every overlay of src against the node at root and then
@@ -127,6 +154,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 	if err != nil {
 		return nil, err
 	}
+	archives, heldBack := holdPrereleases(archives, src)
 	if !o.DryRun && serial > 0 {
 		// The index is authentic and current: from now on the node
 		// refuses any older one.
@@ -134,7 +162,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 			return nil, err
 		}
 	}
-	rep := &ApplyReport{Root: root, DryRun: o.DryRun, From: v.head(), To: v.head()}
+	rep := &ApplyReport{Root: root, DryRun: o.DryRun, From: v.head(), To: v.head(), HeldBack: heldBack}
 	todo, states, err := checkSequence(v, archives, rep)
 	if err != nil {
 		return nil, err
@@ -296,6 +324,31 @@ func gather(ctx context.Context, v *nodeView, src Source, st repo.Store, trust *
 		}
 	}
 	return out, r.Index.Serial, nil
+}
+
+// holdPrereleases cuts a repository apply without Through on the stable
+// channel after the newest release among archives: the prereleases after
+// it wait for the candidate channel (or an explicit Through). Prereleases
+// before a release are part of the way to it and stay.
+func holdPrereleases(archives []*Archive, src Source) ([]*Archive, []string) {
+	if src.Repo == "" || src.Through != "" || src.Channel == ChannelCandidate {
+		return archives, nil
+	}
+	keep := len(archives)
+	for keep > 0 && isPrerelease(archives[keep-1].Manifest.Version) {
+		keep--
+	}
+	var held []string
+	for _, a := range archives[keep:] {
+		held = append(held, a.Manifest.Version)
+	}
+	return archives[:keep], held
+}
+
+// isPrerelease reports whether v has a prerelease part (2.0.0-rc.1).
+func isPrerelease(v string) bool {
+	sv, err := manifests.ParseVersion(v)
+	return err == nil && sv.Prerelease() != ""
 }
 
 // checkSequence checks the overlays continue the node's head one after the

@@ -71,6 +71,7 @@ SIGTERM stop it, exit 0.`,
 	f.StringVar(&root, "root", "/", "the node")
 	f.StringVar(&configPath, "config", agent.DefaultConfigPath, "configuration file (read before every poll)")
 	f.StringVar(&base.Repo, "repo", "", "repository URL or directory (the configuration's repo wins)")
+	f.StringVar(&base.Channel, "channel", "", "stable (default: stop at the newest release) or candidate (prereleases too); the configuration's channel wins")
 	f.DurationVar(&interval, "interval", agent.DefaultInterval, "time between polls")
 	f.StringVar(&jitter, "jitter", "20%", "how much each wait varies, either way")
 	f.StringVar(&listen, "listen", "127.0.0.1:9411", "address of the health, metrics and nudge endpoints")

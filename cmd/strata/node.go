@@ -62,6 +62,12 @@ pending.`,
 			if src.Through != "" && src.Repo == "" && bundle == "" {
 				return usageError{fmt.Errorf("--through needs --repo or --bundle")}
 			}
+			if err := overlay.CheckChannel(src.Channel); err != nil {
+				return usageError{fmt.Errorf("--channel: %w", err)}
+			}
+			if src.Channel != "" && src.Repo == "" {
+				return usageError{fmt.Errorf("--channel needs --repo (a bundle carries the versions it was made for)")}
+			}
 			if (root == "") == (diskPath == "") {
 				return usageError{fmt.Errorf("give --root DIR or --disk DISK (not both)")}
 			}
@@ -98,6 +104,7 @@ pending.`,
 	f.StringVar(&src.Repo, "repo", "", "apply every pending overlay of this repository")
 	f.StringVar(&bundle, "bundle", "", "apply the pending overlays a bundle (strata bundle) carries; - reads it from stdin")
 	versionVar(c, &src.Through, "through", "with --repo or --bundle: stop at this version")
+	f.StringVar(&src.Channel, "channel", "", "with --repo: stable (the default: stop at the newest release) or candidate (prereleases too)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print the plan and change nothing")
 	f.StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")
 	f.DurationVar(&o.LockWait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
@@ -164,6 +171,9 @@ func printApply(w io.Writer, rep *overlay.ApplyReport) {
 	if len(rep.Pending) > 0 {
 		fmt.Fprintln(w, "pending restarts (restart debt):")
 		printActions(w, rep.Pending)
+	}
+	if len(rep.HeldBack) > 0 {
+		fmt.Fprintf(w, "held back: %s (prereleases after the newest release; --channel candidate or --through takes them)\n", strings.Join(rep.HeldBack, ", "))
 	}
 }
 
