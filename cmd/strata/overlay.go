@@ -14,8 +14,8 @@ import (
 )
 
 func newOverlayCmd(g *globals) *cobra.Command {
-	oc := &cobra.Command{Use: "overlay", Short: "Create and inspect overlays"}
-	oc.AddCommand(newOverlayCreateCmd(g), newOverlayInspectCmd(g))
+	oc := &cobra.Command{Use: "overlay", Short: "Create, inspect and revert overlays"}
+	oc.AddCommand(newOverlayCreateCmd(g), newOverlayInspectCmd(g), newOverlayRevertCmd(g))
 	return oc
 }
 

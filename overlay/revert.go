@@ -1,0 +1,258 @@
+package overlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// ErrRevertConflict reports an overlay to revert whose paths later
+// overlays changed too: undoing it would undo part of them.
+var ErrRevertConflict = manifests.Rejection("overlay: later overlays changed the same paths")
+
+// RevertOptions are the settings of Revert.
+type RevertOptions struct {
+	// Line picks the line (optional when the repository has one).
+	Line string
+	// Version of the overlay to publish; default the head's next patch.
+	Version string
+	// Force reverts even when later overlays changed the same paths:
+	// those paths go back to what they were before the reverted overlay.
+	Force bool
+	// DryRun plans the revert and publishes nothing.
+	DryRun bool
+}
+
+// Reverted is what Revert did or would do.
+type Reverted struct {
+	// Reverts is the overlay undone; Version the new overlay's.
+	Reverts manifests.Ref `json:"reverts"`
+	Version string        `json:"version"`
+	// Restores are the paths set back to what they were before Reverts;
+	// Deletes the paths Reverts added, removed.
+	Restores []string `json:"restores"`
+	Deletes  []string `json:"deletes"`
+	// Conflicts name the later overlays that changed the same paths
+	// (with Force they are reverted over).
+	Conflicts []string `json:"conflicts,omitempty"`
+	// Created is the overlay published (nil on a dry run).
+	Created *Created `json:"-"`
+}
+
+// Revert publishes, as the next overlay of its line in the repository in
+// directory repoDir, the change that undoes overlay version against the
+// head: every path it wrote goes back to what it was before it (or is
+// deleted, when it did not exist), every path it deleted comes back. The
+// sequence never rewrites history: this is how a bad overlay is
+// withdrawn. When later overlays changed the same paths it refuses with
+// ErrRevertConflict, naming them, unless o.Force.
+func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o RevertOptions) (*Reverted, error) {
+	r, err := repo.Open(repoDir, nil)
+	if err != nil {
+		return nil, err
+	}
+	c, err := LoadChain(ctx, r, o.Line, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	k := -1
+	for i, a := range c.Overlays {
+		if a.Manifest.Version == version {
+			k = i
+		}
+	}
+	if k < 0 {
+		return nil, fmt.Errorf("reverting %s: line %s has no overlay %s (its image %s cannot be reverted): %w", version, c.Line.Name, version, c.Image.Manifest.Version, ErrSequence)
+	}
+	v := c.Overlays[k].Manifest
+	parent := v.Parent.Version
+	before, err := LoadChain(ctx, r, c.Line.Name, parent, nil)
+	if err != nil {
+		return nil, err
+	}
+	pre := before.State
+	rev := &Reverted{Reverts: manifests.Ref{Version: v.Version, Digest: c.Overlays[k].Digest}, Version: o.Version, Restores: []string{}, Deletes: []string{}}
+	touched := touchedPaths(v, pre)
+	for _, a := range c.Overlays[k+1:] {
+		if hit := overlapping(a.Manifest, touched); len(hit) > 0 {
+			rev.Conflicts = append(rev.Conflicts, fmt.Sprintf("%s (/%s)", a.Manifest.Version, strings.Join(hit, ", /")))
+		}
+	}
+	if len(rev.Conflicts) > 0 && !o.Force {
+		return rev, fmt.Errorf("reverting %s: later overlays changed the same paths: %s; --force sets them back to what they were before %s: %w", version, strings.Join(rev.Conflicts, "; "), version, ErrRevertConflict)
+	}
+	head := c.Head()
+	if rev.Version == "" {
+		hv, err := manifests.ParseVersion(head.Version)
+		if err != nil {
+			return nil, err
+		}
+		rev.Version = hv.IncPatch().String()
+	}
+	dir, err := os.MkdirTemp("", "strata-revert-")
+	if err != nil {
+		return nil, fmt.Errorf("reverting %s: %w", version, err)
+	}
+	defer os.RemoveAll(dir)
+	ch := Change{Tree: dir}
+	for _, p := range sortedPaths(touched) {
+		e, had := pre[p]
+		now, has := c.State[p]
+		switch {
+		case !had && has && !underAny(p, ch.Deletes):
+			ch.Deletes = append(ch.Deletes, "/"+p)
+			rev.Deletes = append(rev.Deletes, "/"+p)
+		case had && (!has || now != e):
+			if err := materialize(ctx, before, dir, pre, e); err != nil {
+				return nil, fmt.Errorf("reverting %s: %w", version, err)
+			}
+			rev.Restores = append(rev.Restores, "/"+p)
+		}
+	}
+	if len(rev.Restores)+len(rev.Deletes) == 0 {
+		return rev, fmt.Errorf("reverting %s: the head %s has none of its changes left: %w", version, head.Version, ErrEmpty)
+	}
+	co := CreateOptions{Version: rev.Version, Line: c.Line.Name, Parent: head.Version}
+	if o.DryRun {
+		_, err := Preview(ctx, repoDir, ch, co)
+		return rev, err
+	}
+	rev.Created, err = Create(ctx, repoDir, key, ch, co)
+	return rev, err
+}
+
+// touchedPaths returns the paths overlay m changes in tree pre: those it
+// writes, and those it deletes with everything below them.
+func touchedPaths(m *manifests.OverlayManifest, pre tree.State) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range m.Entries {
+		out[e.Path] = true
+		// A directory it replaced with something else goes back whole.
+		if old, ok := pre[e.Path]; ok && old.Type == manifests.TypeDir && e.Type != manifests.TypeDir {
+			for p := range pre {
+				if manifests.Within(p, e.Path) {
+					out[p] = true
+				}
+			}
+		}
+	}
+	for _, d := range m.Deletes {
+		for p := range pre {
+			if manifests.Within(p, d) {
+				out[p] = true
+			}
+		}
+	}
+	return out
+}
+
+// overlapping returns the paths of touched that overlay m writes or
+// deletes (or deletes a directory above), sorted.
+func overlapping(m *manifests.OverlayManifest, touched map[string]bool) []string {
+	hit := map[string]bool{}
+	for _, e := range m.Entries {
+		if touched[e.Path] {
+			hit[e.Path] = true
+		}
+	}
+	for _, d := range m.Deletes {
+		for p := range touched {
+			if manifests.Within(p, d) {
+				hit[p] = true
+			}
+		}
+	}
+	return sortedPaths(hit)
+}
+
+func sortedPaths(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func underAny(p string, deletes []string) bool {
+	for _, d := range deletes {
+		if manifests.Within(p, strings.TrimPrefix(d, "/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// materialize writes entry e of tree pre (the chain before's head) under
+// dir with its type, content, mode and owner, and the directories above
+// it with theirs, so that a Change{Tree: dir} puts it back.
+func materialize(ctx context.Context, before *Chain, dir string, pre tree.State, e manifests.Entry) error {
+	var parents []manifests.Entry
+	for a := manifests.Parent(e.Path); a != ""; a = manifests.Parent(a) {
+		parents = append(parents, pre[a])
+	}
+	for i := len(parents) - 1; i >= 0; i-- {
+		if err := place(ctx, before, dir, parents[i]); err != nil {
+			return err
+		}
+	}
+	return place(ctx, before, dir, e)
+}
+
+// place creates entry e under dir unless it is there already.
+func place(ctx context.Context, before *Chain, dir string, e manifests.Entry) error {
+	host := filepath.Join(dir, filepath.FromSlash(e.Path))
+	if _, err := os.Lstat(host); err == nil {
+		return nil
+	}
+	switch e.Type {
+	case manifests.TypeDir:
+		if err := os.Mkdir(host, 0o700); err != nil {
+			return err
+		}
+	case manifests.TypeSymlink:
+		if err := os.Symlink(e.Target, host); err != nil {
+			return err
+		}
+		return os.Lchown(host, e.UID, e.GID)
+	case manifests.TypeFile:
+		b, err := contentBelow(ctx, before, before.Len(), e.Path, e.SHA256, -1)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(host, b, 0o600); err != nil {
+			return err
+		}
+	default:
+		return errors.New("/" + e.Path + ": a " + string(e.Type) + " cannot be restored")
+	}
+	if err := os.Lchown(host, e.UID, e.GID); err != nil {
+		return err
+	}
+	return os.Chmod(host, os.FileMode(e.Mode&0o777)|modeBits(uint32(e.Mode)))
+}
+
+// modeBits converts the setuid, setgid and sticky bits of a manifest mode
+// to Go's.
+func modeBits(m uint32) os.FileMode {
+	var out os.FileMode
+	if m&0o4000 != 0 {
+		out |= os.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		out |= os.ModeSetgid
+	}
+	if m&0o1000 != 0 {
+		out |= os.ModeSticky
+	}
+	return out
+}
