@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the demo image: build an image, start a repository,
 # create three overlays, provision a directory node, apply, verify,
-# regenerate, and provision a second node from the regenerated image.
+# regenerate, provision a second node from the regenerated image, roll
+# back and catch up, revert an overlay, and show the repository's log and
+# the node's history.
 set -euo pipefail
 S=$(realpath "${1:-bin/strata}")
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -86,6 +88,17 @@ step "roll node-a back one overlay, then catch up again"
 $S rollback --root node-a --restart-with "exec:echo {action} {unit} >> $log"
 $S apply-overlay --root node-a --repo repo --restart-with "exec:echo {action} {unit} >> $log"
 $S verify-sequence --root node-a --repo repo --files --strict
+
+step "withdraw a bad overlay: 1.0.2 is reverted by the next one, 1.1.1 (history is never rewritten)"
+$S overlay revert --repo repo 1.0.2 --key demo.key
+$S apply-overlay --root node-a --repo repo --restart-with "exec:echo {action} {unit} >> $log"
+[ ! -e node-a/etc/demo/web.d/brotli.conf ] && echo "node-a: /etc/demo/web.d/brotli.conf is gone again"
+
+step "the repository's log: every line, image and overlay, oldest first"
+$S repo log repo
+
+step "node-a's history: what its ledger records"
+$S node history --root node-a
 
 # A live node: the debian-node image booted read-only with real systemd as
 # PID 1 in namespaces of its own (tests/testnode), its layers stacked by

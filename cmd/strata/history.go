@@ -51,7 +51,7 @@ func printHistory(w io.Writer, h *overlay.NodeHistory) {
 			what += " (in effect)"
 		}
 		fmt.Fprintf(w, "  %3d  %s  %-9s  %s\n", e.Seq, e.Time, e.Action, what)
-		printHistoryActions(w, "pending", e.Pending)
+		printHistoryActions(w, "planned", e.Pending)
 		printHistoryActions(w, "done", e.Done)
 		printHistoryActions(w, "at reboot", e.Reboot)
 	}
