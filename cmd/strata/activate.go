@@ -13,8 +13,9 @@ import (
 func newActivateCmd(g *globals) *cobra.Command {
 	var root, run string
 	c := &cobra.Command{
-		Use:   "activate --root DIR [--run DIR]",
-		Short: "Stack a node's layers on its managed hierarchies (boot, recovery)",
+		Use:     "activate --root DIR [--run DIR]",
+		Example: `  strata activate --root /root --run /run`,
+		Short:   "Stack a node's layers on its managed hierarchies (boot, recovery)",
 		Long: `Make the managed hierarchies (/etc, /usr, /opt) of the node whose image is
 mounted at --root the overlayfs stacks its ledger says: the layers of the
 applied overlays, oldest at the bottom, above the image. The image itself

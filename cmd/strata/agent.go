@@ -17,7 +17,9 @@ func newAgentCmd(g *globals) *cobra.Command {
 	var interval time.Duration
 	var lockWait time.Duration
 	c := &cobra.Command{
-		Use:   "agent [--config FILE] [--repo URL] [--interval 2m] [--jitter 20%] [--listen ADDR]",
+		Use: "agent [--config FILE] [--repo URL] [--interval 2m] [--jitter 20%] [--listen ADDR]",
+		Example: `  strata agent
+  strata agent --repo https://repo.example.net/strata/ --interval 5m --channel candidate`,
 		Short: "Poll the line's repository and apply what the node is missing; serve health and metrics",
 		Long: `Run the pull agent on the node at --root (default /). Before every poll it
 reads --config (default /etc/strata/agent.yaml; its settings win over the
@@ -83,8 +85,9 @@ SIGTERM stop it, exit 0.`,
 func newNudgeCmd(g *globals) *cobra.Command {
 	var keyPath, line string
 	c := &cobra.Command{
-		Use:   "nudge --key K --line LINE URL...",
-		Short: "Make agents poll now: send each a nudge signed with K",
+		Use:     "nudge --key K --line LINE URL...",
+		Example: `  strata nudge --key ci.key --line web http://10.0.0.7:9411 http://10.0.0.8:9411`,
+		Short:   "Make agents poll now: send each a nudge signed with K",
 		Long: `Send a signed nudge to each agent URL (its --listen address, such as
 http://node7:9411/). An agent takes a nudge only if a key its node trusts
 signed it, for its line, made within 5 minutes of its clock and newer than

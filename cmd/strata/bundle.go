@@ -12,7 +12,9 @@ import (
 func newBundleCmd(g *globals) *cobra.Command {
 	var repoLoc, line, from, to, out string
 	c := &cobra.Command{
-		Use:   "bundle --repo REPO --from V [--to W] --out B.tar",
+		Use: "bundle --repo REPO --from V [--to W] --out B.tar",
+		Example: `  strata bundle --repo repo --from 1.0.2 --out site-b.tar
+  strata bundle --repo https://repo.example.net/strata/ --from 1.0.2 --to 1.0.7 --out b.tar`,
 		Short: "Write the signed chain from version V to W into one file, for a node with no network",
 		Long: `Write a bundle: the repository's signed index and the overlays of the
 line after --from (the node's head; the image version for a fresh node) up

@@ -16,7 +16,9 @@ func newGCCmd(g *globals) *cobra.Command {
 	var keep int
 	var wait time.Duration
 	c := &cobra.Command{
-		Use:   "gc --root DIR [--keep N]",
+		Use: "gc --root DIR [--keep N]",
+		Example: `  strata gc --root /
+  strata gc --root node --keep 3`,
 		Short: "Prune rollback data beyond the newest N overlays, and state nothing owns",
 		Long: `Prune a node's state: the undo data of all but the newest --keep overlays
 in effect (on a directory node; rollback then stops before the pruned

@@ -15,9 +15,10 @@ func newKeyCmd(g *globals) *cobra.Command {
 	key := &cobra.Command{Use: "key", Short: "Manage minisign signing keys"}
 	var out string
 	gen := &cobra.Command{
-		Use:   "generate --out PREFIX",
-		Short: "Write a new key pair to PREFIX.key and PREFIX.pub (minisign format, no password)",
-		Args:  args(cobra.NoArgs),
+		Use:     "generate --out PREFIX",
+		Example: `  strata key generate --out ci        # ci.key (secret), ci.pub`,
+		Short:   "Write a new key pair to PREFIX.key and PREFIX.pub (minisign format, no password)",
+		Args:    args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := sign.Generate(out); err != nil {
 				return err
@@ -43,7 +44,9 @@ func newKeyRotateCmd(g *globals) *cobra.Command {
 	var adds []string
 	var o overlay.RotateOptions
 	c := &cobra.Command{
-		Use:   "rotate --repo REPO --key CURRENT (--add NEW.pub ... | --revoke KEYID ...) [--index-key K]",
+		Use: "rotate --repo REPO --key CURRENT (--add NEW.pub ... | --revoke KEYID ...) [--index-key K]",
+		Example: `  strata key rotate --repo repo --key old.key --add new.pub
+  strata key rotate --repo repo --key new.key --revoke 0033A74F42697927`,
 		Short: "Publish a key rotation: the next overlay of the line, which changes the keys nodes trust",
 		Long: `Publish a key rotation. It is the next overlay of the line, signed by
 --key (a key the line trusts at its head), and changes nothing but the

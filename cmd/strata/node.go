@@ -38,7 +38,10 @@ func newApplyCmd(g *globals) *cobra.Command {
 	var o overlay.ApplyOptions
 	var root, restartWith, diskPath, bundle string
 	c := &cobra.Command{
-		Use:   "apply-overlay (--root DIR | --disk DISK) (FILE ... | --repo REPO [--through V] | --bundle B.tar [--through V])",
+		Use: "apply-overlay (--root DIR | --disk DISK) (FILE ... | --repo REPO [--through V] | --bundle B.tar [--through V])",
+		Example: `  strata apply-overlay --root / --repo https://repo.example.net/strata/
+  strata apply-overlay --root node --repo repo --through 1.0.4 --dry-run
+  strata apply-overlay --disk node.img repo/overlays/demo-1.0.1.overlay.tar.zst`,
 		Short: "Verify overlays, apply them in order, restart only what they touch",
 		Long: `Apply overlays to the node at --root. Everything is verified before the node
 changes: signatures against the node's keys, the parent chain against the
@@ -228,7 +231,9 @@ func newRestartPendingCmd(g *globals) *cobra.Command {
 	var root, restartWith string
 	var wait time.Duration
 	c := &cobra.Command{
-		Use:   "restart-pending --root DIR [--restart-with systemd|exec:'CMD {unit} {action}']",
+		Use: "restart-pending --root DIR [--restart-with systemd|exec:'CMD {unit} {action}']",
+		Example: `  strata restart-pending --root /
+  strata restart-pending --root node --restart-with 'exec:echo {unit} {action}'`,
 		Short: "Carry out the restarts recorded as pending (restart debt) and record them",
 		Args:  args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {

@@ -25,7 +25,10 @@ func newOverlayCreateCmd(g *globals) *cobra.Command {
 	var ch overlay.Change
 	var o overlay.CreateOptions
 	c := &cobra.Command{
-		Use:   "create --repo REPO --version V --key K (--tree DIR | --add DEST=SRC ... | --delete DEST ...)",
+		Use: "create --repo REPO --version V --key K (--tree DIR | --add DEST=SRC ... | --delete DEST ...)",
+		Example: `  strata overlay create --repo repo --version 1.0.1 --key ci.key --add /etc/demo/web.conf=web.conf
+  strata overlay create --repo repo --version 1.1.0 --key ci.key --tree changes/ --delete /etc/demo/old.conf
+  strata overlay create --repo repo --version 1.0.2 --key ci.key --add /etc/motd=motd --restart demo-web.service`,
 		Short: "Compute a change against the line's head, sign it and append it to the repository",
 		Long: `Create an overlay. --tree DIR lays a directory over the head (entries that
 differ, with their on-disk owners and modes; directories the head already
@@ -93,9 +96,10 @@ reload are inferred from the line's catalog; --restart and --reload add more.`,
 func newOverlayInspectCmd(g *globals) *cobra.Command {
 	var pub string
 	c := &cobra.Command{
-		Use:   "inspect FILE [--json]",
-		Short: "Show an overlay's manifest (verifying it when --pub is given)",
-		Args:  args(cobra.ExactArgs(1)),
+		Use:     "inspect FILE [--json]",
+		Example: `  strata overlay inspect repo/overlays/demo-1.0.1.overlay.tar.zst --pub ci.pub`,
+		Short:   "Show an overlay's manifest (verifying it when --pub is given)",
+		Args:    args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
 			var trust *sign.KeySet
 			var err error

@@ -16,7 +16,10 @@ func newProvisionCmd(g *globals) *cobra.Command {
 	var image, root, state, pub, diskPath, size, keyFile, repoDir, line, through, signKey string
 	var do disk.Options
 	c := &cobra.Command{
-		Use:   "provision (--image IMAGE.squashfs | --repo REPO [--through V] --key K) (--root DIR | --state DIR | --disk PATH [--size SIZE] [--hostname H] [--ssh-authorized-key FILE] [--node-id ID])",
+		Use: "provision (--image IMAGE.squashfs | --repo REPO [--through V] --key K) (--root DIR | --state DIR | --disk PATH [--size SIZE] [--hostname H] [--ssh-authorized-key FILE] [--node-id ID])",
+		Example: `  strata provision --image out/demo-1.0.0.squashfs --root nodes/a
+  strata provision --repo repo --key ci.key --disk /dev/sdb --hostname edge-7 --ssh-authorized-key ops.pub
+  strata provision --image out/base-1.0.0.squashfs --disk node.img --size 4G`,
 		Short: "Make a directory node or a bootable node disk from a signed image",
 		Long: `Provision a node from a signed image, verified first (signature, then every
 entry and file against the manifest).

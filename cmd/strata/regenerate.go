@@ -12,7 +12,9 @@ func regenerateCmd(g *globals) *cobra.Command {
 	var repoDir, through, out, keyPath, line string
 	var pubs []string
 	c := &cobra.Command{
-		Use:   "regenerate --repo REPO [--through V] --out DIR [--key K [--history-pub OLD.pub ...]]",
+		Use: "regenerate --repo REPO [--through V] --out DIR [--key K [--history-pub OLD.pub ...]]",
+		Example: `  strata regenerate --repo repo --out out --key ci.key
+  strata regenerate --repo repo --through 1.0.5 --out out --key ci.key`,
 		Short: "Fold the line's image and overlays into a fresh image for new machines",
 		Args:  args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {

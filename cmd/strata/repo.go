@@ -14,9 +14,10 @@ func newRepoCmd(g *globals) *cobra.Command {
 	rc := &cobra.Command{Use: "repo", Short: "Manage overlay repositories"}
 	var image, keyPath string
 	init := &cobra.Command{
-		Use:   "init REPO --image IMAGE.squashfs --key K",
-		Short: "Start a repository (or add a line to one) beginning at an image",
-		Args:  args(cobra.ExactArgs(1)),
+		Use:     "init REPO --image IMAGE.squashfs --key K",
+		Example: `  strata repo init repo --image out/demo-1.0.0.squashfs --key ci.key`,
+		Short:   "Start a repository (or add a line to one) beginning at an image",
+		Args:    args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
 			key, err := loadKey(keyPath)
 			if err != nil {
@@ -85,7 +86,9 @@ func newRepoRefreshCmd(g *globals) *cobra.Command {
 	var keyPath string
 	var validFor time.Duration
 	c := &cobra.Command{
-		Use:   "refresh REPO --key K [--valid-for DURATION]",
+		Use: "refresh REPO --key K [--valid-for DURATION]",
+		Example: `  strata repo refresh repo --key ci.key
+  strata repo refresh repo --key ci.key --valid-for 168h`,
 		Short: "Re-sign the index with a higher serial and a new expiry",
 		Long: `Re-sign the repository's index unchanged but for its serial (one higher)
 and its expiry (--valid-for from now, default 720h). Nodes refuse an index
@@ -119,8 +122,9 @@ say). The key must be the one that signed the index.`,
 
 func newRepoPushCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "push REPO oci://REGISTRY/NAME[:TAG]",
-		Short: "Publish a repository directory to an OCI registry (one artifact, tagged)",
+		Use:     "push REPO oci://REGISTRY/NAME[:TAG]",
+		Example: `  strata repo push repo oci://registry.example.net/strata/demo:stable`,
+		Short:   "Publish a repository directory to an OCI registry (one artifact, tagged)",
 		Long: `Push the repository in directory REPO to an OCI registry: every member its
 signed index names (images, image manifests, overlays, the index and
 signatures) as a blob the registry does not have yet, then one artifact

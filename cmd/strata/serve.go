@@ -16,8 +16,9 @@ func newServeCmd(g *globals) *cobra.Command {
 	var grace time.Duration
 	var maxConns int
 	c := &cobra.Command{
-		Use:   "serve REPO [--listen ADDR]",
-		Short: "Serve a repository over HTTP (read-only) for nodes to pull from",
+		Use:     "serve REPO [--listen ADDR]",
+		Example: `  strata serve repo --listen :8080`,
+		Short:   "Serve a repository over HTTP (read-only) for nodes to pull from",
 		Long: `Serve the repository in directory REPO over HTTP: GET and HEAD of its
 members, with ETag and Last-Modified, conditional and range requests. The
 index is served for revalidation (Cache-Control: no-cache), images and

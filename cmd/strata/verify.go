@@ -15,7 +15,10 @@ func newVerifyCmd(g *globals) *cobra.Command {
 	var historyPubs []string
 	var files, strict bool
 	c := &cobra.Command{
-		Use:   "verify-sequence ((--root DIR | --disk DISK) [--repo REPO] [--files] | --repo REPO) [--json]",
+		Use: "verify-sequence ((--root DIR | --disk DISK) [--repo REPO] [--files] | --repo REPO) [--json]",
+		Example: `  strata verify-sequence --root / --repo https://repo.example.net/strata/ --files
+  strata verify-sequence --repo repo --pub ci.pub
+  strata verify-sequence --disk node.img --files`,
 		Short: "Audit a node or a repository: no gaps, no reorders, no tampering, no drift",
 		Long: `Audit a node (--root) or a repository (--repo alone).
 
