@@ -4,7 +4,10 @@ GO       ?= go
 BIN      := bin/strata
 PKGS     := ./...
 
-.PHONY: all build deps test test-debian test-boot unit lint demo bench fuzz clean
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+
+.PHONY: all build deps test test-debian test-boot unit lint demo bench fuzz clean man install
 
 all: build
 
@@ -17,6 +20,23 @@ build:
 
 deps:
 	./scripts/deps.sh
+
+# Man pages, one per command, generated from the command tree into
+# docs/man (committed; a test checks they match the tree).
+man: build
+	rm -rf docs/man
+	$(BIN) gen-man docs/man
+
+# make install PREFIX=/usr/local [DESTDIR=...]: the binary, the man pages
+# and bash, zsh and fish completions.
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/strata
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	$(BIN) completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/strata
+	$(BIN) completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_strata
+	$(BIN) completion fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/strata.fish
 
 # Every test, the Debian node image included (tag debian: it builds
 # images/debian-node twice and compares), then the boot test (below). Needs

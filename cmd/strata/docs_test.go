@@ -77,3 +77,34 @@ func TestCLIDocsInSync(t *testing.T) {
 		}
 	}
 }
+
+// TestManPagesInSync regenerates the man pages and compares them with
+// docs/man: make man must have been run after the last change to a
+// command's help.
+func TestManPagesInSync(t *testing.T) {
+	t.Setenv("SOURCE_DATE_EPOCH", "")
+	dir := t.TempDir()
+	root := newRoot()
+	root.SetArgs([]string{"gen-man", dir})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have, err := os.ReadDir("../../docs/man")
+	if err != nil {
+		t.Fatalf("docs/man: %v (run make man)", err)
+	}
+	if len(have) != len(want) {
+		t.Errorf("docs/man has %d pages, the command tree makes %d (run make man)", len(have), len(want))
+	}
+	for _, e := range want {
+		got, _ := os.ReadFile(dir + "/" + e.Name())
+		committed, err := os.ReadFile("../../docs/man/" + e.Name())
+		if err != nil || string(got) != string(committed) {
+			t.Errorf("docs/man/%s is not what the command tree makes (run make man)", e.Name())
+		}
+	}
+}

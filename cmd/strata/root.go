@@ -62,6 +62,7 @@ overlay chain folded in.
 	for _, c := range root.Commands() {
 		guardGroup(c)
 	}
+	root.AddCommand(newGenManCmd(root))
 	return root
 }
 
