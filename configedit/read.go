@@ -145,7 +145,7 @@ func compare(ctx context.Context, c1, c2 *overlay.Chain, content func(manifests.
 		case !inNew:
 			ch.Kind, ch.Old = "removed", &o
 		default:
-			ch.Kind, ch.Old, ch.New, ch.What = "modified", &o, &n, what(o, n)
+			ch.Kind, ch.Old, ch.New, ch.What = "modified", &o, &n, manifests.EntryChanges(o, n)
 		}
 		if d, err := textDiff(ch, content); err != nil {
 			return nil, err
@@ -185,26 +185,6 @@ func (rep *Report) setServices(actions []manifests.ServiceAction) {
 	for i := range rep.Changes {
 		rep.Changes[i].Units = units[strings.TrimPrefix(rep.Changes[i].Path, "/")]
 	}
-}
-
-func what(o, n manifests.Entry) []string {
-	var out []string
-	if o.Type != n.Type {
-		return []string{fmt.Sprintf("type %s -> %s", o.Type, n.Type)}
-	}
-	if o.SHA256 != n.SHA256 || o.Size != n.Size {
-		out = append(out, "content")
-	}
-	if o.Mode != n.Mode {
-		out = append(out, fmt.Sprintf("mode %04o -> %04o", uint32(o.Mode), uint32(n.Mode)))
-	}
-	if o.UID != n.UID || o.GID != n.GID {
-		out = append(out, fmt.Sprintf("owner %d:%d -> %d:%d", o.UID, o.GID, n.UID, n.GID))
-	}
-	if o.Target != n.Target {
-		out = append(out, fmt.Sprintf("target %s -> %s", o.Target, n.Target))
-	}
-	return out
 }
 
 // textDiff returns a unified diff of ch's old and new file contents when

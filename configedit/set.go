@@ -137,7 +137,7 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 		}
 		ch := Change{Path: "/" + rel, Kind: "added", New: &n}
 		if had {
-			ch.Kind, ch.Old, ch.What = "modified", &old, what(old, n)
+			ch.Kind, ch.Old, ch.What = "modified", &old, manifests.EntryChanges(old, n)
 		}
 		ch.Diff, err = textDiff(ch, func(e manifests.Entry, side int) ([]byte, error) {
 			if side == 1 {

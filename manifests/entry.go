@@ -163,3 +163,26 @@ func ImagePath(p string) (string, error) {
 	}
 	return rel, nil
 }
+
+// EntryChanges names what differs between o and n, two entries of one
+// path: "type file -> symlink" alone, else any of "content",
+// "mode 0644 -> 0600", "owner 0:0 -> 1000:1000", "target a -> b".
+func EntryChanges(o, n Entry) []string {
+	if o.Type != n.Type {
+		return []string{fmt.Sprintf("type %s -> %s", o.Type, n.Type)}
+	}
+	var out []string
+	if o.SHA256 != n.SHA256 || o.Size != n.Size {
+		out = append(out, "content")
+	}
+	if o.Mode != n.Mode {
+		out = append(out, fmt.Sprintf("mode %04o -> %04o", uint32(o.Mode), uint32(n.Mode)))
+	}
+	if o.UID != n.UID || o.GID != n.GID {
+		out = append(out, fmt.Sprintf("owner %d:%d -> %d:%d", o.UID, o.GID, n.UID, n.GID))
+	}
+	if o.Target != n.Target {
+		out = append(out, fmt.Sprintf("target %s -> %s", o.Target, n.Target))
+	}
+	return out
+}

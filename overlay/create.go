@@ -47,6 +47,26 @@ type Change struct {
 type Add struct {
 	Dest string
 	Src  string
+	// Mode, when SetMode, is the mode of the files it adds (not of
+	// directories); otherwise a path the head has keeps its mode and a
+	// new one gets 0644 (0755 if executable).
+	SetMode bool
+	Mode    manifests.Mode
+	// UID and GID, when SetOwner, own every entry it adds; otherwise a
+	// path the head has keeps its owner and a new one is root's.
+	SetOwner bool
+	UID, GID int
+}
+
+// override applies the mode and owner a asks for to e.
+func (a Add) override(e manifests.Entry) manifests.Entry {
+	if a.SetMode && e.Type == manifests.TypeFile {
+		e.Mode = a.Mode
+	}
+	if a.SetOwner {
+		e.UID, e.GID = a.UID, a.GID
+	}
+	return e
 }
 
 // CreateOptions are the settings of Create.
@@ -171,6 +191,55 @@ func prepare(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*manife
 	return m, open, next, nil
 }
 
+// PathChange is one path an overlay changes, against the head.
+type PathChange struct {
+	Path string `json:"path"`
+	// Kind is "added", "modified" or "deleted".
+	Kind string `json:"kind"`
+	// What names a modification: content, mode, owner, type, target
+	// (manifests.EntryChanges).
+	What []string `json:"what,omitempty"`
+}
+
+// Changes lists what manifest m (of an overlay on the tree head)
+// changes, path by path, sorted: additions and modifications with what
+// differs, deletions.
+func Changes(head tree.State, m *manifests.OverlayManifest) []PathChange {
+	out := []PathChange{}
+	for _, e := range m.Entries {
+		old, had := head[e.Path]
+		switch {
+		case !had:
+			out = append(out, PathChange{Path: "/" + e.Path, Kind: "added"})
+		default:
+			out = append(out, PathChange{Path: "/" + e.Path, Kind: "modified", What: manifests.EntryChanges(old, e)})
+		}
+	}
+	for _, d := range m.Deletes {
+		out = append(out, PathChange{Path: "/" + d, Kind: "deleted"})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// PreviewChanges is Preview with the changes against the head, path by
+// path (see Changes).
+func PreviewChanges(ctx context.Context, repoDir string, ch Change, o CreateOptions) (*manifests.OverlayManifest, []PathChange, error) {
+	r, err := repo.Open(repoDir, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := repo.LoadHead(ctx, r, o.Line)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := previewOn(ctx, c, ch, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, Changes(c.State, m), nil
+}
+
 // Preview computes the overlay Create would publish for change at the
 // head of the repository's line, without a key and without writing
 // anything: its entries, deletes, restart plan and catalog (patches are
@@ -185,6 +254,10 @@ func Preview(ctx context.Context, repoDir string, ch Change, o CreateOptions) (*
 	if err != nil {
 		return nil, err
 	}
+	return previewOn(ctx, c, ch, o)
+}
+
+func previewOn(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*manifests.OverlayManifest, error) {
 	if o.Parent == "" {
 		o.Parent = c.Head().Version
 	}

@@ -52,7 +52,7 @@ func diff(head tree.State, ch Change) (*delta, error) {
 			if err != nil {
 				return nil, err
 			}
-			want[dest] = adopt(head, e)
+			want[dest] = a.override(adopt(head, e))
 			src[dest] = a.Src
 			continue
 		}
@@ -60,11 +60,11 @@ func diff(head tree.State, ch Change) (*delta, error) {
 		if err != nil {
 			return nil, err
 		}
-		want[dest] = adopt(head, manifests.Entry{Path: dest, Type: manifests.TypeDir, Mode: 0755})
+		want[dest] = a.override(adopt(head, manifests.Entry{Path: dest, Type: manifests.TypeDir, Mode: 0755}))
 		for _, e := range entries {
 			host := filepath.Join(a.Src, filepath.FromSlash(e.Path))
 			e.Path = dest + "/" + e.Path
-			want[e.Path] = adopt(head, e)
+			want[e.Path] = a.override(adopt(head, e))
 			src[e.Path] = host
 		}
 	}

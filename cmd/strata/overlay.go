@@ -20,22 +20,28 @@ func newOverlayCmd(g *globals) *cobra.Command {
 }
 
 func newOverlayCreateCmd(g *globals) *cobra.Command {
-	var repoDir, keyPath, treeDir string
+	var repoDir, keyPath, treeDir, mode, owner string
 	var adds []string
+	var dryRun bool
 	var ch overlay.Change
 	var o overlay.CreateOptions
 	c := &cobra.Command{
-		Use: "create --repo REPO --version V --key K (--tree DIR | --add DEST=SRC ... | --delete DEST ...)",
+		Use: "create --repo REPO --version V (--key K | --dry-run) (--tree DIR | --add DEST=SRC ... [--mode M] [--owner U:G] | --delete DEST ...)",
 		Example: `  strata overlay create --repo repo --version 1.0.1 --key ci.key --add /etc/demo/web.conf=web.conf
   strata overlay create --repo repo --version 1.1.0 --key ci.key --tree changes/ --delete /etc/demo/old.conf
-  strata overlay create --repo repo --version 1.0.2 --key ci.key --add /etc/motd=motd --restart demo-web.service`,
+  strata overlay create --repo repo --version 1.0.2 --key ci.key --add /etc/motd=motd --restart demo-web.service
+  strata overlay create --repo repo --version 1.0.3 --dry-run --add /etc/app/token=token --mode 0600 --owner 0:113`,
 		Short: "Compute a change against the line's head, sign it and append it to the repository",
 		Long: `Create an overlay. --tree DIR lays a directory over the head (entries that
 differ, with their on-disk owners and modes; directories the head already
 has keep theirs); --add places one file or
 directory (a path the head has keeps its owner and mode; new paths are
-root-owned 0644/0755); --delete removes a path. The services to restart or
-reload are inferred from the line's catalog; --restart and --reload add more.`,
+root-owned 0644/0755; --mode and --owner set them for every --add: the mode
+of the files, the numeric owner of everything); --delete removes a path.
+The services to restart or reload are inferred from the line's catalog;
+--restart and --reload add more. --dry-run shows the change against the
+head (added, modified with what differs: content, mode, owner, type;
+deleted) and the restart plan before anything is signed; it needs no key.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if treeDir == "" && len(adds) == 0 && len(ch.Deletes) == 0 {
@@ -50,17 +56,37 @@ reload are inferred from the line's catalog; --restart and --reload add more.`,
 				}
 			}
 			ch.Tree = treeDir
+			if (mode != "" || owner != "") && len(adds) == 0 {
+				return usageError{fmt.Errorf("--mode and --owner apply to --add; with --tree the files' own modes and owners count")}
+			}
+			over, err := parseModeOwner(mode, owner)
+			if err != nil {
+				return err
+			}
 			for _, a := range adds {
 				add, err := parseAdd(a)
 				if err != nil {
 					return err
 				}
-				ch.Adds = append(ch.Adds, add)
+				over.Dest, over.Src = add.Dest, add.Src
+				ch.Adds = append(ch.Adds, over)
 			}
 			for _, d := range ch.Deletes {
 				if err := checkImagePath("--delete", d); err != nil {
 					return err
 				}
+			}
+			if dryRun {
+				m, changes, err := overlay.PreviewChanges(c.Context(), repoDir, ch, o)
+				if err != nil {
+					return err
+				}
+				return g.output(c.OutOrStdout(), map[string]any{"dry_run": true, "changes": changes, "manifest": m}, func(w io.Writer) {
+					printPreview(w, m, changes)
+				})
+			}
+			if keyPath == "" {
+				return usageError{fmt.Errorf("--key is required to sign the overlay (or --dry-run to see it first)")}
 			}
 			key, err := loadKey(keyPath)
 			if err != nil {
@@ -86,11 +112,35 @@ reload are inferred from the line's catalog; --restart and --reload add more.`,
 	f.StringArrayVar(&ch.Deletes, "delete", nil, "image path to delete")
 	f.StringArrayVar(&ch.Restart, "restart", nil, "unit to restart in addition to the inferred plan")
 	f.StringArrayVar(&ch.Reload, "reload", nil, "unit to reload in addition to the inferred plan")
+	f.BoolVar(&dryRun, "dry-run", false, "show the change against the head and the restart plan; sign and write nothing")
+	f.StringVar(&mode, "mode", "", "with --add: octal mode of the files added (e.g. 0600)")
+	f.StringVar(&owner, "owner", "", "with --add: numeric UID:GID owning what is added (e.g. 0:113)")
 	f.BoolVar(&ch.AllowUnknownUnits, "allow-unknown-unit", false, "let --restart and --reload name units the line's catalog does not have")
 	f.StringVar(&o.Compression, "compression", "zstd", "zstd, xz, gzip or none")
 	f.StringVar(&o.RequiresImage, "requires-image", "", "semver constraint on the base image (default ^IMAGE_VERSION)")
-	required(c, "repo", "version", "key")
+	required(c, "repo", "version")
 	return c
+}
+
+// printPreview shows a dry run of overlay create.
+func printPreview(w io.Writer, m *manifests.OverlayManifest, changes []overlay.PathChange) {
+	fmt.Fprintf(w, "would create %s %s (parent %s); nothing signed or written\n", m.Line, m.Version, m.Parent.Version)
+	for _, ch := range changes {
+		what := ""
+		if len(ch.What) > 0 {
+			what = ": " + strings.Join(ch.What, ", ")
+		}
+		fmt.Fprintf(w, "  %-9s %s%s\n", ch.Kind, ch.Path, what)
+	}
+	if len(m.Services) == 0 {
+		fmt.Fprintln(w, "services: none affected")
+	} else {
+		fmt.Fprintf(w, "services (%d):\n", len(m.Services))
+		printActions(w, m.Services)
+	}
+	if len(m.Unclaimed) > 0 {
+		fmt.Fprintf(w, "unclaimed (restart nothing): /%s\n", strings.Join(m.Unclaimed, ", /"))
+	}
 }
 
 func newOverlayInspectCmd(g *globals) *cobra.Command {

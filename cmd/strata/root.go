@@ -127,6 +127,7 @@ func (g *globals) output(w io.Writer, v any, text func(w io.Writer)) error {
 	if g.json {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // "->" stays "->"
 		return enc.Encode(v)
 	}
 	text(w)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -141,4 +142,27 @@ func (v *imageValue) Set(s string) error {
 // imageVar defines an --image flag on fs stored in p.
 func imageVar(fs *pflag.FlagSet, p *string, usage string) {
 	fs.Var((*imageValue)(p), "image", usage)
+}
+
+// parseModeOwner parses --mode (octal, at most 07777) and --owner
+// (numeric UID:GID) into an Add carrying them.
+func parseModeOwner(mode, owner string) (overlay.Add, error) {
+	var a overlay.Add
+	if mode != "" {
+		m, err := strconv.ParseUint(strings.TrimPrefix(mode, "0o"), 8, 32)
+		if err != nil || m > 0o7777 {
+			return a, usageError{fmt.Errorf("--mode %q: want an octal mode such as 0644 or 0600", mode)}
+		}
+		a.SetMode, a.Mode = true, manifests.Mode(m)
+	}
+	if owner != "" {
+		u, g, ok := strings.Cut(owner, ":")
+		uid, err1 := strconv.ParseUint(u, 10, 31)
+		gid, err2 := strconv.ParseUint(g, 10, 31)
+		if !ok || err1 != nil || err2 != nil {
+			return a, usageError{fmt.Errorf("--owner %q: want numeric UID:GID such as 0:0 or 1000:1000 (names differ between the build host and the image)", owner)}
+		}
+		a.SetOwner, a.UID, a.GID = true, int(uid), int(gid)
+	}
+	return a, nil
 }
