@@ -17,6 +17,8 @@ import (
 	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/fleet"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
 )
 
 // sshFlags adds the SSH settings of the fleet commands to f.
@@ -67,7 +69,7 @@ func loadNodes(path, group string) ([]fleet.Node, error) {
 }
 
 func newRolloutCmd(g *globals) *cobra.Command {
-	var inventory, repoLoc, line, group, through, maxUnavail, transfer, via, keyPath string
+	var inventory, repoLoc, line, group, through, maxUnavail, transfer, via, keyPath, channel string
 	var o fleet.RolloutOptions
 	c := &cobra.Command{
 		Use:   "rollout --inventory INV --repo REPO [--through V] [--group G] [--canary N] [--max-unavailable N|P%] [--parallel N]",
@@ -130,7 +132,12 @@ when any node is not at the target.`,
 			if o.LineName, o.Line, err = repo.LineVersions(c.Context(), repoLoc, line); err != nil {
 				return err
 			}
-			o.Target = o.Line[len(o.Line)-1].Version
+			if err := overlay.CheckChannel(channel); err != nil {
+				return usageError{fmt.Errorf("--channel: %w", err)}
+			}
+			// The default target is what the channel's nodes take: the
+			// newest release (stable) or the head (candidate).
+			o.Target = channelTarget(o.Line, channel)
 			if through != "" {
 				o.Target = through
 			}
@@ -139,8 +146,8 @@ when any node is not at the target.`,
 				if err != nil {
 					return err
 				}
-				if head := o.Line[len(o.Line)-1].Version; o.Target != head {
-					return usageError{fmt.Errorf("--via agent: the agents apply their repository's head; --through %s is not it", through)}
+				if want := channelTarget(o.Line, channel); o.Target != want {
+					return usageError{fmt.Errorf("--via agent: the agents on the %s channel apply up to %s; --through %s is not it", channelName(channel), want, through)}
 				}
 				if _, err := agent.SignNudge(key, o.LineName, time.Now()); err != nil {
 					return err
@@ -175,7 +182,8 @@ when any node is not at the target.`,
 	f.StringVar(&inventory, "inventory", "", "fleet inventory (YAML)")
 	f.StringVar(&repoLoc, "repo", "", "repository (directory or URL)")
 	f.StringVar(&line, "line", "", "the line (when the repository has several)")
-	versionVar(c, &through, "through", "bring the nodes to this version (default: the line's head)")
+	versionVar(c, &through, "through", "bring the nodes to this version (default: the line's newest release, or its head with --channel candidate)")
+	f.StringVar(&channel, "channel", "", "stable (default: the newest release is the target) or candidate (the head, prereleases too)")
 	f.StringVar(&group, "group", "", "only the nodes of this group")
 	f.IntVar(&o.Canary, "canary", 0, "nodes in the first wave, which must all succeed before any other node is touched")
 	f.StringVar(&maxUnavail, "max-unavailable", "25%", "nodes out of service at once, a count or a percentage of the nodes")
@@ -266,4 +274,26 @@ func printResults(w io.Writer, nodes []fleet.NodeResult, counts map[string]int, 
 	if halted != "" {
 		fmt.Fprintf(w, "halted: %s\n", printable(halted))
 	}
+}
+
+// channelTarget is the version nodes on channel take from a line whose
+// image and overlays are refs: its head on the candidate channel, else
+// its newest release (the image is one).
+func channelTarget(refs []manifests.Ref, channel string) string {
+	if channel == overlay.ChannelCandidate {
+		return refs[len(refs)-1].Version
+	}
+	for i := len(refs) - 1; i > 0; i-- {
+		if v, err := manifests.ParseVersion(refs[i].Version); err == nil && v.Prerelease() == "" {
+			return refs[i].Version
+		}
+	}
+	return refs[0].Version
+}
+
+func channelName(ch string) string {
+	if ch == "" {
+		return overlay.ChannelStable
+	}
+	return ch
 }
