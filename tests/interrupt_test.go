@@ -2,6 +2,8 @@ package tests
 
 import (
 	"bytes"
+	"crypto/rand"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,5 +74,65 @@ func TestInterruptExitsCleanly(t *testing.T) {
 		if o, code := strata(c.apply(c.b.ov1)...); code != 0 {
 			t.Errorf("%s: apply after the interruption: exit %d:\n%s", sig, code, o)
 		}
+	}
+}
+
+// An interrupted build-image stops inside mksquashfs, says "interrupted",
+// exits 130 and leaves no image, no half-written temporary and no staged
+// files in --out.
+func TestInterruptedBuildLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	if o, code := strata("key", "generate", "--out", filepath.Join(dir, "k")); code != 0 {
+		t.Fatalf("key generate: %s", o)
+	}
+	big := make([]byte, 160<<20)
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "rootfs", "srv"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rootfs", "srv", "blob"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recipe := "line: big\nversion: 1.0.0\ncompressor: xz\nbase:\n  dir: rootfs\n"
+	if err := os.WriteFile(filepath.Join(dir, "recipe.yaml"), []byte(recipe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command(strataBin, "build-image", filepath.Join(dir, "recipe.yaml"), "--out", out, "--key", filepath.Join(dir, "k.key"))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	buf := make([]byte, 4096)
+	for !strings.Contains(log.String(), "writing "+out) {
+		n, err := stderr.Read(buf)
+		log.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("build-image ended before writing the image:\n%s", log.String())
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // inside mksquashfs
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stderr)
+	log.Write(rest)
+	err = cmd.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 130 || !strings.Contains(log.String(), "interrupted") {
+		t.Fatalf("exit %d, want 130 saying interrupted:\n%s", code, log.String())
+	}
+	left, _ := os.ReadDir(out)
+	for _, e := range left {
+		t.Errorf("left in --out: %s", e.Name())
 	}
 }

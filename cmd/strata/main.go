@@ -49,19 +49,21 @@ func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	var got atomic.Int32
 	go func() {
 		s := <-sigs
 		signal.Stop(sigs)
-		got.Store(int32(s.(syscall.Signal)))
+		interruptedBy.Store(int32(s.(syscall.Signal)))
 		cancel()
 	}()
 	code := run(ctx, os.Args[1:])
-	if s := got.Load(); s != 0 && !(code == exitOK && stoppedCleanly.Load()) {
+	if s := interruptedBy.Load(); s != 0 && !(code == exitOK && stoppedCleanly.Load()) {
 		code = 128 + int(s)
 	}
 	os.Exit(code)
 }
+
+// interruptedBy is the signal that cancelled the command (0: none).
+var interruptedBy atomic.Int32
 
 func run(ctx context.Context, args []string) int {
 	cmd := newRoot()
@@ -86,8 +88,10 @@ func run(ctx context.Context, args []string) int {
 	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrUnknownUnit) || errors.Is(err, overlay.ErrRollbackTarget) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) || errors.Is(err, overlay.ErrRotation) || errors.Is(err, repo.ErrRemote) || errors.Is(err, repo.ErrLocation) {
 		code = exitUsage
 	}
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		err = fmt.Errorf("interrupted: %w", err)
+	if s := interruptedBy.Load(); s != 0 && ctx.Err() != nil {
+		// Whatever the step that stopped says (a tool killed, a read
+		// cancelled), the command was interrupted.
+		err, code = fmt.Errorf("interrupted: %w", err), 128+int(s)
 	}
 	if wantsJSON(args) {
 		// Automation gets errors in the same shape as results.
