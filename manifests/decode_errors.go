@@ -19,9 +19,33 @@ func plainJSONError(err error) error {
 		if te.Field != "" {
 			where = fmt.Sprintf("%q", te.Field)
 		}
-		return fmt.Errorf("%s: a JSON %s where %s is expected (offset %d)", where, te.Value, ValueKind(te.Type.String()), te.Offset)
+		return fmt.Errorf("%s: a JSON %s where %s is expected (offset %d)", where, te.Value, kindOf(te.Type), te.Offset)
 	}
 	return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// kindOf describes the JSON value a Go type decodes from: by its kind,
+// so that named scalars (EntryType, Mode) read as strings and numbers.
+func kindOf(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map:
+		return "a mapping"
+	}
+	return ValueKind(t.String())
 }
 
 // ValueKind describes a Go type, as the JSON and YAML decoders print it

@@ -15,6 +15,7 @@ func TestDecodeErrorsInDocumentWords(t *testing.T) {
 		`{"services": {}}`:             `"services": a JSON object where a list is expected`,
 		`{"requires": {"image": 3}}`:   `"requires.image": a JSON number where a string is expected`,
 		`{"services": [{"unit": 3}]}`:  `"services.unit": a JSON number where a string is expected`,
+		`{"entries": [{"type": 5}]}`:   `"entries.type": a JSON number where a string is expected`,
 		`[1]`:                          `the document: a JSON array where a mapping (overlay manifest) is expected`,
 		`{"schema": 1, "extra": true}`: `unknown field "extra"`,
 		`{"schema": 1} x`:              `decoding overlay manifest: trailing data`,

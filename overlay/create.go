@@ -41,6 +41,17 @@ type Change struct {
 	// AllowUnknownUnits lets Restart and Reload name units the catalog
 	// does not have (units that come from outside the image).
 	AllowUnknownUnits bool
+	// Exact are entries put in place as they are (type, mode, owner,
+	// link target), files with the content of Src: what a revert puts
+	// back. Directories the head has take the mode and owner given here.
+	Exact []ExactEntry
+}
+
+// ExactEntry is one entry of Change.Exact.
+type ExactEntry struct {
+	Entry manifests.Entry
+	// Src is the host file holding a file entry's content.
+	Src string
 }
 
 // Add is one --add DEST=SRC.

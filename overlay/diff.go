@@ -68,6 +68,12 @@ func diff(head tree.State, ch Change) (*delta, error) {
 			src[e.Path] = host
 		}
 	}
+	for _, x := range ch.Exact {
+		want[x.Entry.Path] = x.Entry
+		if x.Entry.Type == manifests.TypeFile {
+			src[x.Entry.Path] = x.Src
+		}
+	}
 	d := &delta{src: map[string]string{}}
 	for _, p := range ch.Deletes {
 		rel, err := manifests.ImagePath(p)

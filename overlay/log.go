@@ -110,10 +110,15 @@ func lineLog(ctx context.Context, r *repo.Repo, l *manifests.Line, trust *sign.K
 		return nil, err
 	}
 	ll.Head = l.Head()
+	var headKeys *sign.KeySet
+	if len(l.Upgrades) > 0 {
+		if headKeys, err = repo.HeadKeys(ctx, r, l); err != nil {
+			return nil, err
+		}
+	}
 	for _, u := range l.Upgrades {
-		// Signed by keys the line trusts at its head (repo add-image);
-		// the audit checks that, here only the digest binds.
-		uim, err := r.ImageOf(ctx, l, u, nil)
+		// Signed by keys the line trusts at its head (repo add-image).
+		uim, err := r.ImageOf(ctx, l, u, headKeys)
 		if err != nil {
 			return nil, err
 		}

@@ -2,10 +2,8 @@ package overlay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -82,8 +80,16 @@ func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o Rever
 	pre := before.State
 	rev := &Reverted{Reverts: manifests.Ref{Version: v.Version, Digest: c.Overlays[k].Digest}, Version: o.Version, Restores: []string{}, Deletes: []string{}}
 	touched := touchedPaths(v, pre)
+	// Paths V created: the revert deletes them, with whatever later
+	// overlays put below them.
+	created := map[string]bool{}
+	for p := range touched {
+		if _, had := pre[p]; !had {
+			created[p] = true
+		}
+	}
 	for _, a := range c.Overlays[k+1:] {
-		if hit := overlapping(a.Manifest, touched); len(hit) > 0 {
+		if hit := overlapping(a.Manifest, touched, created); len(hit) > 0 {
 			rev.Conflicts = append(rev.Conflicts, fmt.Sprintf("%s (/%s)", a.Manifest.Version, strings.Join(hit, ", /")))
 		}
 	}
@@ -103,7 +109,7 @@ func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o Rever
 		return nil, fmt.Errorf("reverting %s: %w", version, err)
 	}
 	defer os.RemoveAll(dir)
-	ch := Change{Tree: dir}
+	var ch Change
 	for _, p := range sortedPaths(touched) {
 		e, had := pre[p]
 		now, has := c.State[p]
@@ -112,9 +118,11 @@ func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o Rever
 			ch.Deletes = append(ch.Deletes, "/"+p)
 			rev.Deletes = append(rev.Deletes, "/"+p)
 		case had && (!has || now != e):
-			if err := materialize(ctx, before, dir, pre, e); err != nil {
-				return nil, fmt.Errorf("reverting %s: %w", version, err)
+			x, err := exactEntry(ctx, before, dir, e)
+			if err != nil {
+				return nil, fmt.Errorf("reverting %s: /%s: %w", version, p, err)
 			}
+			ch.Exact = append(ch.Exact, x)
 			rev.Restores = append(rev.Restores, "/"+p)
 		}
 	}
@@ -155,13 +163,20 @@ func touchedPaths(m *manifests.OverlayManifest, pre tree.State) map[string]bool 
 	return out
 }
 
-// overlapping returns the paths of touched that overlay m writes or
-// deletes (or deletes a directory above), sorted.
-func overlapping(m *manifests.OverlayManifest, touched map[string]bool) []string {
+// overlapping returns the paths overlay m changes that a revert of the
+// touched paths would undo: a touched path it writes or deletes (or
+// deletes a directory above), or a path it writes below one of created
+// (which the revert deletes), sorted.
+func overlapping(m *manifests.OverlayManifest, touched, created map[string]bool) []string {
 	hit := map[string]bool{}
 	for _, e := range m.Entries {
 		if touched[e.Path] {
 			hit[e.Path] = true
+		}
+		for a := manifests.Parent(e.Path); a != ""; a = manifests.Parent(a) {
+			if created[a] {
+				hit[e.Path] = true
+			}
 		}
 	}
 	for _, d := range m.Deletes {
@@ -192,67 +207,23 @@ func underAny(p string, deletes []string) bool {
 	return false
 }
 
-// materialize writes entry e of tree pre (the chain before's head) under
-// dir with its type, content, mode and owner, and the directories above
-// it with theirs, so that a Change{Tree: dir} puts it back.
-func materialize(ctx context.Context, before *Chain, dir string, pre tree.State, e manifests.Entry) error {
-	var parents []manifests.Entry
-	for a := manifests.Parent(e.Path); a != ""; a = manifests.Parent(a) {
-		parents = append(parents, pre[a])
+// exactEntry returns entry e of the tree before (a chain's head) for
+// Change.Exact, a file's content written to a new file under dir.
+func exactEntry(ctx context.Context, before *Chain, dir string, e manifests.Entry) (ExactEntry, error) {
+	if e.Type != manifests.TypeFile {
+		return ExactEntry{Entry: e}, nil
 	}
-	for i := len(parents) - 1; i >= 0; i-- {
-		if err := place(ctx, before, dir, parents[i]); err != nil {
-			return err
-		}
+	b, err := contentBelow(ctx, before, before.Len(), e.Path, e.SHA256, -1)
+	if err != nil {
+		return ExactEntry{}, err
 	}
-	return place(ctx, before, dir, e)
-}
-
-// place creates entry e under dir unless it is there already.
-func place(ctx context.Context, before *Chain, dir string, e manifests.Entry) error {
-	host := filepath.Join(dir, filepath.FromSlash(e.Path))
-	if _, err := os.Lstat(host); err == nil {
-		return nil
+	f, err := os.CreateTemp(dir, "content-")
+	if err != nil {
+		return ExactEntry{}, err
 	}
-	switch e.Type {
-	case manifests.TypeDir:
-		if err := os.Mkdir(host, 0o700); err != nil {
-			return err
-		}
-	case manifests.TypeSymlink:
-		if err := os.Symlink(e.Target, host); err != nil {
-			return err
-		}
-		return os.Lchown(host, e.UID, e.GID)
-	case manifests.TypeFile:
-		b, err := contentBelow(ctx, before, before.Len(), e.Path, e.SHA256, -1)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(host, b, 0o600); err != nil {
-			return err
-		}
-	default:
-		return errors.New("/" + e.Path + ": a " + string(e.Type) + " cannot be restored")
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := os.Lchown(host, e.UID, e.GID); err != nil {
-		return err
-	}
-	return os.Chmod(host, os.FileMode(e.Mode&0o777)|modeBits(uint32(e.Mode)))
-}
-
-// modeBits converts the setuid, setgid and sticky bits of a manifest mode
-// to Go's.
-func modeBits(m uint32) os.FileMode {
-	var out os.FileMode
-	if m&0o4000 != 0 {
-		out |= os.ModeSetuid
-	}
-	if m&0o2000 != 0 {
-		out |= os.ModeSetgid
-	}
-	if m&0o1000 != 0 {
-		out |= os.ModeSticky
-	}
-	return out
+	return ExactEntry{Entry: e, Src: f.Name()}, err
 }

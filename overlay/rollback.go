@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -96,6 +97,7 @@ func rollbackLocked(ctx context.Context, b Backend, r Restarter, steps int, prog
 	var l *manifests.Ledger
 	var cat manifests.Catalog
 	var changed []string
+	due := map[string]manifests.ServiceAction{}
 	for i := 0; i < steps; i++ {
 		st, err := rollbackStep(ctx, b, progress)
 		if err != nil {
@@ -106,13 +108,25 @@ func rollbackLocked(ctx context.Context, b Backend, r Restarter, steps int, prog
 		}
 		rep.Reverted, rep.Head = st.reverted, st.head
 		rep.Steps = append(rep.Steps, st.reverted)
-		rep.Actions = mergeActions(rep.Actions, st.actions)
+		// In step order, as the ledger settles debts: a unit a later
+		// step brings back is restarted, not stopped.
+		for _, a := range st.actions {
+			due[a.Unit] = manifests.FollowAction(due[a.Unit], a)
+		}
 		changed = append(changed, st.changed...)
-		l, cat = st.ledger, st.catalog
+		l = st.ledger
 	}
-	if rep.Actions == nil {
-		rep.Actions = []manifests.ServiceAction{}
+	rep.Actions = []manifests.ServiceAction{}
+	for _, a := range due {
+		rep.Actions = append(rep.Actions, a)
 	}
+	sort.Slice(rep.Actions, func(i, j int) bool { return rep.Actions[i].Unit < rep.Actions[j].Unit })
+	// The restarts run against the catalog of the tree the node ends at.
+	v, err := loadView(n)
+	if err != nil {
+		return rep, err
+	}
+	cat = v.catalog()
 	if r == nil {
 		return rep, nil
 	}
@@ -132,7 +146,6 @@ type rolledBack struct {
 	reverted, head manifests.Ref
 	actions        []manifests.ServiceAction
 	changed        []string
-	catalog        manifests.Catalog
 	ledger         *manifests.Ledger
 }
 
@@ -193,5 +206,5 @@ func rollbackStep(ctx context.Context, b Backend, progress func(string)) (*rolle
 	if err := n.DropManifest(last.Version); err != nil {
 		return nil, err
 	}
-	return &rolledBack{reverted: last.Head, head: prev.Head, actions: plan.Actions, changed: changedPaths(m, before), catalog: v.catalog(), ledger: l}, nil
+	return &rolledBack{reverted: last.Head, head: prev.Head, actions: plan.Actions, changed: changedPaths(m, before), ledger: l}, nil
 }

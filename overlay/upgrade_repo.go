@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -56,6 +57,15 @@ func UpgradeFromRepo(ctx context.Context, root, loc string, compact bool, fetch 
 		return err
 	} else if i < 0 {
 		return fmt.Errorf("node head %s (%s) is not in line %s of %s: %w", head.Version, head.Digest, line, loc, ErrSequence)
+	}
+	// The index must be signed by a key the line still trusts at its
+	// head (as apply-overlay --repo requires).
+	keys, err := repo.HeadKeys(ctx, r, l)
+	if err != nil {
+		return err
+	}
+	if !keys.Has(r.KeyID) {
+		return fmt.Errorf("repository %s: the index is signed by key %s, which line %s no longer trusts at its head (trusted: %s): %w", loc, r.KeyID, l.Name, strings.Join(keys.IDs(), ", "), sign.ErrBadSignature)
 	}
 	ref, err := pickUpgrade(l, v.image.Manifest.Version, head, compact)
 	if err != nil {

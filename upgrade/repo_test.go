@@ -75,6 +75,10 @@ func TestUpgradeDiskFromRepo(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := e.sum(t)
+	// A dry run plans from the manifest alone: the image is not fetched.
+	if rep, err := upgrade.Disk(ctx, e.disk, o); err != nil || rep.To.Version != "1.2.0" {
+		t.Fatalf("dry run with a tampered image file: %+v %v", rep, err)
+	}
 	o.DryRun = false
 	if _, err := upgrade.Disk(ctx, e.disk, o); !errors.Is(err, repo.ErrTampered) {
 		t.Fatalf("upgrade from a tampered image: %v, want ErrTampered", err)

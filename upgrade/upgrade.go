@@ -123,6 +123,11 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 			if o.Progress != nil {
 				o.Progress(fmt.Sprintf("fetching image %s (%s, %d bytes) from %s", ref.Version, ref.File, ref.Size, o.Repo))
 			}
+			if o.DryRun {
+				// A dry run plans from the manifest alone.
+				o.Image, err = repo.FetchManifest(ctx, r, ref, dir)
+				return err
+			}
 			o.Image, err = repo.FetchImageRef(ctx, r, ref, dir)
 			return err
 		})

@@ -81,10 +81,15 @@ func guardGroup(c *cobra.Command) {
 	c.RunE = func(c *cobra.Command, a []string) error {
 		var words []string
 		for _, w := range a {
-			if w == "-h" || w == "--help" {
+			switch {
+			case w == "-h" || w == "--help":
 				return c.Help()
-			}
-			if !strings.HasPrefix(w, "-") {
+			case w == "--json" || w == "--json=true":
+			case strings.HasPrefix(w, "-"):
+				if len(words) == 0 {
+					return usageError{fmt.Errorf("unknown flag %s for %q: give a command first (%s --help lists them)", w, c.CommandPath(), c.CommandPath())}
+				}
+			default:
 				words = append(words, w)
 			}
 		}

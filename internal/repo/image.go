@@ -119,13 +119,25 @@ func FetchImage(ctx context.Context, r *Repo, l *manifests.Line, dir string) (st
 }
 
 // FetchImageRef is FetchImage for any image the index names (a line's
-// image or one of its upgrade images).
+// image or one of its upgrade images). The manifest is fetched and
+// checked first, so a mismatch costs no image download.
 func FetchImageRef(ctx context.Context, r *Repo, ref manifests.ImageRef, dir string) (string, error) {
-	base := path.Base(ref.File)
-	dst := filepath.Join(dir, base)
+	dst, err := FetchManifest(ctx, r, ref, dir)
+	if err != nil {
+		return "", err
+	}
 	if err := copyMember(ctx, r.Store, ref.File, ref.Size, ref.SHA256, dst); err != nil {
 		return "", err
 	}
+	return dst, nil
+}
+
+// FetchManifest copies only the signed manifest of image ref into dir,
+// checked against the index's digest, and returns the path the image
+// would have there (for the commands that read the manifest beside an
+// image path and not the image itself).
+func FetchManifest(ctx context.Context, r *Repo, ref manifests.ImageRef, dir string) (string, error) {
+	dst := filepath.Join(dir, path.Base(ref.File))
 	mp := ManifestPath(ref.File)
 	raw, sig, err := readDoc(ctx, r.Store, mp)
 	if err != nil {

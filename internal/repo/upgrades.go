@@ -1,12 +1,15 @@
 package repo
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -58,9 +61,13 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 	if im, err = LoadImage(image, keys); err != nil {
 		return nil, fmt.Errorf("adding image %s: line %s trusts %v at its head: %w", image, l.Name, keys.IDs(), err)
 	}
+	if !keys.HasKey(key) {
+		return nil, fmt.Errorf("adding image %s: signing key %s is not one line %s trusts at its head (trusted: %v): nodes would refuse the index: %w", image, key.ID(), l.Name, keys.IDs(), sign.ErrBadSignature)
+	}
 	if !im.Trusts(own) {
 		return nil, fmt.Errorf("adding image %s: it does not trust signing key %s: nodes that upgrade to it could not verify this repository", image, key.ID())
 	}
+	m = im.Manifest
 	ref := manifests.ImageRef{Version: m.Version, Digest: im.Digest}
 	if err := checkUpgrade(l, m, &ref); err != nil {
 		return nil, fmt.Errorf("adding image %s to line %s: %w", image, l.Name, err)
@@ -69,22 +76,46 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 	if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(ref.File))); err == nil {
 		return nil, fmt.Errorf("adding image %s: %s exists already and the index does not name it: %w", image, ref.File, ErrExists)
 	}
-	st := Dir(dir)
-	if ref.SHA256, ref.Size, err = putFile(ctx, st, ref.File, image); err != nil {
-		return nil, err
+	sig, err := safefile.ReadFollow(SigPath(ManifestPath(image)), sign.MaxSignatureSize)
+	if err != nil {
+		return nil, fmt.Errorf("adding image %s: %w", image, err)
 	}
-	mp := ManifestPath(ref.File)
-	if _, _, err := putFile(ctx, st, mp, ManifestPath(image)); err != nil {
-		return nil, err
-	}
-	if _, _, err := putFile(ctx, st, SigPath(mp), SigPath(ManifestPath(image))); err != nil {
-		return nil, err
-	}
+	// The index as it will be, checked before a file is written (the
+	// squashfs's size and hash are filled in once it is copied).
 	l.Upgrades = append(l.Upgrades, ref)
+	probe := ref
+	probe.SHA256, probe.Size = strings.Repeat("0", 64), 1
+	l.Upgrades[len(l.Upgrades)-1] = probe
 	if err := r.Index.Validate(); err != nil {
 		return nil, fmt.Errorf("adding image %s: %w", image, err)
 	}
-	return &ref, r.Save(key)
+	st := Dir(dir)
+	mp := ManifestPath(ref.File)
+	written := []string{ref.File, mp, SigPath(mp)}
+	ok := false
+	defer func() {
+		if !ok {
+			for _, f := range written {
+				_ = os.Remove(filepath.Join(dir, filepath.FromSlash(f)))
+			}
+		}
+	}()
+	if ref.SHA256, ref.Size, err = putFile(ctx, st, ref.File, image); err != nil {
+		return nil, err
+	}
+	// The manifest and signature as verified, not read again.
+	if err := st.Put(ctx, mp, bytes.NewReader(im.Raw)); err != nil {
+		return nil, err
+	}
+	if err := st.Put(ctx, SigPath(mp), bytes.NewReader(sig)); err != nil {
+		return nil, err
+	}
+	l.Upgrades[len(l.Upgrades)-1] = ref
+	if err := r.Save(key); err != nil {
+		return nil, err
+	}
+	ok = true
+	return &ref, nil
 }
 
 // checkUpgrade refuses image manifest m as an upgrade image of line l
