@@ -110,11 +110,12 @@ func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o Rever
 	}
 	defer os.RemoveAll(dir)
 	var ch Change
+	var replaced []string // restored non-directories: what V put below them goes with them
 	for _, p := range sortedPaths(touched) {
 		e, had := pre[p]
 		now, has := c.State[p]
 		switch {
-		case !had && has && !underAny(p, ch.Deletes):
+		case !had && has && !underAny(p, ch.Deletes) && !underAny(p, replaced):
 			ch.Deletes = append(ch.Deletes, "/"+p)
 			rev.Deletes = append(rev.Deletes, "/"+p)
 		case had && (!has || now != e):
@@ -124,6 +125,9 @@ func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o Rever
 			}
 			ch.Exact = append(ch.Exact, x)
 			rev.Restores = append(rev.Restores, "/"+p)
+			if e.Type != manifests.TypeDir {
+				replaced = append(replaced, "/"+p)
+			}
 		}
 	}
 	if len(rev.Restores)+len(rev.Deletes) == 0 {
