@@ -136,7 +136,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	}
-	return publish(r, c, m, patches.opener(open), algo, key, key, next)
+	return publish(r, c, m, cancellable(ctx, patches.opener(open)), algo, key, key, next)
 }
 
 // prepare computes change against chain c at its head: the manifest

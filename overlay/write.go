@@ -2,7 +2,9 @@ package overlay
 
 import (
 	"archive/tar"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -69,4 +71,29 @@ func writeArchive(path string, raw, sig []byte, m *manifests.OverlayManifest, op
 		return fmt.Errorf("writing overlay %s: %w", path, err)
 	}
 	return nil
+}
+
+// cancellable wraps open so that reading what it opens stops with ctx's
+// error once ctx is done: a long write (a large file compressed) ends
+// promptly on SIGINT and its temporary file is removed.
+func cancellable(ctx context.Context, open tree.Opener) tree.Opener {
+	return func(e manifests.Entry) (io.ReadCloser, error) {
+		rc, err := open(e)
+		if err != nil {
+			return nil, err
+		}
+		return ctxReadCloser{ctx, rc}, nil
+	}
+}
+
+type ctxReadCloser struct {
+	ctx context.Context
+	io.ReadCloser
+}
+
+func (r ctxReadCloser) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.ReadCloser.Read(p)
 }

@@ -136,3 +136,72 @@ func TestInterruptedBuildLeavesNothing(t *testing.T) {
 		t.Errorf("left in --out: %s", e.Name())
 	}
 }
+
+// An interrupted overlay create (compressing a large file) exits 130,
+// leaves the repository as it was, no temporary file in overlays/, and
+// its lock free: the next create succeeds.
+func TestInterruptedCreateLeavesRepository(t *testing.T) {
+	dir := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		if o, code := strata(args...); code != 0 {
+			t.Fatalf("strata %v: exit %d:\n%s", args, code, o)
+		}
+	}
+	run("key", "generate", "--out", filepath.Join(dir, "k"))
+	key := filepath.Join(dir, "k.key")
+	run("build-image", filepath.Join(demoDir, "recipe.yaml"), "--out", filepath.Join(dir, "images"), "--key", key)
+	repoDir := filepath.Join(dir, "repo")
+	run("repo", "init", repoDir, "--image", filepath.Join(dir, "images", "demo-1.0.0.squashfs"), "--key", key)
+	index, err := os.ReadFile(filepath.Join(repoDir, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Random data xz compresses at a few MB/s: seconds of work that a
+	// signal must cut short.
+	big := make([]byte, 48<<20)
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	blob := filepath.Join(dir, "blob")
+	if err := os.WriteFile(blob, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(strataBin, "overlay", "create", "--repo", repoDir, "--version", "1.0.1", "--key", key,
+		"--add", "/opt/blob="+blob, "--compression", "xz")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Signal once the archive is being written.
+	for i := 0; i < 600; i++ {
+		if ents, _ := os.ReadDir(filepath.Join(repoDir, "overlays")); len(ents) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 143 || !strings.Contains(out.String(), "interrupted") {
+		t.Fatalf("exit %d, want 143 saying interrupted:\n%s", code, out.String())
+	}
+	if now, _ := os.ReadFile(filepath.Join(repoDir, "index.json")); string(now) != string(index) {
+		t.Error("the interrupted create changed the index")
+	}
+	if ents, _ := os.ReadDir(filepath.Join(repoDir, "overlays")); len(ents) != 0 {
+		t.Errorf("left in overlays/: %v", ents)
+	}
+	small := filepath.Join(dir, "small")
+	if err := os.WriteFile(small, []byte("small\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run("overlay", "create", "--repo", repoDir, "--version", "1.0.1", "--key", key, "--add", "/opt/small="+small)
+}

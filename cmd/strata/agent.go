@@ -62,11 +62,8 @@ SIGTERM stop it, exit 0.`,
 			errc := make(chan error, 1)
 			go func() { errc <- s.Serve(c.Context(), 5*time.Second) }()
 			err = a.Run(c.Context())
-			err = errors.Join(err, <-errc)
-			if err == nil {
-				stoppedCleanly.Store(true)
-			}
-			return err
+			// A signal is the agent's normal end: nil, exit 0.
+			return errors.Join(err, <-errc)
 		},
 	}
 	f := c.Flags()

@@ -56,7 +56,9 @@ func main() {
 		cancel()
 	}()
 	code := run(ctx, os.Args[1:])
-	if s := interruptedBy.Load(); s != 0 && !(code == exitOK && stoppedCleanly.Load()) {
+	// A command that finished before the signal could stop it succeeded;
+	// one that failed after it was interrupted (run says so).
+	if s := interruptedBy.Load(); s != 0 && code != exitOK {
 		code = 128 + int(s)
 	}
 	os.Exit(code)
@@ -132,11 +134,6 @@ func exitCode(err error) int {
 	}
 	return exitError
 }
-
-// stoppedCleanly is set by the long-running commands (serve) when a
-// signal asked them to stop and they shut down gracefully: that is their
-// normal end, exit 0.
-var stoppedCleanly atomic.Bool
 
 // usageError marks errors in how strata was called.
 type usageError struct{ error }

@@ -48,11 +48,8 @@ works the same (see docs/fleet.md). SIGINT or SIGTERM stop it gracefully
 			if log != nil {
 				log(fmt.Sprintf("serving %s on http://%s/", dir, s.Addr))
 			}
-			if err := s.Serve(c.Context(), grace); err != nil {
-				return err
-			}
-			stoppedCleanly.Store(true)
-			return nil
+			// A signal is the server's normal end: nil, exit 0.
+			return s.Serve(c.Context(), grace)
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on (HOST:PORT; :PORT for every address)")

@@ -123,11 +123,7 @@ func fleetStatus(c *cobra.Command, g *globals, a fleetArgs) error {
 		if log := g.progress(); log != nil {
 			log(fmt.Sprintf("serving the status of %d nodes on http://%s/", len(nodes), s.Addr))
 		}
-		if err := s.Serve(c.Context(), 5*time.Second); err != nil {
-			return err
-		}
-		stoppedCleanly.Store(true)
-		return nil
+		return s.Serve(c.Context(), 5*time.Second) // a signal ends it: nil, exit 0
 	}
 	if repoLoc != "" {
 		if o.LineName, o.Line, err = repo.LineVersions(c.Context(), repoLoc, line); err != nil {
