@@ -69,27 +69,23 @@ func Log(ctx context.Context, loc, line string, trust *sign.KeySet) (*RepoLog, e
 		return nil, err
 	}
 	out := &RepoLog{Repo: loc, Serial: r.Index.Serial, Expires: r.Index.Expires, KeyID: r.KeyID, Lines: []LineLog{}}
-	found := false
+	if line != "" {
+		if _, err := r.Index.Find(line); err != nil {
+			return nil, fmt.Errorf("repository %s: %w", loc, err)
+		}
+	}
 	for i := range r.Index.Lines {
 		l := &r.Index.Lines[i]
 		if line != "" && l.Name != line {
 			continue
 		}
-		found = true
 		ll, err := lineLog(ctx, r, l, trust)
 		if err != nil {
 			return nil, err
 		}
 		out.Lines = append(out.Lines, *ll)
 	}
-	if !found {
-		return nil, fmt.Errorf("repository %s: %w", loc, errNoLine(line))
-	}
 	return out, nil
-}
-
-func errNoLine(line string) error {
-	return fmt.Errorf("%w: repository has no line %q", manifests.ErrInvalid, line)
 }
 
 func lineLog(ctx context.Context, r *repo.Repo, l *manifests.Line, trust *sign.KeySet) (*LineLog, error) {
