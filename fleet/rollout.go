@@ -222,6 +222,8 @@ func applyNode(ctx context.Context, n Node, from string, o RolloutOptions, bundl
 			to = ar.To.Version
 		}
 		return OutcomeFailed, to, "apply-overlay: " + ee.Error(), nil
+	case err != nil && ctx.Err() != nil:
+		return OutcomeFailed, from, "apply-overlay interrupted: the node may have applied the overlays or not: check it with strata status", nil
 	case err != nil:
 		// The session broke: the node may or may not have changed.
 		return OutcomeFailed, from, fmt.Sprintf("apply-overlay: %v (the node's state is unknown: check it with strata status)", err), nil
@@ -291,6 +293,9 @@ func waitHealthySince(ctx context.Context, se *session, n Node, want manifests.R
 		case <-ctx.Done():
 			if ctx.Err() == context.DeadlineExceeded && timeout > 0 {
 				return seen, fmt.Errorf("not healthy within %s (or the node's time ran out): %v", timeout, last)
+			}
+			if ctx.Err() == context.Canceled {
+				return seen, fmt.Errorf("interrupted while waiting for its health to report %s", want.Version)
 			}
 			return seen, fmt.Errorf("waiting for health: %w: %v", ctx.Err(), last)
 		case <-time.After(time.Second):

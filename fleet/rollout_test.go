@@ -28,6 +28,7 @@ type fakeNode struct {
 	fail    bool
 	applied int
 	stdin   int
+	onApply func() // called as apply-overlay runs
 }
 
 var testLine = []manifests.Ref{{Version: "1.0.0", Digest: "sha256:00"}, {Version: "1.0.1", Digest: "sha256:01"}, {Version: "1.0.2", Digest: "sha256:02"}}
@@ -50,6 +51,9 @@ func (f *fakeNode) handle(cmd string, stdin []byte) reply {
 	case strings.Contains(cmd, "'apply-overlay'"):
 		f.applied++
 		f.stdin += len(stdin)
+		if f.onApply != nil {
+			f.onApply()
+		}
 		if f.fail {
 			return reply{stderr: `{"error":"health check of x.service failed","exit_code":5}`, status: 5}
 		}
@@ -146,6 +150,36 @@ func TestRolloutHaltsOnCanaryFailure(t *testing.T) {
 	}
 	if err := rep.Err(); err == nil || !strings.Contains(err.Error(), "halted after canary wave 1") {
 		t.Errorf("Err: %v", err)
+	}
+}
+
+// An interrupted rollout (SIGINT cancels the context) finishes no later
+// wave: the nodes after the one being updated are not contacted, they are
+// skipped as interrupted, and the report's error says so.
+func TestRolloutInterrupted(t *testing.T) {
+	fakes, nodes, s := fakeFleet(t, 4, "1.0.0")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fakes[0].onApply = cancel
+	o := RolloutOptions{WaveOptions: WaveOptions{Canary: 1, MaxUnavailable: 2}, SSH: s, LineName: "l", Line: testLine, Target: "1.0.1",
+		Transfer: Transfer{URL: "https://repo.example.net/"}}
+	rep, err := Rollout(ctx, nodes, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fakes[0].applied != 1 {
+		t.Errorf("canary: %d applies", fakes[0].applied)
+	}
+	for i, f := range fakes[1:] {
+		if r := rep.Nodes[i+1]; f.applied != 0 || r.Outcome != OutcomeSkipped || r.Error != "interrupted during canary wave 1" {
+			t.Errorf("%s: %d applies, %s: %s", r.Name, f.applied, r.Outcome, r.Error)
+		}
+	}
+	if err := rep.Err(); err == nil || !strings.Contains(err.Error(), "interrupted during canary wave 1") {
+		t.Errorf("Err: %v", err)
+	}
+	if r := rep.Nodes[0]; r.Outcome != OutcomeFailed || !strings.Contains(r.Error, "interrupted") || !strings.Contains(r.Error, "strata status") {
+		t.Errorf("canary: %s: %s", r.Outcome, r.Error)
 	}
 }
 

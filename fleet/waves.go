@@ -140,6 +140,9 @@ func runWaves(ctx context.Context, results []NodeResult, idx []int, o WaveOption
 			defer cancel()
 			step(ctx, wave[k])
 		})
+		if ctx.Err() != nil {
+			return skip(rest, fmt.Sprintf("interrupted during %s %d", kind, w))
+		}
 		var failed []string
 		for _, i := range wave {
 			switch results[i].Outcome {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/compress"
+	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -82,18 +83,6 @@ func cancellable(ctx context.Context, open tree.Opener) tree.Opener {
 		if err != nil {
 			return nil, err
 		}
-		return ctxReadCloser{ctx, rc}, nil
+		return ctxio.NewReadCloser(ctx, rc), nil
 	}
-}
-
-type ctxReadCloser struct {
-	ctx context.Context
-	io.ReadCloser
-}
-
-func (r ctxReadCloser) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return r.ReadCloser.Read(p)
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
@@ -93,7 +94,7 @@ func Provision(ctx context.Context, image, diskPath string, trust *sign.KeySet, 
 	if err != nil {
 		return nil, err
 	}
-	imgSum, imgSize, err := tree.HashFile(image)
+	imgSum, imgSize, err := tree.HashFileContext(ctx, image)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +149,7 @@ func Provision(ctx context.Context, image, diskPath string, trust *sign.KeySet, 
 	res.Kernel, res.Initrd, res.BootEntry = boot.kernel, boot.initrd, boot.kernel != ""
 
 	progress(fmt.Sprintf("copying %s into root A", image))
-	if err := writeRoots(target, device, res.Layout, image, imgSum); err != nil {
+	if err := writeRoots(ctx, target, device, res.Layout, image, imgSum); err != nil {
 		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
 	}
 
@@ -249,7 +250,7 @@ func rereadTable(dev string) string {
 
 // writeRoots copies the image into root A, checking the bytes hash as
 // verified, and clears the start of root B (stale signatures on a device).
-func writeRoots(target string, device bool, l *Layout, image, sum string) error {
+func writeRoots(ctx context.Context, target string, device bool, l *Layout, image, sum string) error {
 	out, err := os.OpenFile(target, os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", target, err)
@@ -262,7 +263,7 @@ func writeRoots(target string, device bool, l *Layout, image, sum string) error 
 	defer in.Close()
 	a := l.Part(PartRootA)
 	h := sha256.New()
-	n, err := io.Copy(io.NewOffsetWriter(out, a.Offset), io.TeeReader(io.LimitReader(in, a.Size+1), h))
+	n, err := io.Copy(io.NewOffsetWriter(out, a.Offset), io.TeeReader(io.LimitReader(ctxio.NewReader(ctx, in), a.Size+1), h))
 	if err != nil {
 		return fmt.Errorf("copying %s into root A of %s: %w", image, target, err)
 	}

@@ -13,12 +13,13 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrNoKernel reports an image that cannot boot from a root partition:
@@ -214,7 +215,7 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 	} else if fi.Size() > part.Size {
 		return nil, fmt.Errorf("image %s (%s) does not fit root %s of %s (%s): %w", image, FormatSize(fi.Size()), strings.ToUpper(slot), t.Disk, FormatSize(part.Size), ErrTooSmall)
 	}
-	sum, size, err := tree.HashFile(image)
+	sum, size, err := tree.HashFileContext(ctx, image)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +309,7 @@ func (t *Target) writeRoot(ctx context.Context, p Partition, image, sum string, 
 	}
 	defer in.Close()
 	h := sha256.New()
-	n, err := io.Copy(io.NewOffsetWriter(out, off), io.TeeReader(io.LimitReader(&ctxReader{ctx, in}, p.Size+1), h))
+	n, err := io.Copy(io.NewOffsetWriter(out, off), io.TeeReader(io.LimitReader(ctxio.NewReader(ctx, in), p.Size+1), h))
 	if err != nil {
 		return fmt.Errorf("writing %s to root %s of %s: %w", image, p.Name, t.Disk, err)
 	}
@@ -320,7 +321,7 @@ func (t *Target) writeRoot(ctx context.Context, p Partition, image, sum string, 
 	}
 	_ = unix.Fadvise(int(out.Fd()), off, size, unix.FADV_DONTNEED)
 	h.Reset()
-	if _, err := io.Copy(h, io.NewSectionReader(out, off, size)); err != nil {
+	if _, err := io.Copy(h, ctxio.NewReader(ctx, io.NewSectionReader(out, off, size))); err != nil {
 		return fmt.Errorf("reading back %s of %s: %w", p.Name, t.Disk, err)
 	}
 	if hex.EncodeToString(h.Sum(nil)) != sum {
@@ -352,17 +353,4 @@ func (t *Target) sync() error {
 		return fmt.Errorf("syncing %s: %w", t.Disk, err)
 	}
 	return nil
-}
-
-// ctxReader stops a copy when ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

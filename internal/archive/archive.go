@@ -9,9 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/strata-dev/strata/internal/compress"
+	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/internal/patch"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
@@ -68,28 +68,13 @@ func OpenContext(ctx context.Context, path string, trust *sign.KeySet) (*Archive
 		if err != nil {
 			return nil, fmt.Errorf("opening overlay: %w", err)
 		}
-		return ctxReader{ctx: ctx, f: f}, nil
+		return ctxio.NewReadCloser(ctx, f), nil
 	}
 	return OpenFrom(ctx, path, open, trust)
 }
 
 // ErrNotRegular reports an overlay path that is not a regular file.
 var ErrNotRegular = manifests.Rejection("archive: overlay is not a regular file")
-
-// ctxReader reads f until ctx is cancelled.
-type ctxReader struct {
-	ctx context.Context
-	f   *os.File
-}
-
-func (r ctxReader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return r.f.Read(p)
-}
-
-func (r ctxReader) Close() error { return r.f.Close() }
 
 // OpenFrom is Open over the bytes open returns; name is the archive's
 // Source.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -270,7 +271,7 @@ func SpoolBundle(ctx context.Context, r io.Reader, dir string, max int64) (*Bund
 		f.Close()
 		return nil, fmt.Errorf("spooling bundle: %w", err)
 	}
-	n, err := io.Copy(f, io.LimitReader(ctxReader{ctx, r}, max+1))
+	n, err := io.Copy(f, io.LimitReader(ctxio.NewReader(ctx, r), max+1))
 	if err == nil && n > max {
 		err = fmt.Errorf("over %d bytes", max)
 	}
@@ -282,17 +283,4 @@ func SpoolBundle(ctx context.Context, r io.Reader, dir string, max int64) (*Bund
 		return nil, fmt.Errorf("spooling bundle to %s: %w", dir, err)
 	}
 	return indexBundle(f, "(stdin)")
-}
-
-// ctxReader stops reading once ctx is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

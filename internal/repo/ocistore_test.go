@@ -6,8 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/strata-dev/strata/internal/ctxio/ctxiotest"
 	"github.com/strata-dev/strata/internal/registrytest"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
@@ -140,5 +142,64 @@ func TestOCIPushRefusesUnverifiedMembers(t *testing.T) {
 		if _, err := st.(repo.Poller).Poll(ctx); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("after a refused push (%s) the tag exists: %v", name, err)
 		}
+	}
+}
+
+// A push interrupted at any step (the context cancelled as each pushed
+// member is reported, one push per step) stops with the cancellation and
+// leaves the tag where it was: readers keep the last complete push. The
+// next push completes.
+func TestOCIPushInterrupted(t *testing.T) {
+	ctx := context.Background()
+	addr := registrytest.Start(t)
+	img, key, pub := image(t, "alpha")
+	dir := filepath.Join(t.TempDir(), "repo")
+	if _, err := repo.Init(dir, img, key); err != nil {
+		t.Fatal(err)
+	}
+	ref := "oci://" + addr + "/strata/alpha:stable"
+	if _, err := repo.Push(ctx, dir, ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "y")
+	if err := os.WriteFile(src, []byte("y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := overlay.Create(ctx, dir, key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/y", Src: src}}}, overlay.CreateOptions{Version: "1.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	trust, err := sign.LoadPublicFile(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := func() string {
+		t.Helper()
+		st, err := repo.Locate(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := repo.OpenStore(ctx, st, trust)
+		if err != nil {
+			t.Fatalf("opening the pushed repository: %v", err)
+		}
+		c, err := repo.LoadChain(ctx, r, "", "", nil)
+		if err != nil {
+			t.Fatalf("loading its chain: %v", err)
+		}
+		return c.Head().Version
+	}
+	op := func(ctx context.Context, progress func(string)) error {
+		_, err := repo.Push(ctx, dir, ref, progress)
+		return err
+	}
+	ctxiotest.EveryStep(t, op, func(at string, stopped bool) {
+		if h := head(); stopped && h != "1.0.0" {
+			t.Fatalf("cancelled at %q: the tag moved to head %s", at, h)
+		} else if !stopped && !strings.HasPrefix(at, "tagged") {
+			t.Fatalf("cancelled at %q: the push went on to the end", at)
+		}
+	})
+	if h := head(); h != "1.0.1" {
+		t.Errorf("after a complete push: head %s, want 1.0.1", h)
 	}
 }

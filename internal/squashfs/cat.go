@@ -19,7 +19,7 @@ func Cat(ctx context.Context, image, rel string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, bin, "--cat", "/"+rel, image)
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("reading %s from image %s: %w: %v: %s", rel, image, ErrTool, err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("reading %s from image %s: %w: %s", rel, image, toolErr(ctx, err), strings.TrimSpace(stderr.String()))
 	}
 	return out.Bytes(), nil
 }

@@ -54,7 +54,7 @@ func Write(ctx context.Context, out string, opts WriteOptions, fill func(w io.Wr
 		return fmt.Errorf("writing image %s: %w", out, err)
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("writing image %s: %w: %v", out, ErrTool, err)
+		return fmt.Errorf("writing image %s: %w", out, toolErr(ctx, err))
 	}
 	fillErr := fill(stdin)
 	closeErr := stdin.Close()
@@ -62,7 +62,7 @@ func Write(ctx context.Context, out string, opts WriteOptions, fill func(w io.Wr
 	if waitErr != nil {
 		// A tool failure also breaks the pipe; its own message says why.
 		_ = os.Remove(tmp)
-		return fmt.Errorf("writing image %s: %w: mksquashfs: %v: %s", out, ErrTool, waitErr, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("writing image %s: %w: %s", out, toolErr(ctx, fmt.Errorf("mksquashfs: %v", waitErr)), strings.TrimSpace(stderr.String()))
 	}
 	if fillErr != nil {
 		_ = os.Remove(tmp)
@@ -70,7 +70,7 @@ func Write(ctx context.Context, out string, opts WriteOptions, fill func(w io.Wr
 	}
 	if closeErr != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("writing image %s: %w: mksquashfs: %v %v: %s", out, ErrTool, waitErr, closeErr, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("writing image %s: %w: %s", out, toolErr(ctx, fmt.Errorf("mksquashfs: %v", closeErr)), strings.TrimSpace(stderr.String()))
 	}
 	if err := os.Rename(tmp, out); err != nil {
 		_ = os.Remove(tmp)
@@ -85,6 +85,7 @@ type Reader struct {
 	cmd    *exec.Cmd
 	stderr *bytes.Buffer
 	path   string
+	ctx    context.Context
 }
 
 // Open starts `sqfs2tar image` and returns its tar output. Close waits for
@@ -105,18 +106,28 @@ func Open(ctx context.Context, image string) (*Reader, error) {
 		return nil, fmt.Errorf("reading image %s: %w", image, err)
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("reading image %s: %w: %v", image, ErrTool, err)
+		return nil, fmt.Errorf("reading image %s: %w", image, toolErr(ctx, err))
 	}
-	return &Reader{Reader: out, cmd: cmd, stderr: &stderr, path: image}, nil
+	return &Reader{Reader: out, cmd: cmd, stderr: &stderr, path: image, ctx: ctx}, nil
 }
 
 // Close drains the stream and waits for sqfs2tar.
 func (r *Reader) Close() error {
 	_, _ = io.Copy(io.Discard, r.Reader)
 	if err := r.cmd.Wait(); err != nil {
-		return fmt.Errorf("reading image %s: %w: sqfs2tar: %v: %s", r.path, ErrTool, err, strings.TrimSpace(r.stderr.String()))
+		return fmt.Errorf("reading image %s: %w: %s", r.path, toolErr(r.ctx, fmt.Errorf("sqfs2tar: %v", err)), strings.TrimSpace(r.stderr.String()))
 	}
 	return nil
+}
+
+// toolErr is the error of a tool run under ctx: ctx's own error when ctx
+// ended (the tool was killed for it: the command was interrupted, not the
+// tool broken), else ErrTool with err.
+func toolErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w: %v", ErrTool, err)
 }
 
 func withoutEnv(env []string, name string) []string {

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -92,13 +94,19 @@ func StatEntry(p, rel string) (manifests.Entry, error) {
 
 // HashFile returns the hex SHA-256 of the file at p and its length.
 func HashFile(p string) (string, int64, error) {
+	return HashFileContext(context.Background(), p)
+}
+
+// HashFileContext is HashFile that stops with ctx's error once ctx is
+// done (an image of gigabytes takes seconds to hash).
+func HashFileContext(ctx context.Context, p string) (string, int64, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", 0, fmt.Errorf("hashing %s: %w", p, err)
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	n, err := io.Copy(h, ctxio.NewReader(ctx, f))
 	if err != nil {
 		return "", 0, fmt.Errorf("hashing %s: %w", p, err)
 	}

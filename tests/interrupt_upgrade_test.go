@@ -1,0 +1,114 @@
+package tests
+
+import (
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// signalAt runs strata with args in dir and sends sig as soon as its
+// standard error (where progress goes) contains marker; it returns the
+// exit status and everything the command printed. The command must reach
+// marker.
+func signalAt(t *testing.T, dir string, sig syscall.Signal, marker string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(strataBin, args...)
+	cmd.Dir = dir
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	buf := make([]byte, 4096)
+	for !strings.Contains(log.String(), marker) {
+		n, err := stderr.Read(buf)
+		log.Write(buf[:n])
+		if err != nil {
+			_ = cmd.Wait()
+			t.Fatalf("strata %s ended before %q:\n%s", strings.Join(args, " "), marker, log.String())
+		}
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stderr)
+	log.Write(rest)
+	err = cmd.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	return code, log.String()
+}
+
+// upgradeRecipe is an image with a kernel and 48 MiB of incompressible
+// data: writing it to a root takes long enough to be interrupted.
+const upgradeRecipe = `line: up
+version: %[1]s
+epoch: 1767225600
+base:
+  dir: rootfs
+files:
+  - path: /state
+    dir: true
+  - path: /var
+    dir: true
+  - path: /run
+    dir: true
+  - path: /boot/vmlinuz-6.1.0-%[2]d
+    content: "kernel\n"
+  - path: /boot/initrd.img-6.1.0-%[2]d
+    content: "initrd\n"
+strata: {}
+`
+
+// SIGINT while an offline upgrade writes root B (in the private mount
+// namespace strata re-executes itself in) stops it: exit 130 saying
+// interrupted, nothing staged, no loop device left on the disk, and the
+// same upgrade then succeeds.
+func TestInterruptedUpgradeStagesNothing(t *testing.T) {
+	s := &session{t: t, dir: t.TempDir()}
+	blob := make([]byte, 48<<20)
+	if _, err := rand.Read(blob); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range []string{"1.0.0", "1.1.0"} {
+		s.write(fmt.Sprintf("v%d/recipe.yaml", i+1), fmt.Sprintf(upgradeRecipe, v, i+1))
+		s.write(fmt.Sprintf("v%d/rootfs/srv/blob", i+1), string(blob))
+	}
+	s.ok("key", "generate", "--out", "k")
+	s.ok("build-image", "v1/recipe.yaml", "--out", "images", "--key", "k.key")
+	s.ok("build-image", "v2/recipe.yaml", "--out", "images", "--key", "k.key")
+	s.ok("provision", "--image", "images/up-1.0.0.squashfs", "--disk", "node.img", "--node-id", "t")
+
+	code, out := signalAt(t, s.dir, syscall.SIGINT, "to root B", "upgrade", "--disk", "node.img", "--image", "images/up-1.1.0.squashfs")
+	if code != 130 || !strings.Contains(out, "interrupted") {
+		t.Fatalf("exit %d, want 130 saying interrupted:\n%s", code, out)
+	}
+	if _, stderr, code := s.run("upgrade", "--disk", "node.img", "--cancel"); code != 3 || !strings.Contains(stderr, "no upgrade is staged") {
+		t.Errorf("after the interruption: --cancel exits %d: %s", code, stderr)
+	}
+	if loops, err := exec.Command("losetup", "-j", s.path("node.img")).CombinedOutput(); err != nil || len(loops) != 0 {
+		t.Errorf("loop devices left on the disk (%v): %s", err, loops)
+	}
+	for _, name := range []string{"images", "."} {
+		ents, _ := os.ReadDir(s.path(name))
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("left in %s: %s", name, e.Name())
+			}
+		}
+	}
+	out = s.ok("upgrade", "--disk", "node.img", "--image", "images/up-1.1.0.squashfs")
+	if !strings.Contains(out, "staged upgrade of node.img: image 1.0.0 -> 1.1.0") {
+		t.Errorf("the upgrade after the interruption: %s", out)
+	}
+}
