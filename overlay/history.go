@@ -58,9 +58,27 @@ func History(root string) (*NodeHistory, error) {
 	if h.Pending == nil {
 		h.Pending = []manifests.ServiceAction{}
 	}
-	inEffect := map[int]bool{}
+	// Each overlay in effect was verified, when it was applied, with the
+	// keys its line trusted then: the image's, as the rotations before it
+	// changed them. An overlay signed by a key revoked since is named too.
+	signers := map[int]string{}
+	then, err := v.canon.Trust()
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", root, err)
+	}
 	for _, e := range v.applied {
-		inEffect[e.Seq] = true
+		var m *manifests.OverlayManifest
+		signers[e.Seq], m = storedSigner(n, then, e)
+		if signers[e.Seq] == "" {
+			// A node provisioned at a head, or upgraded since: its
+			// image lists the keys of a later point of the line.
+			signers[e.Seq], m = storedSigner(n, keys, e)
+		}
+		if m != nil {
+			if then, err = then.After(m); err != nil {
+				then = keys
+			}
+		}
 	}
 	// On a trial boot the view holds the staged upgrade's record, which
 	// is not in the ledger until the boot commits it.
@@ -69,33 +87,35 @@ func History(root string) (*NodeHistory, error) {
 		return nil, err
 	}
 	for _, e := range committed.Entries {
-		he := HistoryEntry{LedgerEntry: e, InEffect: inEffect[e.Seq]}
-		if he.InEffect {
-			he.KeyID = storedSigner(n, keys, e)
-		}
+		id, inEffect := signers[e.Seq]
+		he := HistoryEntry{LedgerEntry: e, InEffect: inEffect, KeyID: id}
 		h.Entries = append(h.Entries, he)
 	}
 	return h, nil
 }
 
 // storedSigner returns the key that signed the manifest of applied
-// overlay e as the node keeps it, or "" when it is not there, does not
-// hash to e's digest or no key of keys verifies it.
-func storedSigner(n node.Node, keys *sign.KeySet, e manifests.LedgerEntry) string {
+// overlay e as the node keeps it, and the manifest, or "" and nil when it
+// is not there, does not hash to e's digest or no key of keys verifies it.
+func storedSigner(n node.Node, keys *sign.KeySet, e manifests.LedgerEntry) (string, *manifests.OverlayManifest) {
 	rel := path.Join(manifests.StateDir, "overlays", e.Version+".json")
 	raw, err := safefile.Read(n.Path(rel), manifests.MaxManifestSize)
 	if err != nil || manifests.Digest(raw) != e.Digest {
-		return ""
+		return "", nil
 	}
 	sig, err := safefile.Read(n.Path(rel+".minisig"), sign.MaxSignatureSize)
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	id, err := keys.VerifyFor(raw, sig, sign.OverlayComment(e.Line, e.Version))
 	if err != nil {
-		return ""
+		return "", nil
 	}
-	return id
+	var m manifests.OverlayManifest
+	if manifests.Decode(raw, &m) != nil || m.Validate() != nil {
+		return id, nil
+	}
+	return id, &m
 }
 
 // Describe says in a line what a ledger record did.

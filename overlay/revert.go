@@ -93,10 +93,19 @@ func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o Rever
 			rev.Conflicts = append(rev.Conflicts, fmt.Sprintf("%s (/%s)", a.Manifest.Version, strings.Join(hit, ", /")))
 		}
 	}
+	head := c.Head()
+	if undone(touched, pre, c.State) {
+		// Nothing to put back: later overlays (a revert before this one,
+		// say) already did. Say so rather than call them conflicts.
+		by := ""
+		if len(rev.Conflicts) > 0 {
+			by = " by " + strings.Join(rev.Conflicts, "; ")
+		}
+		return rev, fmt.Errorf("reverting %s: its changes are already undone at the head %s%s: %w", version, head.Version, by, ErrEmpty)
+	}
 	if len(rev.Conflicts) > 0 && !o.Force {
 		return rev, fmt.Errorf("reverting %s: later overlays changed the same paths: %s; --force sets them back to what they were before %s: %w", version, strings.Join(rev.Conflicts, "; "), version, ErrRevertConflict)
 	}
-	head := c.Head()
 	if rev.Version == "" {
 		hv, err := manifests.ParseVersion(head.Version)
 		if err != nil {
@@ -140,6 +149,19 @@ func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o Rever
 	}
 	rev.Created, err = Create(ctx, repoDir, key, ch, co)
 	return rev, err
+}
+
+// undone reports whether every path in touched is in state now as it was
+// in pre: present with the same entry, or absent.
+func undone(touched map[string]bool, pre, now tree.State) bool {
+	for p := range touched {
+		e, had := pre[p]
+		n, has := now[p]
+		if had != has || (had && n != e) {
+			return false
+		}
+	}
+	return true
 }
 
 // touchedPaths returns the paths overlay m changes in tree pre: those it
