@@ -67,6 +67,10 @@ type Add struct {
 	// path the head has keeps its owner and a new one is root's.
 	SetOwner bool
 	UID, GID int
+	// User and Group, when set (with SetOwner), name the owner instead of
+	// UID and GID: Create resolves them with the /etc/passwd and
+	// /etc/group of the line's head.
+	User, Group string
 }
 
 // override applies the mode and owner a asks for to e.
@@ -149,6 +153,10 @@ func prepare(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*manife
 	}
 	if err := manifests.CheckGreater(o.Version, head.Version); err != nil {
 		return nil, nil, nil, fmt.Errorf("creating overlay for line %s (head %s): %w", c.Line.Name, head.Version, err)
+	}
+	ch.Adds = slices.Clone(ch.Adds)
+	if err := resolveOwners(ctx, c, ch.Adds); err != nil {
+		return nil, nil, nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	}
 	d, err := diff(c.State, ch)
 	if err != nil {

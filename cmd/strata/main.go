@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	code := exitCode(err)
 	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrUnknownUnit) || errors.Is(err, overlay.ErrRollbackTarget) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) || errors.Is(err, overlay.ErrRotation) || errors.Is(err, repo.ErrRemote) || errors.Is(err, repo.ErrLocation) {
+	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrUnknownUnit) || errors.Is(err, overlay.ErrUnknownOwner) || errors.Is(err, overlay.ErrRollbackTarget) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) || errors.Is(err, overlay.ErrRotation) || errors.Is(err, repo.ErrRemote) || errors.Is(err, repo.ErrLocation) {
 		code = exitUsage
 	}
 	if s := interruptedBy.Load(); s != 0 && ctx.Err() != nil {

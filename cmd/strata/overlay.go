@@ -20,7 +20,8 @@ func newOverlayCmd(g *globals) *cobra.Command {
 }
 
 func newOverlayCreateCmd(g *globals) *cobra.Command {
-	var repoDir, keyPath, treeDir, mode, owner string
+	var repoDir, keyPath, treeDir string
+	var modes, owners []string
 	var adds []string
 	var dryRun bool
 	var ch overlay.Change
@@ -30,14 +31,18 @@ func newOverlayCreateCmd(g *globals) *cobra.Command {
 		Example: `  strata overlay create --repo repo --version 1.0.1 --key ci.key --add /etc/demo/web.conf=web.conf
   strata overlay create --repo repo --version 1.1.0 --key ci.key --tree changes/ --delete /etc/demo/old.conf
   strata overlay create --repo repo --version 1.0.2 --key ci.key --add /etc/motd=motd --restart demo-web.service
-  strata overlay create --repo repo --version 1.0.3 --dry-run --add /etc/app/token=token --mode 0600 --owner 0:113`,
+  strata overlay create --repo repo --version 1.0.3 --dry-run --add /etc/app/token=token --mode 0600 --owner root:ssl-cert
+  strata overlay create --repo repo --version 1.0.4 --key ci.key --add /etc/a.conf=a.conf --add /etc/b.key=b.key --mode /etc/b.key=0600`,
 		Short: "Compute a change against the line's head, sign it and append it to the repository",
 		Long: `Create an overlay. --tree DIR lays a directory over the head (entries that
 differ, with their on-disk owners and modes; directories the head already
 has keep theirs); --add places one file or
 directory (a path the head has keeps its owner and mode; new paths are
-root-owned 0644/0755; --mode and --owner set them for every --add: the mode
-of the files, the numeric owner of everything); --delete removes a path.
+root-owned 0644/0755; --mode sets the mode of the files an --add places,
+--owner the owner of everything it places: a bare value for every --add,
+DEST=VALUE for the --add of DEST; owners are numbers or names, resolved
+with the /etc/passwd and /etc/group of the line's head, as the nodes
+will, never the host's); --delete removes a path.
 The services to restart or reload are inferred from the line's catalog;
 --restart and --reload add more. --dry-run shows the change against the
 head (added, modified with what differs: content, mode, owner, type;
@@ -56,20 +61,15 @@ deleted) and the restart plan before anything is signed; it needs no key.`,
 				}
 			}
 			ch.Tree = treeDir
-			if (mode != "" || owner != "") && len(adds) == 0 {
-				return usageError{fmt.Errorf("--mode and --owner apply to --add; with --tree the files' own modes and owners count")}
-			}
-			over, err := parseModeOwner(mode, owner)
-			if err != nil {
-				return err
-			}
 			for _, a := range adds {
 				add, err := parseAdd(a)
 				if err != nil {
 					return err
 				}
-				over.Dest, over.Src = add.Dest, add.Src
-				ch.Adds = append(ch.Adds, over)
+				ch.Adds = append(ch.Adds, add)
+			}
+			if err := setModesOwners(ch.Adds, modes, owners); err != nil {
+				return err
 			}
 			for _, d := range ch.Deletes {
 				if err := checkImagePath("--delete", d); err != nil {
@@ -113,8 +113,8 @@ deleted) and the restart plan before anything is signed; it needs no key.`,
 	f.StringArrayVar(&ch.Restart, "restart", nil, "unit to restart in addition to the inferred plan")
 	f.StringArrayVar(&ch.Reload, "reload", nil, "unit to reload in addition to the inferred plan")
 	f.BoolVar(&dryRun, "dry-run", false, "show the change against the head and the restart plan; sign and write nothing")
-	f.StringVar(&mode, "mode", "", "with --add: octal mode of the files added (e.g. 0600)")
-	f.StringVar(&owner, "owner", "", "with --add: numeric UID:GID owning what is added (e.g. 0:113)")
+	f.StringArrayVar(&modes, "mode", nil, "with --add: octal mode of the files added (0600), or DEST=MODE for one --add")
+	f.StringArrayVar(&owners, "owner", nil, "with --add: USER:GROUP owning what is added, numbers or the image's names (0:113, www-data:www-data), or DEST=USER:GROUP for one --add")
 	f.BoolVar(&ch.AllowUnknownUnits, "allow-unknown-unit", false, "let --restart and --reload name units the line's catalog does not have")
 	f.StringVar(&o.Compression, "compression", "zstd", "zstd, xz, gzip or none")
 	f.StringVar(&o.RequiresImage, "requires-image", "", "semver constraint on the base image (default ^IMAGE_VERSION)")

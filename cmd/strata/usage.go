@@ -6,12 +6,12 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -144,25 +144,92 @@ func imageVar(fs *pflag.FlagSet, p *string, usage string) {
 	fs.Var((*imageValue)(p), "image", usage)
 }
 
-// parseModeOwner parses --mode (octal, at most 07777) and --owner
-// (numeric UID:GID) into an Add carrying them.
-func parseModeOwner(mode, owner string) (overlay.Add, error) {
-	var a overlay.Add
-	if mode != "" {
-		m, err := strconv.ParseUint(strings.TrimPrefix(mode, "0o"), 8, 32)
+// setModesOwners applies --mode and --owner to adds. A bare value
+// (0600, 0:113, www-data:www-data) applies to every --add that has none
+// of its own; DEST=VALUE applies to the --add of DEST alone. Owners are
+// numbers or names; names are resolved by overlay create with the
+// /etc/passwd and /etc/group of the line's head, as the nodes will.
+func setModesOwners(adds []overlay.Add, modes, owners []string) error {
+	if len(adds) == 0 && len(modes)+len(owners) > 0 {
+		return usageError{fmt.Errorf("--mode and --owner apply to --add; with --tree the files' own modes and owners count")}
+	}
+	set := func(flag string, values []string, apply func(a *overlay.Add, v string) error) error {
+		bare := ""
+		done := map[string]bool{}
+		for _, v := range values {
+			dest, val, keyed := "", v, false
+			if strings.HasPrefix(v, "/") {
+				if k := strings.LastIndex(v, "="); k > 0 {
+					dest, val, keyed = v[:k], v[k+1:], true
+				}
+			}
+			if !keyed {
+				if bare != "" {
+					return usageError{fmt.Errorf("%s %s and %s %s: give one for every --add, or DEST=VALUE for each", flag, bare, flag, v)}
+				}
+				bare = v
+				continue
+			}
+			i := slices.IndexFunc(adds, func(a overlay.Add) bool { return a.Dest == dest })
+			if i < 0 {
+				var dests []string
+				for _, a := range adds {
+					dests = append(dests, a.Dest)
+				}
+				return usageError{fmt.Errorf("%s %s: no --add has DEST %s (the --add DESTs: %s)", flag, v, dest, strings.Join(dests, ", "))}
+			}
+			if done[dest] {
+				return usageError{fmt.Errorf("%s: %s is given twice", flag, dest)}
+			}
+			done[dest] = true
+			if err := apply(&adds[i], val); err != nil {
+				return err
+			}
+		}
+		if bare == "" {
+			return nil
+		}
+		for i := range adds {
+			if !done[adds[i].Dest] {
+				if err := apply(&adds[i], bare); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := set("--mode", modes, func(a *overlay.Add, v string) error {
+		m, err := strconv.ParseUint(strings.TrimPrefix(v, "0o"), 8, 32)
 		if err != nil || m > 0o7777 {
-			return a, usageError{fmt.Errorf("--mode %q: want an octal mode such as 0644 or 0600", mode)}
+			return usageError{fmt.Errorf("--mode %q: want an octal mode such as 0644 or 0600", v)}
 		}
 		a.SetMode, a.Mode = true, manifests.Mode(m)
+		return nil
+	}); err != nil {
+		return err
 	}
-	if owner != "" {
-		u, g, ok := strings.Cut(owner, ":")
-		uid, err1 := strconv.ParseUint(u, 10, 31)
-		gid, err2 := strconv.ParseUint(g, 10, 31)
+	return set("--owner", owners, func(a *overlay.Add, v string) error {
+		u, g, ok := strings.Cut(v, ":")
+		uid, user, err1 := ownerPart(u)
+		gid, group, err2 := ownerPart(g)
 		if !ok || err1 != nil || err2 != nil {
-			return a, usageError{fmt.Errorf("--owner %q: want numeric UID:GID such as 0:0 or 1000:1000 (names differ between the build host and the image)", owner)}
+			return usageError{fmt.Errorf("--owner %q: want USER:GROUP, each a number or a name the line's image knows, such as 0:0, 1000:1000 or www-data:www-data", v)}
 		}
-		a.SetOwner, a.UID, a.GID = true, int(uid), int(gid)
+		a.SetOwner, a.UID, a.GID, a.User, a.Group = true, uid, gid, user, group
+		return nil
+	})
+}
+
+// ownerName is a user or group name as useradd accepts it.
+var ownerName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?$`)
+
+// ownerPart parses one side of --owner: a number (id) or a name.
+func ownerPart(s string) (int, string, error) {
+	if n, err := strconv.ParseUint(s, 10, 31); err == nil {
+		return int(n), "", nil
 	}
-	return a, nil
+	if !ownerName.MatchString(s) {
+		return 0, "", fmt.Errorf("bad owner %q", s)
+	}
+	return 0, s, nil
 }
