@@ -73,8 +73,12 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 		return nil, fmt.Errorf("adding image %s to line %s: %w", image, l.Name, err)
 	}
 	ref.File = path.Join("images", fmt.Sprintf("%s-%s.squashfs", m.Line, m.Version))
-	if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(ref.File))); err == nil {
-		return nil, fmt.Errorf("adding image %s: %s exists already and the index does not name it: %w", image, ref.File, ErrExists)
+	mp := ManifestPath(ref.File)
+	written := []string{ref.File, mp, SigPath(mp)}
+	for _, f := range written {
+		if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(f))); err == nil {
+			return nil, fmt.Errorf("adding image %s: %s exists already and the index does not name it: %w", image, f, ErrExists)
+		}
 	}
 	sig, err := safefile.ReadFollow(SigPath(ManifestPath(image)), sign.MaxSignatureSize)
 	if err != nil {
@@ -90,8 +94,6 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 		return nil, fmt.Errorf("adding image %s: %w", image, err)
 	}
 	st := Dir(dir)
-	mp := ManifestPath(ref.File)
-	written := []string{ref.File, mp, SigPath(mp)}
 	ok := false
 	defer func() {
 		if !ok {
