@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -127,7 +126,7 @@ func restartNode(ctx context.Context, n Node, h probed, o RestartOptions, bundle
 		return OutcomeFailed, fmt.Sprintf("restart: %v (whether its units restarted is unknown)", err), nil, nil
 	}
 	var rr overlay.RestartReport
-	if err := json.Unmarshal(out, &rr); err != nil {
+	if err := manifests.Unmarshal(out, &rr); err != nil {
 		return OutcomeFailed, fmt.Sprintf("restart: unreadable report: %v", err), nil, nil
 	}
 	for _, a := range rr.Restarted {

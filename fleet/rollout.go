@@ -229,7 +229,7 @@ func applyNode(ctx context.Context, n Node, from string, o RolloutOptions, bundl
 		return OutcomeFailed, from, fmt.Sprintf("apply-overlay: %v (the node's state is unknown: check it with strata status)", err), nil
 	}
 	var ar overlay.ApplyReport
-	if err := json.Unmarshal(out, &ar); err != nil {
+	if err := manifests.Unmarshal(out, &ar); err != nil {
 		return OutcomeFailed, from, fmt.Sprintf("apply-overlay: unreadable report: %v", err), nil
 	}
 	for _, p := range ar.Plans {

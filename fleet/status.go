@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -262,7 +261,7 @@ func decodeHealth(b []byte, where, status string) (*agent.Health, error) {
 		agent.Health
 		Error string `json:"error"`
 	}
-	if err := json.Unmarshal(b, &doc); err != nil {
+	if err := manifests.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("%s: not a strata health document: %v", where, err)
 	}
 	h := doc.Health

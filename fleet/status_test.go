@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,5 +229,14 @@ func TestPageEscapes(t *testing.T) {
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || len(rep.Nodes) != 1 || rep.Nodes[0].State != StateFailing {
 		t.Errorf("status.json: %+v %v", rep, err)
+	}
+}
+
+// A node's health document of the wrong shape is named in the document's
+// words, never Go's types.
+func TestDecodeHealthWrongShape(t *testing.T) {
+	_, err := decodeHealth([]byte(`{"head": 5}`), "n1", "200 OK")
+	if err == nil || !strings.Contains(err.Error(), `n1: not a strata health document: "head": a JSON number where a mapping`) || strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "manifests.") {
+		t.Errorf("%v", err)
 	}
 }

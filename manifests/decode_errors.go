@@ -16,12 +16,25 @@ func plainJSONError(err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		where := "the document"
-		if te.Field != "" {
-			where = fmt.Sprintf("%q", te.Field)
+		if f := keyPath(te.Field); f != "" {
+			where = fmt.Sprintf("%q", f)
 		}
 		return fmt.Errorf("%s: a JSON %s where %s is expected (offset %d)", where, te.Value, kindOf(te.Type), te.Offset)
 	}
 	return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// keyPath is the decoder's field path without the names of embedded Go
+// structs, which it includes (strata's keys are lower case; Go's type
+// names are not).
+func keyPath(field string) string {
+	var keep []string
+	for _, p := range strings.Split(field, ".") {
+		if p != "" && !unicode.IsUpper([]rune(p)[0]) {
+			keep = append(keep, p)
+		}
+	}
+	return strings.Join(keep, ".")
 }
 
 // kindOf describes the JSON value a Go type decodes from: by its kind,

@@ -31,3 +31,16 @@ func TestDecodeErrorsInDocumentWords(t *testing.T) {
 		t.Errorf("ValueKind = %q", k)
 	}
 }
+
+// Unmarshal takes fields the type lacks (a document from another strata
+// version) and words its errors as Decode does.
+func TestUnmarshalLenientInDocumentWords(t *testing.T) {
+	var r manifests.Ref
+	if err := manifests.Unmarshal([]byte(`{"version": "1.0.0", "newer": true}`), &r); err != nil || r.Version != "1.0.0" {
+		t.Fatalf("extra field: %+v %v", r, err)
+	}
+	err := manifests.Unmarshal([]byte(`{"version": 5}`), &r)
+	if err == nil || !strings.Contains(err.Error(), `"version": a JSON number where a string is expected`) || strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "json:") {
+		t.Errorf("wrong kind: %v", err)
+	}
+}

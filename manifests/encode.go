@@ -49,6 +49,16 @@ func Decode(b []byte, v any) error {
 	return nil
 }
 
+// Unmarshal decodes a JSON document that may carry fields v does not
+// have (a report or health document from another strata version), with
+// errors in the document's words, never Go's. Callers bound b.
+func Unmarshal(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return plainJSONError(err)
+	}
+	return nil
+}
+
 // ReadLimited reads all of r, failing with ErrTooLarge past limit bytes.
 func ReadLimited(r io.Reader, limit int64) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r, limit+1))

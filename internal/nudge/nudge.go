@@ -1,7 +1,6 @@
 package nudge
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -53,7 +52,7 @@ func Parse(b []byte) (*Nudge, error) {
 		return nil, fmt.Errorf("%w: %d bytes", ErrRefused, len(b))
 	}
 	var n Nudge
-	if err := json.Unmarshal(b, &n); err != nil {
+	if err := manifests.Unmarshal(b, &n); err != nil {
 		return nil, fmt.Errorf("%w: not a nudge: %v", ErrRefused, err)
 	}
 	return &n, nil
