@@ -83,10 +83,15 @@ type LedgerEntry struct {
 	Layers  []string `json:"layers,omitempty"`
 	Dropped []string `json:"dropped,omitempty"`
 	// Compact marks an upgrade to a regenerated image of the node's head.
-	Compact bool   `json:"compact,omitempty"`
-	Time    string `json:"time"`
-	Prev    string `json:"prev"`
-	Hash    string `json:"hash"`
+	Compact bool `json:"compact,omitempty"`
+	// Signer is the id of the key whose signature on the overlay's
+	// manifest was verified when it was applied (apply and failed
+	// records of an overlay), so the history names it after the overlay
+	// is rolled back and its manifest dropped.
+	Signer string `json:"signer,omitempty"`
+	Time   string `json:"time"`
+	Prev   string `json:"prev"`
+	Hash   string `json:"hash"`
 }
 
 // EntryHash returns the hash of e with its Hash field cleared.
@@ -171,6 +176,10 @@ func (e LedgerEntry) validate() error {
 		return fmt.Errorf("%s record with a slot", e.Action)
 	case e.Action != LedgerUpgrade && (len(e.Layers) > 0 || len(e.Dropped) > 0 || e.Compact):
 		return fmt.Errorf("%s record with upgrade fields", e.Action)
+	case e.Signer != "" && !ValidKeyID(e.Signer):
+		return fmt.Errorf("signer %q is not a key id", clip(e.Signer))
+	case e.Signer != "" && e.Action != LedgerApply && e.Action != LedgerFailed:
+		return fmt.Errorf("%s record with a signer", e.Action)
 	}
 	if err := ValidLine(e.Line); err != nil {
 		return err

@@ -135,3 +135,28 @@ func TestStagedUpgradeValidate(t *testing.T) {
 		}
 	}
 }
+
+// An overlay's signer is a key id, on apply and failed records only.
+func TestLedgerSigner(t *testing.T) {
+	for _, c := range []struct {
+		action manifests.LedgerAction
+		signer string
+		ok     bool
+	}{
+		{manifests.LedgerApply, "0033A74F42697927", true},
+		{manifests.LedgerFailed, "0033A74F42697927", true},
+		{manifests.LedgerRollback, "0033A74F42697927", false},
+		{manifests.LedgerApply, "0033a74f42697927", false},
+		{manifests.LedgerApply, "../../etc/passwd", false},
+	} {
+		l := newLedger(t)
+		e := rec(c.action, "1.0.1")
+		e.Signer = c.signer
+		if err := l.Append(e); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.CheckChain(); (err == nil) != c.ok {
+			t.Errorf("%s record signed %q: %v", c.action, c.signer, err)
+		}
+	}
+}

@@ -103,6 +103,7 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 		Head:       manifests.Ref{Version: m.Version, Digest: a.Digest},
 		TreeDigest: states[1].Digest(),
 		Pending:    plan.Actions,
+		Signer:     a.KeyID,
 		Time:       time.Now().UTC().Format(time.RFC3339),
 	}
 	payload := func(ctx context.Context, fn func(manifests.Entry, io.Reader) error) error {

@@ -13,10 +13,12 @@ import (
 // HistoryEntry is one ledger record as strata node history shows it.
 type HistoryEntry struct {
 	manifests.LedgerEntry
-	// KeyID is the key that signed an applied overlay that is still in
-	// effect (its manifest is kept with the node state, hashes to the
-	// record's digest and verifies with the node's keys); empty for
-	// others.
+	// KeyID is the key that signed the overlay of an apply or failed
+	// record: for an overlay in effect, verified again from the manifest
+	// the node keeps (it must hash to the record's digest and verify with
+	// the keys trusted when it was applied); for others, as the record
+	// says (the signer verified at the time; records of older strata
+	// versions have none).
 	KeyID string `json:"key_id,omitempty"`
 	// InEffect marks the apply records of the overlays the node runs.
 	InEffect bool `json:"in_effect,omitempty"`
@@ -88,6 +90,9 @@ func History(root string) (*NodeHistory, error) {
 	}
 	for _, e := range committed.Entries {
 		id, inEffect := signers[e.Seq]
+		if !inEffect {
+			id = e.Signer
+		}
 		he := HistoryEntry{LedgerEntry: e, InEffect: inEffect, KeyID: id}
 		h.Entries = append(h.Entries, he)
 	}

@@ -18,7 +18,7 @@ func newNodeCmd(g *globals) *cobra.Command {
 		Use:   "history --root DIR",
 		Short: "The node's ledger as a history: applies, rollbacks, failures, restarts, upgrades",
 		Long: `Show the node's ledger, oldest first, as a history: what was provisioned,
-applied (and who signed each overlay still in effect), rolled back, tried
+applied (and who signed each overlay), rolled back, tried
 and taken back, repaired and upgraded; the restarts each record left
 pending, carried out or deferred to a reboot; and the restart debt the
 node still has. The ledger's hash chain is checked as it is read; nothing
@@ -44,13 +44,16 @@ func printHistory(w io.Writer, h *overlay.NodeHistory) {
 	fmt.Fprintf(w, "node %s: line %s, image %s, head %s\n", h.Root, h.Line, h.Image, h.Head.Version)
 	for _, e := range h.Entries {
 		what := overlay.Describe(e.LedgerEntry)
-		if e.KeyID != "" {
+		if e.KeyID != "" && e.Action == manifests.LedgerApply {
 			what += ", signed by " + e.KeyID
 		}
 		if e.InEffect {
 			what += " (in effect)"
 		}
 		fmt.Fprintf(w, "  %3d  %s  %-9s  %s\n", e.Seq, e.Time, e.Action, what)
+		if e.KeyID != "" && e.Action == manifests.LedgerFailed {
+			fmt.Fprintf(w, "       %-*s  signed by %s\n", len(e.Time)+11, "", e.KeyID)
+		}
 		printHistoryActions(w, "planned", e.Pending)
 		printHistoryActions(w, "done", e.Done)
 		printHistoryActions(w, "at reboot", e.Reboot)
