@@ -22,10 +22,19 @@ import (
 // FIFOs and sockets are ErrSpecialFile; hard links are scanned as the
 // regular files they are.
 func Scan(root string, skip func(rel string) bool) ([]manifests.Entry, error) {
+	return ScanContext(context.Background(), root, skip)
+}
+
+// ScanContext is Scan that stops with ctx's error once ctx is done (a
+// node's tree of gigabytes takes a while to hash).
+func ScanContext(ctx context.Context, root string, skip func(rel string) bool) ([]manifests.Entry, error) {
 	var out []manifests.Entry
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("scanning %s: %w", p, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		if p == root {
 			return nil
@@ -41,7 +50,7 @@ func Scan(root string, skip func(rel string) bool) ([]manifests.Entry, error) {
 			}
 			return nil
 		}
-		e, err := StatEntry(p, rel)
+		e, err := statEntry(ctx, p, rel)
 		if err != nil {
 			return err
 		}
@@ -58,6 +67,10 @@ func Scan(root string, skip func(rel string) bool) ([]manifests.Entry, error) {
 // StatEntry describes the file at host path p as the entry rel, hashing
 // its content if it is a regular file. It does not follow symlinks.
 func StatEntry(p, rel string) (manifests.Entry, error) {
+	return statEntry(context.Background(), p, rel)
+}
+
+func statEntry(ctx context.Context, p, rel string) (manifests.Entry, error) {
 	fi, err := os.Lstat(p)
 	if err != nil {
 		return manifests.Entry{}, fmt.Errorf("scanning %s: %w", p, err)
@@ -70,7 +83,7 @@ func StatEntry(p, rel string) (manifests.Entry, error) {
 	case fi.Mode().IsRegular():
 		e.Type = manifests.TypeFile
 		e.Size = fi.Size()
-		sum, n, err := HashFile(p)
+		sum, n, err := HashFileContext(ctx, p)
 		if err != nil {
 			return e, err
 		}

@@ -1,6 +1,7 @@
 package tree_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -207,5 +208,35 @@ func TestCreateSetMeta(t *testing.T) {
 	}
 	if err := tree.Create(filepath.Join(dir, "dev"), manifests.Entry{Type: "chardev"}, nil); !errors.Is(err, tree.ErrSpecialFile) {
 		t.Errorf("Create of a device = %v, want ErrSpecialFile", err)
+	}
+}
+
+// A scan stops once its context is cancelled: here as the walk skips a
+// path, before anything below it is hashed.
+func TestScanContextCancelled(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"a/x", "b/y", "c/z"} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var seen []string
+	_, err := tree.ScanContext(ctx, dir, func(rel string) bool {
+		seen = append(seen, rel)
+		if rel == "b" {
+			cancel()
+		}
+		return false
+	})
+	if !errors.Is(err, context.Canceled) || strings.Join(seen, " ") != "a a/x b" {
+		t.Fatalf("scan: %v after %v, want context.Canceled right after b", err, seen)
+	}
+	if got, err := tree.ScanContext(context.Background(), dir, nil); err != nil || len(got) != 6 {
+		t.Fatalf("uncancelled scan: %d entries, %v", len(got), err)
 	}
 }

@@ -73,7 +73,7 @@ func (b *Backend) Check(m *manifests.OverlayManifest) error {
 
 // Scan lists the node's tree, without strata's state directory.
 func (b *Backend) Scan(ctx context.Context) ([]manifests.Entry, error) {
-	return tree.Scan(b.n.Root, manifests.IsNodeState)
+	return tree.ScanContext(ctx, b.n.Root, manifests.IsNodeState)
 }
 
 // Stage writes ch's payload aside in a new transaction and plans its

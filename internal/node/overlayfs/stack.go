@@ -155,14 +155,14 @@ func (b *Backend) Scan(ctx context.Context) ([]manifests.Entry, error) {
 		return nil, fmt.Errorf("scanning node %s: its stacks are not active (run strata activate)", b.n.Root)
 	}
 	hier := b.managed()
-	out, err := tree.Scan(b.ImageDir(), func(p string) bool {
+	out, err := tree.ScanContext(ctx, b.ImageDir(), func(p string) bool {
 		return manifests.IsNodeState(p) || hierarchyOf(hier, p) != ""
 	})
 	if err != nil {
 		return nil, err
 	}
 	for _, h := range hier {
-		sub, err := scanStack(filepath.Join(b.n.Root, h), h)
+		sub, err := scanStack(ctx, filepath.Join(b.n.Root, h), h)
 		if err != nil {
 			return nil, err
 		}
@@ -174,7 +174,7 @@ func (b *Backend) Scan(ctx context.Context) ([]manifests.Entry, error) {
 // scanStack lists the tree at dir (as tree path h) as its own mount has
 // it, without what is mounted below it: a non-recursive clone is read, so
 // systemd's transient /etc/machine-id, say, is not taken for drift.
-func scanStack(dir, h string) ([]manifests.Entry, error) {
+func scanStack(ctx context.Context, dir, h string) ([]manifests.Entry, error) {
 	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("scanning %s: %w", dir, err)
@@ -188,7 +188,7 @@ func scanStack(dir, h string) ([]manifests.Entry, error) {
 	}
 	top.Path = h
 	out := []manifests.Entry{top}
-	sub, err := tree.Scan(root, func(p string) bool { return manifests.IsNodeState(h + "/" + p) })
+	sub, err := tree.ScanContext(ctx, root, func(p string) bool { return manifests.IsNodeState(h + "/" + p) })
 	if err != nil {
 		return nil, fmt.Errorf("scanning %s: %w", dir, err)
 	}
