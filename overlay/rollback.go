@@ -188,7 +188,7 @@ func rollbackStep(ctx context.Context, b Backend, progress func(string)) (*rolle
 		Pending:    plan.Actions,
 		Time:       time.Now().UTC().Format(time.RFC3339),
 	}
-	t, err := b.StageRevert(ctx, &node.Change{Manifest: m, Record: rec})
+	t, err := b.StageRevert(ctx, &node.Change{Manifest: m, Record: rec, Before: after, After: before})
 	if err != nil {
 		return nil, err
 	}

@@ -369,6 +369,21 @@ func (c *hcase) write(name string, algo compress.Algorithm, ms []member) string 
 	return p
 }
 
+// plantUndo applies 1.0.1 (which replaces /etc/demo/web.conf) to the node
+// and lets plant change the undo data it kept (the directory of displaced
+// objects).
+func (c *hcase) plantUndo(plant func(old string)) {
+	c.t.Helper()
+	if out, code := strata(c.apply(c.b.ov1)...); code != 0 {
+		c.t.Fatalf("apply 1.0.1: exit %d: %s", code, out)
+	}
+	old := filepath.Join(c.root, manifests.StateDir, "undo", "1.0.1", "old")
+	if _, err := os.Lstat(filepath.Join(old, "0")); err != nil {
+		c.t.Fatalf("no undo data for 1.0.1: %v", err)
+	}
+	plant(old)
+}
+
 func (c *hcase) apply(args ...string) []string {
 	return append([]string{"apply-overlay", "--root", c.root, "--restart-with", "none"}, args...)
 }
@@ -735,6 +750,36 @@ func TestHostileInputs(t *testing.T) {
 		}},
 		{"rollback with planted state", 3, []string{"symlink"}, func(c *hcase) []string {
 			_ = os.Symlink(c.canary, filepath.Join(c.root, manifests.StateDir, "overlays"))
+			return []string{"rollback", "--root", c.root, "--restart-with", "none"}
+		}},
+		// Undo data is node state: rollback restores it only as the tree
+		// before the overlay had it, and follows no link in it.
+		{"rollback restoring a planted symlink", 3, []string{"undo data for /etc/demo/web.conf", "symlink"}, func(c *hcase) []string {
+			c.plantUndo(func(old string) {
+				_ = os.Remove(filepath.Join(old, "0"))
+				_ = os.Symlink(filepath.Join(c.canary, "victim"), filepath.Join(old, "0"))
+			})
+			return []string{"rollback", "--root", c.root, "--restart-with", "none"}
+		}},
+		{"rollback restoring altered content", 3, []string{"undo data for /etc/demo/web.conf", "content sha256"}, func(c *hcase) []string {
+			c.plantUndo(func(old string) {
+				b, _ := os.ReadFile(filepath.Join(old, "0"))
+				_ = os.WriteFile(filepath.Join(old, "0"), []byte(strings.Replace(string(b), "8", "9", 1)), 0o644)
+			})
+			return []string{"rollback", "--root", c.root, "--restart-with", "none"}
+		}},
+		{"rollback restoring a FIFO", 3, []string{"undo data for /etc/demo/web.conf", "is a FIFO"}, func(c *hcase) []string {
+			c.plantUndo(func(old string) {
+				_ = os.Remove(filepath.Join(old, "0"))
+				_ = syscall.Mkfifo(filepath.Join(old, "0"), 0o644)
+			})
+			return []string{"rollback", "--root", c.root, "--restart-with", "none"}
+		}},
+		{"rollback through a symlinked undo directory", 3, []string{"is not a directory (symlink)"}, func(c *hcase) []string {
+			c.plantUndo(func(old string) {
+				_ = os.Rename(old, filepath.Join(c.canary, "old"))
+				_ = os.Symlink(filepath.Join(c.canary, "old"), old)
+			})
 			return []string{"rollback", "--root", c.root, "--restart-with", "none"}
 		}},
 		// Key rotation: only a rotation a trusted key signs changes the

@@ -71,7 +71,7 @@ func (n Node) CheckState() error {
 			return fmt.Errorf("node %s: %w", n.Root, err)
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("node %s: /%s is not a directory (%s): %w", n.Root, rel, typeName(fi.Mode()), ErrBadState)
+			return fmt.Errorf("node %s: /%s is not a directory (%s): %w", n.Root, rel, TypeName(fi.Mode()), ErrBadState)
 		}
 	}
 	check := func(name string, want os.FileMode) error {
@@ -88,7 +88,7 @@ func (n Node) CheckState() error {
 			if want != os.ModeDir {
 				what = "a regular file"
 			}
-			return fmt.Errorf("node %s: %s is not %s (%s): %w", n.Root, p, what, typeName(fi.Mode()), ErrBadState)
+			return fmt.Errorf("node %s: %s is not %s (%s): %w", n.Root, p, what, TypeName(fi.Mode()), ErrBadState)
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && want == 0 && st.Nlink != 1 {
 			return fmt.Errorf("node %s: %s has %d hard links (a link to a file elsewhere): %w", n.Root, p, st.Nlink, ErrBadState)
@@ -108,7 +108,9 @@ func (n Node) CheckState() error {
 	return nil
 }
 
-func typeName(m os.FileMode) string {
+// TypeName names the kind of file m describes, for messages: "symlink",
+// "directory", "FIFO", "device", "socket", "regular file".
+func TypeName(m os.FileMode) string {
 	switch {
 	case m&os.ModeSymlink != 0:
 		return "symlink"

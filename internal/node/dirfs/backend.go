@@ -144,7 +144,7 @@ func (b *Backend) StageRevert(ctx context.Context, ch *node.Change) (node.Txn, e
 	if err != nil {
 		return nil, err
 	}
-	ops, err := inverseOps(t, orig, undo)
+	ops, err := inverseOps(t, orig, undo, ch.After)
 	if err != nil {
 		t.abort()
 		return nil, err

@@ -6,19 +6,31 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
 // inverseOps builds the ops that undo orig, staging copies of the objects
 // orig displaced (the undo data stays intact until the rollback commits).
-func inverseOps(t *txn, orig journal, undo string) ([]op, error) {
+// Each object is checked against want, the tree the rollback returns to,
+// before it is copied.
+func inverseOps(t *txn, orig journal, undo string, want tree.State) ([]op, error) {
+	old := filepath.Join(undo, "old")
+	if fi, err := os.Lstat(old); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("undo data %s is not a directory (%s): %w", old, node.TypeName(fi.Mode()), node.ErrBadState)
+	}
 	var ops []op
 	for i := len(orig.Ops) - 1; i >= 0; i-- {
 		o := orig.Ops[i]
-		saved := filepath.Join(undo, "old", strconv.Itoa(i))
+		saved := filepath.Join(old, strconv.Itoa(i))
 		_, err := os.Lstat(saved)
 		hasSaved := err == nil
+		if hasSaved && o.Kind != opMeta {
+			if err := checkUndo(saved, o.Path, want); err != nil {
+				return nil, err
+			}
+		}
 		cur, exists, err := current(t.n, o.Path)
 		if err != nil {
 			return nil, err
