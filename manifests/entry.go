@@ -83,10 +83,15 @@ func (e Entry) Validate() error {
 
 // ValidPath reports whether p is a clean relative slash-separated path
 // inside a tree: not empty, not absolute, no "." or ".." elements, no empty
-// elements, no NUL and no trailing slash.
+// elements, no NUL or other control character (C0, DEL, C1: a newline
+// would forge lines in listings, an escape drive the terminal showing
+// them) and no trailing slash.
 func ValidPath(p string) error {
 	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) || strings.HasSuffix(p, "/") {
 		return fmt.Errorf("%w: %q", ErrUnsafePath, p)
+	}
+	if hasControl(p) {
+		return fmt.Errorf("%w: %q has a control character (a newline, an escape, ...), which no listing could show as it is", ErrUnsafePath, p)
 	}
 	for _, el := range strings.Split(p, "/") {
 		if el == "" || el == "." || el == ".." {
@@ -130,6 +135,9 @@ func validHex(s string, n int) bool {
 func CheckLinkTarget(p, target string) error {
 	if target == "" || strings.ContainsRune(target, 0) {
 		return fmt.Errorf("%w: symlink %s has an empty or NUL target", ErrUnsafePath, p)
+	}
+	if hasControl(target) {
+		return fmt.Errorf("%w: symlink %s has a target with a control character: %q", ErrUnsafePath, p, target)
 	}
 	if strings.HasPrefix(target, "/") {
 		return nil
@@ -185,4 +193,15 @@ func EntryChanges(o, n Entry) []string {
 		out = append(out, fmt.Sprintf("target %s -> %s", o.Target, n.Target))
 	}
 	return out
+}
+
+// hasControl reports whether s holds a control character: C0 (below
+// U+0020), DEL or C1 (U+0080 to U+009F).
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) {
+			return true
+		}
+	}
+	return false
 }

@@ -397,11 +397,11 @@ func planServices(m *manifests.OverlayManifest, c *Chain, next tree.State, open 
 	if m.Catalog != nil {
 		cat = *m.Catalog
 	}
-	if !ch.AllowUnknownUnits {
-		if err := catalogHas(cat, ch.Restart, "--restart"); err != nil {
-			return fmt.Errorf("creating overlay %s: %w", m.Version, err)
-		}
-		if err := catalogHas(cat, ch.Reload, "--reload"); err != nil {
+	for _, flag := range []struct {
+		name  string
+		units []string
+	}{{"--restart", ch.Restart}, {"--reload", ch.Reload}} {
+		if err := catalogHas(cat, flag.units, flag.name, ch.AllowUnknownUnits); err != nil {
 			return fmt.Errorf("creating overlay %s: %w", m.Version, err)
 		}
 	}

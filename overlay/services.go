@@ -53,16 +53,16 @@ func knownUnits(cat manifests.Catalog, units []string) error {
 	return nil
 }
 
-// catalogHas refuses a unit of units (given with flag) that cat does not
-// have, itself or as an instance of a template unit it has, naming the
-// closest units it does have: a typo must not reach every node as a
-// restart that always fails.
-func catalogHas(cat manifests.Catalog, units []string, flag string) error {
+// catalogHas refuses a unit of units (given with flag) that is no unit
+// name, or, unless anyUnit, that cat does not have, itself or as an
+// instance of a template unit it has, naming the closest units it does
+// have: a typo must not reach every node as a restart that always fails.
+func catalogHas(cat manifests.Catalog, units []string, flag string, anyUnit bool) error {
 	for _, u := range units {
 		if !manifests.ValidUnit(u) {
 			return fmt.Errorf("%s %q: not a systemd unit name (such as demo-web.service): %w", flag, u, ErrUnknownUnit)
 		}
-		if serviceOf(cat, u).Unit != "" || serviceOf(cat, templateOf(u)).Unit != "" {
+		if anyUnit || serviceOf(cat, u).Unit != "" || serviceOf(cat, templateOf(u)).Unit != "" {
 			continue
 		}
 		msg := fmt.Sprintf("%s %s: the line's catalog has no such unit", flag, u)

@@ -834,6 +834,19 @@ func TestHostileInputs(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(c.repo, repo.SigPath(repo.IndexFile)), c.b.other.Sign(out, sign.IndexComment), 0o644)
 			return c.apply("--repo", c.repo)
 		}},
+		// Control characters in paths would forge lines in listings or
+		// drive the terminal that shows them.
+		{"overlay whose path has an escape sequence", 3, []string{"control character"}, func(c *hcase) []string {
+			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, c.resigned(c.b.ov1, c.b.key, "", edited(c.t, func(m *manifests.OverlayManifest) {
+				m.Entries[len(m.Entries)-1].Path = "etc/demo/x\x1b]0;pwned\a"
+			}))))
+		}},
+		{"--add with a newline in DEST", 2, []string{"control character"}, func(c *hcase) []string {
+			return []string{"overlay", "create", "--repo", c.repo, "--version", "1.0.3", "--key", c.b.keyPath, "--add", "/etc/demo/evil\n  file    0644 0:0 /etc/demo/harmless=" + filepath.Join(c.b.dir, "web-1.0.1")}
+		}},
+		{"--restart that is no unit name, even with --allow-unknown-unit", 2, []string{"not a systemd unit name"}, func(c *hcase) []string {
+			return []string{"overlay", "create", "--repo", c.repo, "--version", "1.0.3", "--dry-run", "--add", "/etc/motd=" + filepath.Join(c.b.dir, "web-1.0.1"), "--restart", "foo;rm -rf /", "--allow-unknown-unit"}
+		}},
 		{"key rotate adding a secret key", 2, []string{"--add", "public key"}, func(c *hcase) []string {
 			return []string{"key", "rotate", "--repo", c.repo, "--key", c.b.keyPath, "--add", filepath.Join(c.b.dir, "other.key")}
 		}},

@@ -104,6 +104,9 @@ func checkImagePath(what, p string) error {
 	case path.Clean(p) != p:
 		return usageError{fmt.Errorf("%s: %q is not a clean path; did you mean %s?", what, p, path.Clean(p))}
 	}
+	if err := manifests.ValidPath(strings.TrimPrefix(p, "/")); err != nil {
+		return usageError{fmt.Errorf("%s: %w", what, err)}
+	}
 	return nil
 }
 
