@@ -43,26 +43,33 @@ func diff(head tree.State, ch Change) (*delta, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--add %s: %w", a.Dest, err)
 		}
-		fi, err := os.Stat(a.Src)
+		// SRC is what the operator named: a link there is followed, as cp
+		// follows it, so the node gets the file, not a link into the
+		// build host; links inside a directory SRC stay links.
+		hostSrc, err := filepath.EvalSymlinks(a.Src)
+		if err != nil {
+			return nil, fmt.Errorf("--add %s: %w", a.Dest, err)
+		}
+		fi, err := os.Stat(hostSrc)
 		if err != nil {
 			return nil, fmt.Errorf("--add %s: %w", a.Dest, err)
 		}
 		if !fi.IsDir() {
-			e, err := tree.StatEntry(a.Src, dest)
+			e, err := tree.StatEntry(hostSrc, dest)
 			if err != nil {
 				return nil, err
 			}
 			want[dest] = a.override(adopt(head, e))
-			src[dest] = a.Src
+			src[dest] = hostSrc
 			continue
 		}
-		entries, err := tree.Scan(a.Src, nil)
+		entries, err := tree.Scan(hostSrc, nil)
 		if err != nil {
 			return nil, err
 		}
 		want[dest] = a.override(adopt(head, manifests.Entry{Path: dest, Type: manifests.TypeDir, Mode: 0755}))
 		for _, e := range entries {
-			host := filepath.Join(a.Src, filepath.FromSlash(e.Path))
+			host := filepath.Join(hostSrc, filepath.FromSlash(e.Path))
 			e.Path = dest + "/" + e.Path
 			want[e.Path] = a.override(adopt(head, e))
 			src[e.Path] = host
