@@ -68,10 +68,16 @@ func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o Rever
 			k = i
 		}
 	}
-	if k < 0 {
-		return nil, fmt.Errorf("reverting %s: line %s has no overlay %s (its image %s cannot be reverted): %w", version, c.Line.Name, version, c.Image.Manifest.Version, ErrSequence)
+	switch {
+	case k < 0 && version == c.Image.Manifest.Version:
+		return nil, fmt.Errorf("reverting %s: it is line %s's image, not an overlay; only overlays can be reverted: %w", version, c.Line.Name, ErrSequence)
+	case k < 0:
+		return nil, fmt.Errorf("reverting %s: line %s has no overlay %s (its overlays: %s): %w", version, c.Line.Name, version, versionRange(c), ErrSequence)
 	}
 	v := c.Overlays[k].Manifest
+	if v.Keys != nil {
+		return nil, fmt.Errorf("reverting %s: it is a key rotation, which a revert does not undo; publish the opposite rotation with strata key rotate (--add, --revoke): %w", version, ErrSequence)
+	}
 	parent := v.Parent.Version
 	before, err := LoadChain(ctx, r, c.Line.Name, parent, nil)
 	if err != nil {
@@ -104,7 +110,7 @@ func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o Rever
 		return rev, fmt.Errorf("reverting %s: its changes are already undone at the head %s%s: %w", version, head.Version, by, ErrEmpty)
 	}
 	if len(rev.Conflicts) > 0 && !o.Force {
-		return rev, fmt.Errorf("reverting %s: later overlays changed the same paths: %s; --force sets them back to what they were before %s: %w", version, strings.Join(rev.Conflicts, "; "), version, ErrRevertConflict)
+		return rev, fmt.Errorf("reverting %s: later overlays changed the same paths: %s; --force puts back what %s changed over them: %w", version, strings.Join(rev.Conflicts, "; "), version, ErrRevertConflict)
 	}
 	if rev.Version == "" {
 		hv, err := manifests.ParseVersion(head.Version)
@@ -252,4 +258,16 @@ func exactEntry(ctx context.Context, before *Chain, dir string, e manifests.Entr
 		err = cerr
 	}
 	return ExactEntry{Entry: e, Src: f.Name()}, err
+}
+
+// versionRange names the first and last overlay versions of c ("none").
+func versionRange(c *Chain) string {
+	switch n := len(c.Overlays); n {
+	case 0:
+		return "none"
+	case 1:
+		return c.Overlays[0].Manifest.Version
+	default:
+		return c.Overlays[0].Manifest.Version + " to " + c.Overlays[n-1].Manifest.Version
+	}
 }

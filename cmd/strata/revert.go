@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
+	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/overlay"
 )
 
@@ -14,7 +14,7 @@ func newOverlayRevertCmd(g *globals) *cobra.Command {
 	var repoDir, keyPath string
 	var o overlay.RevertOptions
 	c := &cobra.Command{
-		Use:   "revert --repo REPO V --key K [--version W] [--force] [--dry-run]",
+		Use:   "revert --repo REPO V (--key K | --dry-run) [--version W] [--force]",
 		Short: "Publish the next overlay, which undoes overlay V against the head",
 		Long: `Withdraw a bad overlay the way a sequence allows: publish, as the line's
 next overlay (--version, default the head's next patch), the change that
@@ -23,19 +23,28 @@ before V (content, type, mode, owner), or is deleted if V created it;
 every path V deleted comes back. The restart plan is computed as for any
 overlay. When later overlays changed the same paths the revert is
 refused, naming them (exit 3), unless --force, which sets those paths
-back to what they were before V too. --dry-run shows what would be
-restored and deleted, and publishes nothing.`,
+back to what they were before V as well (what later overlays added below
+a path V deleted stays). A key rotation is not reverted: publish the
+opposite rotation with strata key rotate. --dry-run shows what would be
+restored and deleted, needs no key, and publishes nothing.`,
 		Example: `  strata overlay revert --repo repo 1.0.4 --key ci.key
-  strata overlay revert --repo repo 1.0.4 --key ci.key --dry-run
+  strata overlay revert --repo repo 1.0.4 --dry-run
   strata overlay revert --repo repo 1.0.4 --key ci.key --force --version 1.0.9`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
 			if err := versionArg(a[0]); err != nil {
 				return err
 			}
-			key, err := loadKey(keyPath)
-			if err != nil {
-				return err
+			var key *sign.Key
+			switch {
+			case keyPath != "":
+				k, err := loadKey(keyPath)
+				if err != nil {
+					return err
+				}
+				key = k
+			case !o.DryRun:
+				return usageError{fmt.Errorf("--key is required to sign the revert (or --dry-run to see it first)")}
 			}
 			rev, err := overlay.Revert(c.Context(), repoDir, a[0], key, o)
 			if err != nil {
@@ -74,6 +83,6 @@ restored and deleted, and publishes nothing.`,
 	versionVar(c, &o.Version, "version", "version of the new overlay (default: the head's next patch)")
 	f.BoolVar(&o.Force, "force", false, "revert over later overlays that changed the same paths")
 	f.BoolVar(&o.DryRun, "dry-run", false, "show what would be restored and deleted; publish nothing")
-	required(c, "repo", "key")
+	required(c, "repo")
 	return c
 }
