@@ -14,6 +14,7 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
 )
@@ -64,6 +65,14 @@ func main() {
 	os.Exit(code)
 }
 
+// signalName names the signals strata stops on.
+func signalName(s syscall.Signal) string {
+	if s == syscall.SIGINT {
+		return "SIGINT"
+	}
+	return "SIGTERM"
+}
+
 // interruptedBy is the signal that cancelled the command (0: none).
 var interruptedBy atomic.Int32
 
@@ -85,15 +94,20 @@ func run(ctx context.Context, args []string) int {
 	if errors.As(err, &ce) {
 		return ce.code // the child (--disk) printed its own output
 	}
+	if isCobraUsage(err) || strings.Contains(err.Error(), "invalid argument") {
+		err = plainFlagError(err)
+	}
 	code := exitCode(err)
 	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrUnknownUnit) || errors.Is(err, overlay.ErrUnknownOwner) || errors.Is(err, overlay.ErrRollbackTarget) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) || errors.Is(err, overlay.ErrRotation) || errors.Is(err, repo.ErrRemote) || errors.Is(err, repo.ErrLocation) {
+	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrUnknownUnit) || errors.Is(err, overlay.ErrUnknownOwner) || errors.Is(err, sign.ErrSecretKey) || errors.Is(err, overlay.ErrRollbackTarget) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) || errors.Is(err, overlay.ErrRotation) || errors.Is(err, repo.ErrRemote) || errors.Is(err, repo.ErrLocation) {
 		code = exitUsage
 	}
 	if s := interruptedBy.Load(); s != 0 && ctx.Err() != nil {
 		// Whatever the step that stopped says (a tool killed, a read
 		// cancelled), the command was interrupted.
-		err, code = fmt.Errorf("interrupted: %w", err), 128+int(s)
+		// The cancellation is why; where it stopped is the message.
+		msg := strings.TrimRight(strings.ReplaceAll(err.Error(), ": "+context.Canceled.Error(), ""), ": ")
+		err, code = fmt.Errorf("interrupted by %s: %s", signalName(syscall.Signal(s)), msg), 128+int(s)
 	}
 	if wantsJSON(args) {
 		// Automation gets errors in the same shape as results.

@@ -236,3 +236,31 @@ func ownerPart(s string) (int, string, error) {
 	}
 	return 0, s, nil
 }
+
+// goParseErrors are the parsers' own words in pflag's messages, and what
+// an operator reads instead.
+var goParseErrors = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`strconv\.Parse(Int|Uint): parsing "[^"]*": invalid syntax`), "want a whole number"},
+	{regexp.MustCompile(`strconv\.Parse(Int|Uint|Float): parsing "[^"]*": value out of range`), "out of range"},
+	{regexp.MustCompile(`strconv\.ParseFloat: parsing "[^"]*": invalid syntax`), "want a number"},
+	{regexp.MustCompile(`strconv\.ParseBool: parsing "[^"]*": invalid syntax`), "want true or false"},
+	{regexp.MustCompile(`time: (invalid|missing unit in) duration "[^"]*"`), "want a duration such as 30s, 5m or 2h30m"},
+	{regexp.MustCompile(`time: unknown unit "[^"]*" in duration "[^"]*"`), "want a duration such as 30s, 5m or 2h30m"},
+}
+
+// plainFlagError rewrites a flag value error (invalid argument "x" for
+// "--tries" flag: strconv.ParseInt: ...) in an operator's words.
+func plainFlagError(err error) error {
+	msg := err.Error()
+	out := msg
+	for _, p := range goParseErrors {
+		out = p.re.ReplaceAllString(out, p.with)
+	}
+	if out == msg {
+		return err
+	}
+	return usageError{errors.New(out)}
+}

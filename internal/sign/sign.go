@@ -207,14 +207,24 @@ func (ks *KeySet) Strings() []string {
 	return out
 }
 
+// ErrSecretKey reports a secret key given where a public key is wanted.
+var ErrSecretKey = errors.New("sign: this is a secret key; give the public key (the .pub file strata key generate wrote beside it)")
+
+// maxKeyFile bounds a key file read.
+const maxKeyFile = 64 << 10
+
 // LoadPublicFile reads one .pub file into a KeySet.
 func LoadPublicFile(path string) (*KeySet, error) {
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFollow(path, maxKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("loading public key: %w", err)
 	}
 	ks, err := NewKeySet(b)
 	if err != nil {
+		var k minisign.PrivateKey
+		if minisign.IsEncrypted(b) || k.UnmarshalText(b) == nil {
+			return nil, fmt.Errorf("loading public key %s: %w", path, ErrSecretKey)
+		}
 		return nil, fmt.Errorf("loading public key %s: %w", path, err)
 	}
 	return ks, nil
@@ -311,9 +321,14 @@ func (ks *KeySet) VerifyComment(msg, sig []byte) (id, comment string, err error)
 	}
 	trusted := make([]string, 0, len(ks.keys))
 	for _, k := range ks.keys {
+		if k.ID() == s.KeyID {
+			// The right key, the wrong bytes: the document changed after
+			// it was signed (or the signature was made for another).
+			return "", "", fmt.Errorf("%w: the signature by trusted key %016X does not match the document: it was changed after it was signed", ErrBadSignature, s.KeyID)
+		}
 		trusted = append(trusted, fmt.Sprintf("%016X", k.ID()))
 	}
-	return "", "", fmt.Errorf("%w: signed by key %016X, trusted: %s", ErrBadSignature, s.KeyID, strings.Join(trusted, ", "))
+	return "", "", fmt.Errorf("%w: signed by key %016X, which is not trusted (trusted: %s)", ErrBadSignature, s.KeyID, strings.Join(trusted, ", "))
 }
 
 // PublicKeySet returns a KeySet holding only the key's public half.
