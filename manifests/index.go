@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/strata-dev/strata/internal/suggest"
 )
 
 // Index is a repository's signed table of contents.
@@ -170,7 +172,15 @@ func (x *Index) Find(name string) (*Line, error) {
 			return &x.Lines[i], nil
 		}
 	}
-	return nil, fmt.Errorf("%w: repository has no line %q", ErrInvalid, name)
+	names := make([]string, 0, len(x.Lines))
+	for _, l := range x.Lines {
+		names = append(names, l.Name)
+	}
+	msg := fmt.Sprintf("repository has no line %q (its lines: %s)", name, strings.Join(names, ", "))
+	if near := suggest.Nearest(name, names, 2, 1); len(near) > 0 {
+		msg += "; did you mean " + near[0] + "?"
+	}
+	return nil, fmt.Errorf("%w: %s", ErrInvalid, msg)
 }
 
 // Validate checks the index: known kind, valid lines, parent links that

@@ -400,7 +400,7 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 				return e.path
 			},
 			want:    sign.ErrBadSignature,
-			mention: []string{"signed by key"},
+			mention: []string{"changed after it was signed"},
 		},
 		{
 			name: "manifest byte flipped after signing",
@@ -422,7 +422,7 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 				return e.path
 			},
 			want:    sign.ErrBadSignature,
-			mention: []string{"signed by key"},
+			mention: []string{"changed after it was signed"},
 		},
 	})
 }

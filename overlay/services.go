@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/strata-dev/strata/internal/suggest"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -87,43 +87,11 @@ func templateOf(u string) string {
 // nearestUnits returns the catalog's units closest to u by edit distance
 // (at most 3 edits), closest first, at most two.
 func nearestUnits(cat manifests.Catalog, u string) []string {
-	type cand struct {
-		unit string
-		d    int
-	}
-	var cs []cand
+	units := make([]string, 0, len(cat.Services))
 	for _, s := range cat.Services {
-		if d := editDistance(s.Unit, u); d <= 3 {
-			cs = append(cs, cand{s.Unit, d})
-		}
+		units = append(units, s.Unit)
 	}
-	sort.SliceStable(cs, func(i, j int) bool { return cs[i].d < cs[j].d })
-	var out []string
-	for i := 0; i < len(cs) && i < 2; i++ {
-		out = append(out, cs[i].unit)
-	}
-	return out
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
+	return suggest.Nearest(u, units, 3, 2)
 }
 
 // CheckUnits refuses, with ErrUnknownUnit, a unit the catalog of the node

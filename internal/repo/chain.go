@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/strata-dev/strata/internal/archive"
@@ -190,7 +191,11 @@ func (c *Chain) push(a *archive.Archive) error {
 func pickLine(r *Repo, line string) (*manifests.Line, error) {
 	if line == "" {
 		if len(r.Index.Lines) != 1 {
-			return nil, fmt.Errorf("repository %s has %d lines; name one with --line: %w", r.Dir, len(r.Index.Lines), ErrAmbiguousLine)
+			names := make([]string, 0, len(r.Index.Lines))
+			for _, l := range r.Index.Lines {
+				names = append(names, l.Name)
+			}
+			return nil, fmt.Errorf("repository %s has %d lines (%s); name one with --line: %w", r.Dir, len(r.Index.Lines), strings.Join(names, ", "), ErrAmbiguousLine)
 		}
 		return &r.Index.Lines[0], nil
 	}
