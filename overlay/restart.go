@@ -61,7 +61,10 @@ func (e Exec) run(ctx context.Context, unit string, action manifests.Action) err
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 5 * time.Second // a killed command's children may hold its output open
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s (unit %q): %w: %s", action, e.Template, unit, err, strings.TrimSpace(out.String()))
+		if msg := strings.TrimSpace(out.String()); msg != "" {
+			return fmt.Errorf("%s %s (unit %q): %w: %s", action, e.Template, unit, err, msg)
+		}
+		return fmt.Errorf("%s %s (unit %q): %w", action, e.Template, unit, err)
 	}
 	return nil
 }

@@ -136,7 +136,11 @@ func rollbackLocked(ctx context.Context, b Backend, r Restarter, steps int, prog
 	})
 	rep.Live = res
 	if err != nil {
-		return rep, err
+		var vs []string
+		for _, s := range rep.Steps {
+			vs = append(vs, s.Version)
+		}
+		return rep, fmt.Errorf("rolled back %s (committed: node %s is at %s), but %w; the restarts stay pending: strata restart-pending", strings.Join(vs, ", "), n.Root, rep.Head.Version, err)
 	}
 	return rep, recordRestarts(n, l, rep.Actions, rebootDue(res))
 }

@@ -202,10 +202,12 @@ where the node's overlays start or one it applied.`,
 				return err
 			}
 			rep, err := overlay.RollbackTo(c.Context(), root, to, r, wait, g.progress())
-			if err != nil {
+			if rep == nil || (err != nil && !g.json) {
+				// A failed restart after the rollback committed: the error
+				// says what happened, and JSON gets the report too.
 				return err
 			}
-			return g.output(c.OutOrStdout(), rep, func(w io.Writer) {
+			oerr := g.output(c.OutOrStdout(), rep, func(w io.Writer) {
 				var vs []string
 				for _, s := range rep.Steps {
 					vs = append(vs, s.Version)
@@ -217,6 +219,10 @@ where the node's overlays start or one it applied.`,
 				}
 				printActions(w, rep.Actions)
 			})
+			if err != nil {
+				return err
+			}
+			return oerr
 		},
 	}
 	versionVar(c, &to, "to", "revert every overlay above this version")
