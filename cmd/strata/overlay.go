@@ -68,13 +68,16 @@ deleted) and the restart plan before anything is signed; it needs no key.`,
 				}
 				ch.Adds = append(ch.Adds, add)
 			}
-			if err := setModesOwners(ch.Adds, modes, owners); err != nil {
-				return err
-			}
 			for _, d := range ch.Deletes {
 				if err := checkImagePath("--delete", d); err != nil {
 					return err
 				}
+			}
+			if err := checkAddsDeletes(ch.Adds, ch.Deletes); err != nil {
+				return err
+			}
+			if err := setModesOwners(ch.Adds, modes, owners); err != nil {
+				return err
 			}
 			if dryRun {
 				m, changes, err := overlay.PreviewChanges(c.Context(), repoDir, ch, o)

@@ -154,7 +154,7 @@ func imageVar(fs *pflag.FlagSet, p *string, usage string) {
 // /etc/passwd and /etc/group of the line's head, as the nodes will.
 func setModesOwners(adds []overlay.Add, modes, owners []string) error {
 	if len(adds) == 0 && len(modes)+len(owners) > 0 {
-		return usageError{fmt.Errorf("--mode and --owner apply to --add; with --tree the files' own modes and owners count")}
+		return usageError{fmt.Errorf("--mode and --owner apply to --add (with --tree the files' own modes and owners count)")}
 	}
 	set := func(flag string, values []string, apply func(a *overlay.Add, v string) error) error {
 		bare := ""
@@ -263,4 +263,30 @@ func plainFlagError(err error) error {
 		return err
 	}
 	return usageError{errors.New(out)}
+}
+
+// checkAddsDeletes refuses --add and --delete that contradict each other:
+// a DEST given twice, a path deleted twice, or added at or below a path
+// deleted.
+func checkAddsDeletes(adds []overlay.Add, deletes []string) error {
+	seen := map[string]bool{}
+	for _, a := range adds {
+		if seen[a.Dest] {
+			return usageError{fmt.Errorf("--add %s is given twice; give each DEST once", a.Dest)}
+		}
+		seen[a.Dest] = true
+	}
+	gone := map[string]bool{}
+	for _, d := range deletes {
+		if gone[d] {
+			return usageError{fmt.Errorf("--delete %s is given twice", d)}
+		}
+		gone[d] = true
+		for _, a := range adds {
+			if a.Dest == d || strings.HasPrefix(a.Dest, d+"/") {
+				return usageError{fmt.Errorf("--delete %s and --add %s: a path cannot be deleted and added in one overlay (to replace it, --add alone)", d, a.Dest)}
+			}
+		}
+	}
+	return nil
 }
