@@ -71,6 +71,9 @@ pending.`,
 			if src.Channel != "" && src.Repo == "" {
 				return usageError{fmt.Errorf("--channel needs --repo (a bundle carries the versions it was made for)")}
 			}
+			if src.Channel != "" && src.Through != "" {
+				return usageError{fmt.Errorf("--channel and --through: --through names the version to stop at, whatever its channel; give one")}
+			}
 			if (root == "") == (diskPath == "") {
 				return usageError{fmt.Errorf("give --root DIR or --disk DISK (not both)")}
 			}
@@ -248,6 +251,9 @@ func newRestartPendingCmd(g *globals) *cobra.Command {
 			}
 			if restartWith == "none" {
 				return usageError{fmt.Errorf("--restart-with none would settle nothing")}
+			}
+			if restartWith != "" && restartWith != "systemd" && !strings.HasPrefix(restartWith, "exec:") {
+				return usageError{fmt.Errorf("--restart-with %q: want systemd or exec:'CMD {unit} {action}'", restartWith)}
 			}
 			r, err := restarter(restartWith, root)
 			if err != nil {
