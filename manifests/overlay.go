@@ -2,7 +2,10 @@ package manifests
 
 import (
 	"fmt"
+	"strings"
 	"time"
+
+
 )
 
 // Requires holds an overlay's dependency constraints.
@@ -60,6 +63,9 @@ func (m *OverlayManifest) Validate() error {
 	}
 	if err := CheckGreater(m.Version, m.Parent.Version); err != nil {
 		return err
+	}
+	if i := strings.IndexByte(m.Version, '+'); i >= 0 {
+		return fmt.Errorf("%w: overlay version %s has build metadata, which semver ignores when ordering versions (it equals %s); use a prerelease or the next patch", ErrInvalid, m.Version, m.Version[:i])
 	}
 	if !ValidDigest(m.Parent.Digest) || !ValidDigest(m.TreeDigest) {
 		return fmt.Errorf("%w: overlay %s: bad parent or tree digest", ErrInvalid, m.Version)

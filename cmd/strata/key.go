@@ -59,6 +59,9 @@ be trusted after the rotation: revoking --key needs the new key's secret
 half here. See docs/security.md for the compromise procedure.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := overlayVersion("--version", o.Version); err != nil {
+				return err
+			}
 			if len(adds) == 0 && len(o.Revoke) == 0 {
 				return usageError{fmt.Errorf("nothing to do: give --add NEW.pub or --revoke KEYID")}
 			}

@@ -49,6 +49,9 @@ head (added, modified with what differs: content, mode, owner, type;
 deleted) and the restart plan before anything is signed; it needs no key.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := overlayVersion("--version", o.Version); err != nil {
+				return err
+			}
 			if treeDir == "" && len(adds) == 0 && len(ch.Deletes) == 0 {
 				return usageError{fmt.Errorf("nothing to do: give --tree, --add or --delete")}
 			}

@@ -35,6 +35,9 @@ restored and deleted, needs no key, and publishes nothing.`,
 			if err := versionArg(a[0]); err != nil {
 				return err
 			}
+			if err := overlayVersion("--version", o.Version); err != nil {
+				return err
+			}
 			var key *sign.Key
 			switch {
 			case keyPath != "":

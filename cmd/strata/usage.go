@@ -290,3 +290,13 @@ func checkAddsDeletes(adds []overlay.Add, deletes []string) error {
 	}
 	return nil
 }
+
+// overlayVersion refuses a --version for a new overlay with build
+// metadata: semver ignores it when ordering, so 1.0.9+b1 would take
+// 1.0.9's place in the sequence.
+func overlayVersion(flag, v string) error {
+	if i := strings.IndexByte(v, '+'); i >= 0 {
+		return usageError{fmt.Errorf("%s %s: build metadata (%s) does not order versions (%s+anything equals %s); use a prerelease such as %s-rc.1 or the next patch", flag, v, v[i:], v[:i], v[:i], v[:i])}
+	}
+	return nil
+}
