@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-
 )
 
 // Requires holds an overlay's dependency constraints.
