@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +20,12 @@ func plainJSONError(err error) error {
 		if f := keyPath(te.Field); f != "" {
 			where = fmt.Sprintf("%q", f)
 		}
-		return fmt.Errorf("%s: a JSON %s where %s is expected (offset %d)", where, te.Value, kindOf(te.Type), te.Offset)
+		kind := kindOf(te.Type)
+		if n, ok := strings.CutPrefix(te.Value, "number "); ok && (kind == "a whole number" || kind == "a number") {
+			// The decoder names the value only when it does not fit.
+			return fmt.Errorf("%s: the number %s is out of range (offset %d)", where, n, te.Offset)
+		}
+		return fmt.Errorf("%s: a JSON %s where %s is expected (offset %d)", where, te.Value, kind, te.Offset)
 	}
 	return errors.New(strings.TrimPrefix(err.Error(), "json: "))
 }
@@ -43,6 +49,9 @@ func kindOf(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return "a string" // a mode ("0644"), a time
+	}
 	switch t.Kind() {
 	case reflect.String:
 		return "a string"
@@ -60,6 +69,8 @@ func kindOf(t reflect.Type) string {
 	}
 	return ValueKind(t.String())
 }
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
 // ValueKind describes a Go type, as the JSON and YAML decoders print it
 // ("int64", "[]string", "*manifests.Ref"), as the kind of value a

@@ -44,3 +44,15 @@ func TestUnmarshalLenientInDocumentWords(t *testing.T) {
 		t.Errorf("wrong kind: %v", err)
 	}
 }
+
+// A mode is an octal string; a number too large for its field is named
+// as out of range, not as the wrong kind.
+func TestDecodeErrorsModeAndRange(t *testing.T) {
+	var e manifests.Entry
+	if err := manifests.Unmarshal([]byte(`{"mode": 420}`), &e); err == nil || !strings.Contains(err.Error(), `"mode": a JSON number where a string is expected`) {
+		t.Errorf("numeric mode: %v", err)
+	}
+	if err := manifests.Unmarshal([]byte(`{"size": 99999999999999999999999}`), &e); err == nil || !strings.Contains(err.Error(), `"size": the number 99999999999999999999999 is out of range`) {
+		t.Errorf("huge size: %v", err)
+	}
+}

@@ -67,7 +67,10 @@ func (e Entry) Validate() error {
 			return fmt.Errorf("%w: %s: directory with size, hash or target", ErrInvalid, e.Path)
 		}
 	case TypeFile:
-		if e.Size < 0 || !validHex(e.SHA256, 64) || e.Target != "" {
+		if e.Size < 0 {
+			return fmt.Errorf("%w: %s: negative size %d", ErrInvalid, e.Path, e.Size)
+		}
+		if !validHex(e.SHA256, 64) || e.Target != "" {
 			return fmt.Errorf("%w: %s: file needs a size and a sha256", ErrInvalid, e.Path)
 		}
 	case TypeSymlink:

@@ -15,6 +15,7 @@ var (
 	yamlUnknown = regexp.MustCompile(`field (\S+) not found in type \S+`)
 	yamlType    = regexp.MustCompile("cannot unmarshal !!(\\w+) `(.*)` into (\\S+)")
 	yamlTypeAny = regexp.MustCompile(`cannot unmarshal !!(\w+) into (\S+)`)
+	yamlInteger = regexp.MustCompile(`^-?[0-9]+(\.\.\.)?$`)
 )
 
 // YAML rewrites an error of a YAML decoder: unknown keys and values of
@@ -27,7 +28,11 @@ func YAML(err error) error {
 	msgs := make([]string, len(te.Errors))
 	for i, m := range te.Errors {
 		m = yamlUnknown.ReplaceAllString(m, `unknown key "$1"`)
-		if s := yamlType.FindStringSubmatch(m); s != nil {
+		if s := yamlType.FindStringSubmatch(m); s != nil && yamlInteger.MatchString(s[2]) && manifests.ValueKind(s[3]) == "a whole number" {
+			// A whole number where one is expected: it does not fit (the
+			// decoder took it for a float, shortened).
+			m = strings.Replace(m, s[0], fmt.Sprintf("the number %s is out of range", s[2]), 1)
+		} else if s != nil {
 			m = strings.Replace(m, s[0], fmt.Sprintf("%q is %s where %s is expected", s[2], yamlKind(s[1]), manifests.ValueKind(s[3])), 1)
 		} else if s := yamlTypeAny.FindStringSubmatch(m); s != nil {
 			m = strings.Replace(m, s[0], fmt.Sprintf("%s where %s is expected", yamlKind(s[1]), manifests.ValueKind(s[2])), 1)

@@ -27,13 +27,14 @@ type OverlayManifest struct {
 // and the kind of value expected.
 func TestMessages(t *testing.T) {
 	yamlCases := map[string]string{
-		"nme: x\n":                            `line 1: unknown key "nme"`,
-		"files:\n  - path: /x\n    mdoe: 1\n": `line 3: unknown key "mdoe"`,
-		"files:\n  - mode: abc\n":             `line 2: "abc" is a string where a whole number is expected`,
-		"files: x\n":                          `line 1: "x" is a string where a list is expected`,
-		"files:\n  - tags: a\n":               `line 2: "a" is a string where a list is expected`,
-		"files:\n  - quiet: 3\n":              `line 2: "3" is a number where true or false is expected`,
-		"files:\n  - x\n":                     `line 2: "x" is a string where a mapping (inner) is expected`,
+		"nme: x\n":                                    `line 1: unknown key "nme"`,
+		"files:\n  - path: /x\n    mdoe: 1\n":         `line 3: unknown key "mdoe"`,
+		"files:\n  - mode: abc\n":                     `line 2: "abc" is a string where a whole number is expected`,
+		"files: x\n":                                  `line 1: "x" is a string where a list is expected`,
+		"files:\n  - tags: a\n":                       `line 2: "a" is a string where a list is expected`,
+		"files:\n  - quiet: 3\n":                      `line 2: "3" is a number where true or false is expected`,
+		"files:\n  - x\n":                             `line 2: "x" is a string where a mapping (inner) is expected`,
+		"files:\n  - mode: 99999999999999999999999\n": `line 2: the number 9999999... is out of range`,
 	}
 	for in, want := range yamlCases {
 		var v OverlayManifest
