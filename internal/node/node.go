@@ -29,6 +29,9 @@ var (
 	// ErrBadState reports node state planted as something it must not be
 	// (a symlink where a directory or file belongs).
 	ErrBadState = manifests.Rejection("node: state directory tampered with")
+	// ErrBadLock reports a lock file that is not a regular file of its
+	// own (a symlink, a FIFO, a hard link to a file elsewhere).
+	ErrBadLock = manifests.Rejection("lock file tampered with")
 )
 
 // Node is a node root directory.
@@ -190,7 +193,10 @@ func (n Node) Lock(ctx context.Context, wait time.Duration) (func(), error) {
 		return nil, fmt.Errorf("locking node %s: %w", n.Root, ErrNotNode)
 	}
 	unlock, err := FileLock(ctx, filepath.Join(n.StateDir(), "lock"), wait)
-	if errors.Is(err, ErrLocked) {
+	switch {
+	case errors.Is(err, ErrBadLock):
+		return nil, fmt.Errorf("locking node %s: %w: %w", n.Root, err, ErrBadState)
+	case errors.Is(err, ErrLocked):
 		return nil, fmt.Errorf("locking node %s: %w", n.Root, err)
 	}
 	return unlock, err
@@ -201,6 +207,9 @@ func (n Node) Lock(ctx context.Context, wait time.Duration) (func(), error) {
 // holder's pid). The returned function releases it.
 func FileLock(ctx context.Context, path string, wait time.Duration) (func(), error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o644)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("locking %s: it is a symlink: %w", path, ErrBadLock)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("locking: %w", err)
 	}
@@ -213,7 +222,7 @@ func FileLock(ctx context.Context, path string, wait time.Duration) (func(), err
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 1 {
 		f.Close()
-		return nil, fmt.Errorf("locking %s: not a regular file with one link (mode %#o, %d links): %w", path, st.Mode&syscall.S_IFMT, st.Nlink, ErrBadState)
+		return nil, fmt.Errorf("locking %s: it is a %s with %d links, not a regular file of its own: %w", path, TypeName(fileMode(st.Mode)), st.Nlink, ErrBadLock)
 	}
 	deadline := time.Now().Add(wait)
 	for {
@@ -303,4 +312,23 @@ func SyncFS(dir string) error {
 		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
+}
+
+// fileMode converts a stat mode's type bits to an os.FileMode type.
+func fileMode(m uint32) os.FileMode {
+	switch m & syscall.S_IFMT {
+	case syscall.S_IFREG:
+		return 0
+	case syscall.S_IFDIR:
+		return os.ModeDir
+	case syscall.S_IFLNK:
+		return os.ModeSymlink
+	case syscall.S_IFIFO:
+		return os.ModeNamedPipe
+	case syscall.S_IFSOCK:
+		return os.ModeSocket
+	case syscall.S_IFCHR:
+		return os.ModeDevice | os.ModeCharDevice
+	}
+	return os.ModeDevice
 }

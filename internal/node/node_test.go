@@ -146,8 +146,23 @@ func TestCheckStateRefusesPlantedState(t *testing.T) {
 	if err := os.Link(victim, hl); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := node.FileLock(context.Background(), hl, 0); !errors.Is(err, node.ErrBadState) {
-		t.Errorf("FileLock on a hard link: %v, want ErrBadState", err)
+	if _, err := node.FileLock(context.Background(), hl, 0); !errors.Is(err, node.ErrBadLock) || !strings.Contains(err.Error(), "links, not a regular file of its own") {
+		t.Errorf("FileLock on a hard link: %v, want ErrBadLock", err)
+	}
+	// A symlink or a FIFO: named, and a rejection (exit 3) alike.
+	sl := filepath.Join(t.TempDir(), "lock")
+	if err := os.Symlink(victim, sl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.FileLock(context.Background(), sl, 0); !errors.Is(err, node.ErrBadLock) || !errors.Is(err, manifests.ErrRejected) || !strings.Contains(err.Error(), "it is a symlink") {
+		t.Errorf("FileLock on a symlink: %v, want ErrBadLock", err)
+	}
+	fl := filepath.Join(t.TempDir(), "lock")
+	if err := syscall.Mkfifo(fl, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.FileLock(context.Background(), fl, 0); !errors.Is(err, node.ErrBadLock) || !strings.Contains(err.Error(), "it is a FIFO") {
+		t.Errorf("FileLock on a FIFO: %v, want ErrBadLock", err)
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep me\n" {
 		t.Errorf("FileLock truncated the file a hard link led to: %q", b)
