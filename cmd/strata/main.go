@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string) int {
 		return ce.code // the child (--disk) printed its own output
 	}
 	if isCobraUsage(err) || strings.Contains(err.Error(), "invalid argument") {
-		err = plainFlagError(err)
+		err = plainUnknownCommand(cmd, plainFlagError(err))
 	}
 	code := exitCode(err)
 	var ue usageError

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -118,10 +119,43 @@ func guardGroup(c *cobra.Command) {
 func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(c *cobra.Command, a []string) error {
 		if err := check(c, a); err != nil {
-			return usageError{err}
+			msg := err.Error()
+			for _, r := range argCounts {
+				msg = r.re.ReplaceAllString(msg, r.with)
+			}
+			return usageError{fmt.Errorf("%s: %s; usage: %s", strings.TrimPrefix(c.CommandPath(), "strata "), msg, c.UseLine())}
 		}
 		return nil
 	}
+}
+
+// argCounts reword cobra's messages for a wrong number of arguments.
+var argCounts = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`accepts (\d+) arg\(s\), received (\d+)`), "takes $1 argument(s), got $2"},
+	{regexp.MustCompile(`requires at least (\d+) arg\(s\), only received (\d+)`), "takes at least $1 argument(s), got $2"},
+	{regexp.MustCompile(`accepts at most (\d+) arg\(s\), received (\d+)`), "takes at most $1 argument(s), got $2"},
+	{regexp.MustCompile(`accepts between (\d+) and (\d+) arg\(s\), received (\d+)`), "takes $1 to $2 arguments, got $3"},
+	{regexp.MustCompile(`unknown command ("[^"]*") for "[^"]*"`), "takes no arguments, got $1"},
+}
+
+// rootUnknown is cobra's message for an unknown top-level command.
+var rootUnknown = regexp.MustCompile(`^unknown command "([^"]*)" for "strata"`)
+
+// plainUnknownCommand words cobra's unknown top-level command as the
+// groups word theirs: one line, with the closest command.
+func plainUnknownCommand(root *cobra.Command, err error) error {
+	m := rootUnknown.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	msg := fmt.Sprintf("unknown command %q for \"strata\"", m[1])
+	if sug := root.SuggestionsFor(m[1]); len(sug) > 0 {
+		msg += "; did you mean " + sug[0] + "?"
+	}
+	return usageError{errors.New(msg + " (strata --help lists the commands)")}
 }
 
 // output prints v as JSON with --json, or calls text otherwise.
