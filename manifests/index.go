@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/strata-dev/strata/internal/suggest"
 )
 
 // Index is a repository's signed table of contents.
@@ -176,11 +174,7 @@ func (x *Index) Find(name string) (*Line, error) {
 	for _, l := range x.Lines {
 		names = append(names, l.Name)
 	}
-	msg := fmt.Sprintf("repository has no line %q (its lines: %s)", name, strings.Join(names, ", "))
-	if near := suggest.Nearest(name, names, 2, 1); len(near) > 0 {
-		msg += "; did you mean " + near[0] + "?"
-	}
-	return nil, fmt.Errorf("%w: %s", ErrInvalid, msg)
+	return nil, fmt.Errorf("%w: repository has no line %q (its lines: %s)", ErrInvalid, name, strings.Join(names, ", "))
 }
 
 // Validate checks the index: known kind, valid lines, parent links that

@@ -70,7 +70,7 @@ func Log(ctx context.Context, loc, line string, trust *sign.KeySet) (*RepoLog, e
 	}
 	out := &RepoLog{Repo: loc, Serial: r.Index.Serial, Expires: r.Index.Expires, KeyID: r.KeyID, Lines: []LineLog{}}
 	if line != "" {
-		if _, err := r.Index.Find(line); err != nil {
+		if _, err := repo.FindLine(r.Index, line); err != nil {
 			return nil, fmt.Errorf("repository %s: %w", loc, err)
 		}
 	}

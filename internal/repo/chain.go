@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/suggest"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -199,7 +200,23 @@ func pickLine(r *Repo, line string) (*manifests.Line, error) {
 		}
 		return &r.Index.Lines[0], nil
 	}
-	return r.Index.Find(line)
+	return FindLine(r.Index, line)
+}
+
+// FindLine is Index.Find for a line an operator named (--line): a name
+// the index lacks is refused with the closest one it has.
+func FindLine(x *manifests.Index, name string) (*manifests.Line, error) {
+	l, err := x.Find(name)
+	if err != nil {
+		names := make([]string, 0, len(x.Lines))
+		for _, l := range x.Lines {
+			names = append(names, l.Name)
+		}
+		if near := suggest.Nearest(name, names, 2, 1); len(near) > 0 {
+			return nil, fmt.Errorf("%w; did you mean %s?", err, near[0])
+		}
+	}
+	return l, err
 }
 
 // OpenMember opens the overlay that index entry ref names in store s (see
