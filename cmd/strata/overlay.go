@@ -52,6 +52,11 @@ deleted) and the restart plan before anything is signed; it needs no key.`,
 			if err := overlayVersion("--version", o.Version); err != nil {
 				return err
 			}
+			if o.RequiresImage != "" {
+				if _, err := manifests.ParseConstraint(o.RequiresImage); err != nil {
+					return usageError{fmt.Errorf("--requires-image %q: want a semver constraint such as ^1.0.0 or >=1.2.0, <2.0.0", o.RequiresImage)}
+				}
+			}
 			if treeDir == "" && len(adds) == 0 && len(ch.Deletes) == 0 {
 				return usageError{fmt.Errorf("nothing to do: give --tree, --add or --delete")}
 			}

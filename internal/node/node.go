@@ -22,10 +22,11 @@ import (
 var (
 	// ErrLocked reports that another strata process holds the node lock.
 	ErrLocked = errors.New("node: locked by another strata process")
-	// ErrNotNode reports a root without a ledger (of the
+	// ErrNotNode reports a root that is no node: missing, not a
+	// directory, without a state directory or a ledger (of the
 	// manifests.ErrRejected class: the root given is not one strata can
 	// act on).
-	ErrNotNode = manifests.Rejection("node: not a strata node (no ledger)")
+	ErrNotNode = manifests.Rejection("node: not a strata node")
 	// ErrBadState reports node state planted as something it must not be
 	// (a symlink where a directory or file belongs).
 	ErrBadState = manifests.Rejection("node: state directory tampered with")
@@ -58,7 +59,9 @@ var (
 // are not what they should be: state, journals and undo data must stay
 // inside the root, whatever the node's tree holds.
 func (n Node) CheckState() error {
-	if fi, err := os.Stat(n.Root); err != nil {
+	if fi, err := os.Stat(n.Root); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("node %s: no such directory: %w", n.Root, ErrNotNode)
+	} else if err != nil {
 		return fmt.Errorf("node %s: %w", n.Root, err)
 	} else if !fi.IsDir() {
 		return fmt.Errorf("node %s: not a directory: %w", n.Root, ErrNotNode)
@@ -139,7 +142,7 @@ func (n Node) ReadLedger() (*manifests.Ledger, error) {
 	p := n.Path(manifests.LedgerPath)
 	b, err := safefile.Read(p, manifests.MaxManifestSize)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("reading ledger %s: %w", p, ErrNotNode)
+		return nil, fmt.Errorf("reading ledger %s: no ledger: %w", p, ErrNotNode)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading ledger: %w", err)
@@ -190,7 +193,7 @@ func (n Node) Lock(ctx context.Context, wait time.Duration) (func(), error) {
 		return nil, err
 	}
 	if _, err := os.Lstat(n.Path(manifests.LedgerPath)); err != nil {
-		return nil, fmt.Errorf("locking node %s: %w", n.Root, ErrNotNode)
+		return nil, fmt.Errorf("locking node %s: no ledger: %w", n.Root, ErrNotNode)
 	}
 	unlock, err := FileLock(ctx, filepath.Join(n.StateDir(), "lock"), wait)
 	switch {

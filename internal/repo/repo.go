@@ -71,7 +71,7 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 		return nil, err
 	}
 	if !im.Trusts(own) {
-		return nil, fmt.Errorf("init repository %s: image %s does not trust signing key %s: nodes could not verify this repository", dir, image, key.ID())
+		return nil, fmt.Errorf("init repository %s: image %s does not trust signing key %s: nodes could not verify this repository: %w", dir, image, key.ID(), sign.ErrBadSignature)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("init repository %s: %w", dir, err)

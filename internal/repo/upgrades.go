@@ -65,7 +65,7 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 		return nil, fmt.Errorf("adding image %s: signing key %s is not one line %s trusts at its head (trusted: %v): nodes would refuse the index: %w", image, key.ID(), l.Name, keys.IDs(), sign.ErrBadSignature)
 	}
 	if !im.Trusts(own) {
-		return nil, fmt.Errorf("adding image %s: it does not trust signing key %s: nodes that upgrade to it could not verify this repository", image, key.ID())
+		return nil, fmt.Errorf("adding image %s: it does not trust signing key %s: nodes that upgrade to it could not verify this repository: %w", image, key.ID(), sign.ErrBadSignature)
 	}
 	m = im.Manifest
 	ref := manifests.ImageRef{Version: m.Version, Digest: im.Digest}
