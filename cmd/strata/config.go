@@ -9,9 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
-
 	"github.com/strata-dev/strata/configedit"
 	"github.com/strata-dev/strata/internal/safefile"
 )
@@ -208,7 +208,8 @@ published and the edited file is kept, and its path printed.`,
 }
 
 // runEditor runs $VISUAL or $EDITOR (default vi) on file, its words as
-// argv, with the terminal's standard streams.
+// argv, with the terminal's standard streams. Ctrl-C while it runs is
+// the editor's own (vi cancels a command with it), not strata's.
 func runEditor(c *cobra.Command, file string) error {
 	ed := os.Getenv("VISUAL")
 	if ed == "" {
@@ -220,6 +221,11 @@ func runEditor(c *cobra.Command, file string) error {
 	argv := append(strings.Fields(ed), file)
 	cmd := exec.CommandContext(c.Context(), argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stderr, os.Stderr
+	// SIGINT is the editor's while it runs (main ignores it); SIGTERM
+	// ends strata, and the editor is asked to end too, not killed.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	editorRunning.Store(true)
+	defer editorRunning.Store(false)
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("editor %s: %w", argv[0], err)
 	}

@@ -51,10 +51,17 @@ func main() {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		s := <-sigs
-		signal.Stop(sigs)
-		interruptedBy.Store(int32(s.(syscall.Signal)))
-		cancel()
+		for s := range sigs {
+			if s == os.Interrupt && editorRunning.Load() {
+				// Ctrl-C reaches the whole foreground group: while an
+				// editor runs it is the editor's (as git does).
+				continue
+			}
+			signal.Stop(sigs)
+			interruptedBy.Store(int32(s.(syscall.Signal)))
+			cancel()
+			return
+		}
 	}()
 	code := run(ctx, os.Args[1:])
 	// A command that finished before the signal could stop it succeeded;
@@ -72,6 +79,9 @@ func signalName(s syscall.Signal) string {
 	}
 	return "SIGTERM"
 }
+
+// editorRunning is set while config edit's editor has the terminal.
+var editorRunning atomic.Bool
 
 // interruptedBy is the signal that cancelled the command (0: none).
 var interruptedBy atomic.Int32
