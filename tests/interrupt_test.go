@@ -3,7 +3,6 @@ package tests
 import (
 	"bytes"
 	"crypto/rand"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,36 +99,10 @@ func TestInterruptedBuildLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	cmd := exec.Command(strataBin, "build-image", filepath.Join(dir, "recipe.yaml"), "--out", out, "--key", filepath.Join(dir, "k.key"))
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var log bytes.Buffer
-	buf := make([]byte, 4096)
-	for !strings.Contains(log.String(), "writing "+out) {
-		n, err := stderr.Read(buf)
-		log.Write(buf[:n])
-		if err != nil {
-			t.Fatalf("build-image ended before writing the image:\n%s", log.String())
-		}
-	}
-	time.Sleep(300 * time.Millisecond) // inside mksquashfs
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	rest, _ := io.ReadAll(stderr)
-	log.Write(rest)
-	err = cmd.Wait()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	}
-	if code != 130 || !strings.Contains(log.String(), "interrupted") {
-		t.Fatalf("exit %d, want 130 saying interrupted:\n%s", code, log.String())
+	// A moment after the progress line: inside mksquashfs.
+	code, log := signalAt(t, dir, syscall.SIGINT, "writing "+out, 300*time.Millisecond, "build-image", filepath.Join(dir, "recipe.yaml"), "--out", out, "--key", filepath.Join(dir, "k.key"))
+	if code != 130 || !strings.Contains(log, "interrupted") {
+		t.Fatalf("exit %d, want 130 saying interrupted:\n%s", code, log)
 	}
 	left, _ := os.ReadDir(out)
 	for _, e := range left {

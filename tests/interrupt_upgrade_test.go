@@ -9,13 +9,14 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
-// signalAt runs strata with args in dir and sends sig as soon as its
-// standard error (where progress goes) contains marker; it returns the
-// exit status and everything the command printed. The command must reach
+// signalAt runs strata with args in dir and sends sig delay after its
+// standard error (where progress goes) shows marker; it returns the exit
+// status and everything the command printed. The command must reach
 // marker.
-func signalAt(t *testing.T, dir string, sig syscall.Signal, marker string, args ...string) (int, string) {
+func signalAt(t *testing.T, dir string, sig syscall.Signal, marker string, delay time.Duration, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(strataBin, args...)
 	cmd.Dir = dir
@@ -36,6 +37,7 @@ func signalAt(t *testing.T, dir string, sig syscall.Signal, marker string, args 
 			t.Fatalf("strata %s ended before %q:\n%s", strings.Join(args, " "), marker, log.String())
 		}
 	}
+	time.Sleep(delay)
 	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func TestInterruptedUpgradeStagesNothing(t *testing.T) {
 	s.ok("build-image", "v2/recipe.yaml", "--out", "images", "--key", "k.key")
 	s.ok("provision", "--image", "images/up-1.0.0.squashfs", "--disk", "node.img", "--node-id", "t")
 
-	code, out := signalAt(t, s.dir, syscall.SIGINT, "to root B", "upgrade", "--disk", "node.img", "--image", "images/up-1.1.0.squashfs")
+	code, out := signalAt(t, s.dir, syscall.SIGINT, "to root B", 0, "upgrade", "--disk", "node.img", "--image", "images/up-1.1.0.squashfs")
 	if code != 130 || !strings.Contains(out, "interrupted") {
 		t.Fatalf("exit %d, want 130 saying interrupted:\n%s", code, out)
 	}
