@@ -775,7 +775,23 @@ func TestHostileInputs(t *testing.T) {
 			})
 			return []string{"rollback", "--root", c.root, "--restart-with", "none"}
 		}},
-		{"rollback through a symlinked undo directory", 3, []string{"is not a directory (symlink)"}, func(c *hcase) []string {
+		{"rollback restoring an entry the tree never had", 3, []string{"/etc/demo/web.d/evil (regular file) was not in the tree before the overlay"}, func(c *hcase) []string {
+			// 1.0.3 replaces the directory web.d with a file: its undo
+			// data holds the directory, into which a setuid file is planted.
+			if out, code := strata("overlay", "create", "--repo", c.repo, "--version", "1.0.3", "--key", c.b.keyPath, "--add", "/etc/demo/web.d="+filepath.Join(c.b.dir, "web-1.0.1")); code != 0 {
+				c.t.Fatalf("overlay create: %s", out)
+			}
+			if out, code := strata(c.apply("--repo", c.repo)...); code != 0 {
+				c.t.Fatalf("apply: %s", out)
+			}
+			dirs, _ := filepath.Glob(filepath.Join(c.root, manifests.StateDir, "undo", "1.0.3", "old", "*", "gzip.conf"))
+			if len(dirs) != 1 {
+				c.t.Fatalf("no undo data for web.d: %v", dirs)
+			}
+			_ = os.WriteFile(filepath.Join(filepath.Dir(dirs[0]), "evil"), []byte("x"), 0o4755)
+			return []string{"rollback", "--root", c.root, "--restart-with", "none"}
+		}},
+				{"rollback through a symlinked undo directory", 3, []string{"is not a directory (symlink)"}, func(c *hcase) []string {
 			c.plantUndo(func(old string) {
 				_ = os.Rename(old, filepath.Join(c.canary, "old"))
 				_ = os.Symlink(filepath.Join(c.canary, "old"), old)

@@ -20,10 +20,9 @@ import (
 // checkUndo verifies the undo object saved (what an apply displaced from
 // tree path p) against want, the tree the rollback returns to: the object
 // and everything below it must be what want has at and below p (type,
-// mode, owner, size, content, link target); below a directory it may also
-// hold what the node had besides its tree (files, directories and links
-// only). Undo data is node state, which may have been planted: a link
-// where a file was, a FIFO, an endless file or altered content is
+// mode, owner, size, content, link target), and nothing else. Undo data
+// is node state, which may have been planted: a link where a file was, a
+// FIFO, an endless file, altered content or an entry the tree lacks is
 // ErrBadState, found before anything is restored; no link is followed and
 // no file is read past the size want records.
 func checkUndo(saved, p string, want tree.State) error {
@@ -55,14 +54,10 @@ func checkUndo(saved, p string, want tree.State) error {
 			return bad("%v", err)
 		}
 		if !ok {
-			// Below a directory the apply displaced: what the node had
-			// there besides its tree (drift before the apply) comes back
-			// as it was, links as links; the object itself must be in
-			// the tree.
-			if rel == "." || !(fi.Mode().IsRegular() || fi.IsDir() || fi.Mode()&fs.ModeSymlink != 0) {
-				return bad("/%s (%s) was not in the tree before the overlay", path, node.TypeName(fi.Mode()))
-			}
-			return nil
+			// Nothing comes back that the tree did not have: not even what
+			// the node held besides its tree below a directory the apply
+			// displaced (drift then, and indistinguishable from a plant).
+			return bad("/%s (%s) was not in the tree before the overlay; remove it from the undo data to roll back without it", path, node.TypeName(fi.Mode()))
 		}
 		got := manifests.Entry{Path: path, Mode: tree.ModeOf(fi.Mode())}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
