@@ -288,7 +288,15 @@ func previewOn(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*mani
 		o.Version = v.IncPatch().String()
 	}
 	m, _, _, err := prepare(ctx, c, ch, o)
-	return m, err
+	if err != nil {
+		return nil, err
+	}
+	// The checks Create makes before signing, so a dry run approves
+	// nothing Create would refuse (strata's own paths, key files).
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
+	}
+	return m, nil
 }
 
 // publish signs m with key, writes the overlay with the payload open
