@@ -791,7 +791,7 @@ func TestHostileInputs(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(filepath.Dir(dirs[0]), "evil"), []byte("x"), 0o4755)
 			return []string{"rollback", "--root", c.root, "--restart-with", "none"}
 		}},
-				{"rollback through a symlinked undo directory", 3, []string{"is not a directory (symlink)"}, func(c *hcase) []string {
+		{"rollback through a symlinked undo directory", 3, []string{"is not a directory (symlink)"}, func(c *hcase) []string {
 			c.plantUndo(func(old string) {
 				_ = os.Rename(old, filepath.Join(c.canary, "old"))
 				_ = os.Symlink(filepath.Join(c.canary, "old"), old)
