@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // EntryType is the kind of a tree entry.
@@ -199,12 +200,25 @@ func EntryChanges(o, n Entry) []string {
 }
 
 // hasControl reports whether s holds a control character: C0 (below
-// U+0020), DEL or C1 (U+0080 to U+009F).
+// U+0020), DEL, C1 (U+0080 to U+009F), or a Unicode format character
+// (bidirectional overrides, zero-width spaces), which would make what is
+// shown differ from what it is.
 func hasControl(s string) bool {
 	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || unicode.Is(unicode.Cf, r) {
 			return true
 		}
 	}
 	return false
+}
+
+// printable refuses, naming what, strings that listings print which are
+// longer than 4096 bytes or hold control characters.
+func printable(what string, ss []string) error {
+	for _, s := range ss {
+		if len(s) > 4096 || hasControl(s) {
+			return fmt.Errorf("%w: %s %q: too long or holds a control character", ErrInvalid, what, clip(s))
+		}
+	}
+	return nil
 }

@@ -131,6 +131,12 @@ func (m *OverlayManifest) Validate() error {
 		if !ValidUnit(s.Unit) || (s.Action != ActionRestart && s.Action != ActionReload && s.Action != ActionStop) {
 			return fmt.Errorf("%w: overlay %s: service action %q for %q", ErrInvalid, m.Version, s.Action, s.Unit)
 		}
+		if err := printable("service "+s.Unit+" because", s.Because); err != nil {
+			return fmt.Errorf("overlay %s: %w", m.Version, err)
+		}
+	}
+	if err := printable("unclaimed", m.Unclaimed); err != nil {
+		return fmt.Errorf("overlay %s: %w", m.Version, err)
 	}
 	if m.Keys != nil {
 		return m.Keys.validate(m)

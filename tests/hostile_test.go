@@ -857,7 +857,15 @@ func TestHostileInputs(t *testing.T) {
 				m.Entries[len(m.Entries)-1].Path = "etc/demo/x\x1b]0;pwned\a"
 			}))))
 		}},
-		{"--add with a newline in DEST", 2, []string{"control character"}, func(c *hcase) []string {
+		{"overlay whose restart reason has an escape sequence", 3, []string{"holds a control character"}, func(c *hcase) []string {
+			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, c.resigned(c.b.ov1, c.b.key, "", edited(c.t, func(m *manifests.OverlayManifest) {
+				m.Services = []manifests.ServiceAction{{Unit: "demo-web.service", Action: manifests.ActionRestart, Because: []string{"etc/demo/web.conf\x1b[2J"}}}
+			}))))
+		}},
+		{"--add with a right-to-left override in DEST", 2, []string{"control character"}, func(c *hcase) []string {
+			return []string{"overlay", "create", "--repo", c.repo, "--version", "1.0.3", "--dry-run", "--add", "/etc/demo/x\u202efnoc.sh=" + filepath.Join(c.b.dir, "web-1.0.1")}
+		}},
+				{"--add with a newline in DEST", 2, []string{"control character"}, func(c *hcase) []string {
 			return []string{"overlay", "create", "--repo", c.repo, "--version", "1.0.3", "--key", c.b.keyPath, "--add", "/etc/demo/evil\n  file    0644 0:0 /etc/demo/harmless=" + filepath.Join(c.b.dir, "web-1.0.1")}
 		}},
 		{"--restart that is no unit name, even with --allow-unknown-unit", 2, []string{"not a systemd unit name"}, func(c *hcase) []string {
