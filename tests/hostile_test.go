@@ -865,7 +865,7 @@ func TestHostileInputs(t *testing.T) {
 		{"--add with a right-to-left override in DEST", 2, []string{"control character"}, func(c *hcase) []string {
 			return []string{"overlay", "create", "--repo", c.repo, "--version", "1.0.3", "--dry-run", "--add", "/etc/demo/x\u202efnoc.sh=" + filepath.Join(c.b.dir, "web-1.0.1")}
 		}},
-				{"--add with a newline in DEST", 2, []string{"control character"}, func(c *hcase) []string {
+		{"--add with a newline in DEST", 2, []string{"control character"}, func(c *hcase) []string {
 			return []string{"overlay", "create", "--repo", c.repo, "--version", "1.0.3", "--key", c.b.keyPath, "--add", "/etc/demo/evil\n  file    0644 0:0 /etc/demo/harmless=" + filepath.Join(c.b.dir, "web-1.0.1")}
 		}},
 		{"--restart that is no unit name, even with --allow-unknown-unit", 2, []string{"not a systemd unit name"}, func(c *hcase) []string {
