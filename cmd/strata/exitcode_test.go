@@ -100,3 +100,12 @@ func captureStderr(t *testing.T, fn func()) string {
 	w.Close()
 	return <-done
 }
+
+// Error messages quote what came from outside; its control and format
+// characters are written as escapes, never sent to the terminal.
+func TestEscapeControl(t *testing.T) {
+	in := "--add /etc/a\x1b[31mb\nc\u202ed\u00e9=x"
+	if got, want := escapeControl(in), `--add /etc/a\x1b[31mb\nc\u202edé=x`; got != want {
+		t.Errorf("escapeControl = %q, want %q", got, want)
+	}
+}

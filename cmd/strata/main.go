@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"unicode"
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/node"
@@ -124,9 +126,31 @@ func run(ctx context.Context, args []string) int {
 		b, _ := json.Marshal(map[string]any{"error": err.Error(), "exit_code": code})
 		fmt.Fprintln(os.Stderr, string(b))
 	} else {
-		fmt.Fprintln(os.Stderr, "strata:", err)
+		fmt.Fprintln(os.Stderr, "strata:", escapeControl(err.Error()))
 	}
 	return code
+}
+
+// escapeControl writes the control and format characters of s (which
+// may quote what came from outside: an argument, a file name) as Go
+// escapes, so an error message cannot drive the terminal or hide text.
+func escapeControl(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if isControl(r) {
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// isControl reports whether r is a control character (C0, DEL, C1) or a
+// Unicode format character (bidi overrides, zero-width spaces).
+func isControl(r rune) bool {
+	return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || unicode.Is(unicode.Cf, r)
 }
 
 // wantsJSON reports whether --json was given (parsed or not: a usage

@@ -184,7 +184,7 @@ func printFleet(w io.Writer, rep *fleet.Report) {
 // table) with '?'.
 func printable(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+		if isControl(r) {
 			return '?'
 		}
 		return r
