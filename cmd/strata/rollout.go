@@ -129,6 +129,9 @@ when any node is not at the target.`,
 			if err := overlayTransfer(&o.Transfer, repoLoc, transfer); err != nil {
 				return err
 			}
+			if channel != "" && through != "" && via != "agent" {
+				return usageError{fmt.Errorf("--channel and --through: --through names the version to bring the nodes to, whatever its channel; give one (with --via agent, --channel names the agents' channel)")}
+			}
 			if o.LineName, o.Line, err = repo.LineVersions(c.Context(), repoLoc, line); err != nil {
 				return err
 			}
