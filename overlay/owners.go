@@ -23,16 +23,20 @@ const maxAccountFile = 8 << 20
 // (Add.User, Add.Group) from the head's /etc/passwd and /etc/group: the
 // names the nodes resolve, not those of the host the overlay is made on.
 func resolveOwners(ctx context.Context, c *Chain, adds []Add) error {
-	ids := map[string]map[string]int{}
+	files := map[string]*accountFile{}
 	lookup := func(file, name string) (int, error) {
-		if ids[file] == nil {
-			m, err := accounts(ctx, c, file)
+		if files[file] == nil {
+			f, err := accounts(ctx, c, file)
 			if err != nil {
 				return 0, err
 			}
-			ids[file] = m
+			files[file] = f
 		}
-		id, ok := ids[file][name]
+		f := files[file]
+		if why, bad := f.bad[name]; bad {
+			return 0, fmt.Errorf("--owner: /%s of line %s at %s %s; give a number: %w", file, c.Line.Name, c.Head().Version, why, ErrUnknownOwner)
+		}
+		id, ok := f.ids[name]
 		if !ok {
 			return 0, fmt.Errorf("--owner: /%s of line %s at %s has no %q; give a name it lists or a number: %w", file, c.Line.Name, c.Head().Version, name, ErrUnknownOwner)
 		}
@@ -55,9 +59,15 @@ func resolveOwners(ctx context.Context, c *Chain, adds []Add) error {
 	return nil
 }
 
-// accounts reads the head's file (etc/passwd or etc/group) as a map from
-// name to its numeric id, the third field.
-func accounts(ctx context.Context, c *Chain, file string) (map[string]int, error) {
+// accountFile is a passwd or group file: each name's id, and the names
+// that cannot be resolved, with why.
+type accountFile struct {
+	ids map[string]int
+	bad map[string]string
+}
+
+// accounts reads the head's file (etc/passwd or etc/group).
+func accounts(ctx context.Context, c *Chain, file string) (*accountFile, error) {
 	e, ok := c.State[file]
 	if !ok || e.Type != manifests.TypeFile {
 		return nil, fmt.Errorf("--owner: line %s has no regular file /%s at %s to resolve names with; give numbers: %w", c.Line.Name, file, c.Head().Version, ErrUnknownOwner)
@@ -72,23 +82,37 @@ func accounts(ctx context.Context, c *Chain, file string) (map[string]int, error
 	return parseAccounts(b), nil
 }
 
-// parseAccounts maps each name of a passwd or group file to its id; lines
-// that do not parse (comments, NIS "+" entries) are skipped, and the first
-// of duplicate names wins, as getpwnam's files backend does.
-func parseAccounts(b []byte) map[string]int {
-	m := map[string]int{}
+// parseAccounts maps each name of a passwd or group file to its id, the
+// third field. Comments and NIS ("+", "-") lines are skipped; a name
+// listed twice, or whose id is not a number, cannot be resolved (strata
+// does not guess which entry the node's libc would pick).
+func parseAccounts(b []byte) *accountFile {
+	f := &accountFile{ids: map[string]int{}, bad: map[string]string{}}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 0, 4096), maxAccountFile)
 	for sc.Scan() {
-		f := strings.Split(sc.Text(), ":")
-		if len(f) < 3 || f[0] == "" || strings.HasPrefix(f[0], "#") || strings.HasPrefix(f[0], "+") || strings.HasPrefix(f[0], "-") {
+		fields := strings.Split(sc.Text(), ":")
+		name := fields[0]
+		if name == "" || strings.HasPrefix(name, "#") || strings.HasPrefix(name, "+") || strings.HasPrefix(name, "-") {
 			continue
 		}
-		id, err := strconv.ParseUint(f[2], 10, 31)
-		if _, dup := m[f[0]]; err != nil || dup {
+		if len(fields) < 3 {
+			f.bad[name] = fmt.Sprintf("has an entry for %q without an id", name)
 			continue
 		}
-		m[f[0]] = int(id)
+		id, err := strconv.ParseUint(fields[2], 10, 31)
+		switch {
+		case err != nil:
+			f.bad[name] = fmt.Sprintf("gives %q the id %q, which is not a whole number below 2^31", name, fields[2])
+		case f.bad[name] != "":
+		default:
+			if prev, dup := f.ids[name]; dup && prev != int(id) {
+				f.bad[name] = fmt.Sprintf("lists %q twice (ids %d and %d)", name, prev, id)
+				delete(f.ids, name)
+				continue
+			}
+			f.ids[name] = int(id)
+		}
 	}
-	return m
+	return f
 }
