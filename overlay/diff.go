@@ -1,7 +1,9 @@
 package overlay
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -48,7 +50,11 @@ func diff(head tree.State, ch Change) (*delta, error) {
 		// build host; links inside a directory SRC stay links.
 		hostSrc, err := filepath.EvalSymlinks(a.Src)
 		if err != nil {
-			return nil, fmt.Errorf("--add %s: %w", a.Dest, err)
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // EvalSymlinks names itself as the operation
+			}
+			return nil, fmt.Errorf("--add %s: SRC %s: %w", a.Dest, a.Src, err)
 		}
 		fi, err := os.Stat(hostSrc)
 		if err != nil {

@@ -13,13 +13,13 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
-
-	"golang.org/x/sys/unix"
 )
 
 // ErrNoKernel reports an image that cannot boot from a root partition:

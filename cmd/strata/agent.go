@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/internal/serve"
+	"github.com/strata-dev/strata/overlay"
 )
 
 func newAgentCmd(g *globals) *cobra.Command {
@@ -43,6 +44,9 @@ SIGTERM stop it, exit 0.`,
 			}
 			if interval < time.Second {
 				return usageError{fmt.Errorf("--interval %s: at least 1s", interval)}
+			}
+			if err := overlay.CheckChannel(base.Channel); err != nil {
+				return usageError{fmt.Errorf("--channel: %w", err)}
 			}
 			base.Jitter, base.Interval = p, agent.Duration(interval)
 			r, err := restarter(restartWith, root)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
 	"github.com/strata-dev/strata/configedit"
 	"github.com/strata-dev/strata/internal/safefile"
 )

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -66,6 +67,9 @@ half here. See docs/security.md for the compromise procedure.`,
 				return usageError{fmt.Errorf("nothing to do: give --add NEW.pub or --revoke KEYID")}
 			}
 			for _, p := range adds {
+				if _, err := sign.LoadPublicFile(p); errors.Is(err, sign.ErrSecretKey) {
+					return usageError{fmt.Errorf("--add %s: %w", p, err)}
+				}
 				b, err := safefile.Read(p, sign.MaxPublicKeySize)
 				if err != nil {
 					return usageError{fmt.Errorf("--add: %w", err)}

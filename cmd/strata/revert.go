@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/overlay"
 )

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -281,6 +282,11 @@ func checkAddsDeletes(adds []overlay.Add, deletes []string) error {
 		if gone[d] {
 			return usageError{fmt.Errorf("--delete %s is given twice", d)}
 		}
+		for _, e := range deletes {
+			if strings.HasPrefix(d, e+"/") {
+				return usageError{fmt.Errorf("--delete %s and --delete %s: deleting %s deletes what is below it; give it alone", e, d, e)}
+			}
+		}
 		gone[d] = true
 		for _, a := range adds {
 			if a.Dest == d || strings.HasPrefix(a.Dest, d+"/") {
@@ -296,7 +302,11 @@ func checkAddsDeletes(adds []overlay.Add, deletes []string) error {
 // 1.0.9's place in the sequence.
 func overlayVersion(flag, v string) error {
 	if i := strings.IndexByte(v, '+'); i >= 0 {
-		return usageError{fmt.Errorf("%s %s: build metadata (%s) does not order versions (%s+anything equals %s); use a prerelease such as %s-rc.1 or the next patch", flag, v, v[i:], v[:i], v[:i], v[:i])}
+		use := "a prerelease such as " + v[:i] + "-rc.1 or the next patch"
+		if strings.Contains(v[:i], "-") {
+			use = "the next prerelease or patch"
+		}
+		return usageError{fmt.Errorf("%s %s: build metadata (%s) does not order versions (%s+anything equals %s); use %s", flag, v, v[i:], v[:i], v[:i], use)}
 	}
 	return nil
 }
