@@ -59,8 +59,11 @@ func knownUnits(cat manifests.Catalog, units []string) error {
 // have: a typo must not reach every node as a restart that always fails.
 func catalogHas(cat manifests.Catalog, units []string, flag string, anyUnit bool) error {
 	for _, u := range units {
-		if !manifests.ValidUnit(u) {
+		if !manifests.ValidUnit(u) || anyUnit && !unitTypes[u[strings.LastIndexByte(u, '.')+1:]] {
 			return fmt.Errorf("%s %q: not a systemd unit name (such as demo-web.service): %w", flag, u, ErrUnknownUnit)
+		}
+		if at := strings.IndexByte(u, '@'); at == 0 || at > 0 && u[at+1] == '.' {
+			return fmt.Errorf("%s %s: a template (or no unit); name an instance, such as getty@tty1.service: %w", flag, u, ErrUnknownUnit)
 		}
 		if anyUnit || serviceOf(cat, u).Unit != "" || serviceOf(cat, templateOf(u)).Unit != "" {
 			continue
@@ -83,6 +86,10 @@ func templateOf(u string) string {
 	}
 	return u[:at+1] + u[dot:]
 }
+
+// unitTypes are the suffixes of systemd's unit types.
+var unitTypes = map[string]bool{"service": true, "socket": true, "target": true, "timer": true, "mount": true, "automount": true,
+	"path": true, "slice": true, "scope": true, "swap": true, "device": true}
 
 // nearestUnits returns the catalog's units closest to u by edit distance
 // (at most 3 edits), closest first, at most two.
