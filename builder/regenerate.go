@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/squashfs"
 	"github.com/strata-dev/strata/internal/tree"
@@ -67,11 +68,25 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return nil, fmt.Errorf("regenerating: %w", err)
-	}
 	name := fmt.Sprintf("%s-%s", m.Line, m.Version)
 	img := filepath.Join(outDir, name+".squashfs")
+	// The output directory (and its parents) made here go again if the
+	// regeneration fails or is interrupted; so does a written image.
+	undoDirs, err := safefile.MkdirParents(img)
+	if err != nil {
+		return nil, fmt.Errorf("regenerating: %w", err)
+	}
+	_, statErr := os.Lstat(img)
+	existed := statErr == nil
+	written, ok := false, false
+	defer func() {
+		if !ok {
+			if written && !existed {
+				_ = os.Remove(img)
+			}
+			undoDirs()
+		}
+	}()
 	if err := checkOverwrite(img, raw); err != nil {
 		return nil, err
 	}
@@ -94,9 +109,11 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	if err != nil {
 		return nil, err
 	}
+	written = true
 	if err := writeManifest(img, raw, s, sign.ImageComment(m.Line, m.Version)); err != nil {
 		return nil, err
 	}
+	ok = true
 	return &Result{Image: img, Manifest: repo.ManifestPath(img), Digest: manifests.Digest(raw), ManifestData: m}, nil
 }
 

@@ -2,7 +2,9 @@ package overlay
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/strata-dev/strata/internal/node"
@@ -183,6 +185,9 @@ func canonical(root string) (string, error) {
 		return "", fmt.Errorf("node %s: %w", root, err)
 	}
 	real, err := filepath.EvalSymlinks(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("node %s: no such directory: %w", root, node.ErrNotNode)
+	}
 	if err != nil {
 		return "", fmt.Errorf("node %s: %w", root, err)
 	}

@@ -123,6 +123,9 @@ func (b *Backend) StageRevert(ctx context.Context, ch *node.Change) (node.Txn, e
 		return nil, fmt.Errorf("rolling back %s: undo data %s is not a directory (%s): %w", version, undo, fi.Mode().Type(), node.ErrBadState)
 	}
 	raw, err := safefile.Read(filepath.Join(undo, "journal.json"), manifests.MaxManifestSize)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("rolling back %s: undo data %s has no journal: %w", version, undo, node.ErrBadState)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("rolling back %s: undo data: %w", version, err)
 	}
