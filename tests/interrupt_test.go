@@ -31,11 +31,11 @@ func catches(pid int, sig syscall.Signal) bool {
 	return false
 }
 
-// SIGINT and SIGTERM stop a command cleanly: here an apply waiting for
-// the node lock another process holds. It says "interrupted", exits 130
-// or 143, and leaves the node as it was; the lock is free afterwards.
+// SIGINT, SIGTERM and SIGHUP stop a command cleanly: here an apply waiting for
+// the node lock another process holds. It says "interrupted", exits 130,
+// 143 or 129, and leaves the node as it was; the lock is free afterwards.
 func TestInterruptExitsCleanly(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		c := newHCase(t)
 		lock, err := os.OpenFile(filepath.Join(c.root, manifests.StateDir, "lock"), os.O_RDWR, 0)
 		if err != nil {

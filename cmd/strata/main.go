@@ -40,18 +40,20 @@ const exitHelp = `Exit codes:
   4  the node is locked by another strata process
   5  a service restart failed (apply-overlay: the overlay was taken back;
      rollback, restart-pending: the node changed, the restart did not)
-  130, 143  interrupted by SIGINT or SIGTERM (locks released, the node
-     consistent: a change not committed is taken back)`
+  130, 143, 129  interrupted by SIGINT, SIGTERM or SIGHUP (locks
+     released, the node consistent: a change not committed is taken back)`
 
 func main() {
-	// SIGINT and SIGTERM cancel the command's context: every command
-	// then stops where it is safe to, releases its locks, removes its
-	// temporary files and exits 128 + the signal (130, 143). A second
+	// SIGINT, SIGTERM and SIGHUP cancel the command's context: every
+	// command then stops where it is safe to, releases its locks, removes
+	// its temporary files and exits 128 + the signal (130, 143, 129). A second
 	// signal is not caught: it kills at once (the node's recovery then
 	// settles what a crash leaves).
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a closed terminal (or SSH session) ends the command as
+	// cleanly as Ctrl-C would.
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		for s := range sigs {
 			if s == os.Interrupt && editorRunning.Load() {
@@ -76,8 +78,11 @@ func main() {
 
 // signalName names the signals strata stops on.
 func signalName(s syscall.Signal) string {
-	if s == syscall.SIGINT {
+	switch s {
+	case syscall.SIGINT:
 		return "SIGINT"
+	case syscall.SIGHUP:
+		return "SIGHUP"
 	}
 	return "SIGTERM"
 }
