@@ -34,6 +34,9 @@ type Backend interface {
 	Stage(ctx context.Context, ch *node.Change) (node.Txn, error)
 	// StageRevert prepares taking back the last applied overlay.
 	StageRevert(ctx context.Context, ch *node.Change) (node.Txn, error)
+	// CheckRevert checks, changing nothing, that an applied overlay
+	// (ch.Manifest) can be taken back to the tree ch.After.
+	CheckRevert(ctx context.Context, ch *node.Change) error
 	// Scan lists the node's current tree, without strata's state.
 	Scan(ctx context.Context) ([]manifests.Entry, error)
 }

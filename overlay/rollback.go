@@ -98,6 +98,12 @@ func rollbackLocked(ctx context.Context, b Backend, r Restarter, steps int, prog
 	var cat manifests.Catalog
 	var changed []string
 	due := map[string]manifests.ServiceAction{}
+	// Every step is checked before the first changes anything: a step
+	// that cannot be taken back (its undo data gone or tampered with)
+	// stops the rollback before it starts, not half way.
+	if err := checkSteps(ctx, b, steps); err != nil {
+		return nil, err
+	}
 	for i := 0; i < steps; i++ {
 		st, err := rollbackStep(ctx, b, progress)
 		if err != nil {
@@ -143,6 +149,26 @@ func rollbackLocked(ctx context.Context, b Backend, r Restarter, steps int, prog
 		return rep, fmt.Errorf("rolled back %s (committed: node %s is at %s), but %w; the restarts stay pending: strata restart-pending", strings.Join(vs, ", "), n.Root, rep.Head.Version, err)
 	}
 	return rep, recordRestarts(n, l, rep.Actions, rebootDue(res))
+}
+
+// checkSteps checks that the node's last steps applied overlays can each
+// be taken back (Backend.CheckRevert), newest first.
+func checkSteps(ctx context.Context, b Backend, steps int) error {
+	v, err := loadView(b.Node())
+	if err != nil {
+		return err
+	}
+	for i := 0; i < steps && i < len(v.overlays); i++ {
+		k := len(v.overlays) - 1 - i
+		before, err := v.expectedAfter(k)
+		if err != nil {
+			return err
+		}
+		if err := b.CheckRevert(ctx, &node.Change{Manifest: v.overlays[k], After: before}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rolledBack is one overlay undone: the plan its rollback calls for.

@@ -791,6 +791,17 @@ func TestHostileInputs(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(filepath.Dir(dirs[0]), "evil"), []byte("x"), 0o4755)
 			return []string{"rollback", "--root", c.root, "--restart-with", "none"}
 		}},
+		{"rollback --to with an older step's undo data altered", 3, []string{"rolling back 1.0.1: undo data for /etc/demo/web.conf"}, func(c *hcase) []string {
+			// Both steps are checked before the first is taken back: the
+			// node is not left half way, at 1.0.1.
+			if out, code := strata(c.apply("--repo", c.repo)...); code != 0 {
+				c.t.Fatalf("apply: %s", out)
+			}
+			old := filepath.Join(c.root, manifests.StateDir, "undo", "1.0.1", "old", "0")
+			b, _ := os.ReadFile(old)
+			_ = os.WriteFile(old, []byte(strings.Replace(string(b), "8", "9", 1)), 0o644)
+			return []string{"rollback", "--root", c.root, "--to", "1.0.0", "--restart-with", "none"}
+		}},
 		{"rollback through a symlinked undo directory", 3, []string{"is not a directory (symlink)"}, func(c *hcase) []string {
 			c.plantUndo(func(old string) {
 				_ = os.Rename(old, filepath.Join(c.canary, "old"))

@@ -111,49 +111,70 @@ func (b *Backend) Stage(ctx context.Context, ch *node.Change) (node.Txn, error) 
 }
 
 // StageRevert stages undoing the node's last overlay, ch.Manifest, from
-// the undo data its apply kept; ch.Record is the rollback record.
+// the undo data its apply kept (checked first, see CheckRevert); ch.Record
+// is the rollback record.
 func (b *Backend) StageRevert(ctx context.Context, ch *node.Change) (node.Txn, error) {
-	version := ch.Manifest.Version
-	undo := undoDir(b.n, version)
-	if fi, err := os.Lstat(undo); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("rolling back %s: its undo data is gone (strata gc keeps it for the newest overlays only): %w", version, ErrUndoPruned)
-	} else if err != nil {
-		return nil, fmt.Errorf("rolling back %s: undo data: %w", version, err)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("rolling back %s: undo data %s is not a directory (%s): %w", version, undo, fi.Mode().Type(), node.ErrBadState)
-	}
-	raw, err := safefile.Read(filepath.Join(undo, "journal.json"), manifests.MaxManifestSize)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("rolling back %s: undo data %s has no journal: %w", version, undo, node.ErrBadState)
-	}
+	orig, undo, err := b.checkRevert(ch)
 	if err != nil {
-		return nil, fmt.Errorf("rolling back %s: undo data: %w", version, err)
-	}
-	var orig journal
-	if err := manifests.Decode(raw, &orig); err != nil {
-		return nil, fmt.Errorf("rolling back %s: undo data: %w", version, err)
-	}
-	if err := orig.validate(); err != nil {
-		return nil, fmt.Errorf("rolling back %s: undo data: %w", version, err)
-	}
-	var paths []string
-	for _, o := range orig.Ops {
-		paths = append(paths, o.Path)
-	}
-	if err := checkParents(b.n, paths); err != nil {
-		return nil, fmt.Errorf("rolling back %s: %w", version, err)
+		return nil, err
 	}
 	t, err := begin(b.n)
 	if err != nil {
 		return nil, err
 	}
-	ops, err := inverseOps(t, orig, undo, ch.After)
+	ops, err := inverseOps(t, orig, undo)
 	if err != nil {
 		t.abort()
 		return nil, err
 	}
 	t.j = journal{Ops: ops, Record: ch.Record}
 	return t, nil
+}
+
+// CheckRevert checks, changing nothing, that ch.Manifest's overlay can be
+// rolled back to the tree ch.After: its undo data is there, its journal
+// valid, no restored path below a symlinked directory, and every object
+// it would restore is what ch.After has (see checkUndo).
+func (b *Backend) CheckRevert(ctx context.Context, ch *node.Change) error {
+	_, _, err := b.checkRevert(ch)
+	return err
+}
+
+func (b *Backend) checkRevert(ch *node.Change) (journal, string, error) {
+	version := ch.Manifest.Version
+	undo := undoDir(b.n, version)
+	if fi, err := os.Lstat(undo); errors.Is(err, os.ErrNotExist) {
+		return journal{}, "", fmt.Errorf("rolling back %s: its undo data is gone (strata gc keeps it for the newest overlays only): %w", version, ErrUndoPruned)
+	} else if err != nil {
+		return journal{}, "", fmt.Errorf("rolling back %s: undo data: %w", version, err)
+	} else if !fi.IsDir() {
+		return journal{}, "", fmt.Errorf("rolling back %s: undo data %s is not a directory (%s): %w", version, undo, node.TypeName(fi.Mode()), node.ErrBadState)
+	}
+	raw, err := safefile.Read(filepath.Join(undo, "journal.json"), manifests.MaxManifestSize)
+	if errors.Is(err, os.ErrNotExist) {
+		return journal{}, "", fmt.Errorf("rolling back %s: undo data %s has no journal: %w", version, undo, node.ErrBadState)
+	}
+	if err != nil {
+		return journal{}, "", fmt.Errorf("rolling back %s: undo data: %w", version, err)
+	}
+	var orig journal
+	if err := manifests.Decode(raw, &orig); err != nil {
+		return journal{}, "", fmt.Errorf("rolling back %s: undo data: %w", version, err)
+	}
+	if err := orig.validate(); err != nil {
+		return journal{}, "", fmt.Errorf("rolling back %s: undo data: %w", version, err)
+	}
+	var paths []string
+	for _, o := range orig.Ops {
+		paths = append(paths, o.Path)
+	}
+	if err := checkParents(b.n, paths); err != nil {
+		return journal{}, "", fmt.Errorf("rolling back %s: %w", version, err)
+	}
+	if err := checkSaved(orig, undo, ch.After); err != nil {
+		return journal{}, "", fmt.Errorf("rolling back %s: %w", version, err)
+	}
+	return orig, undo, nil
 }
 
 // Switch writes the journal, runs its ops and syncs the file system; any

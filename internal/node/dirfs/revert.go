@@ -11,26 +11,35 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
-// inverseOps builds the ops that undo orig, staging copies of the objects
-// orig displaced (the undo data stays intact until the rollback commits).
-// Each object is checked against want, the tree the rollback returns to,
-// before it is copied.
-func inverseOps(t *txn, orig journal, undo string, want tree.State) ([]op, error) {
+// checkSaved checks every object the undo data of orig holds against
+// want, the tree the rollback returns to (see checkUndo).
+func checkSaved(orig journal, undo string, want tree.State) error {
 	old := filepath.Join(undo, "old")
 	if fi, err := os.Lstat(old); err == nil && !fi.IsDir() {
-		return nil, fmt.Errorf("undo data %s is not a directory (%s): %w", old, node.TypeName(fi.Mode()), node.ErrBadState)
+		return fmt.Errorf("undo data %s is not a directory (%s): %w", old, node.TypeName(fi.Mode()), node.ErrBadState)
 	}
+	for i, o := range orig.Ops {
+		saved := filepath.Join(old, strconv.Itoa(i))
+		if _, err := os.Lstat(saved); err != nil || o.Kind == opMeta {
+			continue
+		}
+		if err := checkUndo(saved, o.Path, want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inverseOps builds the ops that undo orig, staging copies of the objects
+// orig displaced (the undo data stays intact until the rollback commits;
+// checkSaved has checked it).
+func inverseOps(t *txn, orig journal, undo string) ([]op, error) {
 	var ops []op
 	for i := len(orig.Ops) - 1; i >= 0; i-- {
 		o := orig.Ops[i]
-		saved := filepath.Join(old, strconv.Itoa(i))
+		saved := filepath.Join(undo, "old", strconv.Itoa(i))
 		_, err := os.Lstat(saved)
 		hasSaved := err == nil
-		if hasSaved && o.Kind != opMeta {
-			if err := checkUndo(saved, o.Path, want); err != nil {
-				return nil, err
-			}
-		}
 		cur, exists, err := current(t.n, o.Path)
 		if err != nil {
 			return nil, err

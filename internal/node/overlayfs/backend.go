@@ -256,10 +256,19 @@ func (b *Backend) Stage(ctx context.Context, ch *node.Change) (node.Txn, error) 
 
 // StageRevert prepares dropping the top layer, ch.Manifest's.
 func (b *Backend) StageRevert(ctx context.Context, ch *node.Change) (node.Txn, error) {
-	if fi, err := os.Lstat(b.layerDir(ch.Manifest.Version)); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("rolling back %s: its layer %s is missing: %w", ch.Manifest.Version, b.layerDir(ch.Manifest.Version), node.ErrDrift)
+	if err := b.CheckRevert(ctx, ch); err != nil {
+		return nil, err
 	}
 	return &txn{b: b, j: journal{Kind: "rollback", Record: ch.Record}}, nil
+}
+
+// CheckRevert checks, changing nothing, that ch.Manifest's layer is there
+// to be dropped (the layers below it are the tree it returns to).
+func (b *Backend) CheckRevert(ctx context.Context, ch *node.Change) error {
+	if fi, err := os.Lstat(b.layerDir(ch.Manifest.Version)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("rolling back %s: its layer %s is missing: %w", ch.Manifest.Version, b.layerDir(ch.Manifest.Version), node.ErrDrift)
+	}
+	return nil
 }
 
 // txn is one switch of the layer list.
