@@ -132,9 +132,9 @@ func (b *Backend) StageRevert(ctx context.Context, ch *node.Change) (node.Txn, e
 }
 
 // CheckRevert checks, changing nothing, that ch.Manifest's overlay can be
-// rolled back to the tree ch.After: its undo data is there, its journal
-// valid, no restored path below a symlinked directory, and every object
-// it would restore is what ch.After has (see checkUndo).
+// rolled back: its undo data is there, its journal valid, no restored
+// path below a symlinked directory, and every object it would restore
+// safe to copy back (see checkUndo).
 func (b *Backend) CheckRevert(ctx context.Context, ch *node.Change) error {
 	_, _, err := b.checkRevert(ch)
 	return err
@@ -171,7 +171,7 @@ func (b *Backend) checkRevert(ch *node.Change) (journal, string, error) {
 	if err := checkParents(b.n, paths); err != nil {
 		return journal{}, "", fmt.Errorf("rolling back %s: %w", version, err)
 	}
-	if err := checkSaved(orig, undo, ch.After); err != nil {
+	if err := checkSaved(orig, undo); err != nil {
 		return journal{}, "", fmt.Errorf("rolling back %s: %w", version, err)
 	}
 	return orig, undo, nil

@@ -11,9 +11,9 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
-// checkSaved checks every object the undo data of orig holds against
-// want, the tree the rollback returns to (see checkUndo).
-func checkSaved(orig journal, undo string, want tree.State) error {
+// checkSaved checks every object the undo data of orig holds (see
+// checkUndo).
+func checkSaved(orig journal, undo string) error {
 	old := filepath.Join(undo, "old")
 	if fi, err := os.Lstat(old); err == nil && !fi.IsDir() {
 		return fmt.Errorf("undo data %s is not a directory (%s): %w", old, node.TypeName(fi.Mode()), node.ErrBadState)
@@ -23,7 +23,7 @@ func checkSaved(orig journal, undo string, want tree.State) error {
 		if _, err := os.Lstat(saved); err != nil || o.Kind == opMeta {
 			continue
 		}
-		if err := checkUndo(saved, o.Path, want); err != nil {
+		if err := checkUndo(saved, o.Path, o.Old); err != nil {
 			return err
 		}
 	}
