@@ -796,6 +796,26 @@ func TestHostileInputs(t *testing.T) {
 			_ = os.Symlink(filepath.Join(c.canary, "victim"), old)
 			return []string{"rollback", "--root", c.root, "--to", "1.0.0", "--restart-with", "none"}
 		}},
+		{"crash recovery putting back a planted symlink", 3, []string{"rolling back an interrupted apply of 1.0.1", "is a symlink, but the apply displaced a file there"}, func(c *hcase) []string {
+			// The state a crash leaves between the switch and the ledger
+			// write: 1.0.1's files in the tree, its transaction (journal and
+			// displaced objects) in txn/, no ledger record. The displaced
+			// web.conf is replaced with a link before recovery runs.
+			c.plantUndo(func(old string) {
+				state := filepath.Join(c.root, manifests.StateDir)
+				_ = os.Rename(filepath.Join(state, "undo", "1.0.1"), filepath.Join(state, "txn"))
+				raw, _ := os.ReadFile(filepath.Join(state, "ledger.json"))
+				var led manifests.Ledger
+				_ = manifests.Decode(raw, &led)
+				led.Entries = led.Entries[:len(led.Entries)-1]
+				out, _ := manifests.Encode(&led)
+				_ = os.WriteFile(filepath.Join(state, "ledger.json"), out, 0o644)
+				saved := filepath.Join(state, "txn", "old", "0")
+				_ = os.Remove(saved)
+				_ = os.Symlink(filepath.Join(c.canary, "victim"), saved)
+			})
+			return c.apply(c.b.ov1)
+		}},
 		{"rollback through a symlinked undo directory", 3, []string{"is not a directory (symlink)"}, func(c *hcase) []string {
 			c.plantUndo(func(old string) {
 				_ = os.Rename(old, filepath.Join(c.canary, "old"))

@@ -56,6 +56,17 @@ func (b *Backend) Recover(ctx context.Context, l *manifests.Ledger) (*manifests.
 	if last.Seq == r.Seq && last.Action == r.Action && last.Version == r.Version && last.Digest == r.Digest {
 		return nil, t.finish()
 	}
+	// What the crash left is node state too: each object the undo puts
+	// back is checked first, as a rollback checks its undo data.
+	for i, o := range t.j.Ops {
+		saved := t.n.Path(oldRel(i))
+		if _, err := os.Lstat(saved); err != nil || o.Kind == opMeta {
+			continue
+		}
+		if err := checkUndo(saved, o.Path, o.Old); err != nil {
+			return nil, fmt.Errorf("node %s: rolling back an interrupted %s of %s: %w", b.n.Root, r.Action, r.Version, err)
+		}
+	}
 	if err := t.undo(); err != nil {
 		return nil, fmt.Errorf("node %s: rolling back an interrupted %s of %s: %w", b.n.Root, r.Action, r.Version, err)
 	}
