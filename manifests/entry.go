@@ -199,17 +199,17 @@ func EntryChanges(o, n Entry) []string {
 	return out
 }
 
-// hasControl reports whether s holds a control character: C0 (below
-// U+0020), DEL, C1 (U+0080 to U+009F), or a Unicode format character
-// (bidirectional overrides, zero-width spaces), which would make what is
-// shown differ from what it is.
+// hasControl reports whether s holds a control character (see IsControl).
 func hasControl(s string) bool {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || unicode.Is(unicode.Cf, r) {
-			return true
-		}
-	}
-	return false
+	return strings.ContainsFunc(s, IsControl)
+}
+
+// IsControl reports whether r is a control character, C0 (below U+0020),
+// DEL or C1 (U+0080 to U+009F), or a Unicode format character
+// (bidirectional overrides, zero-width spaces): shown, it would drive the
+// terminal or make what is shown differ from what it is.
+func IsControl(r rune) bool {
+	return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || unicode.Is(unicode.Cf, r)
 }
 
 // printable refuses, naming what, strings that listings print which are

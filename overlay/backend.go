@@ -35,7 +35,7 @@ type Backend interface {
 	// StageRevert prepares taking back the last applied overlay.
 	StageRevert(ctx context.Context, ch *node.Change) (node.Txn, error)
 	// CheckRevert checks, changing nothing, that an applied overlay
-	// (ch.Manifest) can be taken back (ch.After: the tree it returns to).
+	// (ch.Manifest) can be taken back.
 	CheckRevert(ctx context.Context, ch *node.Change) error
 	// Scan lists the node's current tree, without strata's state.
 	Scan(ctx context.Context) ([]manifests.Entry, error)

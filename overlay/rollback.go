@@ -159,12 +159,7 @@ func checkSteps(ctx context.Context, b Backend, steps int) error {
 		return err
 	}
 	for i := 0; i < steps && i < len(v.overlays); i++ {
-		k := len(v.overlays) - 1 - i
-		before, err := v.expectedAfter(k)
-		if err != nil {
-			return err
-		}
-		if err := b.CheckRevert(ctx, &node.Change{Manifest: v.overlays[k], After: before}); err != nil {
+		if err := b.CheckRevert(ctx, &node.Change{Manifest: v.overlays[len(v.overlays)-1-i]}); err != nil {
 			return err
 		}
 	}
@@ -218,7 +213,7 @@ func rollbackStep(ctx context.Context, b Backend, progress func(string)) (*rolle
 		Pending:    plan.Actions,
 		Time:       time.Now().UTC().Format(time.RFC3339),
 	}
-	t, err := b.StageRevert(ctx, &node.Change{Manifest: m, Record: rec, Before: after, After: before})
+	t, err := b.StageRevert(ctx, &node.Change{Manifest: m, Record: rec})
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"unicode"
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/node"
@@ -142,7 +141,7 @@ func run(ctx context.Context, args []string) int {
 func escapeControl(s string) string {
 	var b strings.Builder
 	for _, r := range s {
-		if isControl(r) {
+		if manifests.IsControl(r) {
 			q := strconv.QuoteRuneToASCII(r)
 			b.WriteString(q[1 : len(q)-1])
 			continue
@@ -150,12 +149,6 @@ func escapeControl(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// isControl reports whether r is a control character (C0, DEL, C1) or a
-// Unicode format character (bidi overrides, zero-width spaces).
-func isControl(r rune) bool {
-	return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || unicode.Is(unicode.Cf, r)
 }
 
 // wantsJSON reports whether --json was given (parsed or not: a usage

@@ -184,7 +184,7 @@ func printFleet(w io.Writer, rep *fleet.Report) {
 // table) with '?'.
 func printable(s string) string {
 	return strings.Map(func(r rune) rune {
-		if isControl(r) {
+		if manifests.IsControl(r) {
 			return '?'
 		}
 		return r

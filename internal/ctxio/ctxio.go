@@ -13,7 +13,10 @@ func NewReader(ctx context.Context, r io.Reader) io.Reader {
 
 // NewReadCloser is NewReader for an io.ReadCloser; Close closes rc.
 func NewReadCloser(ctx context.Context, rc io.ReadCloser) io.ReadCloser {
-	return readCloser{reader{ctx, rc}, rc}
+	return struct {
+		io.Reader
+		io.Closer
+	}{NewReader(ctx, rc), rc}
 }
 
 type reader struct {
@@ -27,12 +30,3 @@ func (r *reader) Read(p []byte) (int, error) {
 	}
 	return r.r.Read(p)
 }
-
-type readCloser struct {
-	reader
-	c io.Closer
-}
-
-func (r readCloser) Read(p []byte) (int, error) { return r.reader.Read(p) }
-
-func (r readCloser) Close() error { return r.c.Close() }

@@ -218,14 +218,18 @@ func FileLock(ctx context.Context, path string, wait time.Duration) (func(), err
 	}
 	// The lock file is written (the holder's pid): it must be a file of
 	// its own, not a FIFO, a device or a hard link to a file elsewhere.
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 1 {
+	var links uint64 = 1
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		links = uint64(st.Nlink)
+	}
+	if !fi.Mode().IsRegular() || links != 1 {
 		f.Close()
-		return nil, fmt.Errorf("locking %s: it is a %s with %d links, not a regular file of its own: %w", path, TypeName(fileMode(st.Mode)), st.Nlink, ErrBadLock)
+		return nil, fmt.Errorf("locking %s: it is a %s with %d links, not a regular file of its own: %w", path, TypeName(fi.Mode()), links, ErrBadLock)
 	}
 	deadline := time.Now().Add(wait)
 	for {
@@ -315,23 +319,4 @@ func SyncFS(dir string) error {
 		return fmt.Errorf("syncing %s: %w", dir, err)
 	}
 	return nil
-}
-
-// fileMode converts a stat mode's type bits to an os.FileMode type.
-func fileMode(m uint32) os.FileMode {
-	switch m & syscall.S_IFMT {
-	case syscall.S_IFREG:
-		return 0
-	case syscall.S_IFDIR:
-		return os.ModeDir
-	case syscall.S_IFLNK:
-		return os.ModeSymlink
-	case syscall.S_IFIFO:
-		return os.ModeNamedPipe
-	case syscall.S_IFSOCK:
-		return os.ModeSocket
-	case syscall.S_IFCHR:
-		return os.ModeDevice | os.ModeCharDevice
-	}
-	return os.ModeDevice
 }

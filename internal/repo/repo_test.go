@@ -19,6 +19,14 @@ import (
 // image builds a one-file image of line line signed by a new key.
 func image(t *testing.T, line string) (string, *sign.Key, string) {
 	t.Helper()
+	key, pub := newKey(t)
+	return imageAt(t, line, "1.0.0", key), key, pub
+}
+
+// newKey generates a key pair and returns the secret key and the path of
+// its public half.
+func newKey(t *testing.T) (*sign.Key, string) {
+	t.Helper()
 	dir := t.TempDir()
 	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
 		t.Fatal(err)
@@ -27,7 +35,7 @@ func image(t *testing.T, line string) (string, *sign.Key, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return imageAt(t, line, "1.0.0", key), key, filepath.Join(dir, "k.pub")
+	return key, filepath.Join(dir, "k.pub")
 }
 
 // imageAt builds a one-file image of line at version signed by key.

@@ -25,14 +25,7 @@ func TestAddImageAfterRotation(t *testing.T) {
 	if _, err := repo.Init(dir, img, k1); err != nil {
 		t.Fatal(err)
 	}
-	kd := t.TempDir()
-	if err := sign.Generate(filepath.Join(kd, "k2")); err != nil {
-		t.Fatal(err)
-	}
-	k2, err := sign.LoadKey(filepath.Join(kd, "k2.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	k2, _ := newKey(t)
 	if _, err := overlay.RotateKeys(ctx, dir, k1, overlay.RotateOptions{Add: [][]byte{k2.PublicText()}}); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +33,7 @@ func TestAddImageAfterRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	index := readIndex(t, dir)
-	_, err = repo.AddImage(ctx, dir, imageAt(t, "alpha", "1.1.0", k1), k1)
+	_, err := repo.AddImage(ctx, dir, imageAt(t, "alpha", "1.1.0", k1), k1)
 	if !errors.Is(err, sign.ErrBadSignature) || !strings.Contains(err.Error(), k2.ID()) {
 		t.Fatalf("an image signed by a revoked key: %v; want a signature error naming the trusted %s", err, k2.ID())
 	}
