@@ -1,7 +1,6 @@
 package overlayfs
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -11,74 +10,19 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/internal/mountinfo"
 )
 
 // moveMountBeneath is MOVE_MOUNT_BENEATH (Linux 6.5).
 const moveMountBeneath = 0x00000200
 
-// mountInfo is one line of /proc/self/mountinfo.
-type mountInfo struct {
-	id, parent int
-	point      string
-	fstype     string
-	source     string
-	options    string // super block options
-}
+// mountInfo is one line of the mount table.
+type mountInfo = mountinfo.Mount
 
 // mounts reads the mount table of the calling thread (a thread may have
 // a private mount namespace: see RunStaged).
-func mounts() ([]mountInfo, error) {
-	f, err := os.Open("/proc/thread-self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("reading mount table: %w", err)
-	}
-	defer f.Close()
-	var out []mountInfo
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
-		}
-		if len(fields) < 5 || sep < 0 || len(fields) < sep+4 {
-			continue
-		}
-		var m mountInfo
-		fmt.Sscan(fields[0], &m.id)
-		fmt.Sscan(fields[1], &m.parent)
-		m.point = unescapeMount(fields[4])
-		m.fstype = fields[sep+1]
-		m.source = fields[sep+2]
-		m.options = fields[sep+3]
-		out = append(out, m)
-	}
-	return out, sc.Err()
-}
-
-// unescapeMount undoes the octal escapes of mountinfo paths.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var c byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &c); err == nil {
-				b.WriteByte(c)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+var mounts = mountinfo.Read
 
 // topMount returns the mount visible at point (the last one mounted
 // there), if any.
@@ -86,7 +30,7 @@ func topMount(ms []mountInfo, point string) (mountInfo, bool) {
 	var top mountInfo
 	found := false
 	for _, m := range ms {
-		if m.point == point {
+		if m.Point == point {
 			top, found = m, true
 		}
 	}
@@ -265,16 +209,16 @@ func cloneSubmounts(target string, ms []mountInfo) ([]submount, error) {
 	}
 	var out []submount
 	for _, m := range ms {
-		rel, inside := strings.CutPrefix(m.point, target+"/")
-		if m.parent != parent.id || !inside || rel == "" {
+		rel, inside := strings.CutPrefix(m.Point, target+"/")
+		if m.Parent != parent.ID || !inside || rel == "" {
 			continue
 		}
-		fd, err := unix.OpenTree(unix.AT_FDCWD, m.point, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Point, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 		if err != nil {
 			for _, s := range out {
 				unix.Close(s.fd)
 			}
-			return nil, fmt.Errorf("cloning the mount on %s: %w", m.point, err)
+			return nil, fmt.Errorf("cloning the mount on %s: %w", m.Point, err)
 		}
 		out = append(out, submount{fd: fd, rel: rel})
 	}
@@ -287,8 +231,8 @@ func containing(ms []mountInfo, path string) (mountInfo, bool) {
 	var best mountInfo
 	found := false
 	for _, m := range ms {
-		if m.point == path || m.point == "/" || strings.HasPrefix(path, m.point+"/") {
-			if !found || len(m.point) >= len(best.point) {
+		if m.Point == path || m.Point == "/" || strings.HasPrefix(path, m.Point+"/") {
+			if !found || len(m.Point) >= len(best.Point) {
 				best, found = m, true
 			}
 		}

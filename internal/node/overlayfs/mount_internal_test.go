@@ -39,8 +39,8 @@ func TestMountStackLegacy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
-		if filepath.Dir(m.point) == filepath.Join(dir, "staging") {
-			t.Errorf("staging mount %s left behind", m.point)
+		if filepath.Dir(m.Point) == filepath.Join(dir, "staging") {
+			t.Errorf("staging mount %s left behind", m.Point)
 		}
 	}
 	if _, err := mountStackLegacy(filepath.Join(dir, "staging"), make([]string, 0)); err == nil {

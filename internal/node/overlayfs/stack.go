@@ -100,7 +100,7 @@ func (b *Backend) restack(layers []string) error {
 			}
 		}
 		top, mounted := topMount(ms, target)
-		ours := mounted && top.fstype == "overlay" && top.source == "strata"
+		ours := mounted && top.FSType == "overlay" && top.Source == "strata"
 		if len(lowers) == 0 {
 			if !ours {
 				continue
