@@ -1,0 +1,250 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// HostIDBase is the first host uid and gid of the sandbox's mapping:
+// ids 0-65535 inside are HostIDBase to HostIDBase+65535 outside. The
+// range is the last 64 Ki block of systemd's range for container ids
+// (524288-1879048191), which no login user has.
+const HostIDBase = 0x6fff0000
+
+// mapSize is how many ids the sandbox maps.
+const mapSize = 65536
+
+// Defaults for a Spec's zero fields.
+const (
+	DefaultTimeout = time.Minute
+	DefaultMemory  = 1 << 30   // address space of each process
+	DefaultScratch = 256 << 20 // the tmpfs that takes the view's writes
+	DefaultOutput  = 64 << 10
+)
+
+// ErrSandbox reports that the sandbox itself could not be set up (as
+// opposed to a command that ran and failed).
+var ErrSandbox = errors.New("sandbox: cannot set up")
+
+// ErrTimeout reports a command stopped at its time limit.
+var ErrTimeout = errors.New("sandbox: time limit reached")
+
+// Spec is one command to run in a sandbox.
+type Spec struct {
+	// Root is the host directory whose tree becomes the command's "/".
+	Root string
+	// Argv is the command: an absolute program path inside Root and its
+	// arguments. It is executed directly, never through a shell.
+	Argv []string
+	// Env is the command's whole environment (default: a PATH and LANG=C).
+	Env []string
+	// Dir is the working directory inside the sandbox (default "/").
+	Dir string
+	// Network keeps the host's network namespace (a health check that
+	// connects to its service); otherwise the command has only a
+	// loopback device that is down.
+	Network bool
+	// Timeout bounds the run (default DefaultTimeout).
+	Timeout time.Duration
+	// Memory bounds each process's address space (default DefaultMemory).
+	Memory int64
+	// Scratch bounds what the command may write, in bytes, all of it
+	// discarded at the end (default DefaultScratch).
+	Scratch int64
+	// Output is how much combined output is kept (default DefaultOutput).
+	Output int
+}
+
+// Run runs spec's command in a sandbox and returns its combined output
+// (standard output and error, at most spec.Output bytes, trimmed). A
+// command that exits non-zero returns its output and an error wrapping
+// *exec.ExitError; one stopped at its time limit wraps ErrTimeout; a
+// sandbox that could not be set up wraps ErrSandbox.
+func Run(ctx context.Context, spec Spec) (string, error) {
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// The private mount namespace belongs to this thread alone,
+		// which is never unlocked: it ends with the goroutine, and the
+		// namespace and every mount made in it with it.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			done <- result{"", fmt.Errorf("%w: private mount namespace: %w", ErrSandbox, err)}
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			done <- result{"", fmt.Errorf("%w: making mounts private: %w", ErrSandbox, err)}
+			return
+		}
+		out, err := RunHere(ctx, spec)
+		done <- result{out, err}
+	}()
+	r := <-done
+	return r.out, r.err
+}
+
+// RunHere is Run for a caller that has already unshared a private mount
+// namespace on its locked thread (to stack a staged change at the tree's
+// paths first, say). It must be called on that thread. The mounts it makes
+// stay in the namespace until the thread ends.
+func RunHere(ctx context.Context, spec Spec) (string, error) {
+	spec = withDefaults(spec)
+	if err := checkSpec(spec); err != nil {
+		return "", err
+	}
+	userns, err := idmapNamespace()
+	if err != nil {
+		return "", err
+	}
+	v, err := buildView(spec.Root, userns, spec.Scratch)
+	unix.Close(userns)
+	if err != nil {
+		return "", err
+	}
+	defer v.close()
+	return start(ctx, spec, v)
+}
+
+func withDefaults(s Spec) Spec {
+	if s.Env == nil {
+		s.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C"}
+	}
+	if s.Dir == "" {
+		s.Dir = "/"
+	}
+	if s.Timeout <= 0 {
+		s.Timeout = DefaultTimeout
+	}
+	if s.Memory <= 0 {
+		s.Memory = DefaultMemory
+	}
+	if s.Scratch <= 0 {
+		s.Scratch = DefaultScratch
+	}
+	if s.Output <= 0 {
+		s.Output = DefaultOutput
+	}
+	return s
+}
+
+func checkSpec(s Spec) error {
+	if len(s.Argv) == 0 || !filepath.IsAbs(s.Argv[0]) {
+		return fmt.Errorf("sandbox: %q is not an absolute program path", s.Argv)
+	}
+	if !filepath.IsAbs(s.Root) {
+		return fmt.Errorf("sandbox: root %q is not an absolute path", s.Root)
+	}
+	if !filepath.IsAbs(s.Dir) {
+		return fmt.Errorf("sandbox: working directory %q is not an absolute path", s.Dir)
+	}
+	return nil
+}
+
+// childConfig is what the re-executed child needs: where the view is and
+// what to execute there.
+type childConfig struct {
+	Root   string   `json:"root"`
+	Argv   []string `json:"argv"`
+	Env    []string `json:"env"`
+	Dir    string   `json:"dir"`
+	Memory int64    `json:"memory"`
+	Files  int64    `json:"files"`
+}
+
+// start runs the child in the view and waits for it.
+func start(ctx context.Context, spec Spec, v *view) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+	defer cancel()
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	defer cfgR.Close()
+	defer cfgW.Close()
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	defer stR.Close()
+	defer stW.Close()
+
+	var out bytes.Buffer
+	w := &capped{b: &out, n: spec.Output}
+	cmd := exec.CommandContext(ctx, "/proc/self/exe")
+	cmd.Args = []string{childArg0}
+	cmd.Env = []string{}
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.ExtraFiles = []*os.File{cfgR, stW} // fds 3 and 4
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	if !spec.Network {
+		flags |= unix.CLONE_NEWNET
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 flags,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: HostIDBase, Size: mapSize}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: HostIDBase, Size: mapSize}},
+		GidMappingsEnableSetgroups: true,
+		// No supplementary group of the caller's comes along.
+		Credential: &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}},
+		Setsid:     true,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("%w: starting %s again as the sandbox's first process: %w", ErrSandbox, os.Args[0], err)
+	}
+	cfgR.Close()
+	stW.Close()
+	cfg := childConfig{Root: v.root, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Memory: spec.Memory, Files: spec.Scratch}
+	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return "", fmt.Errorf("%w: handing over the command: %w", ErrSandbox, err)
+	}
+	cfgW.Close()
+	// The child writes why it failed before the command ran to fd 4;
+	// a successful exec closes it empty.
+	setup, _ := io.ReadAll(io.LimitReader(stR, 4096))
+	err = cmd.Wait()
+	text := strings.TrimSpace(out.String())
+	switch {
+	case len(setup) > 0:
+		return text, fmt.Errorf("%w: %s", ErrSandbox, strings.TrimSpace(string(setup)))
+	case err != nil && ctx.Err() == context.DeadlineExceeded:
+		return text, fmt.Errorf("%s: %w (stopped after %s)", spec.Argv[0], ErrTimeout, spec.Timeout)
+	case err != nil && ctx.Err() != nil:
+		return text, fmt.Errorf("%s: %w", spec.Argv[0], ctx.Err())
+	case err != nil:
+		return text, fmt.Errorf("%s: %w", spec.Argv[0], err)
+	}
+	return text, nil
+}
+
+// capped keeps the first n bytes written to it.
+type capped struct {
+	b *bytes.Buffer
+	n int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.n - c.b.Len(); room > 0 {
+		c.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}

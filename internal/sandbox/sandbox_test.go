@@ -1,0 +1,259 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/strata-dev/strata/internal/mountinfo"
+)
+
+var (
+	probeOnce sync.Once
+	probeBin  string
+	probeErr  error
+)
+
+// probe builds testdata/probe as a static binary, once.
+func probe(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("the sandbox needs root to set up: run the tests as root")
+	}
+	probeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "strata-probe-")
+		if err != nil {
+			probeErr = err
+			return
+		}
+		probeBin = filepath.Join(dir, "probe")
+		cmd := exec.Command("go", "build", "-o", probeBin, "./testdata/probe")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			probeErr = fmt.Errorf("building the probe: %v\n%s", err, out)
+		}
+	})
+	if probeErr != nil {
+		t.Fatal(probeErr)
+	}
+	return probeBin
+}
+
+// tree makes a root with the probe at /usr/bin/probe and a secret only
+// its owner (root) may read at /etc/secret.
+func tree(t *testing.T) string {
+	t.Helper()
+	bin := probe(t)
+	root := t.TempDir()
+	for _, d := range []string{"usr/bin", "etc"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "usr/bin/probe"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/secret"), []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func report(t *testing.T, out string) map[string]string {
+	t.Helper()
+	r := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			r[k] = v
+		}
+	}
+	return r
+}
+
+// TestConfinement runs the probe and checks every property the sandbox
+// promises, each of which a chroot as root (what validation used to run
+// in) fails.
+func TestConfinement(t *testing.T) {
+	root := tree(t)
+	canary := filepath.Join(t.TempDir(), "canary")
+	if err := os.WriteFile(canary, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := mounts(t)
+	out, err := Run(context.Background(), Spec{Root: root, Argv: []string{"/usr/bin/probe"}, Env: []string{"CANARY=" + canary}})
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	r := report(t, out)
+	want := map[string]string{
+		"pid":         "1",                  // PID 1 of its own namespace ...
+		"pid1root":    "/ok",                // ... whose root is the view
+		"uid":         "0",                  // root inside,
+		"uidmap":      "0 1878982656 65536", // an unprivileged id outside
+		"CapEff":      "0000000000000000",
+		"CapPrm":      "0000000000000000",
+		"CapInh":      "0000000000000000",
+		"CapBnd":      "0000000000000000",
+		"CapAmb":      "0000000000000000",
+		"NoNewPrivs":  "1",
+		"Seccomp":     "2",
+		"Groups":      "",
+		"hostname":    "strata-sandbox",
+		"secret":      "s3cretok", // the tree's owners hold inside (id-mapped)
+		"secretowner": "ok 0",
+		"write":       "ok", // copy-on-write
+		"tmpwrite":    "ok",
+		"mount":       "operation not permitted",
+		"unshare":     "operation not permitted",
+		"keyctl":      "operation not permitted",
+		"chroot":      "operation not permitted",
+		"canary":      "stat " + canary + ": no such file or directory",
+		"devnull":     "ok",
+		"interfaces":  "lo",
+	}
+	for k, v := range want {
+		if r[k] != v {
+			t.Errorf("%s = %q, want %q", k, r[k], v)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc/written")); !os.IsNotExist(err) {
+		t.Errorf("a write in the sandbox reached the tree: %v", err)
+	}
+	if after := mounts(t); after != before {
+		t.Errorf("mounts left behind:\nbefore %s\nafter  %s", before, after)
+	}
+	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "strata-sandbox-*")); len(left) > 0 {
+		t.Errorf("directories left behind: %v", left)
+	}
+}
+
+// mounts is this thread's mount table as one string of mount points.
+func mounts(t *testing.T) string {
+	t.Helper()
+	ms, err := mountinfo.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []string
+	for _, m := range ms {
+		ps = append(ps, m.Point)
+	}
+	sort.Strings(ps)
+	return strings.Join(ps, " ")
+}
+
+// TestNetwork: no network unless asked for; with it, the host's.
+func TestNetwork(t *testing.T) {
+	root := tree(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	env := []string{"DIAL=" + l.Addr().String()}
+	out, err := Run(context.Background(), Spec{Root: root, Argv: []string{"/usr/bin/probe"}, Env: env})
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	if d := report(t, out)["dial"]; d == "ok" || d == "" {
+		t.Errorf("without Network, dialing the host's listener: %q, want a failure", d)
+	}
+	out, err = Run(context.Background(), Spec{Root: root, Argv: []string{"/usr/bin/probe"}, Env: env, Network: true})
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	if d := report(t, out)["dial"]; d != "ok" {
+		t.Errorf("with Network, dialing the host's listener: %q, want ok", d)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	root := tree(t)
+	ctx := context.Background()
+	start := time.Now()
+	out, err := Run(ctx, Spec{Root: root, Argv: []string{"/usr/bin/probe", "sleep"}, Timeout: 500 * time.Millisecond})
+	if !errors.Is(err, ErrTimeout) {
+		t.Errorf("a command past its time limit: %v (%s), want ErrTimeout", err, out)
+	}
+	if d := time.Since(start); d > 5*time.Minute {
+		t.Errorf("the sleeping command was not stopped (%s)", d)
+	}
+	// The default limit (1 GiB of address space; a Go program reserves
+	// a few hundred MiB of it at start).
+	out, err = Run(ctx, Spec{Root: root, Argv: []string{"/usr/bin/probe", "alloc", "2048"}})
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || !strings.Contains(out, "cannot allocate memory") {
+		t.Errorf("mapping 2 GiB under the default limit: %v (%s), want it refused", err, out)
+	}
+	if out, err := Run(ctx, Spec{Root: root, Argv: []string{"/usr/bin/probe", "alloc", "64"}}); err != nil || !strings.Contains(out, "alloc=ok") {
+		t.Errorf("mapping 64 MiB under the default limit: %v (%s)", err, out)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	root := tree(t)
+	ctx := context.Background()
+	if _, err := Run(ctx, Spec{Root: root, Argv: []string{"usr/bin/probe"}}); err == nil {
+		t.Error("a relative program path ran")
+	}
+	if _, err := Run(ctx, Spec{Root: root, Argv: []string{"/usr/bin/missing"}}); !errors.Is(err, ErrSandbox) || !strings.Contains(err.Error(), "/usr/bin/missing") {
+		t.Errorf("a missing program: %v, want ErrSandbox naming it", err)
+	}
+	if _, err := Run(ctx, Spec{Root: filepath.Join(root, "nope"), Argv: []string{"/usr/bin/probe"}}); !errors.Is(err, ErrSandbox) {
+		t.Errorf("a missing root: %v, want ErrSandbox", err)
+	}
+	// A tree whose /tmp and /dev are links out of it: the view replaces
+	// them with its own, and nothing is mounted on the links' targets.
+	target := t.TempDir()
+	for _, d := range []string{"tmp", "dev", "proc"} {
+		if err := os.Symlink(target, filepath.Join(root, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := Run(ctx, Spec{Root: root, Argv: []string{"/usr/bin/probe"}}); err != nil || report(t, out)["tmpwrite"] != "ok" {
+		t.Errorf("a tree with linked /tmp, /dev, /proc: %v\n%s", err, out)
+	}
+	if ents, _ := os.ReadDir(target); len(ents) > 0 {
+		t.Errorf("the links' target was written: %v", ents)
+	}
+	for _, d := range []string{"tmp", "dev", "proc"} {
+		if fi, err := os.Lstat(filepath.Join(root, d)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("/%s in the tree changed: %v", d, err)
+		}
+	}
+}
+
+func TestFilter(t *testing.T) {
+	f := filter()
+	if len(f) > 255 {
+		t.Fatalf("filter of %d instructions: jumps are 8 bits", len(f))
+	}
+	last := f[len(f)-4:]
+	for i, k := range []uint32{retAllow, retEPERM, retENOSYS, retKill} {
+		if last[i].Code != bpfRet || last[i].K != k {
+			t.Errorf("return %d: %+v", i, last[i])
+		}
+	}
+}

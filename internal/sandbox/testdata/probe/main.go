@@ -1,0 +1,98 @@
+// Command probe reports, one "key=value" line each, what a process can
+// see and do from where it runs: the sandbox tests run it inside and
+// check the report. With "sleep" it sleeps for ten minutes; with
+// "alloc N" it maps N MiB and touches them.
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "sleep":
+			time.Sleep(10 * time.Minute)
+			return
+		case "alloc":
+			n, _ := strconv.Atoi(os.Args[2])
+			b, err := syscall.Mmap(-1, 0, n<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+			if err != nil {
+				fmt.Println("alloc:", err)
+				os.Exit(3)
+			}
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1
+			}
+			fmt.Println("alloc=ok")
+			return
+		}
+	}
+	say := func(k string, v any) { fmt.Printf("%s=%v\n", k, v) }
+	errOf := func(err error) string {
+		if err == nil {
+			return "ok"
+		}
+		return err.Error()
+	}
+	say("pid", os.Getpid())
+	say("uid", os.Getuid())
+	root, err := os.Readlink("/proc/1/root")
+	say("pid1root", root+errOf(err))
+	status, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(status), "\n") {
+		for _, k := range []string{"CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp", "Groups"} {
+			if v, ok := strings.CutPrefix(l, k+":"); ok {
+				say(k, strings.TrimSpace(v))
+			}
+		}
+	}
+	m, _ := os.ReadFile("/proc/self/uid_map")
+	say("uidmap", strings.Join(strings.Fields(string(m)), " "))
+	host, _ := os.Hostname()
+	say("hostname", host)
+	// Files of the tree: a secret only root may read, its owner as seen here.
+	secret, err := os.ReadFile("/etc/secret")
+	say("secret", strings.TrimSpace(string(secret))+errOf(err))
+	var st syscall.Stat_t
+	err = syscall.Stat("/etc/secret", &st)
+	say("secretowner", fmt.Sprintf("%s %d", errOf(err), st.Uid))
+	// Writes land in the view, not in the tree.
+	say("write", errOf(os.WriteFile("/etc/written", []byte("x"), 0o644)))
+	say("tmpwrite", errOf(os.WriteFile("/tmp/x", []byte("x"), 0o644)))
+	// What a breakout would try.
+	say("mount", errOf(syscall.Mount("none", "/mnt", "tmpfs", 0, "")))
+	say("unshare", errOf(syscall.Unshare(syscall.CLONE_NEWUSER)))
+	_, _, e := syscall.RawSyscall(syscall.SYS_KEYCTL, 0, 0, 0)
+	say("keyctl", errOf(errnoErr(e)))
+	say("chroot", errOf(syscall.Chroot("/")))
+	_, err = os.Stat(os.Getenv("CANARY"))
+	say("canary", errOf(err))
+	say("devnull", errOf(os.WriteFile("/dev/null", []byte("x"), 0)))
+	ifs, _ := net.Interfaces()
+	var names []string
+	for _, i := range ifs {
+		names = append(names, i.Name)
+	}
+	say("interfaces", strings.Join(names, ","))
+	if a := os.Getenv("DIAL"); a != "" {
+		c, err := net.DialTimeout("tcp", a, 2*time.Second)
+		if c != nil {
+			c.Close()
+		}
+		say("dial", errOf(err))
+	}
+}
+
+func errnoErr(e syscall.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}

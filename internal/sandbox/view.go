@@ -1,0 +1,335 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/internal/mountinfo"
+)
+
+// view is the sandbox's root, built in the caller's private mount
+// namespace below base, a tmpfs that also takes every write.
+type view struct {
+	base string // a host temporary directory with the scratch tmpfs on it
+	root string // base/root: the view's "/"
+	// unmapped lists the mounts (as paths inside the view) whose file
+	// system refused the id mapping: their files' owners show as nobody
+	// inside unless they are HostIDBase ids on the host.
+	unmapped []string
+}
+
+// pseudo are the file systems a view never carries: the kernel's own
+// (the sandbox gets a fresh /proc and /dev of its own) and memory-backed
+// ones, whose contents are the running system's, not the tree's.
+var pseudo = map[string]bool{
+	"proc": true, "sysfs": true, "devtmpfs": true, "devpts": true, "tmpfs": true, "ramfs": true,
+	"cgroup": true, "cgroup2": true, "mqueue": true, "securityfs": true, "debugfs": true,
+	"tracefs": true, "bpf": true, "configfs": true, "fusectl": true, "pstore": true,
+	"efivarfs": true, "binfmt_misc": true, "hugetlbfs": true, "autofs": true, "nsfs": true,
+	"rpc_pipefs": true, "nfsd": true, "selinuxfs": true,
+}
+
+// replaced are the top-level directories the view gets fresh: nothing
+// mounted below them in the tree is carried.
+var replaced = []string{"proc", "sys", "dev", "run", "tmp"}
+
+// buildView makes the view of the tree at root: its own mount and every
+// mount below it that is not a pseudo file system, each cloned read-only
+// (with the id mapping of userns where the file system allows it) under
+// a copy-on-write overlay whose upper layer is on the scratch tmpfs.
+func buildView(root string, userns int, scratch int64) (*view, error) {
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%w: root %s is not a directory", ErrSandbox, root)
+	}
+	base, err := os.MkdirTemp("", "strata-sandbox-")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	v := &view{base: base, root: filepath.Join(base, "root")}
+	if err := unix.Mount("strata-sandbox", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=0711", scratch)); err != nil {
+		os.Remove(base)
+		return nil, fmt.Errorf("%w: scratch tmpfs on %s: %w", ErrSandbox, base, err)
+	}
+	fail := func(err error) (*view, error) {
+		v.close()
+		return nil, err
+	}
+	for _, d := range []string{"root", "lower", "upper", "work"} {
+		if err := os.Mkdir(filepath.Join(base, d), 0o700); err != nil {
+			return fail(fmt.Errorf("%w: %w", ErrSandbox, err))
+		}
+	}
+	ms, err := mountinfo.Read()
+	if err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrSandbox, err))
+	}
+	for i, rel := range carried(ms, real) {
+		if err := v.carry(i, real, rel, userns); err != nil {
+			return fail(err)
+		}
+	}
+	if err := v.fresh(scratch); err != nil {
+		return fail(err)
+	}
+	return v, nil
+}
+
+// close detaches everything mounted for the view and removes its
+// directory.
+func (v *view) close() {
+	_ = unix.Unmount(v.base, unix.MNT_DETACH)
+	_ = os.Remove(v.base)
+}
+
+// carried returns the mounts of the tree at root to carry into the view,
+// as paths relative to root ("" for root's own), parents first: the
+// topmost mount at each point below root, except pseudo file systems and
+// anything below the directories the view replaces.
+func carried(ms []mountinfo.Mount, root string) []string {
+	prefix := strings.TrimSuffix(root, "/") + "/"
+	var rels []string
+	last := map[string]int{}
+	for _, m := range ms {
+		rel, ok := strings.CutPrefix(m.Point, prefix)
+		if !ok || rel == "" || pseudo[m.FSType] || isReplaced(rel) {
+			continue
+		}
+		last[rel] = len(rels)
+		rels = append(rels, rel)
+	}
+	out := []string{""}
+	for i, rel := range rels {
+		if last[rel] == i {
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+func isReplaced(rel string) bool {
+	top, _, _ := strings.Cut(rel, "/")
+	for _, r := range replaced {
+		if top == r {
+			return true
+		}
+	}
+	return false
+}
+
+// carry clones the mount at root/rel (only it, not what is mounted below
+// it) read-only, id-mapped where its file system allows, and mounts a
+// copy-on-write overlay of it at the same place in the view.
+func (v *view) carry(i int, root, rel string, userns int) error {
+	src := filepath.Join(root, rel)
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return fmt.Errorf("%w: cloning the mount on %s: %w", ErrSandbox, src, err)
+	}
+	defer unix.Close(fd)
+	idmap := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns)}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &idmap); err != nil {
+		v.unmapped = append(v.unmapped, "/"+rel)
+	}
+	ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &ro); err != nil {
+		return fmt.Errorf("%w: making the clone of %s read-only: %w", ErrSandbox, src, err)
+	}
+	n := strconv.Itoa(i)
+	lower, upper, work := filepath.Join(v.base, "lower", n), filepath.Join(v.base, "upper", n), filepath.Join(v.base, "work", n)
+	for _, d := range []string{lower, upper, work} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return fmt.Errorf("%w: %w", ErrSandbox, err)
+		}
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, lower, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("%w: mounting the clone of %s: %w", ErrSandbox, src, err)
+	}
+	// The overlay's top directory takes its owner and mode from the
+	// upper one: make them the tree's, as the clone shows them.
+	var st unix.Stat_t
+	if err := unix.Stat(lower, &st); err != nil {
+		return fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	if err := unix.Chown(upper, int(st.Uid), int(st.Gid)); err != nil {
+		return fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	if err := unix.Chmod(upper, st.Mode&0o7777); err != nil {
+		return fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	target, err := v.dir(rel, false)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		// Hidden in the tree under another mount: nothing to carry.
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(target)
+	ov, err := newMount("overlay", map[string]string{"lowerdir": lower, "upperdir": upper, "workdir": work}, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return fmt.Errorf("%w: copy-on-write overlay of %s: %w", ErrSandbox, src, err)
+	}
+	defer unix.Close(ov)
+	if err := unix.MoveMount(ov, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("%w: mounting the view of %s: %w", ErrSandbox, src, err)
+	}
+	return nil
+}
+
+// dir opens the directory rel of the view (O_PATH), never following a
+// symbolic link and never leaving the view. With make, a missing
+// top-level directory is made and anything else there (a link, a file)
+// is replaced by one: the view is copy-on-write, the tree is untouched.
+func (v *view) dir(rel string, make bool) (int, error) {
+	rfd, err := unix.Open(v.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	defer unix.Close(rfd)
+	if rel == "" {
+		return unix.Dup(rfd)
+	}
+	how := unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	fd, err := unix.Openat2(rfd, rel, &how)
+	if err == nil || !make || strings.Contains(rel, "/") {
+		if err != nil {
+			return -1, fmt.Errorf("%w: /%s in the view: %w", ErrSandbox, rel, err)
+		}
+		return fd, nil
+	}
+	wfd, err := unix.Open(v.root, unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return -1, fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	defer unix.Close(wfd)
+	_ = unix.Unlinkat(wfd, rel, 0)
+	if err := unix.Mkdirat(wfd, rel, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		return -1, fmt.Errorf("%w: making /%s in the view: %w", ErrSandbox, rel, err)
+	}
+	fd, err = unix.Openat2(rfd, rel, &how)
+	if err != nil {
+		return -1, fmt.Errorf("%w: /%s in the view: %w", ErrSandbox, rel, err)
+	}
+	return fd, nil
+}
+
+// devices are the host's device nodes the view's /dev holds.
+var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// fresh gives the view its own /dev, /dev/shm, /tmp and /run (tmpfs)
+// and a directory for the /proc the sandbox mounts.
+func (v *view) fresh(scratch int64) error {
+	small := strconv.FormatInt(max(scratch/4, 1<<20), 10)
+	for _, m := range []struct {
+		rel, mode, size string
+		attr            uint64
+	}{
+		{"dev", "0755", "1048576", unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC},
+		{"tmp", "1777", small, unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV},
+		{"run", "0755", small, unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV},
+	} {
+		if err := v.tmpfs(m.rel, m.mode, m.size, m.attr, true); err != nil {
+			return err
+		}
+	}
+	dev := filepath.Join(v.root, "dev")
+	for _, d := range devices {
+		if err := bindDevice("/dev/"+d, dev, d); err != nil {
+			return err
+		}
+	}
+	for name, target := range map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx"} {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return fmt.Errorf("%w: /dev/%s: %w", ErrSandbox, name, err)
+		}
+	}
+	for _, d := range []string{"pts", "shm"} {
+		if err := os.Mkdir(filepath.Join(dev, d), 0o755); err != nil {
+			return fmt.Errorf("%w: /dev/%s: %w", ErrSandbox, d, err)
+		}
+	}
+	if err := v.tmpfs("dev/shm", "1777", small, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false); err != nil {
+		return err
+	}
+	fd, err := v.dir("proc", true)
+	if err != nil {
+		return err
+	}
+	unix.Close(fd)
+	return nil
+}
+
+// tmpfs mounts a fresh tmpfs at rel in the view.
+func (v *view) tmpfs(rel, mode, size string, attr uint64, make bool) error {
+	target, err := v.dir(rel, make)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(target)
+	fs, err := newMount("tmpfs", map[string]string{"source": "strata-sandbox", "mode": mode, "size": size, "nr_inodes": "65536"}, attr)
+	if err != nil {
+		return fmt.Errorf("%w: tmpfs for /%s: %w", ErrSandbox, rel, err)
+	}
+	defer unix.Close(fs)
+	if err := unix.MoveMount(fs, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("%w: tmpfs on /%s: %w", ErrSandbox, rel, err)
+	}
+	return nil
+}
+
+// bindDevice binds the host's device node src onto a new empty file
+// name in the directory dir (the view's fresh /dev).
+func bindDevice(src, dir, name string) error {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
+	if err != nil {
+		return fmt.Errorf("%w: /dev/%s: %w", ErrSandbox, name, err)
+	}
+	defer f.Close()
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return fmt.Errorf("%w: cloning %s: %w", ErrSandbox, src, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.MoveMount(fd, "", int(f.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("%w: binding %s: %w", ErrSandbox, src, err)
+	}
+	return nil
+}
+
+// newMount makes a detached mount of a new fstype file system with the
+// given parameters and mount attributes, and returns its descriptor.
+func newMount(fstype string, params map[string]string, attr uint64) (int, error) {
+	fs, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen %s: %w", fstype, err)
+	}
+	defer unix.Close(fs)
+	for _, k := range []string{"source", "lowerdir", "upperdir", "workdir", "mode", "size", "nr_inodes"} {
+		if val, ok := params[k]; ok {
+			if err := unix.FsconfigSetString(fs, k, val); err != nil {
+				return -1, fmt.Errorf("%s %s=%s: %w", fstype, k, val, err)
+			}
+		}
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("creating %s: %w", fstype, err)
+	}
+	mfd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, int(attr))
+	if err != nil {
+		return -1, fmt.Errorf("fsmount %s: %w", fstype, err)
+	}
+	return mfd, nil
+}
