@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/sandbox"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -240,7 +241,7 @@ func validate(ctx context.Context, r *repo.Repo, line string, cat manifests.Cata
 	}
 	for _, s := range cmds {
 		progress(fmt.Sprintf("validating %s: %s", s.Unit, strings.Join(s.Validate, " ")))
-		out, err := builder.RunInTree(ctx, dir, s.Validate)
+		out, err := sandbox.Run(ctx, sandbox.Spec{Root: dir, Argv: s.Validate})
 		if err != nil {
 			return fmt.Errorf("%w: %s: %s: %v\n%s", ErrValidation, s.Unit, strings.Join(s.Validate, " "), err, strings.TrimSpace(out))
 		}

@@ -1,14 +1,12 @@
 package overlay
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/strata-dev/strata/internal/sandbox"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -27,8 +25,9 @@ type Systemd struct {
 	// (zero: DefaultSettle).
 	Settle time.Duration
 	// Root is the node's root directory: services' check commands run
-	// chrooted there, so they are the node's programs seeing the node's
-	// files, not the host's ("" or "/": the running system itself).
+	// in a sandbox rooted there, so they are the node's programs seeing
+	// the node's files, not the host's ("" or "/": the running system
+	// itself).
 	Root string
 }
 
@@ -150,35 +149,15 @@ func serviceOf(cat manifests.Catalog, unit string) manifests.Service {
 }
 
 // runCommand runs a declared command (argv, never a shell) with a time
-// limit, chrooted at root unless that is "" or "/", and returns its
-// output, bounded.
+// limit in a sandbox whose root is the node's (package internal/sandbox:
+// unprivileged, a copy-on-write view of the tree, the node's network, so
+// a check can reach its service), and returns its output, bounded.
 func runCommand(ctx context.Context, argv []string, limit time.Duration, root string) (string, error) {
 	if err := manifests.ValidCommand(argv); err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = &limitWriter{w: &out, n: 64 << 10}, &limitWriter{w: &out, n: 64 << 10}
-	cmd.WaitDelay = 5 * time.Second
-	if root != "" && root != "/" {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
-		cmd.Dir = "/"
+	if root == "" {
+		root = "/"
 	}
-	err := cmd.Run()
-	return strings.TrimSpace(out.String()), err
-}
-
-// limitWriter keeps the first n bytes and drops the rest.
-type limitWriter struct {
-	w *bytes.Buffer
-	n int
-}
-
-func (l *limitWriter) Write(p []byte) (int, error) {
-	if room := l.n - l.w.Len(); room > 0 {
-		l.w.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
+	return sandbox.Run(ctx, sandbox.Spec{Root: root, Argv: argv, Timeout: limit, Network: true})
 }

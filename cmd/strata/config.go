@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-dev/strata/configedit"
 	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/manifests"
 )
 
 func newConfigCmd(g *globals) *cobra.Command {
@@ -163,12 +164,21 @@ published and the edited file is kept, and its path printed.`,
 			if err := os.WriteFile(file, old, 0o600); err != nil {
 				return err
 			}
+			// The copy is read back beneath the directory as it was
+			// before the editor ran, never through a link: an editor
+			// (or anything else) that swaps the copy for a link to
+			// /etc/shadow does not get the host's file published.
+			d, err := os.Open(dir)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
 			if err := runEditor(c, file); err != nil {
 				return fmt.Errorf("%w (the file is kept in %s)", err, file)
 			}
-			edited, err := readHostFile(file)
+			edited, err := safefile.ReadIn(d, filepath.Base(file), maxConfigFile)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: %w (nothing published)", errEditedCopy, err)
 			}
 			if string(edited) == string(old) {
 				os.RemoveAll(dir)
@@ -290,6 +300,10 @@ func indent(s string) string {
 
 // maxConfigFile bounds a configuration file config set and edit read.
 const maxConfigFile = 64 << 20
+
+// errEditedCopy refuses an edited copy that is not a regular file in
+// its directory (a link, a FIFO) or is over the size bound.
+var errEditedCopy = manifests.Rejection("reading the edited copy")
 
 // readHostFile reads a host file an operator named (a symlink to one is
 // fine), up to maxConfigFile bytes.

@@ -91,6 +91,17 @@ func ReadBeneath(root, rel string, limit int64) ([]byte, error) {
 		return nil, &os.PathError{Op: "open", Path: root, Err: err}
 	}
 	defer unix.Close(dfd)
+	return readBeneath(dfd, root, rel, limit)
+}
+
+// ReadIn is ReadBeneath inside the directory dir opened earlier: a
+// directory swapped for a link since it was opened is not followed
+// either (a file handed to an editor, read back after it ran).
+func ReadIn(dir *os.File, rel string, limit int64) ([]byte, error) {
+	return readBeneath(int(dir.Fd()), dir.Name(), rel, limit)
+}
+
+func readBeneath(dfd int, root, rel string, limit int64) ([]byte, error) {
 	full := root + "/" + rel
 	fd, err := unix.Openat2(dfd, rel, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,

@@ -4,10 +4,46 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
+
+// idmapNS is the process's one descriptor of the id-mapping namespace,
+// made when first needed and kept open.
+var idmapNS = sync.OnceValues(idmapNamespace)
+
+// MapInPlace mounts over each path (a directory) a clone of what is
+// there with the sandbox's id mapping, in the calling thread's private
+// mount namespace (see RunHere): a tree stacked from such paths (an
+// overlayfs of layer directories, say) shows its owners inside the
+// sandbox as they are on disk. A path whose file system refuses the
+// mapping is left as it is and returned.
+func MapInPlace(paths ...string) (unmapped []string, err error) {
+	userns, err := idmapNS()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range paths {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cloning %s: %w", ErrSandbox, p, err)
+		}
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(userns)}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+			unix.Close(fd)
+			unmapped = append(unmapped, p)
+			continue
+		}
+		err = unix.MoveMount(fd, "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		unix.Close(fd)
+		if err != nil {
+			return nil, fmt.Errorf("%w: mounting the id-mapped clone of %s: %w", ErrSandbox, p, err)
+		}
+	}
+	return unmapped, nil
+}
 
 // idmapNamespace returns a descriptor of a user namespace with the
 // sandbox's id mapping, to give mounts of the view the same mapping: a

@@ -108,12 +108,11 @@ func RunHere(ctx context.Context, spec Spec) (string, error) {
 	if err := checkSpec(spec); err != nil {
 		return "", err
 	}
-	userns, err := idmapNamespace()
+	userns, err := idmapNS()
 	if err != nil {
 		return "", err
 	}
 	v, err := buildView(spec.Root, userns, spec.Scratch)
-	unix.Close(userns)
 	if err != nil {
 		return "", err
 	}

@@ -1,27 +1,24 @@
 package overlayfs
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"runtime"
-	"strings"
-	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/sandbox"
 	"github.com/strata-dev/strata/manifests"
 )
 
 // RunStaged runs argv (a service's validation command) against a staged,
 // not yet switched apply: in a private mount namespace whose stacks
-// already hold the new layer at the real paths, chrooted at the node's
-// root, so the command reads the new configuration while the node and
-// its services go on seeing the old one. Only an active node can do this.
-// The output (at most 64 KiB) is returned.
+// already hold the new layer at the real paths, in a sandbox (package
+// internal/sandbox: unprivileged, no network, a copy-on-write view of the
+// node's root), so the command reads the new configuration while the
+// node and its services go on seeing the old one. Only an active node can
+// do this. The output (at most 64 KiB) is returned.
 func (b *Backend) RunStaged(ctx context.Context, nt node.Txn, argv []string) (string, error) {
 	t, ok := nt.(*txn)
 	if !ok || t.b != b || t.j.Kind != "apply" || t.switched {
@@ -59,7 +56,9 @@ func (b *Backend) RunStaged(ctx context.Context, nt node.Txn, argv []string) (st
 }
 
 // runPrivate runs on a locked thread: unshare the mount namespace, stack
-// layers, run argv chrooted at the node's root.
+// layers (their directories and the image id-mapped for the sandbox, so
+// the stacks show the tree's owners inside it), run argv in a sandbox
+// whose root is the node's root as this namespace sees it.
 func (b *Backend) runPrivate(ctx context.Context, layers, argv []string) (string, error) {
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return "", fmt.Errorf("private mount namespace: %w", err)
@@ -67,30 +66,16 @@ func (b *Backend) runPrivate(ctx context.Context, layers, argv []string) (string
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return "", fmt.Errorf("private mount namespace: making mounts private: %w", err)
 	}
+	maps := []string{b.layersDir(), b.ImageDir()}
+	if empty, err := b.emptyLayer(); err == nil {
+		maps = append(maps, empty)
+	}
+	if _, err := sandbox.MapInPlace(maps...); err != nil {
+		return "", err
+	}
 	if err := b.restack(layers); err != nil {
 		return "", err
 	}
-	var out bytes.Buffer
-	w := &capped{b: &out, n: 64 << 10}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = w, w
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: b.n.Root}
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	return strings.TrimSpace(out.String()), err
+	return sandbox.RunHere(ctx, sandbox.Spec{Root: b.n.Root, Argv: argv})
 }
 
-// capped keeps the first n bytes written to it.
-type capped struct {
-	b *bytes.Buffer
-	n int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.n - c.b.Len(); room > 0 {
-		c.b.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
