@@ -78,4 +78,3 @@ func (b *Backend) runPrivate(ctx context.Context, layers, argv []string) (string
 	}
 	return sandbox.RunHere(ctx, sandbox.Spec{Root: b.n.Root, Argv: argv})
 }
-
