@@ -241,7 +241,7 @@ func validate(ctx context.Context, r *repo.Repo, line string, cat manifests.Cata
 	}
 	for _, s := range cmds {
 		progress(fmt.Sprintf("validating %s: %s", s.Unit, strings.Join(s.Validate, " ")))
-		out, err := sandbox.Run(ctx, sandbox.Spec{Root: dir, Argv: s.Validate})
+		out, err := sandbox.Run(ctx, sandbox.Spec{Root: dir, Argv: s.Validate, FileCaps: true})
 		if err != nil {
 			return fmt.Errorf("%w: %s: %s: %v\n%s", ErrValidation, s.Unit, strings.Join(s.Validate, " "), err, strings.TrimSpace(out))
 		}

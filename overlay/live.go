@@ -159,5 +159,5 @@ func runCommand(ctx context.Context, argv []string, limit time.Duration, root st
 	if root == "" {
 		root = "/"
 	}
-	return sandbox.Run(ctx, sandbox.Spec{Root: root, Argv: argv, Timeout: limit, Network: true})
+	return sandbox.Run(ctx, sandbox.Spec{Root: root, Argv: argv, Timeout: limit, Network: true, FileCaps: true})
 }

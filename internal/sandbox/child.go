@@ -49,8 +49,14 @@ func child() {
 	}
 	unix.CloseOnExec(3)
 	unix.CloseOnExec(4)
+	unix.CloseOnExec(procFD)
 	if err := enter(cfg.Root); err != nil {
 		fail(err)
+	}
+	if cfg.OwnNet {
+		if err := ownNetwork(); err != nil {
+			fail(err)
+		}
 	}
 	if err := limit(cfg); err != nil {
 		fail(err)
@@ -58,7 +64,7 @@ func child() {
 	if err := unix.Chdir(cfg.Dir); err != nil {
 		fail(fmt.Errorf("working directory %s: %w", cfg.Dir, err))
 	}
-	if err := dropPrivileges(); err != nil {
+	if err := dropPrivileges(cfg.Caps); err != nil {
 		fail(err)
 	}
 	if err := installSeccomp(); err != nil {
@@ -69,8 +75,7 @@ func child() {
 }
 
 // enter makes the view at root this namespace's root: a fresh /proc of
-// the new PID namespace is mounted in it first (while the host's proc is
-// still visible, as the kernel requires inside a user namespace), then
+// the new PID namespace is mounted in it first (see mountProc), then
 // pivot_root puts the view at / and the old root is detached whole.
 func enter(root string) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -82,8 +87,8 @@ func enter(root string) error {
 	if err := unix.Mount(root, root, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("binding the view: %w", err)
 	}
-	if err := unix.Mount("proc", root+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("mounting /proc: %w", err)
+	if err := mountProc(root + "/proc"); err != nil {
+		return err
 	}
 	if err := unix.Mount("devpts", root+"/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
 		return fmt.Errorf("mounting /dev/pts: %w", err)
@@ -124,20 +129,36 @@ func limit(cfg childConfig) error {
 	return nil
 }
 
+// fileCaps are the capabilities Spec.FileCaps keeps: CAP_CHOWN,
+// CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER and CAP_FSETID.
+var fileCaps = []uintptr{unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER, unix.CAP_FSETID}
+
 // dropPrivileges leaves this thread (and so the command it executes)
-// with no capability that exec could give back: securebits locked so
-// that uid 0 gains none, the bounding and ambient sets empty, the
-// capability sets cleared, and no_new_privs set.
-func dropPrivileges() error {
-	// SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP, SECBIT_KEEP_CAPS (off) and
-	// SECBIT_NO_CAP_AMBIENT_RAISE, each with its lock
-	// (linux/securebits.h).
-	const bits = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<5 | 1<<6 | 1<<7
-	if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits), 0, 0, 0); err != nil {
+// with no capability that exec could give back, except the file ones
+// when keep is set, passed on as ambient capabilities: securebits locked
+// so that uid 0 gains nothing by being uid 0, the bounding set emptied
+// of the rest, the capability sets cleared (or set to the kept ones), no
+// ambient capability raised after, and no_new_privs set.
+func dropPrivileges(keep bool) error {
+	// SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP and SECBIT_KEEP_CAPS (off),
+	// each with its lock (linux/securebits.h); SECBIT_NO_CAP_AMBIENT_RAISE
+	// and its lock once the kept capabilities are raised.
+	const bits = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<5
+	const noAmbientRaise = 1<<6 | 1<<7
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, bits, 0, 0, 0); err != nil {
 		return fmt.Errorf("setting securebits: %w", err)
 	}
-	for c := 0; ; c++ {
-		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+	kept := map[uintptr]bool{}
+	if keep {
+		for _, c := range fileCaps {
+			kept[c] = true
+		}
+	}
+	for c := uintptr(0); ; c++ {
+		if kept[c] {
+			continue
+		}
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0)
 		if err == unix.EINVAL {
 			break // past the last capability this kernel has
 		}
@@ -148,13 +169,45 @@ func dropPrivileges() error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("clearing ambient capabilities: %w", err)
 	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("clearing capabilities: %w", err)
+	// Raise the kept ones as ambient while CAP_SETPCAP still allows
+	// locking that, then lock it and clear every other capability.
+	if err := capset(kept, true); err != nil {
+		return err
+	}
+	for c := range kept {
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, c, 0, 0); err != nil {
+			return fmt.Errorf("keeping capability %d: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, bits|noAmbientRaise, 0, 0, 0); err != nil {
+		return fmt.Errorf("locking ambient capabilities: %w", err)
+	}
+	if err := capset(kept, false); err != nil {
+		return err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("setting no_new_privs: %w", err)
+	}
+	return nil
+}
+
+// capset sets this thread's effective, permitted and inheritable sets to
+// caps, with CAP_SETPCAP added to the effective and permitted ones when
+// setpcap is set.
+func capset(caps map[uintptr]bool, setpcap bool) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	for c := range caps {
+		data[c/32].Effective |= 1 << (c % 32)
+		data[c/32].Permitted |= 1 << (c % 32)
+		data[c/32].Inheritable |= 1 << (c % 32)
+	}
+	if setpcap {
+		data[0].Effective |= 1 << unix.CAP_SETPCAP
+		data[0].Permitted |= 1 << unix.CAP_SETPCAP
+	}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("setting capabilities: %w", err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -67,7 +68,7 @@ func idmapNamespace() (int, error) {
 	}
 	if err := cmd.Start(); err != nil {
 		stdin.Close()
-		return -1, fmt.Errorf("%w: id mapping: starting %s again in a user namespace: %w", ErrSandbox, os.Args[0], err)
+		return -1, fmt.Errorf("%w: id mapping: starting %s again in a user namespace: %w%s", ErrSandbox, os.Args[0], err, userNSHint(err))
 	}
 	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	stdin.Close()
@@ -76,4 +77,12 @@ func idmapNamespace() (int, error) {
 		return -1, fmt.Errorf("%w: id mapping: %w", ErrSandbox, err)
 	}
 	return fd, nil
+}
+
+// userNSHint explains why the kernel may refuse a user namespace.
+func userNSHint(err error) string {
+	if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOSPC) {
+		return ""
+	}
+	return " (the kernel refuses user namespaces to a process under chroot, and where user.max_user_namespaces is 0: run strata in the node's own root, not under chroot)"
 }

@@ -54,8 +54,9 @@ type Spec struct {
 	// Dir is the working directory inside the sandbox (default "/").
 	Dir string
 	// Network keeps the host's network namespace (a health check that
-	// connects to its service); otherwise the command has only a
-	// loopback device that is down.
+	// connects to its service); otherwise the command has a namespace of
+	// its own with only lo, up, where any port may be bound (nginx -t
+	// binds its listening sockets) and nothing outside can be reached.
 	Network bool
 	// Timeout bounds the run (default DefaultTimeout).
 	Timeout time.Duration
@@ -66,6 +67,14 @@ type Spec struct {
 	Scratch int64
 	// Output is how much combined output is kept (default DefaultOutput).
 	Output int
+	// FileCaps keeps, of all capabilities, the five that override file
+	// owners and permissions (CAP_CHOWN, CAP_DAC_OVERRIDE,
+	// CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID), as the root a
+	// validation command expects to be (nginx -t appends to a log file
+	// www-data owns). In the user namespace they reach only files whose
+	// owner it maps: the view's copy-on-write copies of the tree. Without
+	// it every capability is dropped.
+	FileCaps bool
 }
 
 // Run runs spec's command in a sandbox and returns its combined output
@@ -164,6 +173,8 @@ type childConfig struct {
 	Dir    string   `json:"dir"`
 	Memory int64    `json:"memory"`
 	Files  int64    `json:"files"`
+	Caps   bool     `json:"caps"`
+	OwnNet bool     `json:"own_net"`
 }
 
 // start runs the child in the view and waits for it.
@@ -182,6 +193,12 @@ func start(ctx context.Context, spec Spec, v *view) (string, error) {
 	}
 	defer stR.Close()
 	defer stW.Close()
+	procP, procC, err := procPair()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	defer procP.Close()
+	defer procC.Close()
 
 	var out bytes.Buffer
 	w := &capped{b: &out, n: spec.Output}
@@ -189,7 +206,7 @@ func start(ctx context.Context, spec Spec, v *view) (string, error) {
 	cmd.Args = []string{childArg0}
 	cmd.Env = []string{}
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.ExtraFiles = []*os.File{cfgR, stW} // fds 3 and 4
+	cmd.ExtraFiles = []*os.File{cfgR, stW, procC} // fds 3, 4 and 5
 	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
 	if !spec.Network {
 		flags |= unix.CLONE_NEWNET
@@ -206,17 +223,23 @@ func start(ctx context.Context, spec Spec, v *view) (string, error) {
 	}
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("%w: starting %s again as the sandbox's first process: %w", ErrSandbox, os.Args[0], err)
+		return "", fmt.Errorf("%w: starting %s again as the sandbox's first process: %w%s", ErrSandbox, os.Args[0], err, userNSHint(err))
 	}
 	cfgR.Close()
 	stW.Close()
-	cfg := childConfig{Root: v.root, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Memory: spec.Memory, Files: spec.Scratch}
+	procC.Close()
+	cfg := childConfig{Root: v.root, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Memory: spec.Memory, Files: spec.Scratch, Caps: spec.FileCaps, OwnNet: !spec.Network}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return "", fmt.Errorf("%w: handing over the command: %w", ErrSandbox, err)
 	}
 	cfgW.Close()
+	if err := serveProc(ctx, procP); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return "", fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
 	// The child writes why it failed before the command ran to fd 4;
 	// a successful exec closes it empty.
 	setup, _ := io.ReadAll(io.LimitReader(stR, 4096))

@@ -8,11 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/mountinfo"
 )
@@ -69,6 +72,16 @@ func tree(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(root, "etc/secret"), []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	log := filepath.Join(root, "var/log/app.log")
+	if err := os.MkdirAll(filepath.Dir(log), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(log, 33, 4); err != nil {
+		t.Fatal(err)
+	}
 	return root
 }
 
@@ -116,6 +129,7 @@ func TestConfinement(t *testing.T) {
 		"secretowner": "ok 0",
 		"write":       "ok", // copy-on-write
 		"tmpwrite":    "ok",
+		"runwrite":    "ok", // a pid file, as nginx -t writes one
 		"mount":       "operation not permitted",
 		"unshare":     "operation not permitted",
 		"keyctl":      "operation not permitted",
@@ -123,6 +137,8 @@ func TestConfinement(t *testing.T) {
 		"canary":      "stat " + canary + ": no such file or directory",
 		"devnull":     "ok",
 		"interfaces":  "lo",
+		"lowbind":     "ok",                                       // its own network: nginx -t binds port 80
+		"otherwrite":  "open /var/log/app.log: permission denied", // no CAP_DAC_OVERRIDE
 	}
 	for k, v := range want {
 		if r[k] != v {
@@ -255,5 +271,65 @@ func TestFilter(t *testing.T) {
 		if last[i].Code != bpfRet || last[i].K != k {
 			t.Errorf("return %d: %+v", i, last[i])
 		}
+	}
+}
+
+// TestFileCaps: with FileCaps the command keeps the five file-permission
+// capabilities (and nothing else), enough to append to a log another user
+// owns; the append lands in the view, not the tree.
+func TestFileCaps(t *testing.T) {
+	root := tree(t)
+	out, err := Run(context.Background(), Spec{Root: root, Argv: []string{"/usr/bin/probe"}, FileCaps: true})
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	r := report(t, out)
+	for k, v := range map[string]string{
+		"CapEff": "000000000000001f", "CapPrm": "000000000000001f", "CapBnd": "000000000000001f", "CapAmb": "000000000000001f",
+		"NoNewPrivs": "1", "Seccomp": "2", "otherwrite": "ok", "mount": "operation not permitted", "unshare": "operation not permitted",
+	} {
+		if r[k] != v {
+			t.Errorf("%s = %q, want %q", k, r[k], v)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "var/log/app.log")); err != nil || len(b) != 0 {
+		t.Errorf("the tree's log file: %q %v, want it untouched", b, err)
+	}
+}
+
+// TestMaskedProc: a caller whose /proc has a read-only /proc/sys over it
+// (as a container's, or a test node's) still gives the sandbox a fresh
+// /proc (the kernel would refuse the sandbox's own mount of it there).
+func TestMaskedProc(t *testing.T) {
+	root := tree(t)
+	done := make(chan error, 1)
+	var out string
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			done <- err
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			done <- err
+			return
+		}
+		if err := unix.Mount("/proc/sys", "/proc/sys", "", unix.MS_BIND, ""); err != nil {
+			done <- err
+			return
+		}
+		if err := unix.Mount("", "/proc/sys", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			done <- err
+			return
+		}
+		var err error
+		out, err = RunHere(context.Background(), Spec{Root: root, Argv: []string{"/usr/bin/probe"}})
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("probe under a masked /proc: %v\n%s", err, out)
+	}
+	if r := report(t, out); r["pid"] != "1" || r["pid1root"] != "/ok" {
+		t.Errorf("pid %q, /proc/1/root %q: want the sandbox's own /proc", r["pid"], r["pid1root"])
 	}
 }

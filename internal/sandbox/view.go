@@ -279,7 +279,9 @@ func (v *view) tmpfs(rel, mode, size string, attr uint64, make bool) error {
 		return err
 	}
 	defer unix.Close(target)
-	fs, err := newMount("tmpfs", map[string]string{"source": "strata-sandbox", "mode": mode, "size": size, "nr_inodes": "65536"}, attr)
+	// Owned by the sandbox's root, as the tree's own directories are.
+	id := strconv.Itoa(HostIDBase)
+	fs, err := newMount("tmpfs", map[string]string{"source": "strata-sandbox", "mode": mode, "size": size, "nr_inodes": "65536", "uid": id, "gid": id}, attr)
 	if err != nil {
 		return fmt.Errorf("%w: tmpfs for /%s: %w", ErrSandbox, rel, err)
 	}
@@ -317,7 +319,7 @@ func newMount(fstype string, params map[string]string, attr uint64) (int, error)
 		return -1, fmt.Errorf("fsopen %s: %w", fstype, err)
 	}
 	defer unix.Close(fs)
-	for _, k := range []string{"source", "lowerdir", "upperdir", "workdir", "mode", "size", "nr_inodes"} {
+	for _, k := range []string{"source", "lowerdir", "upperdir", "workdir", "mode", "size", "nr_inodes", "uid", "gid"} {
 		if val, ok := params[k]; ok {
 			if err := unix.FsconfigSetString(fs, k, val); err != nil {
 				return -1, fmt.Errorf("%s %s=%s: %w", fstype, k, val, err)

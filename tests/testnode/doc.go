@@ -27,8 +27,10 @@
 //     every node can run nginx on port 80 of its own loopback).
 //
 // Then it runs the optional activation argv (Config.Activate; "{root}"
-// stands for R), chroots into R and executes /lib/systemd/systemd
-// --system systemd.hostname=NAME with container=other. Systemd in a
+// stands for R), makes R its root with pivot_root (detaching the host's
+// root; not chroot, which would bar user namespaces inside) and executes
+// /lib/systemd/systemd --system systemd.hostname=NAME with
+// container=other. Systemd in a
 // container reads its arguments as its kernel command line;
 // DefaultSystemdArgs keep gettys off the host's terminals.
 //

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/internal/sandbox"
 )
 
 // launcherEnv selects launcher mode in a re-executed test binary; its value
@@ -87,7 +89,7 @@ func launch(s *launchSpec, status *os.File) error {
 	if err := unix.Sethostname([]byte(s.Name)); err != nil {
 		return fmt.Errorf("setting hostname %q: %w", s.Name, err)
 	}
-	if err := loopbackUp(); err != nil {
+	if err := sandbox.LoopbackUp(); err != nil {
 		return err
 	}
 	st, err := mountNode(s)
@@ -106,8 +108,18 @@ func launch(s *launchSpec, status *os.File) error {
 	if err := json.NewEncoder(status).Encode(st); err != nil {
 		return fmt.Errorf("writing launcher status: %w", err)
 	}
-	if err := unix.Chroot(s.Root); err != nil {
-		return fmt.Errorf("chroot %s: %w", s.Root, err)
+	// The node's root becomes its mount namespace's root (pivot_root,
+	// as a booted machine's or systemd-nspawn's is), not a chroot: the
+	// kernel refuses a chrooted process a user namespace, which
+	// strata's sandbox for validation and check commands needs.
+	if err := unix.Chdir(s.Root); err != nil {
+		return fmt.Errorf("entering %s: %w", s.Root, err)
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root to %s: %w", s.Root, err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the host's root from node %s: %w", s.Name, err)
 	}
 	if err := unix.Chdir("/"); err != nil {
 		return fmt.Errorf("chdir / in %s: %w", s.Root, err)
@@ -183,27 +195,6 @@ func bind(src, dst string, flags uintptr) error {
 		if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 			return fmt.Errorf("making %s read-only: %w", dst, err)
 		}
-	}
-	return nil
-}
-
-// loopbackUp brings up lo in the node's new network namespace.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("bringing up lo: %w", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return fmt.Errorf("bringing up lo: %w", err)
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("bringing up lo: reading flags: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("bringing up lo: %w", err)
 	}
 	return nil
 }

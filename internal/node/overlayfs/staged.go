@@ -76,5 +76,5 @@ func (b *Backend) runPrivate(ctx context.Context, layers, argv []string) (string
 	if err := b.restack(layers); err != nil {
 		return "", err
 	}
-	return sandbox.RunHere(ctx, sandbox.Spec{Root: b.n.Root, Argv: argv})
+	return sandbox.RunHere(ctx, sandbox.Spec{Root: b.n.Root, Argv: argv, FileCaps: true})
 }

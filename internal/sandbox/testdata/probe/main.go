@@ -66,6 +66,14 @@ func main() {
 	// Writes land in the view, not in the tree.
 	say("write", errOf(os.WriteFile("/etc/written", []byte("x"), 0o644)))
 	say("tmpwrite", errOf(os.WriteFile("/tmp/x", []byte("x"), 0o644)))
+	say("runwrite", errOf(os.WriteFile("/run/x.pid", []byte("1"), 0o644)))
+	// A log file another user owns, as nginx's error.log is www-data's.
+	f, err := os.OpenFile("/var/log/app.log", os.O_WRONLY|os.O_APPEND, 0)
+	if err == nil {
+		_, err = f.WriteString("appended\n")
+		f.Close()
+	}
+	say("otherwrite", errOf(err))
 	// What a breakout would try.
 	say("mount", errOf(syscall.Mount("none", "/mnt", "tmpfs", 0, "")))
 	say("unshare", errOf(syscall.Unshare(syscall.CLONE_NEWUSER)))
@@ -75,6 +83,12 @@ func main() {
 	_, err = os.Stat(os.Getenv("CANARY"))
 	say("canary", errOf(err))
 	say("devnull", errOf(os.WriteFile("/dev/null", []byte("x"), 0)))
+	if l, err := net.Listen("tcp", "127.0.0.1:80"); err == nil {
+		l.Close()
+		say("lowbind", "ok")
+	} else {
+		say("lowbind", err)
+	}
 	ifs, _ := net.Interfaces()
 	var names []string
 	for _, i := range ifs {
