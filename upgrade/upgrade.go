@@ -26,11 +26,13 @@ type Options struct {
 	// Repo, instead of Image, is a repository (a directory or URL) to
 	// take the image from: the newest image of the node's line, or with
 	// Compact its regenerated image through the node's head (see
-	// overlay.UpgradeFromRepo). It is copied to SpoolDir first.
+	// overlay.UpgradeFromRepo). It is copied to a directory made in
+	// one of SpoolDirs first.
 	Repo string
-	// SpoolDir holds an image taken from Repo while it is written
-	// (empty: the system's temporary directory).
-	SpoolDir string
+	// SpoolDirs offer where an image taken from Repo is kept while it is
+	// written: the first reachable without a symbolic link
+	// (safefile.MkdirTemp; empty: the system's temporary directory).
+	SpoolDirs []string
 	overlay.UpgradeOptions
 	// DryRun verifies and plans, and writes nothing.
 	DryRun bool
@@ -114,7 +116,11 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 		return nil, err
 	}
 	if o.Repo != "" {
-		dir, err := os.MkdirTemp(o.SpoolDir, "strata-upgrade-")
+		dirs := o.SpoolDirs
+		if len(dirs) == 0 {
+			dirs = []string{os.TempDir()}
+		}
+		dir, err := safefile.MkdirTemp(dirs, "strata-upgrade-")
 		if err != nil {
 			return nil, fmt.Errorf("upgrade from %s: %w", o.Repo, err)
 		}

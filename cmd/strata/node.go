@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -122,24 +121,23 @@ pending.`,
 // node's state.
 func openBundleArg(c *cobra.Command, bundle, root string) (*repo.BundleStore, error) {
 	if bundle == "-" {
-		return repo.SpoolBundle(c.Context(), c.InOrStdin(), spoolDir(root), repo.MaxSpooledBundle)
+		return repo.SpoolBundle(c.Context(), c.InOrStdin(), spoolDirs(), repo.MaxSpooledBundle)
 	}
 	return repo.OpenBundle(bundle)
 }
 
-// spoolDir is where a bundle read from stdin is kept while it applies:
-// $TMPDIR, else the node's /var/tmp (persistent storage, where /tmp may
-// be memory), else the system's temporary directory.
-func spoolDir(root string) string {
+// spoolDirs are where a bundle read from stdin or an image fetched for an
+// upgrade is kept while it is used, the first one reachable without a
+// symbolic link (package safefile): $TMPDIR when it is set, else /var/tmp
+// (persistent storage, where /tmp may be memory), else the system's
+// temporary directory. They are the host's, never a directory below a
+// --root node's root, whose /var/tmp a signed overlay may have made a
+// link (on a node run with --root /, /var/tmp is checked the same way).
+func spoolDirs() []string {
 	if d := os.Getenv("TMPDIR"); d != "" {
-		return d
+		return []string{d}
 	}
-	if root != "" {
-		if fi, err := os.Stat(filepath.Join(root, "var/tmp")); err == nil && fi.IsDir() {
-			return filepath.Join(root, "var/tmp")
-		}
-	}
-	return os.TempDir()
+	return []string{"/var/tmp", os.TempDir()}
 }
 
 func printApply(w io.Writer, rep *overlay.ApplyReport) {

@@ -103,7 +103,7 @@ nothing.`,
 			var rep *upgrade.Report
 			var err error
 			if diskPath == "" {
-				o.SpoolDir = spoolDir("/")
+				o.SpoolDirs = spoolDirs()
 			}
 			if diskPath != "" {
 				rep, err = upgrade.Disk(c.Context(), diskPath, o)

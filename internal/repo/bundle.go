@@ -258,19 +258,16 @@ func successor(l *manifests.Line, v string) int {
 const MaxSpooledBundle = 16 << 30
 
 // SpoolBundle copies a bundle from r (a pipe, for example the SSH channel
-// of strata rollout: apply-overlay --bundle -) into a temporary file in
-// dir, at most max bytes, and opens it. The file is unlinked as soon as
-// it is created, so nothing is left behind however the process ends.
-func SpoolBundle(ctx context.Context, r io.Reader, dir string, max int64) (*BundleStore, error) {
-	f, err := os.CreateTemp(dir, ".strata-bundle-*.tar")
+// of strata rollout: apply-overlay --bundle -) into an unnamed temporary
+// file in the first of dirs reachable without a symbolic link
+// (safefile.CreateTemp), at most max bytes, and opens it. The file has no
+// name, so nothing is left behind however the process ends.
+func SpoolBundle(ctx context.Context, r io.Reader, dirs []string, max int64) (*BundleStore, error) {
+	f, err := safefile.CreateTemp(dirs)
 	if err != nil {
 		return nil, fmt.Errorf("spooling bundle: %w", err)
 	}
-	path := f.Name()
-	if err := os.Remove(path); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("spooling bundle: %w", err)
-	}
+	dir := filepath.Dir(f.Name())
 	n, err := io.Copy(f, io.LimitReader(ctxio.NewReader(ctx, r), max+1))
 	if err == nil && n > max {
 		err = fmt.Errorf("over %d bytes", max)

@@ -233,7 +233,7 @@ func (b *Backend) Stage(ctx context.Context, ch *node.Change) (node.Txn, error) 
 	if err := b.checkLayers(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(b.layersDir(), 0o700); err != nil {
+	if err := safefile.MkdirAll(b.layersDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("writing layer %s: %w", v, err)
 	}
 	for _, p := range []string{b.newLayerDir(v), b.layerDir(v)} {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/mountinfo"
+	"github.com/strata-dev/strata/internal/safefile"
 )
 
 // moveMountBeneath is MOVE_MOUNT_BENEATH (Linux 6.5).
@@ -120,7 +121,7 @@ func mountStackLegacy(tmp string, lowers []string) (int, error) {
 	if len(opt) >= 4000 {
 		return -1, fmt.Errorf("overlay of %d layers: its lower directory list of %d bytes does not fit one mount option on this kernel (before Linux 6.8): %w", len(lowers), len(opt), ErrTooDeep)
 	}
-	if err := os.MkdirAll(tmp, 0o700); err != nil {
+	if err := safefile.MkdirAll(tmp, 0o700); err != nil {
 		return -1, fmt.Errorf("staging a stack: %w", err)
 	}
 	dir, err := os.MkdirTemp(tmp, "stack-")
@@ -252,7 +253,7 @@ func cloneRoot(root, dir string) error {
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		return fmt.Errorf("making the image clone read-only: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := safefile.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {

@@ -2,6 +2,7 @@ package overlayfs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -51,7 +53,7 @@ func (b *Backend) Activate(ctx context.Context) error {
 		}
 		// The first activation since boot: /run is new at every boot.
 		stamp := []byte(time.Now().UTC().Format(time.RFC3339) + "\n")
-		if err := os.WriteFile(filepath.Join(b.run, "strata", "activated"), stamp, 0o644); err != nil {
+		if err := writeNoFollow(filepath.Join(b.run, "strata", "activated"), stamp); err != nil {
 			return fmt.Errorf("recording the activation: %w", err)
 		}
 	}
@@ -133,7 +135,7 @@ func (b *Backend) restack(layers []string) error {
 // layer of a stack that has none left (overlayfs needs two lower layers).
 func (b *Backend) emptyLayer() (string, error) {
 	dir := filepath.Join(b.run, "strata", "empty")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := safefile.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("making the empty layer: %w", err)
 	}
 	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
@@ -202,4 +204,15 @@ func scanStack(ctx context.Context, dir, h string) ([]manifests.Entry, error) {
 func isDir(p string) bool {
 	fi, err := os.Lstat(p)
 	return err == nil && fi.IsDir()
+}
+
+// writeNoFollow writes data to the file path (mode 0644), refusing a
+// symbolic link there instead of writing where it leads.
+func writeNoFollow(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	return errors.Join(err, f.Close())
 }

@@ -1,0 +1,126 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestHostileValidationEscape (issue 25, item 1): a validation command
+// shipped in the signed image tries to leave its sandbox while `config
+// set` runs it on the publishing host: through /proc/1/root, a chroot
+// break, other processes' roots, a mount of the host's disk. Before the
+// sandbox, the chroot it ran in let the first one write to the host. Now
+// the edit is validated and published and the canary stays empty.
+func TestHostileValidationEscape(t *testing.T) {
+	dir := t.TempDir()
+	canary := filepath.Join(dir, "canary")
+	if err := os.Mkdir(canary, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	recipe := filepath.Join(dir, "demo")
+	if err := os.CopyFS(recipe, os.DirFS(demoDir)); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-ldflags", "-X main.canary="+canary, "-o", filepath.Join(recipe, "escape"), "./testdata/escape")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the escape: %v\n%s", err, out)
+	}
+	yaml, err := os.ReadFile(filepath.Join(recipe, "recipe.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := strings.Replace(string(yaml), "files:\n", "files:\n  - path: /usr/bin/escape\n    src: escape\n    mode: \"0755\"\n", 1)
+	y = strings.Replace(y, "  - unit: demo-web.service\n", "  - unit: demo-web.service\n    validate: [/usr/bin/escape]\n", 1)
+	if y == string(yaml) {
+		t.Fatal("the demo recipe no longer has the lines this test edits")
+	}
+	if err := os.WriteFile(filepath.Join(recipe, "recipe.yaml"), []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		out, code := strata(args...)
+		if code != 0 {
+			t.Fatalf("strata %s: exit %d\n%s", strings.Join(args, " "), code, out)
+		}
+		return out
+	}
+	key := filepath.Join(dir, "line")
+	run("key", "generate", "--out", key)
+	run("build-image", filepath.Join(recipe, "recipe.yaml"), "--out", filepath.Join(dir, "img"), "--key", key+".key")
+	repoDir := filepath.Join(dir, "repo")
+	run("repo", "init", repoDir, "--image", filepath.Join(dir, "img", "demo-1.0.0.squashfs"), "--key", key+".key")
+	conf := filepath.Join(dir, "web.conf")
+	if err := os.WriteFile(conf, []byte("listen 8088\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := run("config", "set", "--repo", repoDir, "--key", key+".key", "/etc/demo/web.conf="+conf)
+	if !strings.Contains(out, "validated demo-web.service: /usr/bin/escape") {
+		t.Errorf("the escape did not run as demo-web's validation:\n%s", out)
+	}
+	if ents, _ := os.ReadDir(canary); len(ents) > 0 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the validation command wrote on the publishing host: %v", names)
+	}
+}
+
+// TestHostileSpoolThroughLink (issue 25, item 2): apply-overlay --bundle
+// - used to spool the bundle into the node's var/tmp, following a link
+// there (one a signed overlay can plant) to any host directory. The node's
+// var/tmp here leads to a host directory on a 4 KiB tmpfs: a spool
+// through the link fails there for want of space, one on the host's own
+// temporary directory applies.
+func TestHostileSpoolThroughLink(t *testing.T) {
+	c := newHCase(t)
+	bundle := filepath.Join(c.scratch, "b.tar")
+	if out, code := strata("bundle", "--repo", c.repo, "--from", "1.0.0", "--out", bundle); code != 0 {
+		t.Fatalf("strata bundle: exit %d\n%s", code, out)
+	}
+	if fi, err := os.Stat(bundle); err != nil || fi.Size() <= 8<<10 {
+		t.Fatalf("the bundle (%v, %v) must be over 8 KiB for the 4 KiB trap to catch it", fi, err)
+	}
+	small := filepath.Join(c.scratch, "small")
+	if err := os.Mkdir(small, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=4k"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(small, syscall.MNT_DETACH) })
+	vartmp := filepath.Join(c.root, "var/tmp")
+	if err := os.RemoveAll(vartmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(small, vartmp); err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	cmd := exec.Command(strataBin, "apply-overlay", "--root", c.root, "--bundle", "-")
+	cmd.Stdin = in
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "TMPDIR=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("apply-overlay --bundle - on a node whose var/tmp is a link: %v\n%s", err, out)
+	}
+	if ents, _ := os.ReadDir(small); len(ents) > 0 {
+		t.Errorf("written through the node's var/tmp link: %v", ents)
+	}
+	if digestTree(t, c.canary) == "" {
+		t.Error("the canary is gone")
+	}
+}
