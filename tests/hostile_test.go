@@ -846,6 +846,18 @@ func TestHostileInputs(t *testing.T) {
 				m.Entries[0].Path = manifests.KeyPath(c.b.key.ID())
 			}))))
 		}},
+		{"rotation that leaves no trusted key", 3, []string{"key rotation 1.0.1 leaves no trusted key"}, func(c *hcase) []string {
+			// Signed by the only key, revoking it and adding none, well
+			// formed otherwise: key rotate refuses to make it; every
+			// reader refuses to follow it.
+			ms := c.resigned(c.b.ov1, c.b.key, "", edited(c.t, func(m *manifests.OverlayManifest) {
+				rotateTo(c.t, c.b.other)(m)
+				m.Keys = &manifests.Rotation{Add: []string{}, Revoke: []string{c.b.key.ID()}}
+				m.Entries, m.Deletes = []manifests.Entry{}, []string{manifests.KeyPath(c.b.key.ID())}
+				m.TreeDigest = imageTreeWithout(c.t, c.b.image, manifests.KeyPath(c.b.key.ID()))
+			}))
+			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, ms[:2])) // no payload
+		}},
 		{"key files without a rotation", 3, []string{"only by key rotation"}, func(c *hcase) []string {
 			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, c.resigned(c.b.ov1, c.b.key, "", edited(c.t, func(m *manifests.OverlayManifest) {
 				rotateTo(c.t, c.b.other)(m)
@@ -954,6 +966,31 @@ func rotateTo(t *testing.T, key *sign.Key) func(m *manifests.OverlayManifest) {
 		m.Entries = []manifests.Entry{{Path: manifests.KeyPath(key.ID()), Type: manifests.TypeFile, Mode: 0o644, Size: int64(len(text)), SHA256: hex.EncodeToString(sum[:])}}
 		m.Deletes, m.Services, m.Unclaimed, m.Catalog = []string{}, []manifests.ServiceAction{}, []string{}, nil
 	}
+}
+
+// imageTreeWithout is the tree digest of image (a .squashfs beside its
+// .image.json) with the entry at path removed: what a well-formed
+// overlay deleting path from the image says it gives.
+func imageTreeWithout(t *testing.T, image, path string) string {
+	t.Helper()
+	raw, err := os.ReadFile(strings.TrimSuffix(image, ".squashfs") + ".image.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var im manifests.ImageManifest
+	if err := manifests.Decode(raw, &im); err != nil {
+		t.Fatal(err)
+	}
+	var es []manifests.Entry
+	for _, e := range im.Files {
+		if e.Path != path {
+			es = append(es, e)
+		}
+	}
+	if len(es) != len(im.Files)-1 {
+		t.Fatalf("%s has no entry %s", image, path)
+	}
+	return manifests.TreeDigest(es)
 }
 
 // indexAt returns the index of dir as it was at serial s, re-created from

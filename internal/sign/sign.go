@@ -410,6 +410,12 @@ func (ks *KeySet) After(m *manifests.OverlayManifest) (*KeySet, error) {
 		}
 		out.Add(pk)
 	}
+	if len(out.keys) == 0 {
+		// key rotate refuses to make such a rotation; a reader refuses
+		// one made by hand, which would leave a node trusting nothing,
+		// every repository refused until it is reprovisioned.
+		return nil, fmt.Errorf("%w: key rotation %s leaves no trusted key (it revokes %s and adds none)", manifests.ErrInvalid, m.Version, strings.Join(m.Keys.Revoke, ", "))
+	}
 	return out, nil
 }
 

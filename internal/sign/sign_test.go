@@ -397,6 +397,18 @@ func TestKeySetAfter(t *testing.T) {
 	}
 }
 
+// A rotation after which nothing is trusted (it revokes the only key and
+// adds none) is refused by every reader: key rotate never makes one, but
+// a hand-made one would leave a node trusting no repository (issue 25).
+func TestKeySetAfterRefusesEmptyTrust(t *testing.T) {
+	a, _ := newKey(t, t.TempDir(), "a")
+	ks, _ := a.PublicKeySet()
+	m := &manifests.OverlayManifest{Version: "1.0.1", Keys: &manifests.Rotation{Add: []string{}, Revoke: []string{a.ID()}}}
+	if _, err := ks.After(m); !errors.Is(err, manifests.ErrInvalid) || !strings.Contains(err.Error(), "leaves no trusted key") {
+		t.Fatalf("After revoking the only key: %v, want ErrInvalid saying no key is left", err)
+	}
+}
+
 // A rotation adding a key whose id names another trusted key is refused:
 // key files are named by id, so on nodes it would replace the other one.
 func TestKeySetAfterRefusesIDCollision(t *testing.T) {
