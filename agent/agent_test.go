@@ -542,3 +542,26 @@ func TestAgentNudgedThroughServer(t *testing.T) {
 	}
 	eventually(t, "the apply the relayed nudge asked for", func() bool { return w.head() == v })
 }
+
+// A relay that answers every nudge wait with 204 at once is asked again
+// only after the hold time it cut short: the agent does not loop on it.
+func TestAgentRelayAnsweringAtOnce(t *testing.T) {
+	w := newWorld(t)
+	var waits atomic.Int64
+	inner := w.srv.Config.Handler
+	w.srv.Config.Handler = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/nudge" {
+			waits.Add(1)
+			rw.WriteHeader(http.StatusNoContent)
+			return
+		}
+		inner.ServeHTTP(rw, r)
+	})
+	a, _, _ := w.run("repo: " + w.srv.URL + "\ninterval: 1h\njitter: 0%\n")
+	eventually(t, "a first poll", func() bool { return !a.State().LastPoll.IsZero() })
+	eventually(t, "a first nudge wait", func() bool { return waits.Load() >= 1 })
+	time.Sleep(2 * time.Second)
+	if n := waits.Load(); n > 1 {
+		t.Errorf("%d nudge waits in 2 s on a relay answering at once, want 1 (the next after the hold, 55 s)", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -19,8 +20,19 @@ const (
 	relayHold     = 55 * time.Second // how long a relay holds a request (strata serve)
 	relayRetry    = 30 * time.Second // after an error
 	relayAbsent   = 10 * time.Minute // after a server that relays nothing (404)
+	relayFloor    = time.Second      // the least wait after any answer
 	relayMaxReply = nudge.MaxSize
 )
+
+// relayWait is how long to wait after an answer that came elapsed after
+// the request: at least what was left of the hold (a relay answering 204
+// at once, by mistake or on purpose, is asked again no sooner than one
+// that held the request), never under relayFloor, plus up to a tenth of
+// that and a second of jitter so that a fleet's agents drift apart.
+func relayWait(elapsed time.Duration) time.Duration {
+	w := max(relayHold-elapsed, relayFloor)
+	return w + time.Duration(rand.Int64N(int64(w/10+time.Second)))
+}
 
 // listenNudges waits on the repository's server for nudges (strata serve
 // relays them: GET REPO/nudge) and takes each as if posted to the agent:
@@ -62,6 +74,7 @@ func (a *Agent) listenOnce(ctx context.Context, client *http.Client) time.Durati
 	if err != nil {
 		return relayAbsent
 	}
+	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
 		return relayRetry
@@ -69,7 +82,7 @@ func (a *Agent) listenOnce(ctx context.Context, client *http.Client) time.Durati
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusNoContent:
-		return 0
+		return relayWait(time.Since(start))
 	case http.StatusOK:
 	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusForbidden:
 		return relayAbsent
@@ -87,5 +100,5 @@ func (a *Agent) listenOnce(ctx context.Context, client *http.Client) time.Durati
 	}
 	a.metrics.nudges.WithLabelValues("taken").Inc()
 	a.o.Log("nudged by the repository's server: polling now")
-	return 0
+	return relayWait(time.Since(start))
 }
