@@ -1,12 +1,17 @@
 package tests
 
 import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestHostileValidationEscape (issue 25, item 1): a validation command
@@ -122,5 +127,59 @@ func TestHostileSpoolThroughLink(t *testing.T) {
 	}
 	if digestTree(t, c.canary) == "" {
 		t.Error("the canary is gone")
+	}
+}
+
+// TestHostileIdleClients (issue 25, item 3): anonymous clients that open
+// keep-alive connections and go idle used to hold every slot of strata
+// serve for its two-minute idle timeout. With four connections allowed
+// and four idle clients, an index request is served at once (package
+// serve's tests cover nudge waits, client shares and a fleet of 1,500
+// waiting agents).
+func TestHostileIdleClients(t *testing.T) {
+	c := newHCase(t)
+	cmd := exec.Command(strataBin, "serve", c.repo, "--listen", "127.0.0.1:0", "--max-conns", "4", "--max-waits", "2", "--max-per-client", "100")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("strata serve said nothing: %v", err)
+	}
+	_, rest, ok := strings.Cut(line, "on http://")
+	addr, _, _ := strings.Cut(rest, "/")
+	if !ok || addr == "" {
+		t.Fatalf("no address in %q", line)
+	}
+	index := "GET /index.json HTTP/1.1\r\nHost: x\r\n\r\n"
+	for range 4 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, index); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + addr + "/index.json")
+	if err != nil {
+		t.Fatalf("an index request beside four idle clients: %v (they held every slot)", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("an index request beside four idle clients: %s", resp.Status)
 	}
 }

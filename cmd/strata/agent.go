@@ -58,7 +58,7 @@ SIGTERM stop it, exit 0.`,
 				log = func(string) {}
 			}
 			a := agent.New(agent.Options{Root: root, ConfigPath: configPath, Base: base, Restarter: r, LockWait: lockWait, Log: log})
-			s, err := serve.Listen(listen, a.Handler(), 64)
+			s, err := serve.Listen(listen, a.Handler(), serve.Limits{Conns: 64, Requests: 16, Waits: 1, PerClient: 16})
 			if err != nil {
 				return err
 			}

@@ -115,7 +115,7 @@ func fleetStatus(c *cobra.Command, g *globals, a fleetArgs) error {
 			}
 		}
 		page := fleet.NewPage(nodes, po)
-		s, err := serve.Listen(a.serve, page, 256)
+		s, err := serve.Listen(a.serve, page, serve.Limits{Conns: 256, Requests: 64, PerClient: 32})
 		if err != nil {
 			return err
 		}

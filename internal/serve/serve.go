@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/strata-dev/strata/internal/repo"
@@ -94,59 +93,36 @@ type Server struct {
 	// Addr is the address it listens on (with the port chosen when the
 	// requested one was 0).
 	Addr string
-	srv  *http.Server
-	ln   net.Listener
+	// Limits are the limits it serves within.
+	Limits Limits
+	srv    *http.Server
+	ln     net.Listener
 }
 
-// Listen starts listening on addr for handler, serving at most maxConns
-// connections at once (more wait to be accepted); Serve then serves. A
-// request must arrive whole within 30 seconds; responses have no
-// deadline (an image takes as long as it takes) but a client that stops
-// reading for IdleWrite is dropped.
-func Listen(addr string, handler http.Handler, maxConns int) (*Server, error) {
+// Listen starts listening on addr for handler within limits (zero fields:
+// DefaultLimits); Serve then serves. A request's header must arrive
+// within 10 seconds; responses have no deadline (an image takes as long as
+// it takes). Connections idle for 2 minutes are closed, and sooner when
+// the server needs their slot.
+func Listen(addr string, handler http.Handler, limits Limits) (*Server, error) {
+	limits = limits.withDefaults()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("serving: %w", err)
 	}
+	t := newConns(limits.Conns)
 	return &Server{
-		Addr: ln.Addr().String(),
-		ln:   &limitListener{Listener: ln, slots: make(chan struct{}, maxConns)},
+		Addr:   ln.Addr().String(),
+		Limits: limits,
+		ln:     &limitListener{Listener: ln, t: t, done: make(chan struct{})},
 		srv: &http.Server{
-			Handler:           handler,
+			Handler:           newGate(limits).wrap(handler),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    64 << 10,
+			ConnState:         t.state,
 		},
 	}, nil
-}
-
-// limitListener accepts a connection only while fewer than cap(slots)
-// are open.
-type limitListener struct {
-	net.Listener
-	slots chan struct{}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	l.slots <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
-}
-
-type slotConn struct {
-	net.Conn
-	once sync.Once
-	free func()
-}
-
-func (c *slotConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.free)
-	return err
 }
 
 // Serve serves until ctx is done, then shuts down gracefully: it stops

@@ -195,7 +195,7 @@ func TestServeShutdown(t *testing.T) {
 	if err := os.WriteFile(place("index.json"), []byte(`{}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := serve.Listen("127.0.0.1:0", serve.Handler(dir, nil), 16)
+	s, err := serve.Listen("127.0.0.1:0", serve.Handler(dir, nil), serve.Limits{Conns: 16})
 	if err != nil {
 		t.Fatal(err)
 	}

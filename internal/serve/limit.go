@@ -1,0 +1,303 @@
+package serve
+
+import (
+	"net"
+	"net/http"
+	"path"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/internal/repo"
+)
+
+// Limits bound what a server gives its clients. They count work, not
+// connections: an idle keep-alive connection is closed to make room when
+// the server is at its connection limit, nudge waits (requests held open
+// for a minute on purpose) have a pool of their own, index requests have a
+// pool of their own beside other members (images can take long), and no
+// client address may hold more than its share. Zero fields take the
+// defaults (DefaultLimits).
+type Limits struct {
+	// Conns bounds open connections; at the bound the longest-idle one
+	// is closed for a new one, and only when none is idle does a new one
+	// wait to be accepted.
+	Conns int
+	// Requests bounds member requests served at once, and index
+	// requests (index.json and its signature) in a pool of their own of
+	// the same size. A request waits up to 10 seconds for a slot, then
+	// gets 503 with Retry-After.
+	Requests int
+	// Waits bounds nudge waits (GET /nudge) held at once; more get 503
+	// with Retry-After at once.
+	Waits int
+	// PerClient bounds requests (nudge waits included) one client
+	// address has in flight; more get 429 with Retry-After at once.
+	PerClient int
+}
+
+// DefaultLimits are a server's limits unless set: connections up to the
+// process's file limit less a reserve, 256 requests, half the connections
+// for nudge waits, 64 per client address.
+func DefaultLimits() Limits {
+	conns := 4096
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur > 512 {
+		conns = int(min(rl.Cur-256, 1<<20))
+	}
+	return Limits{Conns: conns, Requests: 256, Waits: conns / 2, PerClient: 64}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.Conns <= 0 {
+		l.Conns = d.Conns
+	}
+	if l.Requests <= 0 {
+		l.Requests = d.Requests
+	}
+	if l.Waits <= 0 {
+		l.Waits = max(l.Conns/2, 1)
+	}
+	if l.PerClient <= 0 {
+		l.PerClient = d.PerClient
+	}
+	return l
+}
+
+// slotWait is how long a request waits for a free slot before 503.
+const slotWait = 10 * time.Second
+
+// conns tracks open connections and which are idle (no request in flight:
+// a new connection, or a keep-alive one between requests).
+type conns struct {
+	max   int
+	mu    sync.Mutex
+	open  int
+	idle  map[*slotConn]time.Time
+	freed chan struct{} // a token when a connection closes
+}
+
+func newConns(max int) *conns {
+	return &conns{max: max, idle: map[*slotConn]time.Time{}, freed: make(chan struct{}, 1)}
+}
+
+// minIdle is how long a connection must have been idle before it is
+// closed for another: a keep-alive client reusing its connection, or a new
+// one whose request is on its way, is not cut off.
+const minIdle = time.Second
+
+// reserve takes a slot for a connection about to be accepted, closing the
+// longest-idle connection (idle for minIdle at least) when there is none,
+// or waiting for one to close or age when none can be closed yet.
+func (t *conns) reserve(done <-chan struct{}) bool {
+	for {
+		t.mu.Lock()
+		if t.open < t.max {
+			t.open++
+			t.mu.Unlock()
+			return true
+		}
+		var oldest *slotConn
+		var since time.Time
+		for c, at := range t.idle {
+			if oldest == nil || at.Before(since) {
+				oldest, since = c, at
+			}
+		}
+		wait := time.Duration(-1)
+		if oldest != nil {
+			if wait = minIdle - time.Since(since); wait <= 0 {
+				delete(t.idle, oldest)
+			}
+		}
+		t.mu.Unlock()
+		if oldest != nil && wait <= 0 {
+			_ = oldest.Close()
+			continue
+		}
+		var aged <-chan time.Time
+		if wait > 0 {
+			tm := time.NewTimer(wait)
+			aged = tm.C
+			defer tm.Stop()
+		}
+		select {
+		case <-t.freed:
+		case <-aged:
+		case <-done:
+			return false
+		}
+	}
+}
+
+func (t *conns) release(c *slotConn) {
+	t.mu.Lock()
+	t.open--
+	delete(t.idle, c)
+	t.mu.Unlock()
+	select {
+	case t.freed <- struct{}{}:
+	default:
+	}
+}
+
+// state follows http.Server's view of each connection.
+func (t *conns) state(nc net.Conn, st http.ConnState) {
+	c, ok := nc.(*slotConn)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch st {
+	case http.StateNew, http.StateIdle:
+		if !c.closed {
+			t.idle[c] = time.Now()
+		}
+	default:
+		delete(t.idle, c)
+	}
+}
+
+// limitListener accepts a connection only when the tracker has room.
+type limitListener struct {
+	net.Listener
+	t    *conns
+	done chan struct{}
+	once sync.Once
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	if !l.t.reserve(l.done) {
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		l.t.mu.Lock()
+		l.t.open--
+		l.t.mu.Unlock()
+		return nil, err
+	}
+	return &slotConn{Conn: c, t: l.t}, nil
+}
+
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type slotConn struct {
+	net.Conn
+	t      *conns
+	once   sync.Once
+	closed bool // under t.mu
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.t.mu.Lock()
+		c.closed = true
+		c.t.mu.Unlock()
+		c.t.release(c)
+	})
+	return err
+}
+
+// gate bounds the requests in flight: member and index pools, nudge
+// waits, and each client address's share.
+type gate struct {
+	members, index, waits chan struct{}
+	perClient             int
+	mu                    sync.Mutex
+	clients               map[string]int
+}
+
+func newGate(l Limits) *gate {
+	return &gate{
+		members:   make(chan struct{}, l.Requests),
+		index:     make(chan struct{}, l.Requests),
+		waits:     make(chan struct{}, l.Waits),
+		perClient: l.PerClient,
+		clients:   map[string]int{},
+	}
+}
+
+func (g *gate) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			client = r.RemoteAddr
+		}
+		if !g.enter(client) {
+			refuse(w, http.StatusTooManyRequests, 1, "too many requests from "+client+" at once")
+			return
+		}
+		defer g.leave(client)
+		pool, wait := g.members, slotWait
+		switch name := path.Clean(r.URL.Path); {
+		case name == "/nudge" && r.Method == http.MethodGet:
+			pool, wait = g.waits, 0
+		case name == "/"+repo.IndexFile || name == "/"+repo.SigPath(repo.IndexFile):
+			pool = g.index
+		}
+		if !take(pool, wait, r) {
+			retry := 1
+			if pool == g.waits {
+				retry = int(RelayWait / time.Second)
+			}
+			refuse(w, http.StatusServiceUnavailable, retry, "the server is at its limit; retry")
+			return
+		}
+		defer func() { <-pool }()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (g *gate) enter(client string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.clients[client] >= g.perClient {
+		return false
+	}
+	g.clients[client]++
+	return true
+}
+
+func (g *gate) leave(client string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.clients[client]--; g.clients[client] <= 0 {
+		delete(g.clients, client)
+	}
+}
+
+// take takes a slot of pool, waiting up to wait (or until the request
+// ends).
+func take(pool chan struct{}, wait time.Duration, r *http.Request) bool {
+	select {
+	case pool <- struct{}{}:
+		return true
+	default:
+	}
+	if wait <= 0 {
+		return false
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case pool <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+	return false
+}
+
+func refuse(w http.ResponseWriter, code, retry int, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(retry))
+	http.Error(w, msg, code)
+}
