@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -37,19 +36,13 @@ func (a *Agent) Handler() http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("POST /nudge", func(w http.ResponseWriter, r *http.Request) {
-		// A nudge is small: one that trickles in is dropped.
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(10 * time.Second))
-		body, err := io.ReadAll(io.LimitReader(r.Body, nudge.MaxSize+1))
-		if err == nil && len(body) > nudge.MaxSize {
-			err = errors.New("nudge too large")
-		}
+		body, code, err := nudge.ReadBody(w, r)
 		if err == nil {
-			err = a.takeNudge(body)
+			code, err = http.StatusForbidden, a.takeNudge(body)
 		}
 		if err != nil {
 			a.metrics.nudges.WithLabelValues("refused").Inc()
 			a.logRefused(err)
-			code := http.StatusForbidden
 			if !errors.Is(err, nudge.ErrRefused) {
 				code = http.StatusInternalServerError
 			}

@@ -20,8 +20,14 @@ type Nudge struct {
 	Signature string `json:"signature"`
 }
 
-// Window is how far a nudge's time may be from the reader's clock.
+// Window is how long a nudge stays good after it was made, by the
+// reader's clock.
 const Window = 5 * time.Minute
+
+// MaxAhead is how far ahead of the reader's clock a nudge may be dated:
+// one dated further would block every genuine nudge until its time (each
+// must be newer than the last taken).
+const MaxAhead = 30 * time.Second
 
 // MaxSize bounds a nudge's JSON.
 const MaxSize = 16 << 10
@@ -46,13 +52,14 @@ func Sign(key *sign.Key, line string, t time.Time) (*Nudge, error) {
 	return n, nil
 }
 
-// Parse decodes a nudge (at most MaxSize bytes).
+// Parse decodes a nudge (at most MaxSize bytes) strictly, as every other
+// document: unknown or repeated fields are refused.
 func Parse(b []byte) (*Nudge, error) {
 	if len(b) > MaxSize {
 		return nil, fmt.Errorf("%w: %d bytes", ErrRefused, len(b))
 	}
 	var n Nudge
-	if err := manifests.Unmarshal(b, &n); err != nil {
+	if err := manifests.Decode(b, &n); err != nil {
 		return nil, fmt.Errorf("%w: not a nudge: %v", ErrRefused, err)
 	}
 	return &n, nil
@@ -67,8 +74,11 @@ func (n *Nudge) Verify(keys *sign.KeySet, line string, now time.Time) error {
 	if _, err := keys.VerifyFor(n.message(), []byte(n.Signature), comment); err != nil {
 		return fmt.Errorf("%w: %v", ErrRefused, err)
 	}
-	if d := now.Sub(n.At()); d > Window || d < -Window {
-		return fmt.Errorf("%w: made at %s, more than %s from this clock", ErrRefused, n.At().UTC().Format(time.RFC3339), Window)
+	if d := now.Sub(n.At()); d > Window {
+		return fmt.Errorf("%w: made at %s, more than %s ago by this clock", ErrRefused, n.At().UTC().Format(time.RFC3339), Window)
+	}
+	if d := n.At().Sub(now); d > MaxAhead {
+		return fmt.Errorf("%w: dated %s, more than %s ahead of this clock", ErrRefused, n.At().UTC().Format(time.RFC3339), MaxAhead)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -56,12 +55,12 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rl *relay) post(w http.ResponseWriter, r *http.Request) {
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(10 * time.Second))
-	body, err := io.ReadAll(io.LimitReader(r.Body, nudge.MaxSize+1))
-	var n *nudge.Nudge
-	if err == nil {
-		n, err = nudge.Parse(body)
+	body, code, err := nudge.ReadBody(w, r)
+	if err != nil {
+		http.Error(w, err.Error(), code)
+		return
 	}
+	n, err := nudge.Parse(body)
 	if err == nil {
 		err = rl.verify(r.Context(), n)
 	}

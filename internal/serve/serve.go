@@ -36,9 +36,15 @@ func Handler(dir string, log func(string)) http.Handler {
 			return
 		}
 		name := strings.TrimPrefix(r.URL.Path, "/")
-		if !fs.ValidPath(name) || name == "." || hidden(name) {
+		if !fs.ValidPath(name) || name == "." || hidden(name) || strings.ContainsFunc(name, unprintable) {
 			http.NotFound(w, r)
 			return
+		}
+		// Many small ranges make a multipart answer larger than the
+		// member itself: past maxRanges, the member is sent whole (as
+		// nginx's max_ranges does).
+		if v := r.Header.Get("Range"); strings.Count(v, ",") >= maxRanges {
+			r.Header.Del("Range")
 		}
 		f, fi, err := st.OpenFile(r.Context(), name)
 		switch {
@@ -68,6 +74,13 @@ func Handler(dir string, log func(string)) http.Handler {
 		http.ServeContent(w, r, "", fi.ModTime(), f)
 	})
 }
+
+// maxRanges bounds the ranges one request may ask for.
+const maxRanges = 16
+
+// unprintable reports a control character (NUL included), which no
+// member name has.
+func unprintable(r rune) bool { return r < 0x20 || r == 0x7f }
 
 func hidden(name string) bool {
 	for _, part := range strings.Split(name, "/") {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -127,9 +128,36 @@ func TestHandler(t *testing.T) {
 	if cc := resp.Header.Get("Cache-Control"); !strings.Contains(cc, "immutable") {
 		t.Errorf("overlay Cache-Control %q, want immutable", cc)
 	}
-	for path, want := range map[string]int{"/.lock": 404, "/overlays/": 404, "/overlays": 403, "/missing.json": 404, "/../etc/passwd": 404} {
+	// Issue 25: many one-byte ranges made a multipart answer larger than
+	// the member; past 16 the member is sent whole.
+	many := "bytes=0-0"
+	for i := 1; i < 5000; i++ {
+		many += fmt.Sprintf(",%d-%d", 2*i, 2*i)
+	}
+	if resp, body := get(t, srv.URL+"/overlays/a.overlay.tar.zst", map[string]string{"Range": many}); resp.StatusCode != 200 || len(body) != len(payload) {
+		t.Errorf("5,000 ranges: %s with %d bytes, want the member whole (200, %d bytes)", resp.Status, len(body), len(payload))
+	}
+	if resp, body := get(t, srv.URL+"/overlays/a.overlay.tar.zst", map[string]string{"Range": "bytes=0-0,10-10"}); resp.StatusCode != 206 || len(body) >= len(payload) {
+		t.Errorf("two ranges: %s with %d bytes, want 206 multipart", resp.Status, len(body))
+	}
+	for path, want := range map[string]int{"/.lock": 404, "/overlays/": 404, "/overlays": 403, "/missing.json": 404, "/../etc/passwd": 404, "/index.json%00": 404, "/a%01b": 404} {
 		if resp, _ := get(t, srv.URL+path, nil); resp.StatusCode != want {
 			t.Errorf("GET %s: %s, want %d", path, resp.Status, want)
+		}
+	}
+	// An oversized nudge is 413, not a server error.
+	for _, chunked := range []bool{false, true} {
+		var body io.Reader = bytes.NewReader(make([]byte, 1<<20))
+		if chunked {
+			body = io.MultiReader(body) // no length known: sent chunked
+		}
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/nudge", body)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("a 1 MiB nudge (chunked %v): %v %v, want 413", chunked, resp, err)
+		}
+		if resp != nil {
+			resp.Body.Close()
 		}
 	}
 	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/index.json", strings.NewReader("x"))
