@@ -107,7 +107,7 @@ type ApplyReport struct {
 
 // Apply verifies every overlay of src against the node at root and then
 // applies them in order. See the package documentation for the guarantees.
-func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*ApplyReport, error) {
+func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (rep *ApplyReport, err error) {
 	progress := o.Progress
 	if progress == nil {
 		progress = func(string) {}
@@ -155,14 +155,18 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (*Apply
 		return nil, err
 	}
 	archives, heldBack := holdPrereleases(archives, src)
+	rep = &ApplyReport{Root: root, DryRun: o.DryRun, From: v.head(), To: v.head(), HeldBack: heldBack}
 	if !o.DryRun && serial > 0 {
-		// The index is authentic and current: from now on the node
-		// refuses any older one.
-		if err := n.RecordIndexSerial(serial); err != nil {
-			return nil, err
-		}
+		// The index is authentic and current: once the apply has
+		// succeeded, or committed an overlay before a later step failed,
+		// the node refuses any older one. A refused apply leaves the
+		// node's freshness state as it was, like everything else.
+		defer func() {
+			if err == nil || rep != nil && rep.To != rep.From {
+				err = errors.Join(err, n.RecordIndexSerial(serial))
+			}
+		}()
 	}
-	rep := &ApplyReport{Root: root, DryRun: o.DryRun, From: v.head(), To: v.head(), HeldBack: heldBack}
 	todo, states, err := checkSequence(v, archives, rep)
 	if err != nil {
 		return nil, err

@@ -602,6 +602,16 @@ func TestHostileInputs(t *testing.T) {
 			_ = os.Symlink("/dev/zero", idx)
 			return c.apply("--repo", c.repo)
 		}},
+		{"refused repository apply records no index serial", 3, []string{"symlink"}, func(c *hcase) []string {
+			// The index is authentic and current, the apply is refused
+			// after it (a directory the overlay writes into is a planted
+			// link): the node's freshness state must not move either
+			// (issue 25; refused checks the state directory too).
+			demo := filepath.Join(c.root, "etc/demo")
+			_ = os.Rename(demo, demo+".moved")
+			_ = os.Symlink(c.canary, demo)
+			return c.apply("--repo", c.repo)
+		}},
 		{"index is a FIFO", 3, []string{"not a regular file"}, func(c *hcase) []string {
 			idx := filepath.Join(c.repo, repo.IndexFile)
 			_ = os.Remove(idx)

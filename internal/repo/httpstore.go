@@ -45,16 +45,18 @@ var _ Store = (*HTTPStore)(nil)
 
 // NewHTTPClient returns the client an HTTPStore uses by default: bounded
 // connection, TLS and response-header waits, no overall deadline (an
-// image takes as long as it takes; contexts cancel), and no transparent
-// decompression, so sizes are the members' own.
+// image takes as long as it takes; contexts cancel), no transparent
+// decompression, so sizes are the members' own, and the redirect policy
+// of checkRedirect (no link-local address ever, no loopback or private
+// one unless the request started at one, no TLS downgrade, at most 5).
 func NewHTTPClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: dialControl}).DialContext
 	t.TLSHandshakeTimeout = 30 * time.Second
 	t.ResponseHeaderTimeout = 60 * time.Second
 	t.DisableCompression = true
 	t.MaxIdleConnsPerHost = 4
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: t, CheckRedirect: checkRedirect}
 }
 
 // HTTP returns the store of the repository at base (an http or https URL).

@@ -121,7 +121,7 @@ func OCI(ref string) (*OCIStore, error) {
 	r.PlainHTTP = plain
 	// Bounded waits for connections and headers, as for HTTP
 	// repositories; bodies have the idle watchdog (Open).
-	client := &auth.Client{Client: &http.Client{Transport: retry.NewTransport(NewHTTPClient().Transport)}, Cache: auth.NewCache()}
+	client := &auth.Client{Client: &http.Client{Transport: retry.NewTransport(NewHTTPClient().Transport), CheckRedirect: checkRedirect}, Cache: auth.NewCache()}
 	client.SetUserAgent("strata")
 	if store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{}); err == nil {
 		client.Credential = credentials.Credential(store)
