@@ -26,13 +26,30 @@ var (
 	ErrIndexRollback = Rejection("index: older than one accepted before (rollback)")
 	// ErrIndexExpired reports an index past its expiry.
 	ErrIndexExpired = Rejection("index: expired (freeze)")
+	// ErrIndexSerialJump reports an index whose serial is further past
+	// the one a node accepted than MaxSerialStep.
+	ErrIndexSerialJump = Rejection("index: serial too far past the one accepted (freeze)")
 )
+
+// MaxSerialStep is how far past the serial a node accepted the next index
+// it accepts may be: 16,777,216 publications, 32 years at one a minute.
+// A key holder who signs an index with a serial far ahead (2^62) would
+// otherwise make every later index of the real publisher look old to the
+// nodes that took it, for good.
+const MaxSerialStep = 1 << 24
+
+// MaxSerial bounds an index's serial (JSON numbers above 2^53 lose
+// precision in many readers).
+const MaxSerial = 1 << 53
 
 // CheckFresh refuses an index that has expired at now, or whose serial is
 // below minSerial (the highest a node accepted; 0 for none).
 func (x *Index) CheckFresh(now time.Time, minSerial uint64) error {
 	if x.Serial < minSerial {
 		return fmt.Errorf("%w: serial %d, this node accepted serial %d already; a mirror or an attacker replays an old index", ErrIndexRollback, x.Serial, minSerial)
+	}
+	if minSerial > 0 && x.Serial-minSerial > MaxSerialStep {
+		return fmt.Errorf("%w: serial %d is %d past serial %d, which this node accepted, and at most %d is taken; a signing key may be used to freeze nodes (docs/security.md)", ErrIndexSerialJump, x.Serial, x.Serial-minSerial, minSerial, MaxSerialStep)
 	}
 	if exp := x.ExpiresAt(); !now.Before(exp) {
 		return fmt.Errorf("%w: serial %d expired at %s (now %s); the repository is not being refreshed (strata repo refresh) or a mirror serves a stale copy", ErrIndexExpired, x.Serial, exp.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
@@ -185,6 +202,9 @@ func (x *Index) Validate() error {
 	}
 	if x.Serial == 0 {
 		return fmt.Errorf("%w: index without a serial (an index from before freshness: re-sign it with strata repo refresh)", ErrInvalid)
+	}
+	if x.Serial > MaxSerial {
+		return fmt.Errorf("%w: index serial %d is over %d", ErrInvalid, x.Serial, uint64(MaxSerial))
 	}
 	if _, err := time.Parse(time.RFC3339, x.Expires); err != nil {
 		return fmt.Errorf("%w: index expiry %q is not RFC 3339", ErrInvalid, x.Expires)

@@ -283,6 +283,22 @@ func TestIndexCheckFresh(t *testing.T) {
 	if !errors.Is(err, manifests.ErrIndexExpired) || !strings.Contains(err.Error(), "2027-01-01T00:00:00Z") {
 		t.Errorf("at its expiry: %v, want ErrIndexExpired naming the time", err)
 	}
+	// Issue 25: a key holder's index at serial 2^62 froze every node that
+	// took it. A node takes at most MaxSerialStep past what it accepted.
+	x.Serial = 6 + manifests.MaxSerialStep
+	if err := x.CheckFresh(before, 6); err != nil {
+		t.Errorf("a step of MaxSerialStep: %v", err)
+	}
+	x.Serial = 1 << 62
+	if err := x.CheckFresh(before, 7); !errors.Is(err, manifests.ErrIndexSerialJump) || !errors.Is(err, manifests.ErrRejected) {
+		t.Errorf("serial 2^62 after 7: %v, want ErrIndexSerialJump", err)
+	}
+	if err := x.CheckFresh(before, 0); err != nil {
+		t.Errorf("serial 2^62 on a node that accepted none: %v (Validate bounds it)", err)
+	}
+	if err := x.Validate(); !errors.Is(err, manifests.ErrInvalid) {
+		t.Errorf("Validate of serial 2^62: %v, want ErrInvalid (over 2^53)", err)
+	}
 }
 
 func TestIndexFindHead(t *testing.T) {

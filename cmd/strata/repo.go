@@ -85,8 +85,9 @@ it.`,
 func newRepoRefreshCmd(g *globals) *cobra.Command {
 	var keyPath string
 	var validFor time.Duration
+	var serial uint64
 	c := &cobra.Command{
-		Use: "refresh REPO --key K [--valid-for DURATION]",
+		Use: "refresh REPO --key K [--valid-for DURATION] [--serial N]",
 		Example: `  strata repo refresh repo --key ci.key
   strata repo refresh repo --key ci.key --valid-for 168h`,
 		Short: "Re-sign the index with a higher serial and a new expiry",
@@ -94,7 +95,9 @@ func newRepoRefreshCmd(g *globals) *cobra.Command {
 and its expiry (--valid-for from now, default 720h). Nodes refuse an index
 older than one they accepted and an expired one, so a repository that
 publishes rarely must be refreshed more often than its validity (from cron,
-say). The key must be the one that signed the index.`,
+say). The key must be the one that signed the index. --serial N sets the
+new serial (above the current one): after a compromised key signed an
+index with a serial ahead of yours, publish past it (docs/security.md).`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
 			if validFor <= 0 {
@@ -104,7 +107,7 @@ say). The key must be the one that signed the index.`,
 			if err != nil {
 				return err
 			}
-			r, err := repo.Refresh(a[0], key, validFor)
+			r, err := repo.RefreshTo(a[0], key, validFor, serial)
 			if err != nil {
 				return err
 			}
@@ -116,6 +119,7 @@ say). The key must be the one that signed the index.`,
 	}
 	c.Flags().StringVar(&keyPath, "key", "", "the key that signs the index")
 	c.Flags().DurationVar(&validFor, "valid-for", repo.DefaultValidity, "how long the index stays current")
+	c.Flags().Uint64Var(&serial, "serial", 0, "the new index's serial, above the current one (default: one higher)")
 	required(c, "key")
 	return c
 }

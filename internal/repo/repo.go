@@ -125,6 +125,14 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 // brought up to date: the missing sizes are read off the members, whose
 // SHA-256 the index already pins.
 func Refresh(dir string, key *sign.Key, validity time.Duration) (*Repo, error) {
+	return RefreshTo(dir, key, validity, 0)
+}
+
+// RefreshTo is Refresh with the new index's serial set to serial (0: one
+// higher than the current one), which must be higher than the current
+// one: the way back for nodes that took an index a compromised key signed
+// with a serial ahead of the publisher's (docs/security.md).
+func RefreshTo(dir string, key *sign.Key, validity time.Duration, serial uint64) (*Repo, error) {
 	own, err := key.PublicKeySet()
 	if err != nil {
 		return nil, err
@@ -183,6 +191,12 @@ func Refresh(dir string, key *sign.Key, validity time.Duration) (*Repo, error) {
 				return nil, err
 			}
 		}
+	}
+	if serial != 0 {
+		if serial <= x.Serial || serial > manifests.MaxSerial {
+			return nil, fmt.Errorf("refreshing repository %s: serial %d must be above the index's %d and at most %d: %w", dir, serial, x.Serial, uint64(manifests.MaxSerial), manifests.ErrInvalid)
+		}
+		x.Serial = serial - 1 // Save counts one up
 	}
 	r := &Repo{Dir: dir, Store: st, Index: &x, Validity: validity}
 	// Having signed the index once is not enough: a key rotation may

@@ -198,6 +198,16 @@ func TestRefreshMigratesAndSizesBind(t *testing.T) {
 	if r.Index.Serial != 1 || r.Index.Lines[0].Image.Size != size {
 		t.Fatalf("refreshed index: serial %d, image size %d; want 1 and %d", r.Index.Serial, r.Index.Lines[0].Image.Size, size)
 	}
+	// Past a serial a compromised key published: --serial.
+	if _, err := repo.RefreshTo(dir, key, 0, 1); !errors.Is(err, manifests.ErrInvalid) {
+		t.Fatalf("refresh to the current serial: %v, want ErrInvalid", err)
+	}
+	if r, err = repo.RefreshTo(dir, key, 0, 5000); err != nil || r.Index.Serial != 5000 {
+		t.Fatalf("refresh to serial 5000: %v, serial %d", err, r.Index.Serial)
+	}
+	if r, err = repo.Open(dir, nil); err != nil || r.Index.Serial != 5000 {
+		t.Fatalf("the index after refresh --serial: %v", err)
+	}
 	r, err = repo.Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
