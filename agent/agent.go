@@ -70,6 +70,13 @@ type State struct {
 	// failed one's error, cleared by a success.
 	LastPoll      time.Time `json:"last_poll,omitzero"`
 	LastPollError string    `json:"last_poll_error,omitempty"`
+	// UnreachableSince is the first failed poll since the last
+	// successful one (zero while polls succeed), and UnreachableSeconds
+	// how long ago that was when the state was read: a repository outage
+	// leaves the node healthy (/health stays 200: it serves as before)
+	// but says for how long it has not been able to update.
+	UnreachableSince   time.Time `json:"repo_unreachable_since,omitzero"`
+	UnreachableSeconds float64   `json:"repo_unreachable_seconds,omitempty"`
 	// LastApply is the last apply attempt.
 	LastApply *ApplyResult `json:"last_apply,omitempty"`
 	// Failures counts consecutive failed polls and applies.
@@ -115,7 +122,11 @@ func New(o Options) *Agent {
 func (a *Agent) State() State {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.state
+	st := a.state
+	if !st.UnreachableSince.IsZero() {
+		st.UnreachableSeconds = time.Since(st.UnreachableSince).Seconds()
+	}
+	return st
 }
 
 // Wake makes the agent poll now instead of at its next poll time.
@@ -201,6 +212,9 @@ func (a *Agent) cycle(ctx context.Context) time.Duration {
 		a.o.Log(fmt.Sprintf("poll of %s failed: %v", cfg.Repo, err))
 		a.mu.Lock()
 		a.state.LastPollError = err.Error()
+		if a.state.UnreachableSince.IsZero() {
+			a.state.UnreachableSince = time.Now()
+		}
 		a.mu.Unlock()
 		return a.failed(cfg)
 	}
@@ -210,7 +224,7 @@ func (a *Agent) cycle(ctx context.Context) time.Duration {
 	}
 	a.metrics.polls.WithLabelValues(result).Inc()
 	a.mu.Lock()
-	a.state.LastPoll, a.state.LastPollError = time.Now(), ""
+	a.state.LastPoll, a.state.LastPollError, a.state.UnreachableSince = time.Now(), "", time.Time{}
 	a.mu.Unlock()
 	if !changed && !retry {
 		wait := a.succeeded(cfg)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -363,11 +364,23 @@ func TestAgentBacksOffAndRecovers(t *testing.T) {
 	if m := metrics(t, base); !strings.Contains(m, `strata_polls_total{result="error"}`) {
 		t.Errorf("metrics lack failed polls:\n%s", m)
 	}
+	// Issue 25: /health stayed 200 and said nothing of the outage. It
+	// stays 200 (the node serves as before) and says since when, and the
+	// metric says for how long.
+	if st := a.State(); st.UnreachableSince.IsZero() || st.UnreachableSeconds <= 0 {
+		t.Errorf("state during the outage: unreachable since %v (%v s), want both set", st.UnreachableSince, st.UnreachableSeconds)
+	}
+	if m := metrics(t, base); !regexp.MustCompile(`(?m)^strata_repo_unreachable_seconds [0-9.e+-]+$`).MatchString(m) || strings.Contains(m, "strata_repo_unreachable_seconds 0\n") {
+		t.Errorf("metrics lack a non-zero strata_repo_unreachable_seconds:\n%s", m)
+	}
 	w.down.Store(false)
 	eventually(t, "the node at 1.0.2", func() bool { return w.head() == "1.0.2" })
 	// The head moves when the ledger commits, a moment before the agent
 	// records the success.
 	eventually(t, "failures cleared after recovering", func() bool { return a.State().Failures == 0 })
+	if st := a.State(); !st.UnreachableSince.IsZero() || st.UnreachableSeconds != 0 {
+		t.Errorf("after recovering: unreachable since %v (%v s), want cleared", st.UnreachableSince, st.UnreachableSeconds)
+	}
 	// In order: the ledger records 1.0.1 then 1.0.2.
 	st, _ := overlay.NodeStatus(context.Background(), w.root)
 	if strings.Join(st.Layers, ",") != "1.0.1,1.0.2" {

@@ -71,12 +71,13 @@ var (
 	descSince   = prometheus.NewDesc("strata_seconds_since_last_poll", "Seconds since the last successful poll (absent before the first).", nil, nil)
 	descService = prometheus.NewDesc("strata_service_config_current", "1 when the service runs with the configuration on disk; 0 while a restart or reload it needs is pending, deferred to a reboot, or failed.",
 		[]string{"unit"}, nil)
-	descTree = prometheus.NewDesc("strata_tree_matches_head", "1 when the node's files matched its head at the last check, 0 when they did not.", nil, nil)
-	descNode = prometheus.NewDesc("strata_node_readable", "1 when the agent could read the node's state at this scrape.", nil, nil)
+	descUnreachable = prometheus.NewDesc("strata_repo_unreachable_seconds", "Seconds since the first of the polls that have failed since the last successful one; 0 while polls succeed.", nil, nil)
+	descTree        = prometheus.NewDesc("strata_tree_matches_head", "1 when the node's files matched its head at the last check, 0 when they did not.", nil, nil)
+	descNode        = prometheus.NewDesc("strata_node_readable", "1 when the agent could read the node's state at this scrape.", nil, nil)
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHead, descPending, descSerial, descSince, descService, descTree, descNode} {
+	for _, d := range []*prometheus.Desc{descHead, descPending, descSerial, descSince, descUnreachable, descService, descTree, descNode} {
 		ch <- d
 	}
 }
@@ -86,6 +87,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	if !st.LastPoll.IsZero() {
 		ch <- prometheus.MustNewConstMetric(descSince, prometheus.GaugeValue, time.Since(st.LastPoll).Seconds())
 	}
+	ch <- prometheus.MustNewConstMetric(descUnreachable, prometheus.GaugeValue, st.UnreachableSeconds)
 	if st.TreeMatches != nil {
 		ch <- prometheus.MustNewConstMetric(descTree, prometheus.GaugeValue, b2f(*st.TreeMatches))
 	}
