@@ -13,6 +13,11 @@ import (
 // manifests list every file of an image, so they are the largest.
 const MaxManifestSize = 64 << 20
 
+// MaxIndexSize bounds a repository's index, read before its signature is
+// checked: its overlays live in segments past the inline ones
+// (SealAt), so even a repository of many long lines stays far below it.
+const MaxIndexSize = 16 << 20
+
 // Encode returns the canonical encoding of v: JSON with struct fields in
 // declaration order, map keys sorted, two-space indentation and a final
 // newline. The same value always encodes to the same bytes, so digests of
@@ -61,12 +66,34 @@ func Unmarshal(b []byte, v any) error {
 
 // ReadLimited reads all of r, failing with ErrTooLarge past limit bytes.
 func ReadLimited(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
+	// In chunks of at most readChunk, joined once at the end: an endless
+	// or oversized stream costs the limit, not the two to three times it
+	// that a doubling buffer allocates before the limit is reached.
+	var chunks [][]byte
+	var total int64
+	for total <= limit {
+		c := make([]byte, min(readChunk, limit+1-total))
+		n, err := io.ReadFull(r, c)
+		chunks, total = append(chunks, c[:n]), total+int64(n)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if int64(len(b)) > limit {
+	if total > limit {
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
+	}
+	if len(chunks) == 1 {
+		return chunks[0], nil
+	}
+	b := make([]byte, 0, total)
+	for _, c := range chunks {
+		b = append(b, c...)
 	}
 	return b, nil
 }
+
+// readChunk is the step in which ReadLimited reads.
+const readChunk = 1 << 20

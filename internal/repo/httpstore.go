@@ -136,7 +136,7 @@ func (h *HTTPStore) cachedFresh(name string) *cachedDoc {
 }
 
 // fetchDoc fetches a document, conditionally when this store holds it,
-// bounded by manifests.MaxManifestSize.
+// bounded by manifests.MaxManifestSize (the index by MaxIndexSize).
 func (h *HTTPStore) fetchDoc(ctx context.Context, name string) (*cachedDoc, bool, error) {
 	h.mu.Lock()
 	old := h.docs[name]
@@ -158,10 +158,14 @@ func (h *HTTPStore) fetchDoc(ctx context.Context, name string) (*cachedDoc, bool
 		return nil, false, err
 	}
 	defer resp.Body.Close()
-	if resp.ContentLength > manifests.MaxManifestSize {
-		return nil, false, fmt.Errorf("reading %s: %w: %d bytes (limit %d)", h.url(name), manifests.ErrTooLarge, resp.ContentLength, manifests.MaxManifestSize)
+	limit := int64(manifests.MaxManifestSize)
+	if name == IndexFile {
+		limit = manifests.MaxIndexSize
 	}
-	body, err := manifests.ReadLimited(&member{ctx: ctx, f: resp.Body, left: -1}, manifests.MaxManifestSize)
+	if resp.ContentLength > limit {
+		return nil, false, fmt.Errorf("reading %s: %w: %d bytes (limit %d)", h.url(name), manifests.ErrTooLarge, resp.ContentLength, limit)
+	}
+	body, err := manifests.ReadLimited(&member{ctx: ctx, f: resp.Body, left: -1}, limit)
 	if err != nil {
 		return nil, false, fmt.Errorf("reading %s: %w", h.url(name), err)
 	}

@@ -345,6 +345,9 @@ func (r *Repo) Save(key *sign.Key) error {
 	if err != nil {
 		return err
 	}
+	if len(b) > manifests.MaxIndexSize {
+		return fmt.Errorf("saving repository %s: the index would be %d bytes, over the %d nodes read (too many lines in one repository): %w", r.Dir, len(b), manifests.MaxIndexSize, manifests.ErrTooLarge)
+	}
 	if err := p.Put(ctx, SigPath(IndexFile), bytes.NewReader(key.Sign(b, sign.IndexComment))); err != nil {
 		return err
 	}

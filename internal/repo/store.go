@@ -66,7 +66,11 @@ func ReadMember(ctx context.Context, s Store, name string, limit int64) ([]byte,
 // readDoc reads a signed document and its detached signature; a missing
 // signature is returned as nil, for the verifier to refuse.
 func readDoc(ctx context.Context, s Store, name string) (raw, sig []byte, err error) {
-	if raw, err = ReadMember(ctx, s, name, manifests.MaxManifestSize); err != nil {
+	limit := int64(manifests.MaxManifestSize)
+	if name == IndexFile {
+		limit = manifests.MaxIndexSize
+	}
+	if raw, err = ReadMember(ctx, s, name, limit); err != nil {
 		return nil, nil, err
 	}
 	sig, err = ReadMember(ctx, s, SigPath(name), sign.MaxSignatureSize)

@@ -65,19 +65,14 @@ func (r *Repo) verifyIndex(ctx context.Context, raw, sig []byte, x *manifests.In
 		if at != nil && l.Name != at.Line {
 			continue
 		}
-		start, from := 0, manifests.Ref{Version: l.Image.Version, Digest: l.Image.Digest}
+		from := manifests.Ref{Version: l.Image.Version, Digest: l.Image.Digest}
 		if at != nil {
-			if start, err = r.Find(ctx, l, at.Head); err != nil {
-				return fmt.Errorf("%w (following the key rotations: %w)", first, err)
-			}
-			if start < 0 {
-				return fmt.Errorf("%w; the node's head %s (%s) is not in the index's line %s either", first, at.Head.Version, at.Head.Digest, l.Name)
-			}
 			from = at.Head
-		} else if err := r.Expand(ctx, l); err != nil {
-			return fmt.Errorf("%w (following the key rotations: %w)", first, err)
 		}
-		ks, err := r.followRotations(ctx, l, start, from, trust)
+		ks, err := r.followUnverified(ctx, l, from, trust)
+		if errors.Is(err, errHeadNotInLine) {
+			return fmt.Errorf("%w; the node's head %s (%s) is not in the index's line %s either", first, at.Head.Version, at.Head.Digest, l.Name)
+		}
 		if ks != nil {
 			_ = head.Merge(ks, nil)
 		}
@@ -130,6 +125,74 @@ func imageKeys(ctx context.Context, r *Repo, x *manifests.Index) (*sign.KeySet, 
 		}
 	}
 	return ks, nil
+}
+
+// errHeadNotInLine reports a reader's head that an index's line lacks.
+var errHeadNotInLine = errors.New("the head is not in the line")
+
+// followUnverified follows the key rotations of line l of an index whose
+// signature does not hold yet, from the overlay after from (a reader's
+// head, or the line's image), with the keys trust (nil: the image's). The
+// index is unverified, so the work it can cause is bounded by what
+// verifies: segments are read one at a time and dropped (never all of
+// them at once), a segment that ends before from's version is skipped
+// unread, and the walk stops at the first manifest that does not verify
+// or does not continue the one before. It returns errHeadNotInLine when
+// from is not in the line.
+func (r *Repo) followUnverified(ctx context.Context, l *manifests.Line, from manifests.Ref, trust *sign.KeySet) (*sign.KeySet, error) {
+	image := manifests.Ref{Version: l.Image.Version, Digest: l.Image.Digest}
+	found := from == image
+	prev := image
+	walk := func(refs []manifests.OverlayRef) error {
+		start := 0
+		if !found {
+			i := (&manifests.Line{Overlays: refs}).After(from)
+			if i < 0 {
+				return nil
+			}
+			found, start = true, i
+		}
+		var err error
+		trust, err = r.walkManifests(ctx, &manifests.Line{Name: l.Name, Image: l.Image, Overlays: refs}, start, from, trust, func(a *archive.Archive) {
+			from = manifests.Ref{Version: a.Manifest.Version, Digest: a.Digest}
+		})
+		return err
+	}
+	if trust == nil {
+		im, err := r.Image(ctx, l, nil)
+		if err != nil {
+			return nil, err
+		}
+		if trust, err = im.Trust(); err != nil {
+			return nil, err
+		}
+	}
+	for _, ref := range l.Segments {
+		if !found && manifests.CompareVersions(ref.Last.Version, from.Version) < 0 {
+			prev = ref.Last // ends before the head: not read
+			continue
+		}
+		seg, err := readSegment(ctx, r.Store, l.Name, ref, prev)
+		if err != nil {
+			return trust, err
+		}
+		prev = ref.Last
+		if err := walk(seg.Overlays); err != nil {
+			return trust, err
+		}
+		if !found {
+			// It ends at or after the head's version and does not hold
+			// it: versions only grow, so no later element does either.
+			return trust, errHeadNotInLine
+		}
+	}
+	if err := walk(l.Overlays); err != nil {
+		return trust, err
+	}
+	if !found {
+		return trust, errHeadNotInLine
+	}
+	return trust, nil
 }
 
 // followRotations returns the keys trusted after the overlays of l from

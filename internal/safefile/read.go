@@ -122,10 +122,16 @@ func readBeneath(dfd int, root, rel string, limit int64) ([]byte, error) {
 func readAll(f *os.File, path string, limit int64) ([]byte, error) {
 	defer f.Close()
 	var buf bytes.Buffer
-	if fi, err := f.Stat(); err == nil && fi.Size() > 0 && fi.Size() <= limit {
+	fi, err := f.Stat()
+	if err == nil && fi.Size() > limit {
+		// Refused before a byte is read: a 5 GiB file where a 64 MiB
+		// bound holds costs nothing.
+		return nil, fmt.Errorf("reading %s: %w (%d bytes, over %d)", path, ErrTooLarge, fi.Size(), limit)
+	}
+	if err == nil && fi.Size() > 0 {
 		buf.Grow(int(fi.Size()) + bytes.MinRead) // the size may change; it only sizes the buffer
 	}
-	_, err := buf.ReadFrom(io.LimitReader(f, limit+1))
+	_, err = buf.ReadFrom(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}

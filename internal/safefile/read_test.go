@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -92,5 +93,30 @@ func TestReadBeneath(t *testing.T) {
 	}
 	if _, err := safefile.ReadBeneath(root, "usr/fifo", 100); !errors.Is(err, safefile.ErrNotRegular) {
 		t.Errorf("ReadBeneath of a FIFO = %v", err)
+	}
+}
+
+// Issue 25: a drifted 5 GiB patch base was read up to its 64 MiB bound
+// (284 MB of memory) before it was refused. A regular file over the bound
+// is refused from its size, before a byte is read.
+func TestReadRefusesLargeFileUnread(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(5 << 30); err != nil { // sparse
+		t.Fatal(err)
+	}
+	f.Close()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	_, err = safefile.Read(p, 64<<20)
+	runtime.ReadMemStats(&m1)
+	if !errors.Is(err, safefile.ErrTooLarge) || !strings.Contains(err.Error(), "5368709120 bytes") {
+		t.Fatalf("a 5 GiB file under a 64 MiB bound: %v, want ErrTooLarge naming its size", err)
+	}
+	if alloc := m1.TotalAlloc - m0.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("refusing it allocated %d bytes", alloc)
 	}
 }
