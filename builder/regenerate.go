@@ -13,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/squashfs"
 	"github.com/strata-dev/strata/internal/tree"
@@ -94,11 +95,12 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	baseImage := r.Path(c.Line.Image.File)
 	if r.Dir == "" {
 		// A remote repository: the base image streams from a local copy.
-		tmp, err := os.MkdirTemp("", "strata-regenerate-")
+		tmpDir, err := scratch.MkdirTemp("regenerate")
 		if err != nil {
 			return nil, fmt.Errorf("regenerating: %w", err)
 		}
-		defer os.RemoveAll(tmp)
+		defer tmpDir.RemoveAll()
+		tmp := tmpDir.Path
 		if baseImage, err = repo.FetchImage(ctx, r, c.Line, tmp); err != nil {
 			return nil, err
 		}

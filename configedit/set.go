@@ -14,6 +14,7 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sandbox"
+	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -163,11 +164,12 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 		}
 		plan.To = v.IncPatch().String()
 	}
-	dir, err := os.MkdirTemp("", "strata-config-")
+	dirDir, err := scratch.MkdirTemp("config")
 	if err != nil {
 		return plan, fmt.Errorf("config: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	defer dirDir.RemoveAll()
+	dir := dirDir.Path
 	var ch overlay.Change
 	for i, rel := range changed {
 		src := filepath.Join(dir, fmt.Sprint(i))
@@ -221,11 +223,12 @@ func validate(ctx context.Context, r *repo.Repo, line string, cat manifests.Cata
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "strata-stage-")
+	dirDir, err := scratch.MkdirTemp("stage")
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	defer dirDir.RemoveAll()
+	dir := dirDir.Path
 	if err := builder.Stage(ctx, full, dir); err != nil {
 		return err
 	}

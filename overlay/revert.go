@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -119,11 +120,12 @@ func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o Rever
 		}
 		rev.Version = hv.IncPatch().String()
 	}
-	dir, err := os.MkdirTemp("", "strata-revert-")
+	dirDir, err := scratch.MkdirTemp("revert")
 	if err != nil {
 		return nil, fmt.Errorf("reverting %s: %w", version, err)
 	}
-	defer os.RemoveAll(dir)
+	defer dirDir.RemoveAll()
+	dir := dirDir.Path
 	var ch Change
 	var replaced []string // restored non-directories: what V put below them goes with them
 	for _, p := range sortedPaths(touched) {

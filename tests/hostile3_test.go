@@ -183,3 +183,60 @@ func TestHostileIdleClients(t *testing.T) {
 		t.Fatalf("an index request beside four idle clients: %s", resp.Status)
 	}
 }
+
+// TestStaleWorkingDirectories (issue 25, item 10): kills left
+// $TMPDIR/strata-disk-* and strata-upgrade-* behind (110 and 38 after
+// 188 kills, 1.6 GB). Any run removes those whose lock no process holds,
+// once they are ten minutes old, and says so; one in use stays.
+func TestStaleWorkingDirectories(t *testing.T) {
+	tmp := t.TempDir()
+	old := time.Now().Add(-time.Hour)
+	stale := filepath.Join(tmp, "strata-disk-killed")
+	inUse := filepath.Join(tmp, "strata-upgrade-running")
+	edit := filepath.Join(tmp, "strata-edit-kept")
+	for _, d := range []string{stale, inUse, edit} {
+		if err := os.MkdirAll(filepath.Join(d, "root"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, ".strata-in-use"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A live process holds inUse's lock.
+	holder := exec.Command("flock", "-x", filepath.Join(inUse, ".strata-in-use"), "sleep", "60")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Process.Kill(); _ = holder.Wait() }()
+	for i := 0; ; i++ {
+		if exec.Command("flock", "-n", "-x", filepath.Join(inUse, ".strata-in-use"), "true").Run() != nil {
+			break // held
+		}
+		if i == 100 {
+			t.Fatal("the holder never took the lock")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, d := range []string{stale, inUse, edit} {
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(strataBin, "version")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("strata version: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "removed 1 working directories killed runs left behind: "+stale) {
+		t.Errorf("strata did not say what it removed:\n%s", out)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("%s stayed: %v", stale, err)
+	}
+	for _, d := range []string{inUse, edit} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s was removed: %v", d, err)
+		}
+	}
+}

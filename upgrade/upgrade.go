@@ -11,6 +11,7 @@ import (
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
@@ -124,7 +125,12 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 		if err != nil {
 			return nil, fmt.Errorf("upgrade from %s: %w", o.Repo, err)
 		}
-		defer os.RemoveAll(dir)
+		held, err := scratch.Hold(dir)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("upgrade from %s: %w", o.Repo, err)
+		}
+		defer held.RemoveAll()
 		err = overlay.UpgradeFromRepo(ctx, root, o.Repo, o.Compact, func(r *repo.Repo, ref manifests.ImageRef) error {
 			if o.Progress != nil {
 				o.Progress(fmt.Sprintf("fetching image %s (%s, %d bytes) from %s", ref.Version, ref.File, ref.Size, o.Repo))

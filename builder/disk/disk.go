@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -114,11 +115,12 @@ func Provision(ctx context.Context, image, diskPath string, trust *sign.KeySet, 
 	if res.Layout, err = planLayout(size, imgSize, im.Digest, res.NodeID); err != nil {
 		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
 	}
-	work, err := os.MkdirTemp("", "strata-disk-")
+	workDir, err := scratch.MkdirTemp("disk")
 	if err != nil {
 		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
 	}
-	defer os.RemoveAll(work)
+	defer workDir.RemoveAll()
+	work := workDir.Path
 
 	progress(fmt.Sprintf("verifying %s", image))
 	boot, err := verifyImage(ctx, image, im, work)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/loop"
 	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -44,7 +45,8 @@ type Node struct {
 	Layout *Layout
 	Slot   string
 
-	dir  string   // holds Root and State
+	dir  string // holds Root and State
+	scr  *scratch.Dir
 	lock *os.File // the disk, with its whole-file lock
 }
 
@@ -78,9 +80,10 @@ func MountNode(ctx context.Context, diskPath string, progress func(string)) (n *
 		return n, err
 	}
 	state := n.Layout.Part(PartState)
-	if n.dir, err = os.MkdirTemp("", "strata-disk-"); err != nil {
+	if n.scr, err = scratch.MkdirTemp("disk"); err != nil {
 		return n, fmt.Errorf("mounting the node on %s: %w", diskPath, err)
 	}
+	n.dir = n.scr.Path
 	n.Root, n.State = filepath.Join(n.dir, "root"), filepath.Join(n.dir, "state")
 	for _, d := range []string{n.Root, n.State} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -201,8 +204,9 @@ func (n *Node) Close() error {
 	if n.dir != "" {
 		errs = append(errs, unmountBelow(n.dir))
 		if len(errs) == 1 && errs[0] == nil {
-			errs = append(errs, os.RemoveAll(n.dir))
+			errs = append(errs, n.scr.RemoveAll())
 		}
+		n.scr.Release()
 	}
 	if n.lock != nil {
 		errs = append(errs, n.lock.Close())

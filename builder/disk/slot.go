@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -44,17 +45,19 @@ type Target struct {
 	parts map[int]string
 	esp   espFS
 	work  string
+	scr   *scratch.Dir
 	done  []func() error
 }
 
 // Target returns the disk of a mounted node for an upgrade; its ESP is
 // reached through mtools. Close it before the node.
 func (n *Node) Target(ctx context.Context) (*Target, error) {
-	work, err := os.MkdirTemp("", "strata-upgrade-")
+	scr, err := scratch.MkdirTemp("upgrade")
 	if err != nil {
 		return nil, fmt.Errorf("upgrading %s: %w", n.Disk, err)
 	}
-	t := &Target{Disk: n.Disk, Layout: n.Layout, Active: n.Slot, f: n.lock, work: work}
+	work := scr.Path
+	t := &Target{Disk: n.Disk, Layout: n.Layout, Active: n.Slot, f: n.lock, work: work, scr: scr}
 	t.esp = newMtoolsESP(ctx, n.Disk, n.Layout.Part(PartESP), work)
 	return t, nil
 }
@@ -100,11 +103,12 @@ func OpenLive(ctx context.Context) (t *Target, err error) {
 	default:
 		return nil, fmt.Errorf("the root file system is on partition %d of %s, not on root A or B: %w", idx, diskPath, ErrNotNodeDisk)
 	}
-	work, err := os.MkdirTemp("", "strata-upgrade-")
+	scr, err := scratch.MkdirTemp("upgrade")
 	if err != nil {
 		return nil, fmt.Errorf("opening the node's disk: %w", err)
 	}
-	t = &Target{Disk: diskPath, Layout: l, Active: active, Live: true, work: work, parts: map[int]string{}}
+	work := scr.Path
+	t = &Target{Disk: diskPath, Layout: l, Active: active, Live: true, work: work, scr: scr, parts: map[int]string{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, t.Close())
@@ -148,7 +152,7 @@ func (t *Target) Close() error {
 	}
 	t.done = nil
 	if t.work != "" {
-		errs = append(errs, os.RemoveAll(t.work))
+		errs = append(errs, t.scr.RemoveAll())
 		t.work = ""
 	}
 	return errors.Join(errs...)

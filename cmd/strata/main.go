@@ -11,10 +11,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
@@ -86,6 +88,10 @@ func signalName(s syscall.Signal) string {
 	return "SIGTERM"
 }
 
+// staleAfter is how old an unlocked working directory must be before a
+// run removes it.
+const staleAfter = 10 * time.Minute
+
 // editorRunning is set while config edit's editor has the terminal.
 var editorRunning atomic.Bool
 
@@ -93,6 +99,11 @@ var editorRunning atomic.Bool
 var interruptedBy atomic.Int32
 
 func run(ctx context.Context, args []string) int {
+	// Working directories a killed run left (strata-disk-*, -upgrade-*,
+	// ...) go first; those in use are locked and stay.
+	if removed, _ := scratch.Sweep(staleAfter); len(removed) > 0 {
+		fmt.Fprintf(os.Stderr, "strata: removed %d working directories killed runs left behind: %s\n", len(removed), strings.Join(removed, " "))
+	}
 	cmd := newRoot()
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)

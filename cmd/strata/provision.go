@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/sign"
 )
 
@@ -68,11 +69,12 @@ machine joins the sequence at its head.`,
 				if err != nil {
 					return err
 				}
-				work, err := os.MkdirTemp("", "strata-provision-")
+				workDir, err := scratch.MkdirTemp("provision")
 				if err != nil {
 					return err
 				}
-				defer os.RemoveAll(work)
+				defer workDir.RemoveAll()
+				work := workDir.Path
 				if image, err = builder.HeadImage(c.Context(), repoDir, line, through, work, key, builder.WithTrust(trust), builder.WithProgress(g.progress())); err != nil {
 					return err
 				}

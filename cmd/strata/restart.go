@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/strata-dev/strata/fleet"
+	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/overlay"
 )
 
@@ -118,11 +118,12 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 				if err := overlayTransfer(&o.Transfer, repoLoc, transfer); err != nil {
 					return err
 				}
-				tmp, err := os.MkdirTemp("", "strata-restart-")
+				tmpDir, err := scratch.MkdirTemp("restart")
 				if err != nil {
 					return err
 				}
-				defer os.RemoveAll(tmp)
+				defer tmpDir.RemoveAll()
+				tmp := tmpDir.Path
 				o.Transfer.Bundle = func(ctx context.Context, line, from, to string) (string, error) {
 					return writeBundle(ctx, repoLoc, line, from, to, tmp)
 				}

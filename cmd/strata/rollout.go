@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -17,6 +16,7 @@ import (
 	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/fleet"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
 )
@@ -157,11 +157,12 @@ when any node is not at the target.`,
 				}
 				o.Nudge = func() (*agent.Nudge, error) { return agent.SignNudge(key, o.LineName, time.Now()) }
 			} else if o.URL == "" {
-				tmp, err := os.MkdirTemp("", "strata-rollout-")
+				tmpDir, err := scratch.MkdirTemp("rollout")
 				if err != nil {
 					return err
 				}
-				defer os.RemoveAll(tmp)
+				defer tmpDir.RemoveAll()
+				tmp := tmpDir.Path
 				o.Bundle = func(ctx context.Context, line, from, to string) (string, error) {
 					return writeBundle(ctx, repoLoc, line, from, to, tmp)
 				}

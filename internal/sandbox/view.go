@@ -11,12 +11,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/mountinfo"
+	scratchdir "github.com/strata-dev/strata/internal/scratch"
 )
 
 // view is the sandbox's root, built in the caller's private mount
 // namespace below base, a tmpfs that also takes every write.
 type view struct {
 	base string // a host temporary directory with the scratch tmpfs on it
+	held *scratchdir.Dir
 	root string // base/root: the view's "/"
 	// unmapped lists the mounts (as paths inside the view) whose file
 	// system refused the id mapping: their files' owners show as nobody
@@ -51,13 +53,14 @@ func buildView(root string, userns int, scratch int64) (*view, error) {
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%w: root %s is not a directory", ErrSandbox, root)
 	}
-	base, err := os.MkdirTemp("", "strata-sandbox-")
+	held, err := scratchdir.MkdirTemp("sandbox")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSandbox, err)
 	}
-	v := &view{base: base, root: filepath.Join(base, "root")}
+	base := held.Path
+	v := &view{base: base, root: filepath.Join(base, "root"), held: held}
 	if err := unix.Mount("strata-sandbox", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=0711", scratch)); err != nil {
-		os.Remove(base)
+		held.RemoveAll()
 		return nil, fmt.Errorf("%w: scratch tmpfs on %s: %w", ErrSandbox, base, err)
 	}
 	fail := func(err error) (*view, error) {
@@ -88,7 +91,7 @@ func buildView(root string, userns int, scratch int64) (*view, error) {
 // directory.
 func (v *view) close() {
 	_ = unix.Unmount(v.base, unix.MNT_DETACH)
-	_ = os.Remove(v.base)
+	_ = v.held.RemoveAll()
 }
 
 // carried returns the mounts of the tree at root to carry into the view,

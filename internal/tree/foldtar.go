@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -105,6 +106,7 @@ type keeper struct {
 	need map[string]int
 	kept map[string]string // sum -> file
 	dir  string
+	scr  *scratch.Dir
 }
 
 func newKeeper(layers []Layer) *keeper {
@@ -124,11 +126,11 @@ func (k *keeper) keep(e manifests.Entry, r io.Reader) (io.Reader, error) {
 		return r, nil
 	}
 	if k.dir == "" {
-		dir, err := os.MkdirTemp("", "strata-fold-")
+		scr, err := scratch.MkdirTemp("fold")
 		if err != nil {
 			return nil, fmt.Errorf("keeping patch bases: %w", err)
 		}
-		k.dir = dir
+		k.dir, k.scr = scr.Path, scr
 	}
 	f, err := os.CreateTemp(k.dir, "base-")
 	if err != nil {
@@ -166,7 +168,7 @@ func (k *keeper) release(sums []string) {
 // close removes what the keeper still holds.
 func (k *keeper) close() {
 	if k.dir != "" {
-		_ = os.RemoveAll(k.dir)
+		_ = k.scr.RemoveAll()
 	}
 }
 
