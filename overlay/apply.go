@@ -129,7 +129,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (rep *A
 			}
 			return nil, fmt.Errorf("node %s: %s; any strata run that changes the node (apply-overlay without --dry-run, rollback, restart, gc) finishes it first: %w", root, what, err)
 		}
-	} else if err := recoverTxn(ctx, b); err != nil {
+	} else if err := recoverTxn(ctx, b, progress); err != nil {
 		return nil, err
 	} else if err := refuseStaged(n, "applying overlays"); err != nil {
 		return nil, err

@@ -175,7 +175,7 @@ func activate(ctx context.Context, root, run string) error {
 		return err
 	}
 	defer unlock()
-	if err := recoverTxn(ctx, b); err != nil {
+	if err := recoverTxn(ctx, b, nil); err != nil {
 		return err
 	}
 	return b.Activate(ctx)

@@ -24,6 +24,9 @@ type GCReport struct {
 	// Undo lists the overlays whose undo data went: rollback stops
 	// before them.
 	Undo []string `json:"undo"`
+	// Notes say what recovery did first (temporary files of interrupted
+	// writes it removed).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // GC prunes a node's state under its lock: the undo data of all but the
@@ -35,7 +38,8 @@ func GC(ctx context.Context, root string, keep int, lockWait time.Duration) (*GC
 	if keep < 0 {
 		return nil, fmt.Errorf("gc: keep %d: %w", keep, manifests.ErrInvalid)
 	}
-	b, unlock, err := lockNode(ctx, root, lockWait)
+	var notes []string
+	b, unlock, err := lockNode(ctx, root, lockWait, func(s string) { notes = append(notes, s) })
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +52,7 @@ func GC(ctx context.Context, root string, keep int, lockWait time.Duration) (*GC
 	if err != nil {
 		return nil, err
 	}
-	rep := &GCReport{Root: root, Keep: keep, Undo: []string{}}
+	rep := &GCReport{Root: root, Keep: keep, Undo: []string{}, Notes: notes}
 	if p, ok := b.(pruner); ok {
 		gone, err := p.Prune(l, keep)
 		rep.Undo = append(rep.Undo, gone...)

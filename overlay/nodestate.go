@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"strings"
 	"time"
 
 	"github.com/strata-dev/strata/internal/archive"
@@ -172,7 +173,7 @@ func (v *nodeView) rebased() bool { return v.canon.Digest != v.image.Digest }
 
 // lockNode takes the node's apply lock and settles whatever a crash left,
 // so the caller starts from a settled node.
-func lockNode(ctx context.Context, root string, wait time.Duration) (Backend, func(), error) {
+func lockNode(ctx context.Context, root string, wait time.Duration, progress func(string)) (Backend, func(), error) {
 	b, err := openBackend(root)
 	if err != nil {
 		return nil, nil, err
@@ -181,7 +182,7 @@ func lockNode(ctx context.Context, root string, wait time.Duration) (Backend, fu
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := recoverTxn(ctx, b); err != nil {
+	if err := recoverTxn(ctx, b, progress); err != nil {
 		unlock()
 		return nil, nil, err
 	}
@@ -190,9 +191,18 @@ func lockNode(ctx context.Context, root string, wait time.Duration) (Backend, fu
 
 // recoverTxn has the backend recover from a crash. An apply it took back
 // while its services were being restarted is recorded as failed, with its
-// restarts due: the services may have seen the change.
-func recoverTxn(ctx context.Context, b Backend) error {
+// restarts due: the services may have seen the change. The temporary
+// files interrupted writes of node state left are removed, and progress
+// (if not nil) is told which.
+func recoverTxn(ctx context.Context, b Backend, progress func(string)) error {
 	n := b.Node()
+	strays, err := n.RemoveStrays()
+	if err != nil {
+		return err
+	}
+	if len(strays) > 0 && progress != nil {
+		progress(fmt.Sprintf("removed %d temporary files interrupted writes of node state left: %s", len(strays), strings.Join(strays, " ")))
+	}
 	l, err := n.ReadLedger()
 	if err != nil {
 		return err

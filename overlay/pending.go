@@ -29,7 +29,7 @@ func SettlePending(ctx context.Context, root string, r Restarter, lockWait time.
 	if r == nil {
 		return nil, fmt.Errorf("settling restarts on %s: no restarter given", root)
 	}
-	b, unlock, err := lockNode(ctx, root, lockWait)
+	b, unlock, err := lockNode(ctx, root, lockWait, progress)
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ func Repair(ctx context.Context, root string, src Source, lockWait time.Duration
 	if progress == nil {
 		progress = func(string) {}
 	}
-	b, unlock, err := lockNode(ctx, root, lockWait)
+	b, unlock, err := lockNode(ctx, root, lockWait, progress)
 	if err != nil {
 		return nil, err
 	}

@@ -48,7 +48,7 @@ func RollbackTo(ctx context.Context, root, to string, r Restarter, lockWait time
 	if progress == nil {
 		progress = func(string) {}
 	}
-	b, unlock, err := lockNode(ctx, root, lockWait)
+	b, unlock, err := lockNode(ctx, root, lockWait, progress)
 	if err != nil {
 		return nil, err
 	}

@@ -129,7 +129,7 @@ func RestartServices(ctx context.Context, root string, units []string, r Restart
 	if r == nil {
 		return nil, fmt.Errorf("restarting services on %s: no restarter given", root)
 	}
-	b, unlock, err := lockNode(ctx, root, lockWait)
+	b, unlock, err := lockNode(ctx, root, lockWait, progress)
 	if err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ type UpgradeReport struct {
 // bootID is the running kernel's boot id when root is the running node,
 // empty offline.
 func Upgrade(ctx context.Context, root string, raw, sig []byte, o UpgradeOptions, dryRun bool, bootID string, lockWait time.Duration, write func(*UpgradePlan) (Slot, error)) (*UpgradeReport, error) {
-	b, unlock, err := lockNode(ctx, root, lockWait)
+	b, unlock, err := lockNode(ctx, root, lockWait, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ type HealthCheck func(ctx context.Context, cat manifests.Catalog) error
 // up the node falls back to its old image, where SettleUpgrade records
 // the failure.
 func ConfirmUpgrade(ctx context.Context, root string, health HealthCheck, lockWait time.Duration) (*ConfirmReport, error) {
-	b, unlock, err := lockNode(ctx, root, lockWait)
+	b, unlock, err := lockNode(ctx, root, lockWait, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func tidyImages(ctx context.Context, b Backend, l *manifests.Ledger) error {
 	if err := n.PruneImages(l.Running().Digest, l.Canonical().Digest); err != nil {
 		return err
 	}
-	return recoverTxn(ctx, b)
+	return recoverTxn(ctx, b, nil)
 }
 
 // FallbackReport says what SettleUpgrade found.
@@ -174,7 +174,7 @@ func SettleUpgrade(ctx context.Context, root string, bootID string) (*FallbackRe
 // upgrade is not staged would find a ledger for another image). It
 // refuses on a trial boot: the node runs the staged image.
 func CancelUpgrade(ctx context.Context, root string, lockWait time.Duration, removeEntry func(*manifests.StagedUpgrade) error) (*manifests.StagedUpgrade, error) {
-	b, unlock, err := lockNode(ctx, root, lockWait)
+	b, unlock, err := lockNode(ctx, root, lockWait, nil)
 	if err != nil {
 		return nil, err
 	}

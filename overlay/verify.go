@@ -95,6 +95,13 @@ func VerifyNodeAs(ctx context.Context, root, repoDir string, files bool, trust, 
 	} else if what != "" {
 		a.problem("chain", "", "%s; any strata run that changes the node (apply-overlay, rollback, restart, gc) finishes it first", what)
 	}
+	if strays, err := n.Strays(); err != nil {
+		a.problem("chain", "", "%v", err)
+	} else {
+		for _, p := range strays {
+			a.warn("stray", "%s was left by an interrupted write of node state; the next apply-overlay, rollback, gc or restart removes it", p)
+		}
+	}
 	v, err := loadView(n)
 	if err != nil {
 		a.problem("chain", "", "%v", err)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/strata-dev/strata/manifests"
 )
 
 // TestHostileValidationEscape (issue 25, item 1): a validation command
@@ -238,5 +240,33 @@ func TestStaleWorkingDirectories(t *testing.T) {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("%s was removed: %v", d, err)
 		}
+	}
+}
+
+// TestStrayStateWrites (issue 25, item 10): a kill during a ledger write
+// left /var/lib/strata/.ledger.json.<random>, which no recovery, apply,
+// rollback, gc or audit removed or reported. An audit reports it and
+// writes nothing; gc (any run that changes the node) removes it, saying
+// so.
+func TestStrayStateWrites(t *testing.T) {
+	c := newHCase(t)
+	stray := filepath.Join(c.root, manifests.StateDir, ".ledger.json.3141592653")
+	if err := os.WriteFile(stray, []byte(`{"half":`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := digestTree(t, c.root)
+	out, code := strata("verify-sequence", "--root", c.root)
+	if code != 0 || !strings.Contains(out, ".ledger.json.3141592653") || !strings.Contains(out, "interrupted write") {
+		t.Errorf("verify-sequence: exit %d, want 0 with a warning naming the stray:\n%s", code, out)
+	}
+	if digestTree(t, c.root) != before {
+		t.Error("the audit changed the node")
+	}
+	out, code = strata("gc", "--root", c.root)
+	if code != 0 || !strings.Contains(out, "removed 1 temporary files interrupted writes of node state left") {
+		t.Errorf("gc: exit %d, want it to say it removed the stray:\n%s", code, out)
+	}
+	if _, err := os.Lstat(stray); !os.IsNotExist(err) {
+		t.Errorf("the stray stayed: %v", err)
 	}
 }

@@ -36,6 +36,9 @@ overlayfs node are its tree: gc keeps every one in effect.`,
 				return err
 			}
 			return g.output(c.OutOrStdout(), rep, func(w io.Writer) {
+				for _, n := range rep.Notes {
+					fmt.Fprintf(w, "node %s: %s\n", rep.Root, n)
+				}
 				if len(rep.Undo) == 0 {
 					fmt.Fprintf(w, "node %s: nothing to prune (rollback reaches the newest %d overlays)\n", rep.Root, rep.Keep)
 					return
