@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/scratch"
@@ -49,12 +50,18 @@ func main() {
 	// command then stops where it is safe to, releases its locks, removes
 	// its temporary files and exits 128 + the signal (130, 143, 129). A second
 	// signal is not caught: it kills at once (the node's recovery then
-	// settles what a crash leaves).
+	// settles what a crash leaves), except in the re-executed child below.
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 1)
 	// SIGHUP too: a closed terminal (or SSH session) ends the command as
 	// cleanly as Ctrl-C would.
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// The process strata re-executes itself as for offline disk work (in
+	// a private mount namespace) stops cleanly however many signals come:
+	// its parent's death is signalled once for each of the parent's
+	// threads (Pdeathsig), and Ctrl-C reaches it besides the SIGTERM its
+	// parent then sends. Only SIGKILL stops it at once.
+	child := disk.InPrivateNamespace()
 	go func() {
 		for s := range sigs {
 			if s == os.Interrupt && editorRunning.Load() {
@@ -62,10 +69,13 @@ func main() {
 				// editor runs it is the editor's (as git does).
 				continue
 			}
-			signal.Stop(sigs)
-			interruptedBy.Store(int32(s.(syscall.Signal)))
-			cancel()
-			return
+			if interruptedBy.CompareAndSwap(0, int32(s.(syscall.Signal))) {
+				cancel()
+			}
+			if !child {
+				signal.Stop(sigs)
+				return
+			}
 		}
 	}()
 	code := run(ctx, os.Args[1:])
