@@ -123,11 +123,8 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (rep *A
 	}
 	defer unlock()
 	if o.DryRun {
-		if what, err := b.Interrupted(); err != nil || what != "" {
-			if err == nil {
-				err = ErrDrift
-			}
-			return nil, fmt.Errorf("node %s: %s; any strata run that changes the node (apply-overlay without --dry-run, rollback, restart, gc) finishes it first: %w", root, what, err)
+		if err := refuseInterrupted(b, root); err != nil {
+			return nil, err
 		}
 	} else if err := recoverTxn(ctx, b, progress); err != nil {
 		return nil, err

@@ -175,6 +175,12 @@ func activate(ctx context.Context, root, run string) error {
 		return err
 	}
 	defer unlock()
+	if n.ReadOnly() {
+		// An offline disk mounted read-only to be checked: the layers
+		// are stacked as they are; an interrupted transaction is left
+		// for the audit to report or the check to refuse.
+		return b.Activate(ctx)
+	}
 	if err := recoverTxn(ctx, b, nil); err != nil {
 		return err
 	}

@@ -50,6 +50,10 @@ var (
 	// ErrDrift reports a node whose tree or ledger differs from what it
 	// should be.
 	ErrDrift = node.ErrDrift
+	// ErrInterrupted reports a node with a transaction a crash
+	// interrupted, which a check that may not write cannot settle (it
+	// comes with ErrDrift).
+	ErrInterrupted = errors.New("overlay: an interrupted transaction to settle")
 	// ErrRotation reports a key rotation that cannot be made as asked: a
 	// key added twice or trusted already, a revoked key not trusted, no
 	// key left, or an index key not trusted after it.

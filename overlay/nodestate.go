@@ -182,11 +182,34 @@ func lockNode(ctx context.Context, root string, wait time.Duration, progress fun
 	if err != nil {
 		return nil, nil, err
 	}
+	if b.Node().ReadOnly() {
+		// A read-only check of an offline disk: nothing is settled,
+		// and a transaction to settle refuses the check.
+		if err := refuseInterrupted(b, root); err != nil {
+			unlock()
+			return nil, nil, err
+		}
+		return b, unlock, nil
+	}
 	if err := recoverTxn(ctx, b, progress); err != nil {
 		unlock()
 		return nil, nil, err
 	}
 	return b, unlock, nil
+}
+
+// refuseInterrupted returns ErrInterrupted (with ErrDrift) when the
+// node has a transaction a crash interrupted, which a run that changes
+// the node settles first.
+func refuseInterrupted(b Backend, root string) error {
+	what, err := b.Interrupted()
+	if err != nil {
+		return err
+	}
+	if what != "" {
+		return fmt.Errorf("node %s: %s; any strata run that changes the node (apply-overlay without --dry-run, rollback, restart, gc) finishes it first: %w: %w", root, what, ErrDrift, ErrInterrupted)
+	}
+	return nil
 }
 
 // recoverTxn has the backend recover from a crash. An apply it took back

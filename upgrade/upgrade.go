@@ -61,8 +61,23 @@ type Report struct {
 // Disk upgrades the node on diskPath, a provisioned disk that is not
 // running, mounted as disk.MountNode mounts it (so this must run in a
 // private mount namespace, see disk.Reexec).
+//
+// It decides before it writes: the upgrade is first planned on the disk
+// mounted read-only (o.DryRun stops there), and only a plan that holds is
+// carried out, so a refused upgrade leaves the disk byte for byte as it
+// was. A disk with a transaction a crash interrupted is settled first,
+// as a boot would, and then decides.
 func Disk(ctx context.Context, diskPath string, o Options) (rep *Report, err error) {
-	err = onDisk(ctx, diskPath, o.Progress, func(root string, t *disk.Target) error {
+	dry := o
+	dry.DryRun = true
+	err = onDisk(ctx, diskPath, offline.MountReadOnly, o.Progress, func(root string, t *disk.Target) error {
+		rep, err = run(ctx, root, t, "", dry)
+		return err
+	})
+	if o.DryRun || err != nil && !errors.Is(err, overlay.ErrInterrupted) {
+		return rep, err
+	}
+	err = onDisk(ctx, diskPath, offline.Mount, o.Progress, func(root string, t *disk.Target) error {
 		rep, err = run(ctx, root, t, "", o)
 		return err
 	})
@@ -83,10 +98,10 @@ func Live(ctx context.Context, o Options) (rep *Report, err error) {
 	return rep, err
 }
 
-// onDisk mounts the node on diskPath, opens its disk as a target and
-// calls fn with both; everything is closed after.
-func onDisk(ctx context.Context, diskPath string, progress func(string), fn func(root string, t *disk.Target) error) (err error) {
-	n, err := offline.Mount(ctx, diskPath, progress)
+// onDisk mounts the node on diskPath with mount, opens its disk as a
+// target and calls fn with both; everything is closed after.
+func onDisk(ctx context.Context, diskPath string, mount func(context.Context, string, func(string)) (*disk.Node, error), progress func(string), fn func(root string, t *disk.Target) error) (err error) {
+	n, err := mount(ctx, diskPath, progress)
 	if err != nil {
 		return err
 	}
@@ -203,12 +218,30 @@ func checkActive(root string, t *disk.Target) error {
 // running; a private mount namespace): its boot entry first, so nothing
 // boots it, then the staged state.
 func CancelDisk(ctx context.Context, diskPath string, lockWait time.Duration) (u *manifests.StagedUpgrade, err error) {
-	err = onDisk(ctx, diskPath, nil, func(root string, t *disk.Target) error {
+	// Decided on the disk mounted read-only first: with nothing to
+	// cancel, not a byte changes.
+	err = onDisk(ctx, diskPath, offline.MountReadOnly, nil, func(root string, t *disk.Target) error {
+		_, err := overlay.CancelUpgrade(ctx, root, lockWait, func(u *manifests.StagedUpgrade) error {
+			if u.Record.Slot == t.Active {
+				return fmt.Errorf("the staged upgrade is on root %s, the root the node runs: %w", u.Record.Slot, overlay.ErrDrift)
+			}
+			return errWouldCancel
+		})
+		return err
+	})
+	if !errors.Is(err, errWouldCancel) && !errors.Is(err, overlay.ErrInterrupted) {
+		return nil, err
+	}
+	err = onDisk(ctx, diskPath, offline.Mount, nil, func(root string, t *disk.Target) error {
 		u, err = cancel(ctx, root, t, lockWait)
 		return err
 	})
 	return u, err
 }
+
+// errWouldCancel ends CancelDisk's read-only check where the cancel
+// would start writing.
+var errWouldCancel = errors.New("upgrade: the cancel holds")
 
 // CancelLive removes the upgrade staged on the running node (a private
 // mount namespace).

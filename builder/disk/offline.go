@@ -59,6 +59,18 @@ type Node struct {
 // process must run in a private mount namespace (see Reexec):
 // otherwise ErrNotPrivate. progress, if not nil, gets a line per step.
 func MountNode(ctx context.Context, diskPath string, progress func(string)) (n *Node, err error) {
+	return mountNode(ctx, diskPath, false, progress)
+}
+
+// MountNodeReadOnly is MountNode with the state partition mounted
+// read-only without replaying its journal (ext4 ro,noload): nothing on
+// the disk changes, not a byte, so a command can decide from it before
+// it writes (and an audit never writes).
+func MountNodeReadOnly(ctx context.Context, diskPath string, progress func(string)) (n *Node, err error) {
+	return mountNode(ctx, diskPath, true, progress)
+}
+
+func mountNode(ctx context.Context, diskPath string, readOnly bool, progress func(string)) (n *Node, err error) {
 	if progress == nil {
 		progress = func(string) {}
 	}
@@ -90,8 +102,12 @@ func MountNode(ctx context.Context, diskPath string, progress func(string)) (n *
 			return n, fmt.Errorf("mounting the node on %s: %w", diskPath, err)
 		}
 	}
-	progress(fmt.Sprintf("mounting the state partition of %s", diskPath))
-	if _, err := loop.Mount(diskPath, loop.Config{Offset: state.Offset, SizeLimit: state.Size}, n.State, "ext4", unix.MS_NOATIME|unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
+	data, how := "", ""
+	if readOnly {
+		data, how = "noload", " read-only"
+	}
+	progress(fmt.Sprintf("mounting the state partition of %s%s", diskPath, how))
+	if _, err := loop.Mount(diskPath, loop.Config{Offset: state.Offset, SizeLimit: state.Size, ReadOnly: readOnly}, n.State, "ext4", unix.MS_NOATIME|unix.MS_NODEV|unix.MS_NOSUID, data); err != nil {
 		return n, fmt.Errorf("mounting the state partition of %s: %w", diskPath, err)
 	}
 	// The root the node runs is the one its ledger names (root A until an

@@ -195,6 +195,13 @@ func (n Node) Lock(ctx context.Context, wait time.Duration) (func(), error) {
 	if _, err := os.Lstat(n.Path(manifests.LedgerPath)); err != nil {
 		return nil, fmt.Errorf("locking node %s: no ledger: %w", n.Root, ErrNotNode)
 	}
+	if n.ReadOnly() {
+		// A state mounted read-only (an offline disk checked before
+		// anything is written): nothing can change it, and the lock
+		// file cannot be written; the disk itself is held by its
+		// opener.
+		return func() {}, nil
+	}
 	unlock, err := FileLock(ctx, filepath.Join(n.StateDir(), "lock"), wait)
 	switch {
 	case errors.Is(err, ErrBadLock):
@@ -203,6 +210,13 @@ func (n Node) Lock(ctx context.Context, wait time.Duration) (func(), error) {
 		return nil, fmt.Errorf("locking node %s: %w", n.Root, err)
 	}
 	return unlock, err
+}
+
+// ReadOnly reports whether the node's state directory is on a file
+// system mounted read-only.
+func (n Node) ReadOnly() bool {
+	var st unix.Statfs_t
+	return unix.Statfs(n.StateDir(), &st) == nil && st.Flags&unix.ST_RDONLY != 0
 }
 
 // FileLock takes an exclusive flock on path (created if missing), waiting

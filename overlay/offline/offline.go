@@ -15,7 +15,18 @@ import (
 // (disk.MountNode) and activates it (overlay.Activate: an interrupted
 // switch is settled, as a boot would). Close the node when done.
 func Mount(ctx context.Context, diskPath string, progress func(string)) (*disk.Node, error) {
-	n, err := disk.MountNode(ctx, diskPath, progress)
+	return mount(ctx, diskPath, disk.MountNode, progress)
+}
+
+// MountReadOnly is Mount with the state partition read-only
+// (disk.MountNodeReadOnly): the layers are stacked as they are, nothing is
+// settled, and not a byte of the disk changes.
+func MountReadOnly(ctx context.Context, diskPath string, progress func(string)) (*disk.Node, error) {
+	return mount(ctx, diskPath, disk.MountNodeReadOnly, progress)
+}
+
+func mount(ctx context.Context, diskPath string, mountNode func(context.Context, string, func(string)) (*disk.Node, error), progress func(string)) (*disk.Node, error) {
+	n, err := mountNode(ctx, diskPath, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -34,14 +45,37 @@ func Mount(ctx context.Context, diskPath string, progress func(string)) (*disk.N
 // runs on the disk, so restarts are recorded as pending (o.Restarter is
 // ignored) and services' validation commands are not run: they are the
 // disk's programs, and this is not the disk's machine. The report's Root is the disk.
+//
+// It decides before it writes: the disk is first mounted read-only and
+// the apply planned there (o.DryRun stops after that); only when that
+// plan holds is the disk mounted read-write and the apply made, so a
+// refused apply leaves the disk byte for byte as it was. A disk with a
+// transaction a crash interrupted is the exception: the apply settles
+// it first, as a boot would, and then decides.
 func Apply(ctx context.Context, diskPath string, src overlay.Source, o overlay.ApplyOptions) (rep *overlay.ApplyReport, err error) {
-	n, err := Mount(ctx, diskPath, o.Progress)
+	dry := o
+	dry.DryRun, dry.Restarter, dry.Offline = true, nil, true
+	rep, err = onDisk(ctx, diskPath, MountReadOnly, o.Progress, func(root string) (*overlay.ApplyReport, error) {
+		return overlay.Apply(ctx, root, src, dry)
+	})
+	if o.DryRun || err != nil && !errors.Is(err, overlay.ErrInterrupted) {
+		return rep, err
+	}
+	o.Restarter, o.Offline = nil, true
+	return onDisk(ctx, diskPath, Mount, o.Progress, func(root string) (*overlay.ApplyReport, error) {
+		return overlay.Apply(ctx, root, src, o)
+	})
+}
+
+// onDisk mounts the node on diskPath with mount, runs fn on its root and
+// closes it; the report names the disk.
+func onDisk(ctx context.Context, diskPath string, mount func(context.Context, string, func(string)) (*disk.Node, error), progress func(string), fn func(root string) (*overlay.ApplyReport, error)) (rep *overlay.ApplyReport, err error) {
+	n, err := mount(ctx, diskPath, progress)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, n.Close()) }()
-	o.Restarter, o.Offline = nil, true
-	rep, err = overlay.Apply(ctx, n.Root, src, o)
+	rep, err = fn(n.Root)
 	if rep != nil {
 		rep.Root = diskPath
 	}
@@ -49,10 +83,12 @@ func Apply(ctx context.Context, diskPath string, src overlay.Source, o overlay.A
 }
 
 // Verify audits the node on a disk that is not running, mounted with
-// Mount, as overlay.VerifyNodeAs audits a running one (repoDir, files,
+// MountReadOnly, as overlay.VerifyNodeAs audits a running one (repoDir, files,
 // trust and history as there). The audit's Root is the disk.
 func Verify(ctx context.Context, diskPath, repoDir string, files bool, trust, history *sign.KeySet) (a *overlay.Audit, err error) {
-	n, err := Mount(ctx, diskPath, nil)
+	// An audit never writes: read-only, nothing settled (an interrupted
+	// transaction is reported, not finished).
+	n, err := MountReadOnly(ctx, diskPath, nil)
 	if err != nil {
 		return nil, err
 	}
