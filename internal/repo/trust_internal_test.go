@@ -84,8 +84,8 @@ func TestFollowUnverifiedReadsOneSegment(t *testing.T) {
 		from manifests.Ref
 		want error
 	}{
-		{"a reader at the image", image, fs404},
-		{"a reader in the tenth segment", manifests.Ref{Version: fmt.Sprintf("1.0.%d", 9*manifests.SegmentSize+5), Digest: digest(fmt.Sprintf("1.0.%d", 9*manifests.SegmentSize+5))}, fs404},
+		{"a reader at the image", image, errNoOverlay},
+		{"a reader in the tenth segment", manifests.Ref{Version: fmt.Sprintf("1.0.%d", 9*manifests.SegmentSize+5), Digest: digest(fmt.Sprintf("1.0.%d", 9*manifests.SegmentSize+5))}, errNoOverlay},
 		{"a reader the line does not hold", manifests.Ref{Version: "1.0.300", Digest: digest("elsewhere")}, errHeadNotInLine},
 	} {
 		st := &openCounter{Store: Dir(dir)}
@@ -101,5 +101,5 @@ func TestFollowUnverifiedReadsOneSegment(t *testing.T) {
 	}
 }
 
-// fs404 stands for "the first overlay cannot be opened" in the cases.
-var fs404 = errors.New("the first overlay after the reader does not open")
+// errNoOverlay stands for "the first overlay cannot be opened" in the cases.
+var errNoOverlay = errors.New("the first overlay after the reader does not open")
