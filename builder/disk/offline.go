@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/loop"
+	"github.com/strata-dev/strata/internal/mountinfo"
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/manifests"
@@ -238,25 +239,25 @@ func (n *Node) Close() error {
 // or below it first, until none is left.
 func unmountBelow(dir string) error {
 	for {
-		ms, err := readMounts()
+		ms, err := mountinfo.ReadFile("/proc/self/mountinfo")
 		if err != nil {
 			return err
 		}
 		hasChild := map[int]bool{}
 		for _, m := range ms {
-			hasChild[m.parent] = true
+			hasChild[m.Parent] = true
 		}
-		var leaf *mountEntry
+		var leaf *mountinfo.Mount
 		for i := range ms {
-			if strings.HasPrefix(ms[i].point, dir+"/") && !hasChild[ms[i].id] {
+			if strings.HasPrefix(ms[i].Point, dir+"/") && !hasChild[ms[i].ID] {
 				leaf = &ms[i]
 			}
 		}
 		if leaf == nil {
 			return nil
 		}
-		if err := unix.Unmount(leaf.point, 0); err != nil {
-			return fmt.Errorf("unmounting %s: %w", leaf.point, err)
+		if err := unix.Unmount(leaf.Point, 0); err != nil {
+			return fmt.Errorf("unmounting %s: %w", leaf.Point, err)
 		}
 	}
 }

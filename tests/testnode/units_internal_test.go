@@ -29,19 +29,6 @@ func TestParseShow(t *testing.T) {
 	}
 }
 
-func TestParseMountinfoLine(t *testing.T) {
-	m, err := parseMountinfoLine(`36 35 98:0 /mnt1 /mnt/a\040b rw,noatime master:1 - ext3 /dev/root rw,errors=continue`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (mountInfo{Root: "/mnt1", Point: "/mnt/a b", FSType: "ext3", Source: "/dev/root"}); m != want {
-		t.Errorf("got %+v, want %+v", m, want)
-	}
-	if _, err := parseMountinfoLine("36 35 98:0 / /x rw"); err == nil {
-		t.Error("a line without the separator parsed")
-	}
-}
-
 func TestDeadOwner(t *testing.T) {
 	for name, want := range map[string]bool{"1-a-b": false, "x-a": false, "2147483646-n-1": true, "": false} {
 		if got := deadOwner(name); got != want {
