@@ -158,15 +158,6 @@ func (r *Repo) followUnverified(ctx context.Context, l *manifests.Line, from man
 		})
 		return err
 	}
-	if trust == nil {
-		im, err := r.Image(ctx, l, nil)
-		if err != nil {
-			return nil, err
-		}
-		if trust, err = im.Trust(); err != nil {
-			return nil, err
-		}
-	}
 	for _, ref := range l.Segments {
 		if !found && manifests.CompareVersions(ref.Last.Version, from.Version) < 0 {
 			prev = ref.Last // ends before the head: not read

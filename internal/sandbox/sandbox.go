@@ -83,15 +83,23 @@ type Spec struct {
 // *exec.ExitError; one stopped at its time limit wraps ErrTimeout; a
 // sandbox that could not be set up wraps ErrSandbox.
 func Run(ctx context.Context, spec Spec) (string, error) {
+	return Private(func() (string, error) { return RunHere(ctx, spec) })
+}
+
+// Private calls fn on a thread of its own in a new private mount
+// namespace (every mount made there is invisible outside and goes with
+// the thread), for a caller that prepares the tree before RunHere (stacks
+// a staged change at its paths, say).
+func Private(fn func() (string, error)) (string, error) {
 	type result struct {
 		out string
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		// The private mount namespace belongs to this thread alone,
-		// which is never unlocked: it ends with the goroutine, and the
-		// namespace and every mount made in it with it.
+		// The namespace belongs to this thread alone, which is never
+		// unlocked: it ends with the goroutine, and the namespace and
+		// every mount made in it with it.
 		runtime.LockOSThread()
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 			done <- result{"", fmt.Errorf("%w: private mount namespace: %w", ErrSandbox, err)}
@@ -101,16 +109,15 @@ func Run(ctx context.Context, spec Spec) (string, error) {
 			done <- result{"", fmt.Errorf("%w: making mounts private: %w", ErrSandbox, err)}
 			return
 		}
-		out, err := RunHere(ctx, spec)
+		out, err := fn()
 		done <- result{out, err}
 	}()
 	r := <-done
 	return r.out, r.err
 }
 
-// RunHere is Run for a caller that has already unshared a private mount
-// namespace on its locked thread (to stack a staged change at the tree's
-// paths first, say). It must be called on that thread. The mounts it makes
+// RunHere is Run for a caller already in a private mount namespace on its
+// locked thread (see Private). It must be called on that thread. The mounts it makes
 // stay in the namespace until the thread ends.
 func RunHere(ctx context.Context, spec Spec) (string, error) {
 	spec = withDefaults(spec)

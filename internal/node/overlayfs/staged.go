@@ -3,9 +3,6 @@ package overlayfs
 import (
 	"context"
 	"fmt"
-	"runtime"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/sandbox"
@@ -39,33 +36,14 @@ func (b *Backend) RunStaged(ctx context.Context, nt node.Txn, argv []string) (st
 		return "", err
 	}
 	layers = append(layers, ".new-"+t.j.Record.Version)
-	type result struct {
-		out string
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		// The namespace belongs to this thread alone. The thread is never
-		// unlocked: it ends with this goroutine, and the namespace with it.
-		runtime.LockOSThread()
-		out, err := b.runPrivate(ctx, layers, argv)
-		done <- result{out, err}
-	}()
-	r := <-done
-	return r.out, r.err
+	return sandbox.Private(func() (string, error) { return b.runPrivate(ctx, layers, argv) })
 }
 
-// runPrivate runs on a locked thread: unshare the mount namespace, stack
-// layers (their directories and the image id-mapped for the sandbox, so
-// the stacks show the tree's owners inside it), run argv in a sandbox
-// whose root is the node's root as this namespace sees it.
+// runPrivate runs in a private mount namespace (sandbox.Private): it
+// stacks layers (their directories and the image id-mapped for the
+// sandbox, so the stacks show the tree's owners inside it) and runs argv
+// in a sandbox whose root is the node's root as this namespace sees it.
 func (b *Backend) runPrivate(ctx context.Context, layers, argv []string) (string, error) {
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-		return "", fmt.Errorf("private mount namespace: %w", err)
-	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return "", fmt.Errorf("private mount namespace: making mounts private: %w", err)
-	}
 	maps := []string{b.layersDir(), b.ImageDir()}
 	if empty, err := b.emptyLayer(); err == nil {
 		maps = append(maps, empty)
