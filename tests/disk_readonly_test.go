@@ -76,4 +76,22 @@ func TestRefusedDiskCommandsWriteNothing(t *testing.T) {
 	if !strings.Contains(out, "1.0.1") {
 		t.Errorf("the audit after the apply: %s", out)
 	}
+	// status --disk and rollback --disk (issue 25, item 10), the
+	// rollback decided read-only first.
+	applied := diskHash(t, img)
+	if out := s.ok("status", "--disk", "node.img"); !strings.Contains(out, "1.0.1") {
+		t.Errorf("status --disk after the apply: %s", out)
+	}
+	if _, stderr, code := s.run("rollback", "--disk", "node.img", "--to", "1.0.5"); code != 2 || !strings.Contains(stderr, "node node.img can go back to 1.0.0") {
+		t.Errorf("rollback --disk --to a version the node never had: exit %d: %s", code, stderr)
+	}
+	if diskHash(t, img) != applied {
+		t.Fatal("status --disk or a refused rollback --disk changed the disk image")
+	}
+	if out := s.ok("rollback", "--disk", "node.img"); !strings.Contains(out, "rolled back 1.0.1") {
+		t.Errorf("rollback --disk: %s", out)
+	}
+	if out := s.ok("status", "--disk", "node.img"); strings.Contains(out, "1.0.1") {
+		t.Errorf("status --disk after the rollback still names 1.0.1: %s", out)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -60,4 +61,25 @@ func verifyDisk(c *cobra.Command, diskPath, repoDir string, files bool, trust, h
 	}
 	a, err := offline.Verify(c.Context(), diskPath, repoDir, files, trust, history)
 	return a, false, err
+}
+
+// statusDisk is status --disk.
+func statusDisk(c *cobra.Command, g *globals, diskPath string) error {
+	if ran, err := inPrivateMounts(c, nil); ran {
+		return err
+	}
+	st, err := offline.Status(c.Context(), diskPath)
+	if err != nil {
+		return err
+	}
+	return g.output(c.OutOrStdout(), st, func(w io.Writer) { printStatus(w, st) })
+}
+
+// rollbackDisk is rollback --disk.
+func rollbackDisk(c *cobra.Command, g *globals, diskPath, to string, wait time.Duration) (*overlay.RollbackReport, bool, error) {
+	if ran, err := inPrivateMounts(c, nil); ran {
+		return nil, true, err
+	}
+	rep, err := offline.Rollback(c.Context(), diskPath, to, wait, g.progress())
+	return rep, false, err
 }

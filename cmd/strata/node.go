@@ -182,27 +182,44 @@ func printApply(w io.Writer, rep *overlay.ApplyReport) {
 }
 
 func newRollbackCmd(g *globals) *cobra.Command {
-	var root, restartWith, to string
+	var root, diskPath, restartWith, to string
 	var wait time.Duration
 	c := &cobra.Command{
-		Use:   "rollback --root DIR [--to V]",
+		Use:   "rollback (--root DIR | --disk DISK) [--to V]",
 		Short: "Revert the last applied overlay (or all above --to V) and restart what it touched",
 		Long: `Revert the node's last applied overlay from the undo data kept when it was
 applied, record a rollback in the ledger, and restart or reload what the
 reverted files call for (--restart-with as for apply-overlay). With --to V
 every overlay above V is reverted, newest first, each recorded as its own
 rollback, and the restarts of all of them run once, after the last; V is
-where the node's overlays start or one it applied.`,
+where the node's overlays start or one it applied.
+
+--disk rolls back the node on a provisioned disk that is not running
+(restarts are left as debt: nothing runs on the disk). The rollback is
+first checked with the disk mounted read-only: a refused one leaves the
+disk byte for byte as it was.`,
 		Example: `  strata rollback --root /
   strata rollback --root / --to 1.0.4
   strata rollback --root node --restart-with 'exec:echo {unit} {action}'`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			r, err := restarter(restartWith, root)
-			if err != nil {
-				return err
+			if (root == "") == (diskPath == "") {
+				return usageError{fmt.Errorf("give --root DIR or --disk DISK (not both)")}
 			}
-			rep, err := overlay.RollbackTo(c.Context(), root, to, r, wait, g.progress())
+			var r overlay.Restarter
+			var rep *overlay.RollbackReport
+			var err error
+			if diskPath != "" {
+				var ran bool
+				if rep, ran, err = rollbackDisk(c, g, diskPath, to, wait); ran {
+					return err
+				}
+			} else {
+				if r, err = restarter(restartWith, root); err != nil {
+					return err
+				}
+				rep, err = overlay.RollbackTo(c.Context(), root, to, r, wait, g.progress())
+			}
 			if rep == nil || (err != nil && !g.json) {
 				// A failed restart after the rollback committed: the error
 				// says what happened, and JSON gets the report too.
@@ -228,9 +245,9 @@ where the node's overlays start or one it applied.`,
 	}
 	versionVar(c, &to, "to", "revert every overlay above this version")
 	c.Flags().StringVar(&root, "root", "", "node root directory")
+	c.Flags().StringVar(&diskPath, "disk", "", "provisioned disk (image file or block device) of a node that is not running")
 	c.Flags().StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")
 	c.Flags().DurationVar(&wait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
-	required(c, "root")
 	return c
 }
 

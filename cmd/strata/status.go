@@ -18,11 +18,11 @@ import (
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
-	var root, inventory, repoLoc, line, group, serveAddr string
+	var root, diskPath, inventory, repoLoc, line, group, serveAddr string
 	var timeout, refresh time.Duration
 	var ssh *fleet.SSH
 	c := &cobra.Command{
-		Use:   "status (--root DIR | --inventory INV [--repo REPO] [--group G])",
+		Use:   "status (--root DIR | --disk DISK | --inventory INV [--repo REPO] [--group G])",
 		Short: "Show a node's image, head, layers, debts and last failure",
 		Long: `Show what the node at --root is and what it owes: its backend (dir or
 overlayfs) and, for overlayfs, whether its stacks are active; its line,
@@ -31,7 +31,8 @@ interrupted run waiting to be settled; restarts still due (restart-pending
 pays them); units that take a change only at the next boot (reboot
 required: the bus, PID 1's own daemons, units refusing manual restarts);
 and the last failed attempt, if the head has not moved since. It changes
-nothing.
+nothing. --disk reads the node on a provisioned disk that is not running,
+mounted read-only (not a byte of the disk changes).
 
 With --inventory it reports a fleet instead: each node's agent health
 (the inventory's health URLs, fetched in parallel, --timeout each; over
@@ -51,8 +52,11 @@ the background every --refresh, until stopped (SIGINT or SIGTERM).`,
   strata status --inventory fleet.yaml --repo repo --serve 127.0.0.1:9400`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if (root == "") == (inventory == "") {
-				return usageError{fmt.Errorf("give --root DIR or --inventory INV (not both)")}
+			if n := btoi(root != "") + btoi(diskPath != "") + btoi(inventory != ""); n != 1 {
+				return usageError{fmt.Errorf("give one of --root DIR, --disk DISK or --inventory INV")}
+			}
+			if diskPath != "" {
+				return statusDisk(c, g, diskPath)
 			}
 			if inventory != "" {
 				return fleetStatus(c, g, fleetArgs{inventory, repoLoc, line, group, serveAddr, timeout, refresh, ssh})
@@ -68,6 +72,7 @@ the background every --refresh, until stopped (SIGINT or SIGTERM).`,
 		},
 	}
 	c.Flags().StringVar(&root, "root", "", "node root directory")
+	c.Flags().StringVar(&diskPath, "disk", "", "provisioned disk (image file or block device) of a node that is not running")
 	c.Flags().StringVar(&inventory, "inventory", "", "fleet inventory (YAML)")
 	c.Flags().StringVar(&repoLoc, "repo", "", "with --inventory: the repository whose head is the reference")
 	c.Flags().StringVar(&line, "line", "", "with --repo: the line (when the repository has several)")

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/strata-dev/strata/builder/disk"
 
@@ -25,7 +28,7 @@ func MountReadOnly(ctx context.Context, diskPath string, progress func(string)) 
 	return mount(ctx, diskPath, disk.MountNodeReadOnly, progress)
 }
 
-func mount(ctx context.Context, diskPath string, mountNode func(context.Context, string, func(string)) (*disk.Node, error), progress func(string)) (*disk.Node, error) {
+func mount(ctx context.Context, diskPath string, mountNode mounter, progress func(string)) (*disk.Node, error) {
 	n, err := mountNode(ctx, diskPath, progress)
 	if err != nil {
 		return nil, err
@@ -69,13 +72,72 @@ func Apply(ctx context.Context, diskPath string, src overlay.Source, o overlay.A
 
 // onDisk mounts the node on diskPath with mount, runs fn on its root and
 // closes it; the report names the disk.
-func onDisk(ctx context.Context, diskPath string, mount func(context.Context, string, func(string)) (*disk.Node, error), progress func(string), fn func(root string) (*overlay.ApplyReport, error)) (rep *overlay.ApplyReport, err error) {
+func onDisk(ctx context.Context, diskPath string, mount mounter, progress func(string), fn func(root string) (*overlay.ApplyReport, error)) (rep *overlay.ApplyReport, err error) {
+	rep, err = withNode(ctx, diskPath, mount, progress, fn)
+	if rep != nil {
+		rep.Root = diskPath
+	}
+	return rep, err
+}
+
+// mounter is Mount or MountReadOnly.
+type mounter func(context.Context, string, func(string)) (*disk.Node, error)
+
+// withNode mounts the node on diskPath with mount, calls fn with its root
+// and closes it.
+func withNode[T any](ctx context.Context, diskPath string, mount mounter, progress func(string), fn func(root string) (T, error)) (v T, err error) {
 	n, err := mount(ctx, diskPath, progress)
 	if err != nil {
-		return nil, err
+		return v, err
 	}
 	defer func() { err = errors.Join(err, n.Close()) }()
-	rep, err = fn(n.Root)
+	v, err = fn(n.Root)
+	if err != nil && strings.Contains(err.Error(), n.Root) {
+		// Messages name the disk, not where this process mounted it.
+		err = &onDiskError{msg: strings.ReplaceAll(err.Error(), n.Root, diskPath), err: err}
+	}
+	return v, err
+}
+
+// onDiskError is an error of a node on a disk, its message naming the
+// disk instead of the mount point; errors.Is and As see the original.
+type onDiskError struct {
+	msg string
+	err error
+}
+
+func (e *onDiskError) Error() string { return e.msg }
+func (e *onDiskError) Unwrap() error { return e.err }
+
+// Status reads the status of the node on a disk that is not running,
+// mounted read-only (nothing on the disk changes). Its Root is the disk.
+func Status(ctx context.Context, diskPath string) (*overlay.Status, error) {
+	st, err := withNode(ctx, diskPath, MountReadOnly, nil, func(root string) (*overlay.Status, error) {
+		return overlay.NodeStatus(ctx, root)
+	})
+	if st != nil {
+		st.Root = diskPath
+	}
+	return st, err
+}
+
+// Rollback rolls back the node on a disk that is not running as
+// overlay.RollbackTo does (to, lockWait and progress as there; restarts
+// are left as debt: nothing runs on the disk). It decides before it
+// writes: the rollback is first tried on the disk mounted read-only,
+// where every check runs and the first write fails; only a rollback that
+// got that far is made on the disk mounted read-write. A refused one
+// leaves the disk byte for byte as it was.
+func Rollback(ctx context.Context, diskPath, to string, lockWait time.Duration, progress func(string)) (*overlay.RollbackReport, error) {
+	_, err := withNode(ctx, diskPath, MountReadOnly, nil, func(root string) (*overlay.RollbackReport, error) {
+		return overlay.RollbackTo(ctx, root, to, nil, lockWait, nil)
+	})
+	if err == nil || !errors.Is(err, syscall.EROFS) && !errors.Is(err, overlay.ErrInterrupted) {
+		return nil, err
+	}
+	rep, err := withNode(ctx, diskPath, Mount, progress, func(root string) (*overlay.RollbackReport, error) {
+		return overlay.RollbackTo(ctx, root, to, nil, lockWait, progress)
+	})
 	if rep != nil {
 		rep.Root = diskPath
 	}
