@@ -27,7 +27,7 @@ var (
 )
 
 // probe builds testdata/probe as a static binary, once.
-func probe(t *testing.T) string {
+func probe(t testing.TB) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("the sandbox needs root to set up: run the tests as root")
@@ -53,7 +53,7 @@ func probe(t *testing.T) string {
 
 // tree makes a root with the probe at /usr/bin/probe and a secret only
 // its owner (root) may read at /etc/secret.
-func tree(t *testing.T) string {
+func tree(t testing.TB) string {
 	t.Helper()
 	bin := probe(t)
 	root := t.TempDir()
@@ -331,5 +331,18 @@ func TestMaskedProc(t *testing.T) {
 	}
 	if r := report(t, out); r["pid"] != "1" || r["pid1root"] != "/ok" {
 		t.Errorf("pid %q, /proc/1/root %q: want the sandbox's own /proc", r["pid"], r["pid1root"])
+	}
+}
+
+// BenchmarkRun is the cost of one sandboxed command that does nothing:
+// the view built and torn down, two re-executions (the id-mapping holder
+// once per process, the sandbox's first process every time), the exec.
+func BenchmarkRun(b *testing.B) {
+	root := tree(b)
+	ctx := context.Background()
+	for b.Loop() {
+		if out, err := Run(ctx, Spec{Root: root, Argv: []string{"/usr/bin/probe", "true"}}); err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
 	}
 }
