@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,20 +59,40 @@ func child() {
 			fail(err)
 		}
 	}
-	if err := limit(cfg); err != nil {
-		fail(err)
-	}
 	if err := unix.Chdir(cfg.Dir); err != nil {
 		fail(fmt.Errorf("working directory %s: %w", cfg.Dir, err))
 	}
+	// Everything this process allocates is allocated before the limits:
+	// the address-space limit is the command's, and this Go process may
+	// need more than a small command does.
+	prog := filter()
+	argv0, err := syscall.BytePtrFromString(cfg.Argv[0])
+	if err != nil {
+		fail(fmt.Errorf("executing %q: %w", cfg.Argv[0], err))
+	}
+	argv, err := syscall.SlicePtrFromStrings(cfg.Argv)
+	if err != nil {
+		fail(fmt.Errorf("executing %q: %w", cfg.Argv[0], err))
+	}
+	envv, err := syscall.SlicePtrFromStrings(cfg.Env)
+	if err != nil {
+		fail(fmt.Errorf("executing %q: %w", cfg.Argv[0], err))
+	}
+	limits := limitsOf(cfg)
 	if err := dropPrivileges(cfg.Caps); err != nil {
 		fail(err)
 	}
-	if err := installSeccomp(); err != nil {
+	if err := installSeccomp(prog); err != nil {
 		fail(err)
 	}
-	err := syscall.Exec(cfg.Argv[0], cfg.Argv, cfg.Env)
-	fail(fmt.Errorf("executing %s: %w", cfg.Argv[0], err))
+	for _, l := range limits {
+		if err := unix.Setrlimit(l.resource, &unix.Rlimit{Cur: l.value, Max: l.value}); err != nil {
+			fail(fmt.Errorf("limiting %s: %w", l.name, err))
+		}
+	}
+	// execve itself, with no allocation between the limits and it.
+	_, _, errno := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(argv0)), uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
+	fail(fmt.Errorf("executing %s: %w", cfg.Argv[0], errno))
 }
 
 // enter makes the view at root this namespace's root: a fresh /proc of
@@ -108,25 +129,23 @@ func enter(root string) error {
 	return unix.Sethostname([]byte("strata-sandbox"))
 }
 
-// limit sets the resource limits the command starts with.
-func limit(cfg childConfig) error {
-	for _, l := range []struct {
-		name     string
-		resource int
-		value    uint64
-	}{
+// rlimit is one resource limit the command starts with.
+type rlimit struct {
+	name     string
+	resource int
+	value    uint64
+}
+
+// limitsOf returns the resource limits the command starts with.
+func limitsOf(cfg childConfig) []rlimit {
+	return []rlimit{
 		{"address space", unix.RLIMIT_AS, uint64(cfg.Memory)},
 		{"file size", unix.RLIMIT_FSIZE, uint64(cfg.Files)},
 		{"open files", unix.RLIMIT_NOFILE, 1024},
 		{"processes", unix.RLIMIT_NPROC, 512},
 		{"core size", unix.RLIMIT_CORE, 0},
 		{"locked memory", unix.RLIMIT_MEMLOCK, 0},
-	} {
-		if err := unix.Setrlimit(l.resource, &unix.Rlimit{Cur: l.value, Max: l.value}); err != nil {
-			return fmt.Errorf("limiting %s: %w", l.name, err)
-		}
 	}
-	return nil
 }
 
 // fileCaps are the capabilities Spec.FileCaps keeps: CAP_CHOWN,

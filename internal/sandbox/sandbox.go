@@ -30,7 +30,7 @@ const mapSize = 65536
 // Defaults for a Spec's zero fields.
 const (
 	DefaultTimeout = time.Minute
-	DefaultMemory  = 1 << 30   // address space of each process
+	DefaultMemory  = 4 << 30   // address space of each process
 	DefaultScratch = 256 << 20 // the tmpfs that takes the view's writes
 	DefaultOutput  = 64 << 10
 )

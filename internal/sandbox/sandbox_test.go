@@ -101,6 +101,14 @@ func report(t *testing.T, out string) map[string]string {
 // in) fails.
 func TestConfinement(t *testing.T) {
 	root := tree(t)
+	// The view's directory: this test's own (searchable, as /tmp is).
+	tmp := t.TempDir()
+	for _, d := range []string{tmp, filepath.Dir(tmp)} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("TMPDIR", tmp)
 	canary := filepath.Join(t.TempDir(), "canary")
 	if err := os.WriteFile(canary, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -216,12 +224,18 @@ func TestLimits(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Minute {
 		t.Errorf("the sleeping command was not stopped (%s)", d)
 	}
-	// The default limit (1 GiB of address space; a Go program reserves
+	// The default limit (4 GiB of address space; a Go program reserves
 	// a few hundred MiB of it at start).
-	out, err = Run(ctx, Spec{Root: root, Argv: []string{"/usr/bin/probe", "alloc", "2048"}})
+	out, err = Run(ctx, Spec{Root: root, Argv: []string{"/usr/bin/probe", "alloc", "6144"}})
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || !strings.Contains(out, "cannot allocate memory") {
-		t.Errorf("mapping 2 GiB under the default limit: %v (%s), want it refused", err, out)
+		t.Errorf("mapping 6 GiB under the default limit: %v (%s), want it refused", err, out)
+	}
+	// A limit smaller than the sandbox's own setup needs (this test
+	// binary is a Go program of some size): the setup is done before
+	// the limit applies, the command runs under it.
+	if out, err := Run(ctx, Spec{Root: root, Argv: []string{"/usr/bin/probe", "alloc", "512"}, Memory: 900 << 20}); !strings.Contains(out, "cannot allocate memory") || errors.Is(err, ErrSandbox) {
+		t.Errorf("mapping 512 MiB under a 900 MiB limit: %v (%s), want the probe to run and be refused", err, out)
 	}
 	if out, err := Run(ctx, Spec{Root: root, Argv: []string{"/usr/bin/probe", "alloc", "64"}}); err != nil || !strings.Contains(out, "alloc=ok") {
 		t.Errorf("mapping 64 MiB under the default limit: %v (%s)", err, out)
@@ -344,5 +358,16 @@ func BenchmarkRun(b *testing.B) {
 		if out, err := Run(ctx, Spec{Root: root, Argv: []string{"/usr/bin/probe", "true"}}); err != nil {
 			b.Fatalf("%v: %s", err, out)
 		}
+	}
+}
+
+// A private $TMPDIR (0700, as a user's own can be) would shut the
+// sandbox's unprivileged first process out of its view: the view goes to
+// /tmp instead.
+func TestPrivateTmpdir(t *testing.T) {
+	root := tree(t)
+	t.Setenv("TMPDIR", t.TempDir()) // 0700
+	if out, err := Run(context.Background(), Spec{Root: root, Argv: []string{"/usr/bin/probe", "true"}}); err != nil {
+		t.Fatalf("with a private TMPDIR: %v\n%s", err, out)
 	}
 }

@@ -112,10 +112,9 @@ func filter() []unix.SockFilter {
 	return out
 }
 
-// installSeccomp loads the filter on this thread (no_new_privs must be
-// set); the command executed from it inherits it.
-func installSeccomp() error {
-	f := filter()
+// installSeccomp loads the filter f (see filter) on this thread
+// (no_new_privs must be set); the command executed from it inherits it.
+func installSeccomp(f []unix.SockFilter) error {
 	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
 	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)), 0, 0); err != nil {
 		return fmt.Errorf("installing the seccomp filter: %w", err)

@@ -53,7 +53,14 @@ func buildView(root string, userns int, scratch int64) (*view, error) {
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%w: root %s is not a directory", ErrSandbox, root)
 	}
-	held, err := scratchdir.MkdirTemp("sandbox")
+	// The sandbox's first process, an unprivileged user, reaches the
+	// view through this directory's path: a private $TMPDIR (0700) would
+	// shut it out, so /tmp serves then.
+	parent := os.TempDir()
+	if !othersTraverse(parent) {
+		parent = "/tmp"
+	}
+	held, err := scratchdir.MkdirTempIn(parent, "sandbox")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSandbox, err)
 	}
@@ -337,4 +344,18 @@ func newMount(fstype string, params map[string]string, attr uint64) (int, error)
 		return -1, fmt.Errorf("fsmount %s: %w", fstype, err)
 	}
 	return mfd, nil
+}
+
+// othersTraverse reports whether any user may search every directory on
+// the way to dir (and dir itself).
+func othersTraverse(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == "/" {
+			return true
+		}
+	}
 }

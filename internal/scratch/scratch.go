@@ -28,7 +28,13 @@ type Dir struct {
 // MkdirTemp makes a new directory strata-KIND-* in the system's temporary
 // directory (kind one of Kinds) and locks it as in use until Release.
 func MkdirTemp(kind string) (*Dir, error) {
-	p, err := os.MkdirTemp("", "strata-"+kind+"-")
+	return MkdirTempIn("", kind)
+}
+
+// MkdirTempIn is MkdirTemp in the directory parent ("" for the system's
+// temporary directory; Sweep looks there and in /var/tmp and /tmp).
+func MkdirTempIn(parent, kind string) (*Dir, error) {
+	p, err := os.MkdirTemp(parent, "strata-"+kind+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -73,8 +79,8 @@ func (d *Dir) RemoveAll() error {
 	return err
 }
 
-// Sweep removes from the system's temporary directory and /var/tmp the
-// strata-KIND-*
+// Sweep removes from the system's temporary directory, /var/tmp and /tmp
+// the strata-KIND-*
 // directories (KIND one of Kinds) that this user owns, that were last
 // changed more than minAge ago, and whose lock nobody holds (or that
 // have none: from a run before locks): what killed runs left behind. It
@@ -110,11 +116,14 @@ func Sweep(minAge time.Duration) ([]string, error) {
 }
 
 // sweepDirs are where strata makes working directories: the system's
-// temporary directory, and /var/tmp (spools for upgrades).
+// temporary directory, /var/tmp (spools for upgrades) and /tmp (sandbox
+// views when $TMPDIR is private).
 func sweepDirs() []string {
 	dirs := []string{filepath.Clean(os.TempDir())}
-	if dirs[0] != "/var/tmp" {
-		dirs = append(dirs, "/var/tmp")
+	for _, d := range []string{"/var/tmp", "/tmp"} {
+		if d != dirs[0] {
+			dirs = append(dirs, d)
+		}
 	}
 	return dirs
 }

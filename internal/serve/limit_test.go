@@ -110,7 +110,15 @@ func TestNudgeWaitsAndClientShare(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = getStatus(ctx, "http://"+addr+"/nudge?line=demo&after=0")
+			// Held until the test ends; a holder a probe beat to the
+			// slot (503) or to the client's share (429) tries again.
+			for ctx.Err() == nil {
+				code, err := getStatus(ctx, "http://"+addr+"/nudge?line=demo&after=0")
+				if err != nil || code != http.StatusServiceUnavailable && code != http.StatusTooManyRequests {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 		}()
 	}
 	defer func() { cancel(); wg.Wait() }()
