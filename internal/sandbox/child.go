@@ -79,6 +79,12 @@ func child() {
 		fail(fmt.Errorf("executing %q: %w", cfg.Argv[0], err))
 	}
 	limits := limitsOf(cfg)
+	// Only standard input, output and error reach the command: every
+	// other descriptor this process has (its own, and any that whoever
+	// started strata left open without close-on-exec) closes at exec.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fail(fmt.Errorf("closing inherited descriptors: %w", err))
+	}
 	if err := dropPrivileges(cfg.Caps); err != nil {
 		fail(err)
 	}
@@ -142,7 +148,8 @@ func limitsOf(cfg childConfig) []rlimit {
 		{"address space", unix.RLIMIT_AS, uint64(cfg.Memory)},
 		{"file size", unix.RLIMIT_FSIZE, uint64(cfg.Files)},
 		{"open files", unix.RLIMIT_NOFILE, 1024},
-		{"processes", unix.RLIMIT_NPROC, 512},
+		{"processes", unix.RLIMIT_NPROC, 64},
+		{"CPU time", unix.RLIMIT_CPU, uint64(cfg.CPU)},
 		{"core size", unix.RLIMIT_CORE, 0},
 		{"locked memory", unix.RLIMIT_MEMLOCK, 0},
 	}

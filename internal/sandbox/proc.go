@@ -64,6 +64,12 @@ func serveProc(ctx context.Context, f *os.File) error {
 		return fmt.Errorf("mounting /proc: %w", err)
 	}
 	defer unix.Close(mfd)
+	// Only a proc goes back (the child's side runs strata's code alone,
+	// but the exchange takes no one's word for it).
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(mfd, &sfs); err != nil || sfs.Type != unix.PROC_SUPER_MAGIC {
+		return fmt.Errorf("mounting /proc: the context handed over is not proc's")
+	}
 	if _, _, err := uc.WriteMsgUnix([]byte{1}, unix.UnixRights(mfd), nil); err != nil {
 		return fmt.Errorf("sending /proc: %w", err)
 	}

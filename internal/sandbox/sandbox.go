@@ -101,10 +101,21 @@ func Private(fn func() (string, error)) (string, error) {
 		// unlocked: it ends with the goroutine, and the namespace and
 		// every mount made in it with it.
 		runtime.LockOSThread()
+		// The thread goes back to the process's mount namespace after
+		// fn (the private one, and every mount in it, then goes): a
+		// locked main thread is parked rather than ended, and
+		// /proc/self/mountinfo is the main thread's.
+		orig, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			done <- result{"", fmt.Errorf("%w: private mount namespace: %w", ErrSandbox, err)}
+			return
+		}
+		defer unix.Close(orig)
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 			done <- result{"", fmt.Errorf("%w: private mount namespace: %w", ErrSandbox, err)}
 			return
 		}
+		defer func() { _ = unix.Setns(orig, unix.CLONE_NEWNS) }()
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			done <- result{"", fmt.Errorf("%w: making mounts private: %w", ErrSandbox, err)}
 			return
@@ -162,6 +173,13 @@ func checkSpec(s Spec) error {
 	if len(s.Argv) == 0 || !filepath.IsAbs(s.Argv[0]) {
 		return fmt.Errorf("sandbox: %q is not an absolute program path", s.Argv)
 	}
+	// /proc/self/exe and its kind would run a program from outside the
+	// view (the host's strata binary).
+	for _, d := range []string{"/proc", "/dev", "/sys"} {
+		if p := filepath.Clean(s.Argv[0]); p == d || strings.HasPrefix(p, d+"/") {
+			return fmt.Errorf("sandbox: %s is not a program of the tree (below %s)", s.Argv[0], d)
+		}
+	}
 	if !filepath.IsAbs(s.Root) {
 		return fmt.Errorf("sandbox: root %q is not an absolute path", s.Root)
 	}
@@ -182,6 +200,7 @@ type childConfig struct {
 	Files  int64    `json:"files"`
 	Caps   bool     `json:"caps"`
 	OwnNet bool     `json:"own_net"`
+	CPU    int64    `json:"cpu"` // seconds
 }
 
 // start runs the child in the view and waits for it.
@@ -235,7 +254,7 @@ func start(ctx context.Context, spec Spec, v *view) (string, error) {
 	cfgR.Close()
 	stW.Close()
 	procC.Close()
-	cfg := childConfig{Root: v.root, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Memory: spec.Memory, Files: spec.Scratch, Caps: spec.FileCaps, OwnNet: !spec.Network}
+	cfg := childConfig{Root: v.root, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Memory: spec.Memory, Files: spec.Scratch, Caps: spec.FileCaps, OwnNet: !spec.Network, CPU: int64(spec.Timeout/time.Second) + 1}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

@@ -30,7 +30,13 @@ var denied = []uintptr{
 	unix.SYS_SETTIMEOFDAY, unix.SYS_CLOCK_SETTIME, unix.SYS_CLOCK_ADJTIME, unix.SYS_ADJTIMEX,
 	unix.SYS_SWAPON, unix.SYS_SWAPOFF, unix.SYS_REBOOT, unix.SYS_ACCT, unix.SYS_QUOTACTL,
 	unix.SYS_SYSLOG, unix.SYS_VHANGUP,
+	unix.SYS_KCMP, unix.SYS_FANOTIFY_INIT, unix.SYS_LOOKUP_DCOOKIE, unix.SYS_QUOTACTL_FD, unix.SYS_OPEN_TREE_ATTR,
 }
+
+// socketFamilies are the address families socket and socketpair may
+// make; others (AF_VSOCK reaches the hypervisor whatever the network
+// namespace) fail with EAFNOSUPPORT.
+var socketFamilies = []uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
 
 // namespaceFlags are the clone flags that make new namespaces.
 const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWUSER |
@@ -55,6 +61,8 @@ const (
 	retErrno  = unix.SECCOMP_RET_ERRNO
 	retEPERM  = retErrno | uint32(unix.EPERM)
 	retENOSYS = retErrno | uint32(unix.ENOSYS)
+
+	retEAFNOSUPPORT = retErrno | uint32(unix.EAFNOSUPPORT)
 )
 
 // filter returns the sandbox's seccomp program: another architecture's
@@ -76,15 +84,27 @@ func filter() []unix.SockFilter {
 	if x32Bit != 0 {
 		p = append(p, ins{code: bpfJge, k: x32Bit, jt: "kill"})
 	}
-	for _, nr := range denied {
+	for _, nr := range append(denied, archDenied...) {
 		p = append(p, ins{code: bpfJeq, k: uint32(nr), jt: "eperm"})
 	}
+	// socket and socketpair: the family is the first argument.
+	p = append(p,
+		ins{code: bpfJeq, k: uint32(unix.SYS_SOCKET), jt: "family"},
+		ins{code: bpfJeq, k: uint32(unix.SYS_SOCKETPAIR), jt: "family"},
+	)
 	p = append(p,
 		ins{code: bpfJeq, k: uint32(unix.SYS_CLONE3), jt: "enosys"},
 		ins{code: bpfJeq, k: uint32(unix.SYS_CLONE), jf: "allow"},
 		ins{code: bpfLdAbs, k: offArg0},
 		ins{code: bpfJset, k: namespaceFlags, jt: "eperm", jf: "allow"},
 	)
+	// The family check: allowed families jump to allow, the rest fail.
+	family := len(p)
+	p = append(p, ins{code: bpfLdAbs, k: offArg0})
+	for _, f := range socketFamilies {
+		p = append(p, ins{code: bpfJeq, k: f, jt: "allow"})
+	}
+	p = append(p, ins{code: bpfRet, k: retEAFNOSUPPORT})
 	labels := map[string]ins{
 		"allow":  {code: bpfRet, k: retAllow},
 		"eperm":  {code: bpfRet, k: retEPERM},
@@ -92,7 +112,7 @@ func filter() []unix.SockFilter {
 		"kill":   {code: bpfRet, k: retKill},
 	}
 	order := []string{"allow", "eperm", "enosys", "kill"}
-	at := map[string]int{}
+	at := map[string]int{"family": family}
 	for i, l := range order {
 		at[l] = len(p) + i
 	}

@@ -7,3 +7,6 @@ const auditArch = unix.AUDIT_ARCH_X86_64
 
 // x32Bit marks x32 ABI system call numbers on x86-64.
 const x32Bit = 0x40000000
+
+// archDenied are denied calls only this architecture has.
+var archDenied = []uintptr{unix.SYS_USELIB}

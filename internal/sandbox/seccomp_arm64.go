@@ -7,3 +7,6 @@ const auditArch = unix.AUDIT_ARCH_AARCH64
 
 // x32Bit: arm64 has no second ABI to refuse.
 const x32Bit = 0
+
+// archDenied are denied calls only this architecture has.
+var archDenied = []uintptr{}

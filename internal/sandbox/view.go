@@ -35,6 +35,15 @@ var pseudo = map[string]bool{
 	"tracefs": true, "bpf": true, "configfs": true, "fusectl": true, "pstore": true,
 	"efivarfs": true, "binfmt_misc": true, "hugetlbfs": true, "autofs": true, "nsfs": true,
 	"rpc_pipefs": true, "nfsd": true, "selinuxfs": true,
+	// Remote and user-space file systems: a server that never answers
+	// would hang the parent, and their contents are not the tree's.
+	"nfs": true, "nfs4": true, "cifs": true, "smb3": true, "9p": true, "ceph": true,
+	"fuse": true, "fuseblk": true, "fuse.sshfs": true, "glusterfs": true, "afs": true,
+}
+
+// carriable reports whether a mount of fstype is carried into a view.
+func carriable(fstype string) bool {
+	return !pseudo[fstype] && !strings.HasPrefix(fstype, "fuse.")
 }
 
 // replaced are the top-level directories the view gets fresh: nothing
@@ -83,8 +92,13 @@ func buildView(root string, userns int, scratch int64) (*view, error) {
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrSandbox, err))
 	}
-	for i, rel := range carried(ms, real) {
-		if err := v.carry(i, real, rel, userns); err != nil {
+	rootfd, err := unix.Open(real, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrSandbox, err))
+	}
+	defer unix.Close(rootfd)
+	for i, c := range carried(ms, real) {
+		if err := v.carry(i, rootfd, real, c, userns); err != nil {
 			return fail(err)
 		}
 	}
@@ -105,25 +119,32 @@ func (v *view) close() {
 // as paths relative to root ("" for root's own), parents first: the
 // topmost mount at each point below root, except pseudo file systems and
 // anything below the directories the view replaces.
-func carried(ms []mountinfo.Mount, root string) []string {
+func carried(ms []mountinfo.Mount, root string) []carry {
 	prefix := strings.TrimSuffix(root, "/") + "/"
-	var rels []string
+	var cs []carry
 	last := map[string]int{}
 	for _, m := range ms {
 		rel, ok := strings.CutPrefix(m.Point, prefix)
-		if !ok || rel == "" || pseudo[m.FSType] || isReplaced(rel) {
+		if !ok || rel == "" || !carriable(m.FSType) || isReplaced(rel) {
 			continue
 		}
-		last[rel] = len(rels)
-		rels = append(rels, rel)
+		last[rel] = len(cs)
+		cs = append(cs, carry{rel: rel, id: m.ID})
 	}
-	out := []string{""}
-	for i, rel := range rels {
-		if last[rel] == i {
-			out = append(out, rel)
+	out := []carry{{}}
+	for i, c := range cs {
+		if last[c.rel] == i {
+			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// carry is a mount to carry into a view: its path below the root ("" for
+// the root's own) and its mount id (0 for the root's).
+type carry struct {
+	rel string
+	id  int
 }
 
 func isReplaced(rel string) bool {
@@ -139,9 +160,31 @@ func isReplaced(rel string) bool {
 // carry clones the mount at root/rel (only it, not what is mounted below
 // it) read-only, id-mapped where its file system allows, and mounts a
 // copy-on-write overlay of it at the same place in the view.
-func (v *view) carry(i int, root, rel string, userns int) error {
+func (v *view) carry(i, rootfd int, root string, c carry, userns int) error {
+	rel := c.rel
 	src := filepath.Join(root, rel)
-	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	// The mount is reached beneath the root, never through a symbolic
+	// link (one an uncarried mount holds could lead out of the tree),
+	// and must be the one the table names: a mount hidden under a later
+	// one, or a file bind-mounted (/etc/resolv.conf in a container), is
+	// left as the tree shows it.
+	at := rootfd
+	if rel != "" {
+		fd, err := unix.Openat2(rootfd, rel, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != nil {
+			return nil
+		}
+		defer unix.Close(fd)
+		var stx unix.Statx_t
+		if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &stx); err != nil || stx.Mask&unix.STATX_MNT_ID == 0 || int(stx.Mnt_id) != c.id {
+			return nil
+		}
+		at = fd
+	}
+	fd, err := unix.OpenTree(at, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_NO_AUTOMOUNT)
 	if err != nil {
 		return fmt.Errorf("%w: cloning the mount on %s: %w", ErrSandbox, src, err)
 	}
@@ -166,10 +209,11 @@ func (v *view) carry(i int, root, rel string, userns int) error {
 	}
 	// The overlay's top directory takes its owner and mode from the
 	// upper one: make them the tree's, as the clone shows them.
-	var st unix.Stat_t
-	if err := unix.Stat(lower, &st); err != nil {
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, lower, unix.AT_STATX_DONT_SYNC, unix.STATX_UID|unix.STATX_GID|unix.STATX_MODE, &stx); err != nil {
 		return fmt.Errorf("%w: %w", ErrSandbox, err)
 	}
+	st := struct{ Uid, Gid, Mode uint32 }{stx.Uid, stx.Gid, uint32(stx.Mode)}
 	if err := unix.Chown(upper, int(st.Uid), int(st.Gid)); err != nil {
 		return fmt.Errorf("%w: %w", ErrSandbox, err)
 	}
@@ -207,7 +251,7 @@ func (v *view) dir(rel string, make bool) (int, error) {
 	}
 	defer unix.Close(rfd)
 	if rel == "" {
-		return unix.Dup(rfd)
+		return unix.FcntlInt(uintptr(rfd), unix.F_DUPFD_CLOEXEC, 0)
 	}
 	how := unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
@@ -247,7 +291,7 @@ func (v *view) fresh(scratch int64) error {
 		rel, mode, size string
 		attr            uint64
 	}{
-		{"dev", "0755", "1048576", unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC},
+		{"dev", "0755", "1048576", unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC | unix.MOUNT_ATTR_NODEV},
 		{"tmp", "1777", small, unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV},
 		{"run", "0755", small, unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV},
 	} {
