@@ -44,6 +44,12 @@ func child() {
 		fmt.Fprintf(status, "%v", err)
 		os.Exit(125)
 	}
+	// Only ever the first process of the user namespace Run made: a
+	// strata started under this name in the host's namespaces (whose
+	// uid_map is the identity) stops before touching any mount.
+	if m, err := os.ReadFile("/proc/self/uid_map"); err != nil || len(m) == 0 || string(m[:min(len(m), 64)]) == identityMap(m) {
+		fail(fmt.Errorf("%s runs only as the sandbox's first process", childArg0))
+	}
 	var cfg childConfig
 	if err := json.NewDecoder(io.LimitReader(os.NewFile(3, "config"), 1<<20)).Decode(&cfg); err != nil {
 		fail(fmt.Errorf("reading the configuration: %w", err))
@@ -236,4 +242,14 @@ func capset(caps map[uintptr]bool, setpcap bool) error {
 		return fmt.Errorf("setting capabilities: %w", err)
 	}
 	return nil
+}
+
+// identityMap returns m when it is the initial user namespace's uid_map
+// (every id mapped to itself), else "".
+func identityMap(m []byte) string {
+	var in, out, n uint64
+	if k, _ := fmt.Sscan(string(m), &in, &out, &n); k == 3 && in == 0 && out == 0 && n == 4294967295 {
+		return string(m[:min(len(m), 64)])
+	}
+	return ""
 }

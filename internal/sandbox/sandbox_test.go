@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -383,5 +384,33 @@ func TestPrivateTmpdir(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir()) // 0700
 	if out, err := Run(context.Background(), Spec{Root: root, Argv: []string{"/usr/bin/probe", "true"}}); err != nil {
 		t.Fatalf("with a private TMPDIR: %v\n%s", err, out)
+	}
+}
+
+// Started under the child's name in the host's namespaces (by mistake or
+// on purpose), the binary stops before it touches a mount.
+func TestChildOutsideSandbox(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "cfg.json")
+	if err := os.WriteFile(cfg, []byte(`{"root":"/nonexistent","argv":["/bin/true"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{childArg0}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.ExtraFiles = []*os.File{f, w}
+	err = cmd.Run()
+	w.Close()
+	msg, _ := io.ReadAll(r)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 125 || !strings.Contains(string(msg), "runs only as the sandbox's first process") {
+		t.Fatalf("the child outside a sandbox: %v, %q", err, msg)
 	}
 }
