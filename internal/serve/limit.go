@@ -119,15 +119,22 @@ func (t *conns) reserve(done <-chan struct{}) bool {
 			continue
 		}
 		var aged <-chan time.Time
+		var tm *time.Timer
 		if wait > 0 {
-			tm := time.NewTimer(wait)
+			tm = time.NewTimer(wait)
 			aged = tm.C
-			defer tm.Stop()
 		}
+		stopped := false
 		select {
 		case <-t.freed:
 		case <-aged:
 		case <-done:
+			stopped = true
+		}
+		if tm != nil {
+			tm.Stop()
+		}
+		if stopped {
 			return false
 		}
 	}
