@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -54,17 +53,23 @@ func isolated(ctx context.Context, name string, args ...string) *exec.Cmd {
 // of its standard output and error to line. A failure quotes the last
 // lines of output.
 func runLines(cmd *exec.Cmd, line func(string)) error {
-	r, w, err := os.Pipe()
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	tail := make(chan []string, 1)
+	go func() { tail <- scanOutput(pr, line) }()
+	err := cmd.Run()
+	pw.Close()
+	last := <-tail
 	if err != nil {
-		return fmt.Errorf("running %s: %w", cmd.Path, err)
+		return fmt.Errorf("%s: %w; last output:\n%s", cmd.Path, err, strings.Join(last, "\n"))
 	}
-	defer r.Close()
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
-		w.Close()
-		return fmt.Errorf("running %s: %w", cmd.Path, err)
-	}
-	w.Close()
+	return nil
+}
+
+// scanOutput passes each non-empty line read from r to line until r
+// ends, and returns the last 12. Past an over-long line it reads r to
+// its end unscanned.
+func scanOutput(r io.Reader, line func(string)) []string {
 	var tail []string
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -79,11 +84,8 @@ func runLines(cmd *exec.Cmd, line func(string)) error {
 			tail = tail[1:]
 		}
 	}
-	_, _ = io.Copy(io.Discard, r) // an over-long line ends the scan
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("%s: %w; last output:\n%s", cmd.Path, err, strings.Join(tail, "\n"))
-	}
-	return nil
+	_, _ = io.Copy(io.Discard, r)
+	return tail
 }
 
 // scanLines splits at "\n" and at "\r", which progress meters (dpkg, apt)

@@ -94,13 +94,24 @@ type Debootstrap struct {
 const DefaultMirror = "http://deb.debian.org/debian"
 
 // Step is one item of a recipe's steps: exactly one of Copy (a files item),
-// Remove (an image path) and Run (a shell command run inside the tree with
-// chroot).
+// Remove (an image path) and Run (a shell command run with the tree as its
+// root, in a sandbox; see docs/images.md).
 type Step struct {
 	Copy   *File  `yaml:"copy"`
 	Remove string `yaml:"remove"`
 	Run    string `yaml:"run"`
+	// Network is a run step's network: "host" (the default: the build
+	// host's, to fetch packages) or "none" (a namespace of its own with
+	// only loopback, where any port may be bound: a config check that
+	// binds its service's ports).
+	Network string `yaml:"network" json:"network,omitempty"`
 }
+
+// Run step networks (Step.Network).
+const (
+	NetworkHost = "host"
+	NetworkNone = "none"
+)
 
 // Strata bakes the strata binary (at /usr/bin/strata) and its systemd
 // units into the image.

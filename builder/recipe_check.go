@@ -165,6 +165,12 @@ func (st Step) validate(i int) error {
 		return fmt.Errorf("%w: %s: set exactly one of copy, remove, run", ErrRecipe, key)
 	}
 	switch {
+	case st.Network != "" && st.Run == "":
+		return fmt.Errorf("%w: %s.network: only a run step has a network", ErrRecipe, key)
+	case st.Network != "" && st.Network != NetworkHost && st.Network != NetworkNone:
+		return fmt.Errorf("%w: %s.network %q: want %q or %q", ErrRecipe, key, st.Network, NetworkHost, NetworkNone)
+	}
+	switch {
 	case st.Copy != nil:
 		return checkFile(key+".copy", key+".copy", *st.Copy)
 	case st.Remove != "":

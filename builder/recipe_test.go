@@ -167,6 +167,8 @@ func TestParseRecipeErrors(t *testing.T) {
 		{"step copy relative path", head + "steps:\n  - run: \"true\"\n  - copy: {path: etc/x, content: x}\n", "steps[1].copy.path"},
 		{"step copy nothing to do", head + "steps:\n  - copy: {path: /etc/x}\n", "/etc/x"},
 		{"step remove relative", head + "steps:\n  - remove: etc/x\n", "steps[0].remove"},
+		{"step network unknown", head + "steps:\n  - run: \"true\"\n    network: bridge\n", "steps[0].network"},
+		{"step network not run", head + "steps:\n  - remove: /etc/x\n    network: none\n", "steps[0].network"},
 		{"step remove node state", head + "steps:\n  - remove: /var/lib/strata\n", "steps[0].remove"},
 		{"unknown strata key", head + "strata: {bin: x}\n", "bin"},
 		{"not yaml", "line: [\n", ""},

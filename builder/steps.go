@@ -8,6 +8,10 @@ import (
 	"github.com/strata-dev/strata/internal/tree"
 )
 
+// stepsSandbox names how run steps are run (see runInTree); it is part
+// of their cache key, so a tree made under an older way is made again.
+const stepsSandbox = "+sandbox-1"
+
 // stepsInputs is everything the tree after a recipe's run steps depends on
 // (short of the network and the commands' own whims); its hash is the
 // cache key of that tree.
@@ -39,7 +43,7 @@ func (l *layout) applySteps(ctx context.Context, r *Recipe, s *settings) error {
 		}
 	}
 	if last >= 0 {
-		in := stepsInputs{Kind: "steps", Rules: rulesVersion, Tree: l.state.Digest()}
+		in := stepsInputs{Kind: "steps", Rules: rulesVersion + stepsSandbox, Tree: l.state.Digest()}
 		for _, st := range r.Steps[:last+1] {
 			si := stepInput{Step: st}
 			if st.Copy != nil && st.Copy.Src != "" {
@@ -76,11 +80,12 @@ func (l *layout) applySteps(ctx context.Context, r *Recipe, s *settings) error {
 // last, the volatile-file rules clean it.
 func (l *layout) runSteps(ctx context.Context, r *Recipe, s *settings, tmp string, last int) error {
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("steps[%d].run: %w (they chroot into the tree; nothing is cached for this recipe in %s)", last, ErrNeedRoot, s.cache())
+		return fmt.Errorf("steps[%d].run: %w (it sets up their sandbox: user namespace, id-mapped mount; nothing is cached for this recipe in %s)", last, ErrNeedRoot, s.cache())
 	}
 	var prev tree.State
 	for i := 0; i <= last; i++ {
-		cmd := r.Steps[i].Run
+		st := r.Steps[i]
+		cmd := st.Run
 		if cmd == "" {
 			if err := l.applyStep(r, i); err != nil {
 				return err
@@ -92,7 +97,7 @@ func (l *layout) runSteps(ctx context.Context, r *Recipe, s *settings, tmp strin
 			return fmt.Errorf("steps[%d].run: %w", i, err)
 		}
 		s.progress(fmt.Sprintf("steps[%d]: run %s", i, cmd))
-		if err := runInTree(ctx, tmp, cmd, func(line string) { s.progress("run: " + line) }); err != nil {
+		if err := runInTree(ctx, tmp, cmd, st.Network != NetworkNone, func(line string) { s.progress("run: " + line) }); err != nil {
 			return fmt.Errorf("steps[%d].run: %w", i, err)
 		}
 		if i == last {

@@ -12,25 +12,30 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/sandbox"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
 
 // shellRoot makes dir/rootfs a tiny root tree that can run the host's
-// /bin/sh: the shell and the libraries ldd lists, at their paths.
+// /bin/sh and chown: the programs and the libraries ldd lists, at their
+// paths.
 func shellRoot(t *testing.T, dir string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("run steps need root: run the tests as root")
 	}
-	out, err := exec.Command("ldd", "/bin/sh").Output()
-	if err != nil {
-		t.Fatalf("ldd /bin/sh: %v", err)
-	}
-	files := []string{"/bin/sh"}
-	for _, f := range strings.Fields(string(out)) {
-		if strings.HasPrefix(f, "/") {
-			files = append(files, f)
+	var files []string
+	for _, prog := range []string{"/bin/sh", "/bin/chown"} {
+		out, err := exec.Command("ldd", prog).Output()
+		if err != nil {
+			t.Fatalf("ldd %s: %v", prog, err)
+		}
+		files = append(files, prog)
+		for _, f := range strings.Fields(string(out)) {
+			if strings.HasPrefix(f, "/") {
+				files = append(files, f)
+			}
 		}
 	}
 	for _, f := range files {
@@ -68,9 +73,13 @@ steps:
       echo log > /var/log/x.log; echo x > /dev/null;
       [ -x /usr/sbin/policy-rc.d ] && echo yes > /etc/policy-seen;
       echo junk > /tmp/junk; echo $$ > /etc/pid;
-      read r < /etc/resolv.conf; echo "$r" > /etc/resolv-seen
+      read r < /etc/resolv.conf; echo "$r" > /etc/resolv-seen;
+      read m < /proc/self/uid_map; echo $m > /etc/uidmap-seen;
+      echo 33 > /etc/owned33; chown 33:33 /etc/owned33
   - remove: /etc/greeting
   - run: echo second > /etc/second; [ -e /etc/greeting ] || echo gone > /etc/greeting-gone
+  - run: i=0; while read l; do i=$((i+1)); done < /proc/net/dev; echo $i > /etc/netdev-lines
+    network: none
   - copy: {path: /etc/after, content: "after\n"}
 strata: {binary: fake-strata}
 `
@@ -116,6 +125,7 @@ func TestRunSteps(t *testing.T) {
 		"var/log/x.log":        "",
 		"etc/second":           "second\n",
 		"etc/greeting-gone":    "gone\n",
+		"etc/netdev-lines":     "3\n", // two heading lines and lo: a network of its own
 		"etc/after":            "after\n",
 		"usr/bin/strata":       "#!/bin/sh\necho strata\n",
 		"etc/greeting":         "<absent>",
@@ -130,10 +140,13 @@ func TestRunSteps(t *testing.T) {
 			t.Errorf("%s = %q, want %q", p, got, want)
 		}
 	}
-	// The command runs in a PID namespace of its own, under its first
-	// process (so it is not PID 1 and package scripts see a chroot).
-	if pid, err := strconv.Atoi(strings.TrimSpace(string(c["etc/pid"]))); err != nil || pid <= 1 || pid > 200 {
-		t.Errorf("etc/pid = %q: want a small PID above 1, from a PID namespace of its own", c["etc/pid"])
+	// The command is the first process of a PID namespace of its own,
+	// root of a user namespace whose root is an unprivileged host id.
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(c["etc/pid"]))); err != nil || pid != 1 {
+		t.Errorf("etc/pid = %q: want 1, the first process of a PID namespace of its own", c["etc/pid"])
+	}
+	if got, want := strings.TrimSpace(string(c["etc/uidmap-seen"])), "0 "+strconv.Itoa(sandbox.HostIDBase)+" 65536"; got != want {
+		t.Errorf("the step's uid_map = %q, want %q (root inside, unprivileged outside)", got, want)
 	}
 	if len(c["etc/uuid"]) != 37 {
 		t.Errorf("etc/uuid = %q: /proc was not mounted for the command", c["etc/uuid"])
@@ -144,6 +157,12 @@ func TestRunSteps(t *testing.T) {
 	}
 	if e := files["etc/machine-id"]; e.Mode != 0444 {
 		t.Errorf("etc/machine-id mode %o, want 0444 kept", e.Mode)
+	}
+	if e := files["etc/owned33"]; e.UID != 33 || e.GID != 33 {
+		t.Errorf("etc/owned33 = %+v: the step's chown did not reach the tree through the id mapping", e)
+	}
+	if e := files["etc/greeting2"]; e.UID != 0 || e.GID != 0 {
+		t.Errorf("etc/greeting2 = %+v: a file the step made as root must be uid 0's", e)
 	}
 	if e := files["usr/bin/strata"]; e.Mode != 0755 || e.UID != 0 {
 		t.Errorf("usr/bin/strata = %+v", e)

@@ -24,19 +24,7 @@ import (
 // the edit is validated and published and the canary stays empty.
 func TestHostileValidationEscape(t *testing.T) {
 	dir := t.TempDir()
-	canary := filepath.Join(dir, "canary")
-	if err := os.Mkdir(canary, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	recipe := filepath.Join(dir, "demo")
-	if err := os.CopyFS(recipe, os.DirFS(demoDir)); err != nil {
-		t.Fatal(err)
-	}
-	build := exec.Command("go", "build", "-ldflags", "-X main.canary="+canary, "-o", filepath.Join(recipe, "escape"), "./testdata/escape")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the escape: %v\n%s", err, out)
-	}
+	recipe, canary := escapeRecipe(t, dir)
 	yaml, err := os.ReadFile(filepath.Join(recipe, "recipe.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -70,13 +58,74 @@ func TestHostileValidationEscape(t *testing.T) {
 	if !strings.Contains(out, "validated demo-web.service: /usr/bin/escape") {
 		t.Errorf("the escape did not run as demo-web's validation:\n%s", out)
 	}
+	assertCanaryEmpty(t, canary, "the validation command")
+}
+
+// escapeRecipe copies the demo recipe to dir/demo with the escape
+// program (testdata/escape) built beside it, aimed at a fresh canary
+// directory, and returns both paths.
+func escapeRecipe(t *testing.T, dir string) (recipe, canary string) {
+	t.Helper()
+	canary = filepath.Join(dir, "canary")
+	if err := os.Mkdir(canary, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	recipe = filepath.Join(dir, "demo")
+	if err := os.CopyFS(recipe, os.DirFS(demoDir)); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-ldflags", "-X main.canary="+canary, "-o", filepath.Join(recipe, "escape"), "./testdata/escape")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the escape: %v\n%s", err, out)
+	}
+	return recipe, canary
+}
+
+// assertCanaryEmpty fails when who wrote anything in canary.
+func assertCanaryEmpty(t *testing.T, canary, who string) {
+	t.Helper()
 	if ents, _ := os.ReadDir(canary); len(ents) > 0 {
 		var names []string
 		for _, e := range ents {
 			names = append(names, e.Name())
 		}
-		t.Errorf("the validation command wrote on the publishing host: %v", names)
+		t.Errorf("%s wrote on the host: %v", who, names)
 	}
+}
+
+// TestHostileBuildStepEscape (issue 25, item 1, build steps): a recipe's
+// run step is the escape itself (it is the tree's /bin/sh). Under the
+// chroot build steps used to run in, /proc/1/root was the host's root
+// and the canary filled; in the sandbox the build succeeds, the step's
+// report is in the progress, and the canary stays empty.
+func TestHostileBuildStepEscape(t *testing.T) {
+	dir := t.TempDir()
+	recipe, canary := escapeRecipe(t, dir)
+	yaml, err := os.ReadFile(filepath.Join(recipe, "recipe.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := strings.Replace(string(yaml), "files:\n", "files:\n  - path: /bin/sh\n    src: escape\n    mode: \"0755\"\n", 1)
+	if y == string(yaml) {
+		t.Fatal("the demo recipe no longer has a files list")
+	}
+	y += "steps:\n  - run: escape from the build\n"
+	if err := os.WriteFile(filepath.Join(recipe, "recipe.yaml"), []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "line")
+	if out, code := strata("key", "generate", "--out", key); code != 0 {
+		t.Fatalf("key generate: exit %d\n%s", code, out)
+	}
+	out, code := strata("build-image", filepath.Join(recipe, "recipe.yaml"), "--out", filepath.Join(dir, "img"), "--key", key+".key", "--cache", filepath.Join(dir, "cache"))
+	if code != 0 {
+		t.Fatalf("build-image: exit %d\n%s", code, out)
+	}
+	if !strings.Contains(out, "run: proc1root:") || !strings.Contains(out, "mount: operation not permitted") {
+		t.Errorf("the escape's report is not in the build's progress:\n%s", out)
+	}
+	assertCanaryEmpty(t, canary, "the build step")
 }
 
 // TestHostileSpoolThroughLink (issue 25, item 2): apply-overlay --bundle

@@ -57,7 +57,7 @@ func child() {
 	unix.CloseOnExec(3)
 	unix.CloseOnExec(4)
 	unix.CloseOnExec(procFD)
-	if err := enter(cfg.Root); err != nil {
+	if err := enter(cfg.View); err != nil {
 		fail(err)
 	}
 	if cfg.OwnNet {
@@ -91,7 +91,11 @@ func child() {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		fail(fmt.Errorf("closing inherited descriptors: %w", err))
 	}
-	if err := dropPrivileges(cfg.Caps); err != nil {
+	drop := dropPrivileges
+	if cfg.Root {
+		drop = keepRoot
+	}
+	if err := drop(cfg.Caps); err != nil {
 		fail(err)
 	}
 	if err := installSeccomp(prog); err != nil {
@@ -154,7 +158,7 @@ func limitsOf(cfg childConfig) []rlimit {
 		{"address space", unix.RLIMIT_AS, uint64(cfg.Memory)},
 		{"file size", unix.RLIMIT_FSIZE, uint64(cfg.Files)},
 		{"open files", unix.RLIMIT_NOFILE, 1024},
-		{"processes", unix.RLIMIT_NPROC, 64},
+		{"processes", unix.RLIMIT_NPROC, uint64(cfg.Procs)},
 		{"CPU time", unix.RLIMIT_CPU, uint64(cfg.CPU)},
 		{"core size", unix.RLIMIT_CORE, 0},
 		{"locked memory", unix.RLIMIT_MEMLOCK, 0},
@@ -216,6 +220,32 @@ func dropPrivileges(keep bool) error {
 	}
 	if err := capset(kept, false); err != nil {
 		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("setting no_new_privs: %w", err)
+	}
+	return nil
+}
+
+// rootDropped are the capabilities Spec.RootCaps still drops from the
+// bounding set: none a build needs, and some act beyond the namespace.
+var rootDropped = []uintptr{
+	unix.CAP_SYS_MODULE, unix.CAP_SYS_BOOT, unix.CAP_SYS_TIME, unix.CAP_SYS_RAWIO,
+	unix.CAP_MKNOD, unix.CAP_SYSLOG, unix.CAP_MAC_ADMIN, unix.CAP_MAC_OVERRIDE,
+	unix.CAP_WAKE_ALARM, unix.CAP_BLOCK_SUSPEND, unix.CAP_AUDIT_CONTROL, unix.CAP_AUDIT_WRITE,
+}
+
+// keepRoot leaves uid 0 its capabilities in the user namespace (see
+// Spec.RootCaps), less rootDropped, with no ambient capability and
+// no_new_privs set. The unused argument matches dropPrivileges.
+func keepRoot(bool) error {
+	for _, c := range rootDropped {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clearing ambient capabilities: %w", err)
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("setting no_new_privs: %w", err)

@@ -1,5 +1,6 @@
 // Package sandbox runs a command that came from a repository (a service's
-// validate or check command) without privileges on the host.
+// validate or check command), or a recipe's build step, without
+// privileges on the host.
 //
 // The command runs as the first process of fresh user, mount, PID, IPC,
 // UTS and cgroup namespaces, and of a network namespace with nothing in
@@ -21,6 +22,11 @@
 // validation has no need of (mount, namespaces, keyrings, BPF, ptrace,
 // io_uring, module loading and more). Time, address space, file size,
 // open files and processes are bounded, and output is kept to a limit.
+//
+// A build step (Spec.Writable, Spec.RootCaps) gets the tree itself bound
+// writable through the id mapping instead of the copy-on-write view, and
+// keeps root's capabilities inside its user namespace, where they reach
+// only the tree and the sandbox's own namespaces.
 //
 // The sandbox's setup runs in a re-execution of the running binary
 // (/proc/self/exe), recognised by this package's init function before

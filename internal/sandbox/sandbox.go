@@ -33,6 +33,7 @@ const (
 	DefaultMemory  = 4 << 30   // address space of each process
 	DefaultScratch = 256 << 20 // the tmpfs that takes the view's writes
 	DefaultOutput  = 64 << 10
+	DefaultProcs   = 64
 )
 
 // ErrSandbox reports that the sandbox itself could not be set up (as
@@ -75,6 +76,30 @@ type Spec struct {
 	// owner it maps: the view's copy-on-write copies of the tree. Without
 	// it every capability is dropped.
 	FileCaps bool
+	// RootCaps keeps every capability of root in the sandbox's user
+	// namespace except the few no build needs (modules, raw I/O, clocks,
+	// reboot, mknod, syslog, MAC administration), without securebits, so
+	// uid 0 behaves as root: a build step that installs packages (dpkg
+	// sets owners, apt switches to its own user) works. They reach only
+	// what the namespace owns or maps: the tree (when Writable) and the
+	// sandbox's own namespaces. It takes precedence over FileCaps.
+	RootCaps bool
+	// Writable binds Root itself read-write, with the sandbox's id
+	// mapping (its file system must allow that), instead of a
+	// copy-on-write view: what the command writes stays in the tree, its
+	// root's files owned by uid 0 on disk. Nothing may be mounted below
+	// Root. Scratch then bounds only /tmp, /run and /dev/shm.
+	Writable bool
+	// Procs bounds the processes of the sandbox's user (default
+	// DefaultProcs). The count is per host user, so concurrent sandboxes
+	// share it.
+	Procs int
+	// FileSize bounds the size of each file the command writes (default
+	// Scratch).
+	FileSize int64
+	// Stream, when set, receives the command's standard output and error
+	// as they come instead of being kept: Run then returns no output.
+	Stream io.Writer
 }
 
 // Run runs spec's command in a sandbox and returns its combined output
@@ -139,7 +164,7 @@ func RunHere(ctx context.Context, spec Spec) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	v, err := buildView(spec.Root, userns, spec.Scratch)
+	v, err := buildView(spec.Root, userns, spec.Scratch, spec.Writable)
 	if err != nil {
 		return "", err
 	}
@@ -165,6 +190,12 @@ func withDefaults(s Spec) Spec {
 	}
 	if s.Output <= 0 {
 		s.Output = DefaultOutput
+	}
+	if s.Procs <= 0 {
+		s.Procs = DefaultProcs
+	}
+	if s.FileSize <= 0 {
+		s.FileSize = s.Scratch
 	}
 	return s
 }
@@ -192,13 +223,15 @@ func checkSpec(s Spec) error {
 // childConfig is what the re-executed child needs: where the view is and
 // what to execute there.
 type childConfig struct {
-	Root   string   `json:"root"`
+	View   string   `json:"view"`
 	Argv   []string `json:"argv"`
 	Env    []string `json:"env"`
 	Dir    string   `json:"dir"`
 	Memory int64    `json:"memory"`
 	Files  int64    `json:"files"`
 	Caps   bool     `json:"caps"`
+	Root   bool     `json:"root_caps"`
+	Procs  int      `json:"procs"`
 	OwnNet bool     `json:"own_net"`
 	CPU    int64    `json:"cpu"` // seconds
 }
@@ -232,6 +265,9 @@ func start(ctx context.Context, spec Spec, v *view) (string, error) {
 	cmd.Args = []string{childArg0}
 	cmd.Env = []string{}
 	cmd.Stdout, cmd.Stderr = w, w
+	if spec.Stream != nil {
+		cmd.Stdout, cmd.Stderr = spec.Stream, spec.Stream
+	}
 	cmd.ExtraFiles = []*os.File{cfgR, stW, procC} // fds 3, 4 and 5
 	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
 	if !spec.Network {
@@ -254,7 +290,7 @@ func start(ctx context.Context, spec Spec, v *view) (string, error) {
 	cfgR.Close()
 	stW.Close()
 	procC.Close()
-	cfg := childConfig{Root: v.root, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Memory: spec.Memory, Files: spec.Scratch, Caps: spec.FileCaps, OwnNet: !spec.Network, CPU: int64(spec.Timeout/time.Second) + 1}
+	cfg := childConfig{View: v.root, Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Memory: spec.Memory, Files: spec.FileSize, Caps: spec.FileCaps, Root: spec.RootCaps, Procs: spec.Procs, OwnNet: !spec.Network, CPU: int64(spec.Timeout/time.Second) + 1}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

@@ -326,6 +326,65 @@ func TestFileCaps(t *testing.T) {
 	}
 }
 
+// TestWritable: a writable sandbox (a build step's) writes the tree
+// itself, through the id mapping (root's files are uid 0's on disk, a
+// chown to 33 is 33 on disk), keeps root's capabilities in its namespace
+// (it can switch users, as apt does) but not the host's (mount still
+// fails), and streams its output. A tree with a mount below it is refused.
+func TestWritable(t *testing.T) {
+	root := tree(t)
+	var stream strings.Builder
+	out, err := Run(context.Background(), Spec{Root: root, Argv: []string{"/usr/bin/probe", "build"}, Writable: true, RootCaps: true, Stream: &stream})
+	if err != nil || out != "" {
+		t.Fatalf("probe build: %v, returned %q\n%s", err, out, stream.String())
+	}
+	r := report(t, stream.String())
+	for k, v := range map[string]string{"built": "ok", "chown": "ok", "tmp": "ok", "setuid": "ok", "uid": "100"} {
+		if r[k] != v {
+			t.Errorf("%s = %q, want %q\n%s", k, r[k], v, stream.String())
+		}
+	}
+	for p, uid := range map[string]uint32{"etc/built": 0, "etc/owned33": 33} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(root, p), &st); err != nil || st.Uid != uid || st.Gid != uid {
+			t.Errorf("%s on disk: %v, owner %d:%d, want %d:%d", p, err, st.Uid, st.Gid, uid, uid)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(root, "tmp/scratch")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("/tmp of a writable sandbox reached the tree: %v", err)
+	}
+	out, err = Run(context.Background(), Spec{Root: root, Argv: []string{"/usr/bin/probe"}, Writable: true, RootCaps: true})
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	r = report(t, out)
+	if r["uidmap"] != fmt.Sprintf("0 %d 65536", HostIDBase) || r["mount"] != "operation not permitted" || r["pid"] != "1" {
+		t.Errorf("uidmap %q, mount %q, pid %q: want the sandbox's mapping, mount refused, PID 1", r["uidmap"], r["mount"], r["pid"])
+	}
+	var bnd uint64
+	if _, err := fmt.Sscanf(r["CapBnd"], "%x", &bnd); err != nil || bnd&(1<<unix.CAP_SETUID) == 0 || bnd&(1<<unix.CAP_SYS_MODULE) != 0 || bnd&(1<<unix.CAP_MKNOD) != 0 {
+		t.Errorf("CapBnd = %q: want root's less modules and mknod", r["CapBnd"])
+	}
+	if r["write"] != "ok" {
+		t.Errorf("write = %q", r["write"])
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc/written")); err != nil {
+		t.Errorf("the write did not reach the writable tree: %v", err)
+	}
+
+	sub := filepath.Join(root, "mnt")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", sub, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(sub, unix.MNT_DETACH)
+	if _, err := Run(context.Background(), Spec{Root: root, Argv: []string{"/usr/bin/probe", "true"}, Writable: true}); !errors.Is(err, ErrSandbox) || !strings.Contains(err.Error(), sub) {
+		t.Errorf("a writable tree with a mount below it: %v, want it refused naming %s", err, sub)
+	}
+}
+
 // TestMaskedProc: a caller whose /proc has a read-only /proc/sys over it
 // (as a container's, or a test node's) still gives the sandbox a fresh
 // /proc (the kernel would refuse the sandbox's own mount of it there).

@@ -24,6 +24,9 @@ type view struct {
 	// system refused the id mapping: their files' owners show as nobody
 	// inside unless they are HostIDBase ids on the host.
 	unmapped []string
+	// writable: the view's root is the tree itself, bound read-write
+	// (Spec.Writable), so nothing in it may be replaced.
+	writable bool
 }
 
 // pseudo are the file systems a view never carries: the kernel's own
@@ -54,7 +57,7 @@ var replaced = []string{"proc", "sys", "dev", "run", "tmp"}
 // mount below it that is not a pseudo file system, each cloned read-only
 // (with the id mapping of userns where the file system allows it) under
 // a copy-on-write overlay whose upper layer is on the scratch tmpfs.
-func buildView(root string, userns int, scratch int64) (*view, error) {
+func buildView(root string, userns int, scratch int64, writable bool) (*view, error) {
 	real, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSandbox, err)
@@ -74,7 +77,7 @@ func buildView(root string, userns int, scratch int64) (*view, error) {
 		return nil, fmt.Errorf("%w: %w", ErrSandbox, err)
 	}
 	base := held.Path
-	v := &view{base: base, root: filepath.Join(base, "root"), held: held}
+	v := &view{base: base, root: filepath.Join(base, "root"), held: held, writable: writable}
 	if err := unix.Mount("strata-sandbox", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=0711", scratch)); err != nil {
 		held.RemoveAll()
 		return nil, fmt.Errorf("%w: scratch tmpfs on %s: %w", ErrSandbox, base, err)
@@ -97,9 +100,20 @@ func buildView(root string, userns int, scratch int64) (*view, error) {
 		return fail(fmt.Errorf("%w: %w", ErrSandbox, err))
 	}
 	defer unix.Close(rootfd)
-	for i, c := range carried(ms, real) {
-		if err := v.carry(i, rootfd, real, c, userns); err != nil {
+	if writable {
+		for _, m := range ms {
+			if strings.HasPrefix(m.Point, strings.TrimSuffix(real, "/")+"/") {
+				return fail(fmt.Errorf("%w: %s has a mount below it (%s): a writable tree must be one file system", ErrSandbox, root, m.Point))
+			}
+		}
+		if err := v.bindWritable(rootfd, root, userns); err != nil {
 			return fail(err)
+		}
+	} else {
+		for i, c := range carried(ms, real) {
+			if err := v.carry(i, rootfd, real, c, userns); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	if err := v.fresh(scratch); err != nil {
@@ -240,6 +254,37 @@ func (v *view) carry(i, rootfd int, root string, c carry, userns int) error {
 	return nil
 }
 
+// bindWritable mounts a clone of the tree's directory (only its own
+// mount) at the view's root, read-write with the id mapping of userns:
+// files the command makes as root are owned by uid 0 on disk.
+func (v *view) bindWritable(rootfd int, root string, userns int) error {
+	// The directories the view mounts on are made now, in the tree: the
+	// caller's uid has no place in the id mapping, so it cannot create
+	// anything through the mapped mount. mkdirat leaves whatever is
+	// there (a link too) as it is.
+	for _, d := range []struct {
+		name string
+		mode uint32
+	}{{"dev", 0o755}, {"proc", 0o755}, {"run", 0o755}, {"tmp", 0o1777}} {
+		if err := unix.Mkdirat(rootfd, d.name, d.mode); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("%w: making %s/%s: %w", ErrSandbox, root, d.name, err)
+		}
+	}
+	fd, err := unix.OpenTree(rootfd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_NO_AUTOMOUNT)
+	if err != nil {
+		return fmt.Errorf("%w: cloning the mount on %s: %w", ErrSandbox, root, err)
+	}
+	defer unix.Close(fd)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(userns)}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("%w: %s: its file system refuses id-mapped mounts (%w); a writable sandbox tree needs one that allows them (ext4, xfs, btrfs, tmpfs)", ErrSandbox, root, err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, v.root, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("%w: mounting %s writable: %w", ErrSandbox, root, err)
+	}
+	return nil
+}
+
 // dir opens the directory rel of the view (O_PATH), never following a
 // symbolic link and never leaving the view. With make, a missing
 // top-level directory is made and anything else there (a link, a file)
@@ -264,12 +309,18 @@ func (v *view) dir(rel string, make bool) (int, error) {
 		}
 		return fd, nil
 	}
+	if v.writable && !errors.Is(err, unix.ENOENT) {
+		// The tree itself: what is there stays.
+		return -1, fmt.Errorf("%w: /%s in the tree is not a directory: %w", ErrSandbox, rel, err)
+	}
 	wfd, err := unix.Open(v.root, unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return -1, fmt.Errorf("%w: %w", ErrSandbox, err)
 	}
 	defer unix.Close(wfd)
-	_ = unix.Unlinkat(wfd, rel, 0)
+	if !v.writable {
+		_ = unix.Unlinkat(wfd, rel, 0)
+	}
 	if err := unix.Mkdirat(wfd, rel, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 		return -1, fmt.Errorf("%w: making /%s in the view: %w", ErrSandbox, rel, err)
 	}
@@ -295,7 +346,13 @@ func (v *view) fresh(scratch int64) error {
 		{"tmp", "1777", small, unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV},
 		{"run", "0755", small, unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV},
 	} {
-		if err := v.tmpfs(m.rel, m.mode, m.size, m.attr, true); err != nil {
+		err := v.tmpfs(m.rel, m.mode, m.size, m.attr, true)
+		if v.writable && m.rel != "dev" && (errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) {
+			// A writable tree's /tmp or /run that is a link (or a file)
+			// stays as the tree has it.
+			continue
+		}
+		if err != nil {
 			return err
 		}
 	}

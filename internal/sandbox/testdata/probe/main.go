@@ -2,7 +2,9 @@
 // see and do from where it runs: the sandbox tests run it inside and
 // check the report. With "true" it exits at once; with "sleep" it sleeps
 // for ten minutes; with
-// "alloc N" it maps N MiB and touches them.
+// "alloc N" it maps N MiB and touches them; with "build" it does what a
+// build step does to its tree (writes a file, gives one to uid 33, runs
+// as another user) and reports each.
 package main
 
 import (
@@ -34,6 +36,9 @@ func main() {
 				b[i] = 1
 			}
 			fmt.Println("alloc=ok")
+			return
+		case "build":
+			build()
 			return
 		}
 	}
@@ -129,4 +134,25 @@ func errnoErr(e syscall.Errno) error {
 		return nil
 	}
 	return e
+}
+
+// build writes /etc/built as root, makes /etc/owned33 uid and gid 33's,
+// writes in /tmp, then switches to uid 100 (as apt does to _apt).
+func build() {
+	res := func(k string, err error) {
+		if err == nil {
+			fmt.Printf("%s=ok\n", k)
+			return
+		}
+		fmt.Printf("%s=%v\n", k, err)
+	}
+	res("built", os.WriteFile("/etc/built", []byte("built\n"), 0o644))
+	err := os.WriteFile("/etc/owned33", []byte("33\n"), 0o640)
+	if err == nil {
+		err = os.Chown("/etc/owned33", 33, 33)
+	}
+	res("chown", err)
+	res("tmp", os.WriteFile("/tmp/scratch", []byte("x"), 0o644))
+	res("setuid", syscall.Setresuid(100, 100, 100))
+	fmt.Printf("uid=%d\n", os.Getuid())
 }
