@@ -44,8 +44,9 @@ type Status struct {
 }
 
 // UpgradeStatus is a staged upgrade: waiting for the next boot
-// ("staged") or on its trial boot, waiting for the health check
-// ("trial").
+// (UpgradeStaged), on its trial boot, waiting for the health check
+// (UpgradeTrial), or, read offline, interrupted before its boot entry
+// went live, so that no boot will try it (UpgradeInterrupted).
 type UpgradeStatus struct {
 	State  string        `json:"state"`
 	Image  manifests.Ref `json:"image"`
@@ -53,6 +54,13 @@ type UpgradeStatus struct {
 	Entry  string        `json:"entry"`
 	Staged string        `json:"staged"`
 }
+
+// UpgradeStatus states.
+const (
+	UpgradeStaged      = "staged"
+	UpgradeTrial       = "trial"
+	UpgradeInterrupted = "interrupted"
+)
 
 // NodeStatus reads the status of the node at root. It changes nothing.
 func NodeStatus(ctx context.Context, root string) (*Status, error) {
@@ -75,10 +83,10 @@ func NodeStatus(ctx context.Context, root string) (*Status, error) {
 		st.Running, st.Slot = &manifests.Ref{Version: run.Version, Digest: run.Digest}, run.Slot
 	}
 	if u := ev.Staged; u != nil {
-		st.Upgrade = &UpgradeStatus{State: "staged", Image: manifests.Ref{Version: u.Record.Version, Digest: u.Record.Digest},
+		st.Upgrade = &UpgradeStatus{State: UpgradeStaged, Image: manifests.Ref{Version: u.Record.Version, Digest: u.Record.Digest},
 			Slot: u.Record.Slot, Entry: u.Entry, Staged: u.Staged}
 		if ev.Trial {
-			st.Upgrade.State = "trial"
+			st.Upgrade.State = UpgradeTrial
 		}
 	}
 	for _, e := range l.Applied() {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/archive"
+	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/tree"
@@ -136,8 +137,10 @@ func Upgrade(ctx context.Context, root string, raw, sig []byte, o UpgradeOptions
 	if err := n.Stage(u); err != nil {
 		return rep, err
 	}
+	fault.Point("upgrade-staged")
 	// The entry goes live last: a crash before leaves a staged upgrade
-	// no boot can try, which the next boot records as failed. A failed
+	// no boot can try, which the next boot records as failed, and the
+	// next upgrade (or status, offline) finds so. A failed
 	// Commit keeps the staged state too: the rename may have happened.
 	if err := slot.Commit(); err != nil {
 		return rep, fmt.Errorf("making boot entry %s bootable (the upgrade stays staged; strata upgrade --cancel takes it back): %w", slot.Entry, err)

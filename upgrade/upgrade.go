@@ -56,6 +56,10 @@ type Report struct {
 	// Kernel and Initrd are the image paths the entry boots.
 	Kernel string `json:"kernel,omitempty"`
 	Initrd string `json:"initrd,omitempty"`
+	// Abandoned is an earlier upgrade this one dropped first: staged,
+	// but interrupted before its boot entry went live, so no boot would
+	// have tried it.
+	Abandoned *manifests.StagedUpgrade `json:"abandoned,omitempty"`
 }
 
 // Disk upgrades the node on diskPath, a provisioned disk that is not
@@ -74,7 +78,7 @@ func Disk(ctx context.Context, diskPath string, o Options) (rep *Report, err err
 		rep, err = run(ctx, root, t, "", dry)
 		return err
 	})
-	if o.DryRun || err != nil && !errors.Is(err, overlay.ErrInterrupted) {
+	if o.DryRun || err != nil && !errors.Is(err, overlay.ErrInterrupted) && !errors.Is(err, ErrUnbootable) {
 		return rep, err
 	}
 	err = onDisk(ctx, diskPath, offline.Mount, o.Progress, func(root string, t *disk.Target) error {
@@ -128,6 +132,10 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 	if o.Tries == 0 {
 		o.Tries = disk.DefaultTries
 	}
+	abandoned, err := dropUnbootable(ctx, root, t, o)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkActive(root, t); err != nil {
 		return nil, err
 	}
@@ -166,7 +174,7 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Disk: t.Disk}
+	rep := &Report{Disk: t.Disk, Abandoned: abandoned}
 	write := func(plan *overlay.UpgradePlan) (overlay.Slot, error) {
 		in, err := t.Install(ctx, o.Image, plan.Image, o.Tries, o.Progress)
 		if err != nil {
@@ -177,6 +185,32 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 	}
 	rep.UpgradeReport, err = overlay.Upgrade(ctx, root, raw, sig, o.UpgradeOptions, o.DryRun, bootID, o.LockWait, write)
 	return rep, err
+}
+
+// ErrUnbootable reports a staged upgrade whose boot entry never went live
+// (the upgrade was interrupted just before): no boot will try it. An
+// upgrade drops it first; a dry run reports it.
+var ErrUnbootable = manifests.Rejection("upgrade: a staged upgrade has no bootable entry")
+
+// dropUnbootable drops (as upgrade --cancel would) an upgrade staged on
+// the node whose boot entry is not bootable, and returns it; a dry run
+// refuses with ErrUnbootable instead.
+func dropUnbootable(ctx context.Context, root string, t *disk.Target, o Options) (*manifests.StagedUpgrade, error) {
+	u, err := node.Node{Root: root}.Staged()
+	if err != nil || u == nil {
+		return nil, err
+	}
+	if ok, err := t.Bootable(u.Entry); err != nil || ok {
+		return nil, err
+	}
+	if o.DryRun {
+		return nil, fmt.Errorf("%s: the upgrade to image %s staged at %s was interrupted before its boot entry %s went live, so no boot will try it; strata upgrade drops it and upgrades again, strata upgrade --cancel drops it: %w",
+			t.Disk, u.Record.Version, u.Staged, u.Entry, ErrUnbootable)
+	}
+	if o.Progress != nil {
+		o.Progress(fmt.Sprintf("dropping the upgrade to image %s staged at %s: it was interrupted before its boot entry %s went live", u.Record.Version, u.Staged, u.Entry))
+	}
+	return cancel(ctx, root, t, o.LockWait)
 }
 
 // readManifest reads the signed manifest beside image; a missing

@@ -36,6 +36,10 @@ const (
 
 var entryFileRe = regexp.MustCompile(`^strata-([1-9][0-9]{0,8})-([ab])(?:\+([0-9]{1,4})(?:-([0-9]{1,4}))?)?\.conf$`)
 
+// pendingEntryRe matches an entry Install wrote under its temporary
+// name, which Installed.Commit renames to make it bootable.
+var pendingEntryRe = regexp.MustCompile(`^(?i:strata)-([1-9][0-9]{0,8})-([abAB])\.(?i:new)$`)
+
 // BootEntry is one of strata's boot loader entries on a disk's ESP.
 type BootEntry struct {
 	// ID is the entry without its counter (strata-GEN-SLOT.conf, or
@@ -216,6 +220,18 @@ func migrateLegacy(esp espFS, es []BootEntry) ([]BootEntry, error) {
 // overwritten: nothing may boot a half-written root), then the kernels
 // and initrds under /strata/ that only those entries used.
 func removeSlot(esp espFS, es []BootEntry, slot string) ([]BootEntry, error) {
+	// An entry an interrupted upgrade wrote and never made bootable.
+	names, err := esp.List(entriesDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if m := pendingEntryRe.FindStringSubmatch(name); m != nil && strings.EqualFold(m[2], slot) {
+			if err := esp.Remove(path.Join(entriesDir, name)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	var keep, gone []BootEntry
 	for _, e := range es {
 		if e.Slot != slot {

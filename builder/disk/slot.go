@@ -169,6 +169,23 @@ func (t *Target) Inactive() string {
 // Entries lists strata's boot entries on the disk's ESP, newest first.
 func (t *Target) Entries() ([]BootEntry, error) { return readEntries(t.esp, t.Layout) }
 
+// Bootable reports whether a boot entry with the id entryID
+// (strata-N-SLOT.conf) is on the ESP, under its counted name: one an
+// upgrade staged and an interruption kept from being renamed is not,
+// and no boot will try it.
+func (t *Target) Bootable(entryID string) (bool, error) {
+	es, err := t.Entries()
+	if err != nil {
+		return false, err
+	}
+	for _, e := range es {
+		if strings.EqualFold(e.ID, entryID) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Installed is an image written to the inactive root, with its boot
 // entry written under a name systemd-boot ignores until Commit.
 type Installed struct {

@@ -212,8 +212,11 @@ func printStatus(w io.Writer, st *overlay.Status) {
 	}
 	if u := st.Upgrade; u != nil {
 		what := "the next boot tries it"
-		if u.State == "trial" {
+		switch u.State {
+		case overlay.UpgradeTrial:
 			what = "trial boot: committed once healthy (strata upgrade --confirm)"
+		case overlay.UpgradeInterrupted:
+			what = "its boot entry never went live, so no boot tries it: strata upgrade drops it and upgrades again, strata upgrade --cancel drops it"
 		}
 		fmt.Fprintf(w, "upgrade   %s: image %s on root %s, boot entry %s, since %s; %s\n", u.State, u.Image.Version, strings.ToUpper(u.Slot), u.Entry, u.Staged, what)
 	}

@@ -178,6 +178,9 @@ func printUpgrade(w io.Writer, rep *upgrade.Report) {
 	if rep.Compact {
 		kind = "compaction"
 	}
+	if a := rep.Abandoned; a != nil {
+		fmt.Fprintf(w, "dropped the upgrade to image %s staged at %s: it was interrupted before its boot entry %s went live\n", a.Record.Version, a.Staged, a.Entry)
+	}
 	fmt.Fprintf(w, "%s %s of %s: image %s -> %s\n", verb, kind, rep.Disk, rep.From.Version, rep.To.Version)
 	fmt.Fprintf(w, "  head after:  %s (tree %s)\n", rep.Head.Version, rep.TreeDigest)
 	layers := strings.Join(rep.Layers, " ")

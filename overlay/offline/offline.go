@@ -92,11 +92,17 @@ func withNode[T any](ctx context.Context, diskPath string, mount mounter, progre
 	}
 	defer func() { err = errors.Join(err, n.Close()) }()
 	v, err = fn(n.Root)
-	if err != nil && strings.Contains(err.Error(), n.Root) {
-		// Messages name the disk, not where this process mounted it.
-		err = &onDiskError{msg: strings.ReplaceAll(err.Error(), n.Root, diskPath), err: err}
+	return v, nameDisk(err, n.Root, diskPath)
+}
+
+// nameDisk returns err with the mount point root in its message replaced
+// by the disk's path: messages name the disk, not where this process
+// mounted it.
+func nameDisk(err error, root, diskPath string) error {
+	if err != nil && strings.Contains(err.Error(), root) {
+		return &onDiskError{msg: strings.ReplaceAll(err.Error(), root, diskPath), err: err}
 	}
-	return v, err
+	return err
 }
 
 // onDiskError is an error of a node on a disk, its message naming the
@@ -111,14 +117,34 @@ func (e *onDiskError) Unwrap() error { return e.err }
 
 // Status reads the status of the node on a disk that is not running,
 // mounted read-only (nothing on the disk changes). Its Root is the disk.
-func Status(ctx context.Context, diskPath string) (*overlay.Status, error) {
-	st, err := withNode(ctx, diskPath, MountReadOnly, nil, func(root string) (*overlay.Status, error) {
-		return overlay.NodeStatus(ctx, root)
-	})
-	if st != nil {
-		st.Root = diskPath
+// A staged upgrade whose boot entry is not on the ESP (an upgrade
+// interrupted just before the entry went live) shows as "interrupted".
+func Status(ctx context.Context, diskPath string) (st *overlay.Status, err error) {
+	n, err := MountReadOnly(ctx, diskPath, nil)
+	if err != nil {
+		return nil, err
 	}
-	return st, err
+	defer func() { err = errors.Join(err, n.Close()) }()
+	st, err = overlay.NodeStatus(ctx, n.Root)
+	if err != nil {
+		return nil, nameDisk(err, n.Root, diskPath)
+	}
+	st.Root = diskPath
+	if u := st.Upgrade; u != nil && u.State == overlay.UpgradeStaged {
+		t, err := n.Target(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { err = errors.Join(err, t.Close()) }()
+		ok, err := t.Bootable(u.Entry)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			u.State = overlay.UpgradeInterrupted
+		}
+	}
+	return st, nil
 }
 
 // Rollback rolls back the node on a disk that is not running as
