@@ -89,9 +89,14 @@ type LedgerEntry struct {
 	// records of an overlay), so the history names it after the overlay
 	// is rolled back and its manifest dropped.
 	Signer string `json:"signer,omitempty"`
-	Time   string `json:"time"`
-	Prev   string `json:"prev"`
-	Hash   string `json:"hash"`
+	// Offline marks a restart record made while the node was not
+	// running (restart-pending --disk): nothing ran, and its Done
+	// actions are what the next boot does, starting every service with
+	// the node's tree.
+	Offline bool   `json:"offline,omitempty"`
+	Time    string `json:"time"`
+	Prev    string `json:"prev"`
+	Hash    string `json:"hash"`
 }
 
 // EntryHash returns the hash of e with its Hash field cleared.
@@ -180,6 +185,8 @@ func (e LedgerEntry) validate() error {
 		return fmt.Errorf("signer %q is not a key id", clip(e.Signer))
 	case e.Signer != "" && e.Action != LedgerApply && e.Action != LedgerFailed:
 		return fmt.Errorf("%s record with a signer", e.Action)
+	case e.Offline && e.Action != LedgerRestart:
+		return fmt.Errorf("%s record marked offline", e.Action)
 	}
 	if err := ValidLine(e.Line); err != nil {
 		return err

@@ -75,6 +75,7 @@ func TestLedgerUpgradeFields(t *testing.T) {
 			e.Action, e.Slot, e.Layers, e.Compact = manifests.LedgerRestart, "", nil, true
 		},
 		"failed with upgrade fields": func(e *manifests.LedgerEntry) { e.Action = manifests.LedgerFailed },
+		"upgrade marked offline":     func(e *manifests.LedgerEntry) { e.Offline = true },
 	}
 	for name, mutate := range bad {
 		l := newLedger(t)

@@ -141,6 +141,9 @@ func Describe(e manifests.LedgerEntry) string {
 		}
 		return fmt.Sprintf("apply of %s failed and was taken back: %s", e.Version, e.Error)
 	case manifests.LedgerRestart:
+		if e.Offline {
+			return "restart debt settled offline (the next boot starts every service with the tree)"
+		}
 		return "restarts carried out"
 	case manifests.LedgerRepair:
 		return fmt.Sprintf("repaired layers %v", e.Repaired)

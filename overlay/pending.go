@@ -68,3 +68,38 @@ func SettlePending(ctx context.Context, root string, r Restarter, lockWait time.
 	}
 	return rep, runErr
 }
+
+// SettleOffline settles the restart debt of a node that is not running
+// (on a disk): nothing runs, since the next boot starts every service
+// with the node's tree, which is what the debt asks for. The debt is
+// recorded as settled in a restart record marked Offline. A node without
+// debt is not written to.
+func SettleOffline(ctx context.Context, root string, lockWait time.Duration, progress func(string)) (*SettleReport, error) {
+	b, unlock, err := lockNode(ctx, root, lockWait, progress)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	n := b.Node()
+	if err := refuseTrial(n, "restart-pending"); err != nil {
+		return nil, err
+	}
+	l, err := n.ReadLedger()
+	if err != nil {
+		return nil, err
+	}
+	rep := &SettleReport{Root: root, Pending: l.PendingRestarts(), Restarted: []manifests.ServiceAction{}}
+	if len(rep.Pending) == 0 {
+		return rep, nil
+	}
+	last := l.Last()
+	if _, err := n.Commit(l, manifests.LedgerEntry{
+		Action: manifests.LedgerRestart, Line: last.Line, Version: last.Version, Digest: last.Digest,
+		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest, Done: rep.Pending, Offline: true,
+		Time: time.Now().UTC().Format(time.RFC3339),
+	}); err != nil {
+		return rep, err
+	}
+	rep.Restarted = rep.Pending
+	return rep, nil
+}

@@ -83,3 +83,12 @@ func rollbackDisk(c *cobra.Command, g *globals, diskPath, to string, wait time.D
 	rep, err := offline.Rollback(c.Context(), diskPath, to, wait, g.progress())
 	return rep, false, err
 }
+
+// settleDisk is restart-pending --disk.
+func settleDisk(c *cobra.Command, g *globals, diskPath string, wait time.Duration) (*overlay.SettleReport, bool, error) {
+	if ran, err := inPrivateMounts(c, nil); ran {
+		return nil, true, err
+	}
+	rep, err := offline.SettlePending(c.Context(), diskPath, wait, g.progress())
+	return rep, false, err
+}

@@ -252,36 +252,65 @@ disk byte for byte as it was.`,
 }
 
 func newRestartPendingCmd(g *globals) *cobra.Command {
-	var root, restartWith string
+	var root, diskPath, restartWith string
 	var wait time.Duration
 	c := &cobra.Command{
-		Use: "restart-pending --root DIR [--restart-with systemd|exec:'CMD {unit} {action}']",
+		Use: "restart-pending (--root DIR [--restart-with systemd|exec:'CMD {unit} {action}'] | --disk DISK)",
 		Example: `  strata restart-pending --root /
-  strata restart-pending --root node --restart-with 'exec:echo {unit} {action}'`,
+  strata restart-pending --root node --restart-with 'exec:echo {unit} {action}'
+  strata restart-pending --disk node.img`,
 		Short: "Carry out the restarts recorded as pending (restart debt) and record them",
-		Args:  args(cobra.NoArgs),
+		Long: `Carry out the node's restart debt (restarts and reloads applies and
+rollbacks recorded as pending), each unit once, and record them.
+
+--disk settles the debt of the node on a provisioned disk that is not
+running: nothing runs, as the next boot starts every service with the
+node's tree, and a restart record marked offline says so. A node without
+debt is read with the disk mounted read-only and not a byte changes.`,
+		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if restartWith == "" && root != "/" {
-				return usageError{fmt.Errorf("--root %s is not the running system, whose systemd restart-pending drives by default (--root /); say how to restart its services: --restart-with systemd (the host's systemd) or exec:'CMD {unit} {action}'", root)}
+			if (root == "") == (diskPath == "") {
+				return usageError{fmt.Errorf("give --root DIR or --disk DISK (not both)")}
 			}
-			if restartWith == "none" {
-				return usageError{fmt.Errorf("--restart-with none would settle nothing")}
+			where := root
+			var rep *overlay.SettleReport
+			var err error
+			if diskPath != "" {
+				if restartWith != "" {
+					return usageError{fmt.Errorf("--restart-with does not go with --disk: nothing runs on a disk that is not running")}
+				}
+				where = diskPath
+				var ran bool
+				if rep, ran, err = settleDisk(c, g, diskPath, wait); ran {
+					return err
+				}
+			} else {
+				if restartWith == "" && root != "/" {
+					return usageError{fmt.Errorf("--root %s is not the running system, whose systemd restart-pending drives by default (--root /); say how to restart its services: --restart-with systemd (the host's systemd) or exec:'CMD {unit} {action}'", root)}
+				}
+				if restartWith == "none" {
+					return usageError{fmt.Errorf("--restart-with none would settle nothing")}
+				}
+				if restartWith != "" && restartWith != "systemd" && !strings.HasPrefix(restartWith, "exec:") {
+					return usageError{fmt.Errorf("--restart-with %q: want systemd or exec:'CMD {unit} {action}'", restartWith)}
+				}
+				r, rerr := restarter(restartWith, root)
+				if rerr != nil {
+					return rerr
+				}
+				rep, err = overlay.SettlePending(c.Context(), root, r, wait, g.progress())
 			}
-			if restartWith != "" && restartWith != "systemd" && !strings.HasPrefix(restartWith, "exec:") {
-				return usageError{fmt.Errorf("--restart-with %q: want systemd or exec:'CMD {unit} {action}'", restartWith)}
-			}
-			r, err := restarter(restartWith, root)
-			if err != nil {
-				return err
-			}
-			rep, err := overlay.SettlePending(c.Context(), root, r, wait, g.progress())
 			if rep != nil && (err == nil || g.json) {
 				_ = g.output(c.OutOrStdout(), rep, func(w io.Writer) {
 					if len(rep.Pending) == 0 {
-						fmt.Fprintf(w, "node %s has no pending restarts\n", root)
+						fmt.Fprintf(w, "node %s has no pending restarts\n", where)
 						return
 					}
-					fmt.Fprintf(w, "settled %d of %d pending restarts on %s:\n", len(rep.Restarted), len(rep.Pending), root)
+					if diskPath != "" {
+						fmt.Fprintf(w, "settled %d pending restarts on %s offline (nothing ran: the next boot starts every service with the tree):\n", len(rep.Restarted), where)
+					} else {
+						fmt.Fprintf(w, "settled %d of %d pending restarts on %s:\n", len(rep.Restarted), len(rep.Pending), where)
+					}
 					printActions(w, rep.Restarted)
 				})
 			}
@@ -289,8 +318,8 @@ func newRestartPendingCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&root, "root", "", "node root directory")
+	c.Flags().StringVar(&diskPath, "disk", "", "provisioned disk (image file or block device) of a node that is not running")
 	c.Flags().StringVar(&restartWith, "restart-with", "", "systemd (default with --root /) or exec:'CMD {unit} {action}'")
 	c.Flags().DurationVar(&wait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
-	required(c, "root")
 	return c
 }

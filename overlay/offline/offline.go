@@ -147,6 +147,29 @@ func Status(ctx context.Context, diskPath string) (st *overlay.Status, err error
 	return st, nil
 }
 
+// SettlePending settles the restart debt of the node on a disk that is
+// not running, as overlay.SettleOffline does. It decides before it
+// writes: a node without debt is read with the disk mounted read-only
+// and nothing changes.
+func SettlePending(ctx context.Context, diskPath string, lockWait time.Duration, progress func(string)) (*overlay.SettleReport, error) {
+	rep, err := withNode(ctx, diskPath, MountReadOnly, nil, func(root string) (*overlay.SettleReport, error) {
+		return overlay.SettleOffline(ctx, root, lockWait, nil)
+	})
+	if err == nil || !errors.Is(err, syscall.EROFS) && !errors.Is(err, overlay.ErrInterrupted) {
+		if rep != nil {
+			rep.Root = diskPath
+		}
+		return rep, err
+	}
+	rep, err = withNode(ctx, diskPath, Mount, progress, func(root string) (*overlay.SettleReport, error) {
+		return overlay.SettleOffline(ctx, root, lockWait, progress)
+	})
+	if rep != nil {
+		rep.Root = diskPath
+	}
+	return rep, err
+}
+
 // Rollback rolls back the node on a disk that is not running as
 // overlay.RollbackTo does (to, lockWait and progress as there; restarts
 // are left as debt: nothing runs on the disk). It decides before it

@@ -2,6 +2,8 @@ package offline_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -376,4 +378,58 @@ func TestOfflineAuditIgnoresMountsOnStacks(t *testing.T) {
 	if !a.OK() || a.TreeDigest != c1.Manifest.TreeDigest {
 		t.Fatalf("audit with files mounted over the stacks: tree %s, want %s: %+v", a.TreeDigest, c1.Manifest.TreeDigest, a.Findings)
 	}
+}
+
+// restart-pending --disk (issue 25, item 10): the debt an offline apply
+// leaves is settled with a restart record marked offline (nothing runs:
+// the next boot starts every service with the tree); with no debt the
+// disk is read-only and unchanged.
+func TestOfflineSettlePending(t *testing.T) {
+	e := newOfflineEnv(t)
+	ctx := context.Background()
+	c1 := e.create(t, "1.0.1", map[string]string{"/etc/app/app.conf": "port 81\n"})
+	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Files: []string{c1.Path}}, overlay.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := offline.SettlePending(ctx, e.disk, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireNoLeftovers(t, e.disk)
+	if rep.Root != e.disk || len(rep.Pending) != 1 || rep.Pending[0].Unit != "app.service" || len(rep.Restarted) != 1 {
+		t.Fatalf("settle report %+v", rep)
+	}
+	st, err := offline.Status(ctx, e.disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Pending) != 0 {
+		t.Fatalf("status after restart-pending --disk: pending %+v", st.Pending)
+	}
+	ledger := e.nodeState(t)
+	if !strings.Contains(ledger, `"action": "restart"`) || !strings.Contains(ledger, `"offline": true`) {
+		t.Fatalf("no restart record marked offline in the ledger:\n%s", ledger)
+	}
+	before := sha256File(t, e.disk)
+	rep, err = offline.SettlePending(ctx, e.disk, 0, nil)
+	if err != nil || len(rep.Pending) != 0 {
+		t.Fatalf("second restart-pending --disk: %v, %+v", err, rep)
+	}
+	if sha256File(t, e.disk) != before {
+		t.Fatal("restart-pending --disk with no debt changed the disk")
+	}
+}
+
+func sha256File(t *testing.T, p string) string {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
