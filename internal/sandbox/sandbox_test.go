@@ -73,6 +73,16 @@ func tree(t testing.TB) string {
 	if err := os.WriteFile(filepath.Join(root, "etc/secret"), []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A node's own secrets: the login hashes and root's SSH key.
+	if err := os.WriteFile(filepath.Join(root, "etc/shadow"), []byte("root:hash\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "root/.ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "root/.ssh/id_ed25519"), []byte("key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	log := filepath.Join(root, "var/log/app.log")
 	if err := os.MkdirAll(filepath.Dir(log), 0o755); err != nil {
 		t.Fatal(err)
@@ -143,7 +153,9 @@ func TestConfinement(t *testing.T) {
 		"hostname":    "strata-sandbox",
 		"secret":      "s3cretok", // the tree's owners hold inside (id-mapped)
 		"secretowner": "ok 0",
-		"write":       "ok", // copy-on-write
+		"shadow":      "open /etc/shadow: permission denied",                   // hidden
+		"rootkey":     "open /root/.ssh/id_ed25519: no such file or directory", // hidden
+		"write":       "ok",                                                    // copy-on-write
 		"tmpwrite":    "ok",
 		"runwrite":    "ok", // a pid file, as nginx -t writes one
 		"mount":       "operation not permitted",
@@ -316,6 +328,7 @@ func TestFileCaps(t *testing.T) {
 	for k, v := range map[string]string{
 		"CapEff": "000000000000001f", "CapPrm": "000000000000001f", "CapBnd": "000000000000001f", "CapAmb": "000000000000001f",
 		"NoNewPrivs": "1", "Seccomp": "2", "otherwrite": "ok", "mount": "operation not permitted", "unshare": "operation not permitted",
+		"shadow": "open /etc/shadow: permission denied", // even CAP_DAC_OVERRIDE: its owner is not mapped
 	} {
 		if r[k] != v {
 			t.Errorf("%s = %q, want %q", k, r[k], v)
@@ -365,8 +378,8 @@ func TestWritable(t *testing.T) {
 	if _, err := fmt.Sscanf(r["CapBnd"], "%x", &bnd); err != nil || bnd&(1<<unix.CAP_SETUID) == 0 || bnd&(1<<unix.CAP_SYS_MODULE) != 0 || bnd&(1<<unix.CAP_MKNOD) != 0 {
 		t.Errorf("CapBnd = %q: want root's less modules and mknod", r["CapBnd"])
 	}
-	if r["write"] != "ok" {
-		t.Errorf("write = %q", r["write"])
+	if r["write"] != "ok" || r["shadow"] != "root:hashok" {
+		t.Errorf("write = %q, shadow = %q: want the writable tree as it is, nothing hidden", r["write"], r["shadow"])
 	}
 	if _, err := os.Stat(filepath.Join(root, "etc/written")); err != nil {
 		t.Errorf("the write did not reach the writable tree: %v", err)

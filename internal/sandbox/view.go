@@ -119,7 +119,81 @@ func buildView(root string, userns int, scratch int64, writable bool) (*view, er
 	if err := v.fresh(scratch); err != nil {
 		return fail(err)
 	}
+	if !writable {
+		if err := v.mask(); err != nil {
+			return fail(err)
+		}
+	}
 	return v, nil
+}
+
+// hiddenFiles are the files a view hides behind an empty file nobody in
+// the sandbox may read: the login password hashes. hiddenDirs are the
+// directories it hides behind an empty tmpfs: root's home (its SSH keys,
+// shell history). A validation has no need of either; on a node's root
+// they are the node's secrets. SSH host keys stay: sshd -t, the check of
+// an sshd configuration, loads them.
+var (
+	hiddenFiles = []string{"etc/shadow", "etc/shadow-", "etc/gshadow", "etc/gshadow-"}
+	hiddenDirs  = []string{"root"}
+)
+
+// mask hides hiddenFiles and hiddenDirs in the view, where they are
+// (reached beneath the view without following a link; a link there is
+// left, as it leads only within the view).
+func (v *view) mask() error {
+	empty := filepath.Join(v.base, "empty")
+	// Owned by the host's root, which the sandbox does not map: mode 0
+	// and an unmapped owner keep even the sandbox's root out.
+	if err := os.WriteFile(empty, nil, 0); err != nil {
+		return fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	rfd, err := unix.Open(v.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	defer unix.Close(rfd)
+	for _, rel := range hiddenFiles {
+		fd, err := unix.Openat2(rfd, rel, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != nil {
+			continue // not there, or reached through a link
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			unix.Close(fd)
+			continue
+		}
+		err = bindOver(empty, fd)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("%w: hiding /%s: %w", ErrSandbox, rel, err)
+		}
+	}
+	for _, rel := range hiddenDirs {
+		err := v.tmpfs(rel, "0700", "4096", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC|unix.MOUNT_ATTR_RDONLY, false)
+		if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.ENOTDIR) {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindOver mounts a clone of the file src over the file the descriptor
+// target names.
+func bindOver(src string, target int) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &ro); err != nil {
+		return err
+	}
+	return unix.MoveMount(fd, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
 }
 
 // close detaches everything mounted for the view and removes its
