@@ -21,7 +21,9 @@
 // seccomp filter refuses the calls that reach kernel surfaces a
 // validation has no need of (mount, namespaces, keyrings, BPF, ptrace,
 // io_uring, module loading and more). Time, address space, file size,
-// open files and processes are bounded, and output is kept to a limit.
+// open files and processes are bounded, memory and processes also for all
+// of the command's processes together in a control group of their own
+// (where the host lets strata make one), and output is kept to a limit.
 //
 // A build step (Spec.Writable, Spec.RootCaps) gets the tree itself bound
 // writable through the id mapping instead of the copy-on-write view, and

@@ -43,6 +43,9 @@ var ErrSandbox = errors.New("sandbox: cannot set up")
 // ErrTimeout reports a command stopped at its time limit.
 var ErrTimeout = errors.New("sandbox: time limit reached")
 
+// ErrMemory reports a command the kernel stopped at its memory limit.
+var ErrMemory = errors.New("sandbox: memory limit reached")
+
 // Spec is one command to run in a sandbox.
 type Spec struct {
 	// Root is the host directory whose tree becomes the command's "/".
@@ -61,7 +64,10 @@ type Spec struct {
 	Network bool
 	// Timeout bounds the run (default DefaultTimeout).
 	Timeout time.Duration
-	// Memory bounds each process's address space (default DefaultMemory).
+	// Memory bounds each process's address space and, where the host
+	// lets strata make a control group, the memory of all the command's
+	// processes together, swap and what the kernel charges for files in
+	// memory (tmpfs, memfds, pipes) included (default DefaultMemory).
 	Memory int64
 	// Scratch bounds what the command may write, in bytes, all of it
 	// discarded at the end (default DefaultScratch).
@@ -90,9 +96,10 @@ type Spec struct {
 	// root's files owned by uid 0 on disk. Nothing may be mounted below
 	// Root. Scratch then bounds only /tmp, /run and /dev/shm.
 	Writable bool
-	// Procs bounds the processes of the sandbox's user (default
-	// DefaultProcs). The count is per host user, so concurrent sandboxes
-	// share it.
+	// Procs bounds the processes of the command (its control group's
+	// pids.max) and of the sandbox's user (RLIMIT_NPROC, counted per
+	// host user, so concurrent sandboxes share it) (default
+	// DefaultProcs).
 	Procs int
 	// FileSize bounds the size of each file the command writes (default
 	// Scratch).
@@ -284,8 +291,20 @@ func start(ctx context.Context, spec Spec, v *view) (string, error) {
 		Pdeathsig:  syscall.SIGKILL,
 	}
 	cmd.WaitDelay = 2 * time.Second
+	cg, err := newCgroup(spec.Memory, spec.Procs)
+	if err != nil {
+		return "", err
+	}
+	defer cg.close()
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("%w: starting %s again as the sandbox's first process: %w%s", ErrSandbox, os.Args[0], err, userNSHint(err))
+	}
+	// Into the control group before it reads its configuration, so
+	// before anything of the command runs.
+	if err := cg.add(cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return "", err
 	}
 	cfgR.Close()
 	stW.Close()
@@ -310,6 +329,8 @@ func start(ctx context.Context, spec Spec, v *view) (string, error) {
 	switch {
 	case len(setup) > 0:
 		return text, fmt.Errorf("%w: %s", ErrSandbox, strings.TrimSpace(string(setup)))
+	case err != nil && cg.oomKilled():
+		return text, fmt.Errorf("%s: %w (%d MiB for all its processes)", spec.Argv[0], ErrMemory, spec.Memory>>20)
 	case err != nil && ctx.Err() == context.DeadlineExceeded:
 		return text, fmt.Errorf("%s: %w (stopped after %s)", spec.Argv[0], ErrTimeout, spec.Timeout)
 	case err != nil && ctx.Err() != nil:

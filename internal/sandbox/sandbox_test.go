@@ -398,6 +398,36 @@ func TestWritable(t *testing.T) {
 	}
 }
 
+// TestMemoryCgroup: memory the address-space limit does not count (a
+// memfd written to) is bounded by the sandbox's control group: the
+// command is stopped with ErrMemory, and the group is gone after. The
+// same command within the bound runs.
+func TestMemoryCgroup(t *testing.T) {
+	root := tree(t)
+	ctx := context.Background()
+	spec := Spec{Root: root, Argv: []string{"/usr/bin/probe", "memfd", "1536"}, Memory: 1 << 30, FileSize: 4 << 30}
+	out, err := Run(ctx, spec)
+	if !errors.Is(err, ErrMemory) || strings.Contains(out, "memfd=ok") {
+		t.Fatalf("1.5 GiB in a memfd under a 1 GiB bound: %v\n%s", err, out)
+	}
+	spec.Argv = []string{"/usr/bin/probe", "memfd", "64"}
+	if out, err := Run(ctx, spec); err != nil || !strings.Contains(out, "memfd=ok") {
+		t.Fatalf("64 MiB in a memfd under a 1 GiB bound: %v\n%s", err, out)
+	}
+	var left []string
+	for depth := 1; depth <= 5; depth++ {
+		parts := []string{cgroupRoot}
+		for i := 0; i < depth; i++ {
+			parts = append(parts, "*")
+		}
+		m, _ := filepath.Glob(filepath.Join(append(parts, "strata-sandbox-*")...))
+		left = append(left, m...)
+	}
+	if len(left) > 0 {
+		t.Errorf("control groups left behind: %v", left)
+	}
+}
+
 // TestMaskedProc: a caller whose /proc has a read-only /proc/sys over it
 // (as a container's, or a test node's) still gives the sandbox a fresh
 // /proc (the kernel would refuse the sandbox's own mount of it there).

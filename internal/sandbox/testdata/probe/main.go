@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -36,6 +38,23 @@ func main() {
 				b[i] = 1
 			}
 			fmt.Println("alloc=ok")
+			return
+		case "memfd":
+			// Memory no address space counts: a memfd written to.
+			n, _ := strconv.Atoi(os.Args[2])
+			fd, err := unix.MemfdCreate("fill", 0)
+			if err != nil {
+				fmt.Println("memfd:", err)
+				os.Exit(3)
+			}
+			chunk := make([]byte, 1<<20)
+			for i := 0; i < n; i++ {
+				if _, err := unix.Write(fd, chunk); err != nil {
+					fmt.Println("memfd write:", err)
+					os.Exit(3)
+				}
+			}
+			fmt.Println("memfd=ok")
 			return
 		case "build":
 			build()
