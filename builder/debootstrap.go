@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/strata-dev/strata/internal/aptsources"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -58,7 +59,11 @@ func debootstrapBase(ctx context.Context, d *Debootstrap, s *settings) (string, 
 		Debootstrap: strings.TrimSpace(string(out)), Rules: rulesVersion}
 	in.Include = slices.Compact(slices.Sorted(slices.Values(d.Include)))
 	if in.Mirror == "" {
-		in.Mirror = DefaultMirror
+		m, err := aptsources.Mirror(aptsources.Dir, in.Suite)
+		if err != nil {
+			return "", nil, fmt.Errorf("%w: base.debootstrap.mirror: none set, and %v; set mirror to the archive's URL", ErrRecipe, err)
+		}
+		in.Mirror = m
 	}
 	if in.Arch == "" {
 		if in.Arch = debianArches[runtime.GOARCH]; in.Arch == "" {

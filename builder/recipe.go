@@ -84,14 +84,12 @@ type Debootstrap struct {
 	Variant string `yaml:"variant"`
 	// Include lists extra packages (their dependencies come along).
 	Include []string `yaml:"include"`
-	// Mirror is the archive URL (default DefaultMirror).
+	// Mirror is the archive URL (default: the build host's own archive for
+	// the suite, from its apt sources; see internal/aptsources).
 	Mirror string `yaml:"mirror"`
 	// Arch is the Debian architecture (default: the build host's).
 	Arch string `yaml:"arch"`
 }
-
-// DefaultMirror is the Debian archive a debootstrap base uses by default.
-const DefaultMirror = "http://deb.debian.org/debian"
 
 // Step is one item of a recipe's steps: exactly one of Copy (a files item),
 // Remove (an image path) and Run (a shell command run with the tree as its

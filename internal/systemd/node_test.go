@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/strata-dev/strata/internal/aptsources"
 )
 
 // This file boots a real systemd as PID 1 of a pid+mount namespace (see
@@ -71,7 +73,11 @@ func nodeRoot(t *testing.T) string {
 	tmp := nodeCache + ".tmp"
 	os.RemoveAll(tmp)
 	t.Logf("building %s with debootstrap", nodeCache)
-	cmd := exec.Command("debootstrap", "--variant=minbase", "--include=systemd,systemd-sysv,dbus,rsyslog", "bookworm", tmp, "http://deb.debian.org/debian")
+	mirror, err := aptsources.Mirror(aptsources.Dir, "bookworm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("debootstrap", "--variant=minbase", "--include=systemd,systemd-sysv,dbus,rsyslog", "bookworm", tmp, mirror)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("debootstrap: %v\n%s", err, out)
 	}
