@@ -58,6 +58,9 @@ type Agent struct {
 
 	refusedLogged time.Time // refused nudges are logged at most every 10s
 	refusedQuiet  int       // refused since
+
+	idMu sync.Mutex
+	id   *sign.Key // the node's identity key, once read (see identity)
 }
 
 // State is what the agent last did, for health and metrics.

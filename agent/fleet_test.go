@@ -3,6 +3,10 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +17,7 @@ import (
 	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/fleet"
+	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -112,4 +117,91 @@ func renderPage(t *testing.T, url string) string {
 		t.Fatalf("chromium: %v\n%s", err, errOut.String())
 	}
 	return out.String()
+}
+
+// Signed health (issue 25, item 8): an agent signs each /health answer
+// with its node's identity key, over the nonce the client sent. With the
+// key pinned in the inventory, fleet status takes the agent's answer and
+// refuses, as unreachable, an unsigned one, one signed by another node's
+// key, and a replay of an answer signed for another nonce.
+func TestSignedHealth(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	nodeAgent := func(root string) *httptest.Server {
+		a := agent.New(agent.Options{Root: root, ConfigPath: filepath.Join(t.TempDir(), "none.yaml"), Log: func(string) {}})
+		s := httptest.NewServer(a.Handler())
+		t.Cleanup(s.Close)
+		return s
+	}
+	real := nodeAgent(w.root)
+	other := filepath.Join(t.TempDir(), "other")
+	if _, err := builder.Provision(ctx, filepath.Join(w.dir, "images", "demo-1.0.0.squashfs"), other, nil); err != nil {
+		t.Fatal(err)
+	}
+	impostor := nodeAgent(other)
+
+	resp, err := http.Get(real.URL + "/health?nonce=abc123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	key, err := node.Node{Root: w.root}.Identity(false)
+	if err != nil {
+		t.Fatalf("the agent made no identity key: %v", err)
+	}
+	var h agent.Health
+	if err := json.Unmarshal(body, &h); err != nil || h.Nonce != "abc123" || h.Identity != key.PublicString() {
+		t.Fatalf("health: %v, nonce %q, identity %q (want %q)", err, h.Nonce, h.Identity, key.PublicString())
+	}
+	sig, _ := base64.StdEncoding.DecodeString(resp.Header.Get(agent.HealthSignatureHeader))
+	pub, _ := key.PublicKeySet()
+	if _, err := pub.VerifyFor(body, sig, agent.HealthComment); err != nil {
+		t.Fatalf("the health's signature: %v", err)
+	}
+	if r, err := http.Get(real.URL + "/health?nonce=../x"); err != nil || r.StatusCode != http.StatusBadRequest {
+		t.Errorf("a nonce with symbols: %v %v, want 400", r, err)
+	}
+
+	// Servers answering in the node's place.
+	unsigned := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		resp, err := http.Get(real.URL + r.URL.RequestURI())
+		if err != nil {
+			rw.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		rw.Header().Set("Content-Type", "application/json")
+		_, _ = io.Copy(rw, resp.Body) // the signature header dropped
+	}))
+	defer unsigned.Close()
+	replay := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rw.Header().Set(agent.HealthSignatureHeader, resp.Header.Get(agent.HealthSignatureHeader))
+		_, _ = rw.Write(body) // the answer signed for nonce abc123
+	}))
+	defer replay.Close()
+	id := key.PublicString()
+	nodes := []fleet.Node{
+		{Name: "real", Health: real.URL + "/health", Identity: id},
+		{Name: "unsigned", Health: unsigned.URL + "/health", Identity: id},
+		{Name: "impostor", Health: impostor.URL + "/health", Identity: id},
+		{Name: "replay", Health: replay.URL + "/health", Identity: id},
+		{Name: "unpinned", Health: unsigned.URL + "/health"},
+	}
+	rep := fleet.Status(ctx, nodes, fleet.StatusOptions{Timeout: 5 * time.Second})
+	want := map[string]string{"real": "", "unsigned": "no signature", "impostor": "signature", "replay": "a replay", "unpinned": ""}
+	for _, n := range rep.Nodes {
+		switch {
+		case want[n.Name] == "" && n.State == fleet.StateUnreachable:
+			t.Errorf("%s: unreachable: %s", n.Name, n.Error)
+		case want[n.Name] != "" && (n.State != fleet.StateUnreachable || !strings.Contains(n.Error, want[n.Name]) || !strings.Contains(n.Error, "not signed by the node's identity key")):
+			t.Errorf("%s: %s %q, want unreachable saying %q", n.Name, n.State, n.Error, want[n.Name])
+		}
+		if n.Name == "real" && (!n.Verified || n.Identity != id) {
+			t.Errorf("real: verified %v, identity %q", n.Verified, n.Identity)
+		}
+		if n.Name == "unpinned" && n.Verified {
+			t.Error("unpinned: reported verified")
+		}
+	}
 }

@@ -38,6 +38,13 @@ type Health struct {
 	Services []string             `json:"services"`
 	Configs  []overlay.ConfigFile `json:"configs,omitempty"`
 	Agent    State                `json:"agent"`
+	// Identity is the node's identity key (minisign public key, one-line
+	// base64), which signs its agent's health answers; empty where the
+	// node has none yet.
+	Identity string `json:"identity,omitempty"`
+	// Nonce is the one the client sent with its request (?nonce=), in
+	// the signed body.
+	Nonce string `json:"nonce,omitempty"`
 	// Now is the node's clock when strata health printed the document
 	// (fleet status over SSH reads the clock skew from it); the agent
 	// leaves it out, its answers carry a Date header.
@@ -126,6 +133,9 @@ func ReadHealth(ctx context.Context, root string) (*Health, error) {
 		h.LedgerDigest = "sha256:" + hex.EncodeToString(sum[:])
 	}
 	h.NodeID = nodeID(root)
+	if k, err := n.Identity(false); err == nil {
+		h.Identity = k.PublicString()
+	}
 	cs, err := overlay.NodeConfigs(ctx, root)
 	if err != nil {
 		return nil, err

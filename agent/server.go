@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,7 +9,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/nudge"
+	"github.com/strata-dev/strata/internal/sign"
 )
 
 // Handler serves the agent's endpoints: GET /health (JSON, 503 while the
@@ -16,24 +19,7 @@ import (
 // (Prometheus) and POST /nudge (a signed Nudge: 202 taken, 403 refused).
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		h, err := a.Health(r.Context())
-		if err != nil {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_ = json.NewEncoder(w).Encode(map[string]any{"error": err.Error(), "agent": a.State()})
-			return
-		}
-		code := http.StatusOK
-		if !h.Agent.ConfigValid || h.Agent.LastApply != nil && h.Agent.LastApply.Result != "ok" {
-			code = http.StatusServiceUnavailable
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(h)
-	})
+	mux.HandleFunc("GET /health", a.serveHealth)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("POST /nudge", func(w http.ResponseWriter, r *http.Request) {
 		body, code, err := nudge.ReadBody(w, r)
@@ -54,6 +40,94 @@ func (a *Agent) Handler() http.Handler {
 		w.WriteHeader(http.StatusAccepted)
 	})
 	return mux
+}
+
+// HealthSignatureHeader carries the signature of a /health answer: the
+// base64 of a minisign signature of the body by the node's identity key,
+// with the trusted comment HealthComment.
+const HealthSignatureHeader = "Strata-Signature"
+
+// HealthComment is the trusted comment of a health signature.
+const HealthComment = "strata health"
+
+// serveHealth answers GET /health: the node's health as JSON (503 while
+// the configuration is invalid or the last apply failed; with an error
+// and the agent's state where the node cannot be read), naming the
+// node's identity key, with the caller's nonce (?nonce=, up to 64
+// letters and digits) in the body and the body signed by that key: a
+// client that knows the key, and sent a fresh nonce, knows the answer is
+// the node's and is not a replay.
+func (a *Agent) serveHealth(w http.ResponseWriter, r *http.Request) {
+	nonce := r.URL.Query().Get("nonce")
+	if !validNonce(nonce) {
+		http.Error(w, "nonce: up to 64 letters and digits", http.StatusBadRequest)
+		return
+	}
+	key := a.identity()
+	var doc any
+	code := http.StatusOK
+	h, err := a.Health(r.Context())
+	if err != nil {
+		code = http.StatusServiceUnavailable
+		e := map[string]any{"error": err.Error(), "agent": a.State(), "nonce": nonce}
+		if key != nil {
+			e["identity"] = key.PublicString()
+		}
+		doc = e
+	} else {
+		if !h.Agent.ConfigValid || h.Agent.LastApply != nil && h.Agent.LastApply.Result != "ok" {
+			code = http.StatusServiceUnavailable
+		}
+		h.Nonce = nonce
+		if key != nil {
+			h.Identity = key.PublicString()
+		}
+		doc = h
+	}
+	body, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	body = append(body, '\n')
+	if key != nil {
+		w.Header().Set(HealthSignatureHeader, base64.StdEncoding.EncodeToString(key.Sign(body, HealthComment)))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+// validNonce reports whether s is a nonce a health request may carry.
+func validNonce(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// identity returns the node's identity key, made on first use (see
+// node.Node.Identity); nil, and logged, where it cannot be read or made:
+// the health then goes unsigned, and a client that pins the key refuses
+// it.
+func (a *Agent) identity() *sign.Key {
+	a.idMu.Lock()
+	defer a.idMu.Unlock()
+	if a.id != nil {
+		return a.id
+	}
+	k, err := node.Node{Root: a.o.Root}.Identity(true)
+	if err != nil {
+		a.o.Log("health unsigned: " + err.Error())
+		return nil
+	}
+	a.id = k
+	return k
 }
 
 // logRefused logs a refused nudge, at most one line every 10 seconds (a

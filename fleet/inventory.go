@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/decodeerr"
 	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/internal/sign"
 )
 
 // ErrInventory reports an inventory that is not well formed.
@@ -38,6 +39,11 @@ type Node struct {
 	Groups []string `yaml:"groups"`
 	// Health is the agent's health URL (optional).
 	Health string `yaml:"health"`
+	// Identity is the node's identity key (minisign public key, one-line
+	// base64, as its health and `strata status --json` show it), pinned:
+	// an answer from Health must be signed by it, over a fresh nonce
+	// (optional; without it the answer is taken on the network's word).
+	Identity string `yaml:"identity"`
 }
 
 // LoadInventory reads and checks the inventory at path.
@@ -57,7 +63,7 @@ func LoadInventory(path string) (*Inventory, error) {
 // and checks every node: a unique name of letters, digits, '.', '_' and
 // '-'; an address that is a host name or IP with an optional port; a user
 // name that cannot pass for an option; group names like node names; a
-// health URL over http or https.
+// health URL over http or https; an identity that is a public key.
 func ParseInventory(b []byte) (*Inventory, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -95,6 +101,14 @@ func ParseInventory(b []byte) (*Inventory, error) {
 			u, err := url.Parse(n.Health)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 				return nil, fmt.Errorf("%w: %s: health %q is not an http(s) URL", ErrInventory, where, n.Health)
+			}
+		}
+		if n.Identity != "" {
+			if _, err := sign.ParsePublic([]byte(n.Identity)); err != nil || strings.ContainsAny(n.Identity, "\r\n") {
+				return nil, fmt.Errorf("%w: %s: identity is not a public key (one-line base64, as the node's health shows it)", ErrInventory, where)
+			}
+			if n.Health == "" {
+				return nil, fmt.Errorf("%w: %s: identity without a health URL: it signs the agent's health", ErrInventory, where)
 			}
 		}
 	}

@@ -37,6 +37,8 @@ func TestParseInventory(t *testing.T) {
 		"health scheme":  "nodes:\n  - name: a\n    health: file:///etc/passwd\n",
 		"health creds":   "nodes:\n  - name: a\n    health: http://u:p@h/health\n",
 		"not a list":     "nodes: 3\n",
+		"bad identity":   "nodes:\n  - name: a\n    health: http://h/health\n    identity: not-a-key\n",
+		"identity alone": "nodes:\n  - name: a\n    identity: RWQf6LRCGA9i53mlYecO4IzT51TGPpvWucNSCh1CBM0QTaLn73Y7GFO3\n",
 	} {
 		if _, err := ParseInventory([]byte(doc)); !errors.Is(err, ErrInventory) {
 			t.Errorf("%s: %v, want ErrInventory", name, err)

@@ -2,13 +2,20 @@ package fleet
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"time"
 
 	"github.com/strata-dev/strata/agent"
+	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -44,8 +51,13 @@ type NodeStatus struct {
 	LastFailure string    `json:"last_failure,omitempty"`
 	// Skew is the node's clock minus this host's, from the health
 	// response's Date header (zero when unknown).
-	Skew  time.Duration `json:"clock_skew_ns"`
-	Error string        `json:"error,omitempty"`
+	Skew time.Duration `json:"clock_skew_ns"`
+	// Identity is the identity key the node's health names (to pin in
+	// the inventory), and whether the answer was verified with the key
+	// the inventory pins.
+	Identity string `json:"identity,omitempty"`
+	Verified bool   `json:"identity_verified"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Report is a fleet status.
@@ -114,6 +126,7 @@ func Status(ctx context.Context, nodes []Node, o StatusOptions) *Report {
 			return
 		}
 		healths[i], rows[i].Skew = h, skew
+		rows[i].Identity, rows[i].Verified = h.Identity, nodes[i].Identity != "" && nodes[i].Health != ""
 	})
 	ref := ""
 	if len(o.Line) > 0 {
@@ -219,7 +232,21 @@ func fetchHealth(ctx context.Context, o StatusOptions, n Node) (*agent.Health, t
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.Health, nil)
+	target, nonce := n.Health, ""
+	if n.Identity != "" {
+		// A fresh nonce the signed answer must carry: no replay of an
+		// old answer passes.
+		u, err := url.Parse(n.Health)
+		if err != nil {
+			return nil, 0, err
+		}
+		nonce = randomNonce()
+		q := u.Query()
+		q.Set("nonce", nonce)
+		u.RawQuery = q.Encode()
+		target = u.String()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -242,6 +269,11 @@ func fetchHealth(ctx context.Context, o StatusOptions, n Node) (*agent.Health, t
 	if len(b) > maxHealth {
 		return nil, 0, fmt.Errorf("GET %s: health over %d bytes", n.Health, maxHealth)
 	}
+	if n.Identity != "" {
+		if err := checkSigned(b, resp.Header.Get(agent.HealthSignatureHeader), n.Identity, nonce); err != nil {
+			return nil, 0, fmt.Errorf("GET %s: %w", n.Health, err)
+		}
+	}
 	h, err := decodeHealth(b, "GET "+n.Health, resp.Status)
 	if err != nil {
 		return nil, 0, err
@@ -252,6 +284,39 @@ func fetchHealth(ctx context.Context, o StatusOptions, n Node) (*agent.Health, t
 		skew = d.Sub(mid).Truncate(time.Second)
 	}
 	return h, skew, nil
+}
+
+// ErrUnsigned reports a health answer not signed by the node's pinned
+// identity key, or not for this request: someone else answered.
+var ErrUnsigned = errors.New("fleet: health not signed by the node's identity key")
+
+// checkSigned verifies that body was signed (the base64 signature sig)
+// by the identity key and carries nonce.
+func checkSigned(body []byte, sig, identity, nonce string) error {
+	raw, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil || sig == "" {
+		return fmt.Errorf("%w: no signature", ErrUnsigned)
+	}
+	ks, err := sign.NewKeySet([]byte(identity))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnsigned, err)
+	}
+	if _, err := ks.VerifyFor(body, raw, agent.HealthComment); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnsigned, err)
+	}
+	var doc struct {
+		Nonce string `json:"nonce"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil || doc.Nonce != nonce {
+		return fmt.Errorf("%w: signed, but for another request (nonce %q, sent %q): a replay", ErrUnsigned, doc.Nonce, nonce)
+	}
+	return nil
+}
+
+func randomNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // decodeHealth checks a health document from a node (where names the

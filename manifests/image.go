@@ -18,6 +18,9 @@ const (
 	StateDir = "var/lib/strata"
 	// LedgerPath is the node's ledger.
 	LedgerPath = StateDir + "/ledger.json"
+	// IdentityKeyPath is the node's identity key (a minisign key, 0600):
+	// its agent signs its health with it.
+	IdentityKeyPath = StateDir + "/identity.key"
 	// ImageSigPath keeps the signature of the image manifest the node was
 	// provisioned from.
 	ImageSigPath = StateDir + "/image.json.minisig"

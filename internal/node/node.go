@@ -51,7 +51,7 @@ func (n Node) StateDir() string { return n.Path(manifests.StateDir) }
 // else (a symlink above all, which would carry writes out of the root).
 var (
 	stateDirs  = []string{"overlays", "undo", "txn", "layers", "images"}
-	stateFiles = []string{"ledger.json", "lock", "backend", "restarting", "image.json.minisig", "index-serial", "upgrade.json"}
+	stateFiles = []string{"ledger.json", "lock", "backend", "restarting", "image.json.minisig", "index-serial", "upgrade.json", "identity.key"}
 )
 
 // CheckState refuses a node whose state directory is reached through a

@@ -109,14 +109,41 @@ func LoadKey(path string) (*Key, error) {
 		}
 		return &Key{priv: k}, nil
 	}
+	k, err := ParseKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("loading key %s: %w", path, err)
+	}
+	return k, nil
+}
+
+// ParseKey parses an unencrypted minisign private key.
+func ParseKey(b []byte) (*Key, error) {
 	var k minisign.PrivateKey
 	if err := k.UnmarshalText(b); err != nil {
 		if _, perr := ParsePublic(b); perr == nil {
-			return nil, fmt.Errorf("loading key %s: %w", path, ErrPublicKey)
+			return nil, ErrPublicKey
 		}
-		return nil, fmt.Errorf("loading key %s: %w", path, err)
+		return nil, err
 	}
 	return &Key{priv: k}, nil
+}
+
+// NewKey generates a key pair in memory.
+func NewKey() (*Key, error) {
+	_, priv, err := minisign.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating key: %w", err)
+	}
+	return &Key{priv: priv}, nil
+}
+
+// SecretText returns the key as an unencrypted minisign key file.
+func (k *Key) SecretText() ([]byte, error) {
+	b, err := k.priv.MarshalText()
+	if err != nil {
+		return nil, fmt.Errorf("encoding key: %w", err)
+	}
+	return append(b, '\n'), nil
 }
 
 // PublicText returns the key's public half as a minisign .pub file.
