@@ -13,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/schema"
 )
 
 // Options are the settings of an Agent that its configuration file does
@@ -44,7 +45,7 @@ type Agent struct {
 	metrics *metrics
 
 	mu       sync.Mutex
-	state    State
+	state    schema.AgentState
 	store    repo.Poller
 	storeFor string
 	retry    bool // the last apply failed: try again even if the index did not change
@@ -53,7 +54,7 @@ type Agent struct {
 	nudged   time.Time // time of the newest nudge taken
 
 	healthMu sync.Mutex // one reading of the node's health at a time
-	health   *Health
+	health   *schema.Health
 	healthAt time.Time
 
 	refusedLogged time.Time // refused nudges are logged at most every 10s
@@ -61,48 +62,6 @@ type Agent struct {
 
 	idMu sync.Mutex
 	id   *sign.Key // the node's identity key, once read (see identity)
-}
-
-// State is what the agent last did, for health and metrics.
-type State struct {
-	// Config is "ok", "not configured" or "config invalid: ...".
-	Config      string `json:"config"`
-	ConfigValid bool   `json:"config_valid"`
-	Repo        string `json:"repo,omitempty"`
-	// LastPoll is the last successful poll; LastPollError the last
-	// failed one's error, cleared by a success.
-	LastPoll      time.Time `json:"last_poll,omitzero"`
-	LastPollError string    `json:"last_poll_error,omitempty"`
-	// UnreachableSince is the first failed poll since the last
-	// successful one (zero while polls succeed), and UnreachableSeconds
-	// how long ago that was when the state was read: a repository outage
-	// leaves the node healthy (/health stays 200: it serves as before)
-	// but says for how long it has not been able to update.
-	UnreachableSince   time.Time `json:"repo_unreachable_since,omitzero"`
-	UnreachableSeconds float64   `json:"repo_unreachable_seconds,omitempty"`
-	// LastApply is the last apply attempt.
-	LastApply *ApplyResult `json:"last_apply,omitempty"`
-	// Failures counts consecutive failed polls and applies.
-	Failures int `json:"consecutive_failures"`
-	// NextPoll is when the agent polls next (unless nudged).
-	NextPoll time.Time `json:"next_poll,omitzero"`
-	// TreeMatches reports whether the node's files matched its head at
-	// TreeChecked (nil before the first check).
-	TreeMatches *bool     `json:"tree_matches_head,omitempty"`
-	TreeChecked time.Time `json:"tree_checked,omitzero"`
-}
-
-// ApplyResult is one apply attempt.
-type ApplyResult struct {
-	Time time.Time `json:"time"`
-	// Result is "ok" or "failed".
-	Result string `json:"result"`
-	// From and To are the node's heads before and after.
-	From    string `json:"from,omitempty"`
-	To      string `json:"to,omitempty"`
-	Applied int    `json:"applied"`
-	Reason  string `json:"reason,omitempty"`
-	Error   string `json:"error,omitempty"`
 }
 
 // New returns an agent for the node at o.Root.
@@ -122,7 +81,7 @@ func New(o Options) *Agent {
 }
 
 // State returns a copy of the agent's state.
-func (a *Agent) State() State {
+func (a *Agent) State() schema.AgentState {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.state
@@ -258,7 +217,7 @@ const (
 // apply applies what the node is missing and reports how many overlays
 // it applied and whether it worked.
 func (a *Agent) apply(ctx context.Context, cfg Config, st repo.Store) (int, bool) {
-	res := &ApplyResult{Time: time.Now()}
+	res := &schema.ApplyResult{Time: time.Now()}
 	rep, err := overlay.Apply(ctx, a.o.Root, overlay.Source{Repo: cfg.Repo, Store: st, Channel: cfg.Channel}, overlay.ApplyOptions{
 		Restarter: a.o.Restarter,
 		LockWait:  a.o.LockWait,

@@ -20,12 +20,14 @@ import (
 
 	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/nudge"
 	"github.com/strata-dev/strata/internal/registrytest"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/serve"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/schema"
 )
 
 // world is a line with a repository served over HTTP and a directory node
@@ -240,9 +242,9 @@ func TestAgentFollowsHTTPRepository(t *testing.T) {
 	}
 	v := w.publish()
 	eventually(t, "the node at "+v, func() bool { return w.head() == v })
-	var h agent.Health
+	var h schema.Health
 	eventually(t, "health at "+v, func() bool { // health is read at most every 2s
-		h = agent.Health{}
+		h = schema.Health{}
 		return getJSON(t, base+"/health", &h) == 200 && h.Head.Version == v
 	})
 	if h.Line != "demo" || h.Agent.LastApply == nil || h.Agent.LastApply.Result != "ok" {
@@ -305,7 +307,7 @@ func TestAgentRefusesStaleIndexes(t *testing.T) {
 	// Rollback: serial 2 replayed (after the node accepted 3).
 	putIndex(t, w.repo, oldRaw, oldSig)
 	eventually(t, "the rollback reported", func() bool {
-		var h agent.Health
+		var h schema.Health
 		getJSON(t, base+"/health", &h)
 		return h.Agent.LastApply != nil && h.Agent.LastApply.Reason == "index_rollback"
 	})
@@ -326,7 +328,7 @@ func TestAgentRefusesStaleIndexes(t *testing.T) {
 	raw, _ := manifests.Encode(&x)
 	putIndex(t, w.repo, raw, w.key.Sign(raw, sign.IndexComment))
 	eventually(t, "the expiry reported", func() bool {
-		var h agent.Health
+		var h schema.Health
 		getJSON(t, base+"/health", &h)
 		return h.Agent.LastApply != nil && h.Agent.LastApply.Reason == "index_expired"
 	})
@@ -413,13 +415,13 @@ func TestAgentNudges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, _ := agent.SignNudge(other, "demo", time.Now())
-	stale, _ := agent.SignNudge(w.key, "demo", time.Now().Add(-time.Hour))
-	wrongLine, _ := agent.SignNudge(w.key, "other", time.Now())
-	forged, _ := agent.SignNudge(w.key, "demo", time.Now())
+	bad, _ := nudge.Sign(other, "demo", time.Now())
+	stale, _ := nudge.Sign(w.key, "demo", time.Now().Add(-time.Hour))
+	wrongLine, _ := nudge.Sign(w.key, "other", time.Now())
+	forged, _ := nudge.Sign(w.key, "demo", time.Now())
 	forged.Time++ // the signature no longer covers it
-	for name, n := range map[string]*agent.Nudge{"untrusted key": bad, "stale": stale, "other line": wrongLine, "altered": forged, "unsigned": {Line: "demo", Time: time.Now().Unix()}} {
-		if err := agent.SendNudge(context.Background(), base, n); err == nil || !strings.Contains(err.Error(), "403") {
+	for name, n := range map[string]*nudge.Nudge{"untrusted key": bad, "stale": stale, "other line": wrongLine, "altered": forged, "unsigned": {Line: "demo", Time: time.Now().Unix()}} {
+		if err := nudge.Send(context.Background(), base, n); err == nil || !strings.Contains(err.Error(), "403") {
 			t.Errorf("%s nudge: %v, want 403", name, err)
 		}
 	}
@@ -427,12 +429,12 @@ func TestAgentNudges(t *testing.T) {
 	if w.head() == v {
 		t.Fatal("a refused nudge made the agent apply")
 	}
-	good, _ := agent.SignNudge(w.key, "demo", time.Now())
-	if err := agent.SendNudge(context.Background(), base, good); err != nil {
+	good, _ := nudge.Sign(w.key, "demo", time.Now())
+	if err := nudge.Send(context.Background(), base, good); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the nudged apply", func() bool { return w.head() == v })
-	if err := agent.SendNudge(context.Background(), base, good); err == nil {
+	if err := nudge.Send(context.Background(), base, good); err == nil {
 		t.Error("a replayed nudge was taken")
 	}
 	if m := metrics(t, base); !strings.Contains(m, `strata_nudges_total{result="refused"} 6`) || !strings.Contains(m, `strata_nudges_total{result="taken"} 1`) {
@@ -454,7 +456,7 @@ func TestAgentSurvivesBadConfig(t *testing.T) {
 		}
 		a.Wake()
 		eventually(t, "config invalid for "+bad, func() bool { return strings.HasPrefix(a.State().Config, "config invalid") })
-		var h agent.Health
+		var h schema.Health
 		if code := getJSON(t, base+"/health", &h); code != http.StatusServiceUnavailable || !strings.HasPrefix(h.Agent.Config, "config invalid") {
 			t.Errorf("health with %q: %d %q", bad, code, h.Agent.Config)
 		}
@@ -541,16 +543,16 @@ func TestAgentNudgedThroughServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, _ := agent.SignNudge(other, "demo", time.Now())
-	if err := agent.SendNudge(context.Background(), w.srv.URL, bad); err == nil || !strings.Contains(err.Error(), "403") {
+	bad, _ := nudge.Sign(other, "demo", time.Now())
+	if err := nudge.Send(context.Background(), w.srv.URL, bad); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("the server relayed a nudge signed by an untrusted key: %v", err)
 	}
 	time.Sleep(1500 * time.Millisecond)
 	if w.head() == v {
 		t.Fatal("applied without a trusted nudge (interval 1h)")
 	}
-	good, _ := agent.SignNudge(w.key, "demo", time.Now())
-	if err := agent.SendNudge(context.Background(), w.srv.URL, good); err != nil {
+	good, _ := nudge.Sign(w.key, "demo", time.Now())
+	if err := nudge.Send(context.Background(), w.srv.URL, good); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the apply the relayed nudge asked for", func() bool { return w.head() == v })

@@ -20,6 +20,7 @@ import (
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/schema"
 )
 
 // Issue 9, test 5 (without the page): strata status over real agents. One
@@ -150,13 +151,13 @@ func TestSignedHealth(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the agent made no identity key: %v", err)
 	}
-	var h agent.Health
+	var h schema.Health
 	if err := json.Unmarshal(body, &h); err != nil || h.Nonce != "abc123" || h.Identity != key.PublicString() {
 		t.Fatalf("health: %v, nonce %q, identity %q (want %q)", err, h.Nonce, h.Identity, key.PublicString())
 	}
-	sig, _ := base64.StdEncoding.DecodeString(resp.Header.Get(agent.HealthSignatureHeader))
+	sig, _ := base64.StdEncoding.DecodeString(resp.Header.Get(schema.HealthSignatureHeader))
 	pub, _ := key.PublicKeySet()
-	if _, err := pub.VerifyFor(body, sig, agent.HealthComment); err != nil {
+	if _, err := pub.VerifyFor(body, sig, schema.HealthComment); err != nil {
 		t.Fatalf("the health's signature: %v", err)
 	}
 	if r, err := http.Get(real.URL + "/health?nonce=../x"); err != nil || r.StatusCode != http.StatusBadRequest {
@@ -176,7 +177,7 @@ func TestSignedHealth(t *testing.T) {
 	}))
 	defer unsigned.Close()
 	replay := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		rw.Header().Set(agent.HealthSignatureHeader, resp.Header.Get(agent.HealthSignatureHeader))
+		rw.Header().Set(schema.HealthSignatureHeader, resp.Header.Get(schema.HealthSignatureHeader))
 		_, _ = rw.Write(body) // the answer signed for nonce abc123
 	}))
 	defer replay.Close()

@@ -103,7 +103,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(len(h.Pending)))
 	ch <- prometheus.MustNewConstMetric(descSerial, prometheus.GaugeValue, float64(h.IndexSerial))
 	for _, unit := range h.Services {
-		ch <- prometheus.MustNewConstMetric(descService, prometheus.GaugeValue, b2f(!h.owes(unit)), unit)
+		ch <- prometheus.MustNewConstMetric(descService, prometheus.GaugeValue, b2f(!h.Owes(unit)), unit)
 	}
 }
 

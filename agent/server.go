@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/nudge"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/schema"
 )
 
 // Handler serves the agent's endpoints: GET /health (JSON, 503 while the
@@ -41,14 +41,6 @@ func (a *Agent) Handler() http.Handler {
 	})
 	return mux
 }
-
-// HealthSignatureHeader carries the signature of a /health answer: the
-// base64 of a minisign signature of the body by the node's identity key,
-// with the trusted comment HealthComment.
-const HealthSignatureHeader = "Strata-Signature"
-
-// HealthComment is the trusted comment of a health signature.
-const HealthComment = "strata health"
 
 // serveHealth answers GET /health: the node's health as JSON (503 while
 // the configuration is invalid or the last apply failed; with an error
@@ -91,7 +83,7 @@ func (a *Agent) serveHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	body = append(body, '\n')
 	if key != nil {
-		w.Header().Set(HealthSignatureHeader, base64.StdEncoding.EncodeToString(key.Sign(body, HealthComment)))
+		w.Header().Set(schema.HealthSignatureHeader, schema.SignHealth(key, body))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/strata-dev/strata/agent"
+	"github.com/strata-dev/strata/schema"
 )
 
 // health runs strata health on the node of se and returns its health
 // and the node's clock minus this host's (zero when the node sends no
 // clock).
-func (se *session) health(ctx context.Context) (*agent.Health, time.Duration, error) {
+func (se *session) health(ctx context.Context) (*schema.Health, time.Duration, error) {
 	before := time.Now()
 	out, err := se.runLimit(ctx, nil, maxHealth, se.s.Strata, "health", "--root", "/")
 	after := time.Now()
@@ -36,7 +36,7 @@ func (se *session) health(ctx context.Context) (*agent.Health, time.Duration, er
 
 // sshHealth connects to n and reads its health, within timeout after
 // the connection is made.
-func sshHealth(ctx context.Context, s *SSH, n Node, timeout time.Duration) (*agent.Health, time.Duration, error) {
+func sshHealth(ctx context.Context, s *SSH, n Node, timeout time.Duration) (*schema.Health, time.Duration, error) {
 	se, err := s.dial(ctx, n)
 	if err != nil {
 		return nil, 0, err

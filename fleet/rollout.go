@@ -13,9 +13,10 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
-	"github.com/strata-dev/strata/agent"
+	"github.com/strata-dev/strata/internal/nudge"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/schema"
 )
 
 // Transfer is how overlays reach nodes: pulled from a URL or sent over
@@ -68,7 +69,7 @@ type RolloutOptions struct {
 	// repository's head itself (Target must be the line's head); the
 	// inventory must give every node's health URL, and its agent's base
 	// URL (the health URL's scheme and host) takes the nudge.
-	Nudge func() (*agent.Nudge, error)
+	Nudge func() (*nudge.Nudge, error)
 }
 
 // RolloutReport is what a rollout did.
@@ -257,13 +258,13 @@ func waitHealthy(ctx context.Context, se *session, n Node, want manifests.Ref, l
 // agent reports a failed apply other than prev, the last one it reported
 // before the nudge: a nudged agent that took the overlays back. It
 // returns the last health it read (nil if none).
-func waitHealthySince(ctx context.Context, se *session, n Node, want manifests.Ref, lineName string, timeout time.Duration, http StatusOptions, prev *agent.ApplyResult) (*agent.Health, error) {
+func waitHealthySince(ctx context.Context, se *session, n Node, want manifests.Ref, lineName string, timeout time.Duration, http StatusOptions, prev *schema.ApplyResult) (*schema.Health, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
-	var seen *agent.Health
+	var seen *schema.Health
 	for {
-		var h *agent.Health
+		var h *schema.Health
 		var err error
 		if n.Health != "" {
 			h, _, err = fetchHealth(ctx, http, n)
@@ -305,18 +306,18 @@ func waitHealthySince(ctx context.Context, se *session, n Node, want manifests.R
 
 // nudgeNode nudges n's agent and waits until its health reports the
 // target. It returns the outcome, the head after and the reason.
-func nudgeNode(ctx context.Context, n Node, from string, prev *agent.ApplyResult, o RolloutOptions) (outcome, to, reason string) {
+func nudgeNode(ctx context.Context, n Node, from string, prev *schema.ApplyResult, o RolloutOptions) (outcome, to, reason string) {
 	u, err := url.Parse(n.Health)
 	if err != nil || n.Health == "" {
 		return OutcomeFailed, from, "no agent health URL in the inventory"
 	}
 	base := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}).String()
-	nudge, err := o.Nudge()
+	nd, err := o.Nudge()
 	if err != nil {
 		return OutcomeFailed, from, fmt.Sprintf("signing the nudge: %v", err)
 	}
-	if err := agent.SendNudge(ctx, base, nudge); err != nil {
-		if errors.Is(err, agent.ErrNudgeRefused) {
+	if err := nudge.Send(ctx, base, nd); err != nil {
+		if errors.Is(err, nudge.ErrRefused) {
 			return OutcomeFailed, from, err.Error()
 		}
 		return OutcomeUnreachable, from, err.Error()
@@ -333,7 +334,7 @@ func nudgeNode(ctx context.Context, n Node, from string, prev *agent.ApplyResult
 }
 
 // agentApply is the agent's last apply in h, if any.
-func agentApply(h *agent.Health) *agent.ApplyResult {
+func agentApply(h *schema.Health) *schema.ApplyResult {
 	if h == nil {
 		return nil
 	}
@@ -356,7 +357,7 @@ func probeAgents(ctx context.Context, nodes []Node, o StatusOptions) []probed {
 
 // probed is a node's health, or why it could not be read.
 type probed struct {
-	*agent.Health
+	*schema.Health
 	err error
 }
 

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/strata-dev/strata/agent"
+	"github.com/strata-dev/strata/internal/nudge"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -242,7 +242,7 @@ func TestRolloutViaAgentFailsFast(t *testing.T) {
 	defer srv.Close()
 	nodes := []Node{{Name: "a", Health: srv.URL + "/health"}}
 	o := RolloutOptions{WaveOptions: WaveOptions{MaxUnavailable: 1, HealthTimeout: time.Hour}, LineName: "l", Line: testLine[:2], Target: "1.0.1",
-		Nudge: func() (*agent.Nudge, error) { return &agent.Nudge{}, nil }}
+		Nudge: func() (*nudge.Nudge, error) { return &nudge.Nudge{}, nil }}
 	done := make(chan *RolloutReport, 1)
 	go func() {
 		rep, err := Rollout(context.Background(), nodes, o)

@@ -3,10 +3,7 @@ package fleet
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,9 +11,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/strata-dev/strata/agent"
-	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/schema"
 )
 
 // Node states a status reports, worst last.
@@ -116,7 +112,7 @@ type StatusOptions struct {
 // restarts, behind, failing or unreachable, never leaving one out.
 func Status(ctx context.Context, nodes []Node, o StatusOptions) *Report {
 	o.setDefaults()
-	healths := make([]*agent.Health, len(nodes))
+	healths := make([]*schema.Health, len(nodes))
 	rows := make([]NodeStatus, len(nodes))
 	each(len(nodes), o.Parallel, func(i int) {
 		rows[i] = NodeStatus{Name: nodes[i].Name, Behind: -1}
@@ -164,7 +160,7 @@ func (o *StatusOptions) setDefaults() {
 }
 
 // judge fills in row from a node's health against reference head ref.
-func judge(row *NodeStatus, h *agent.Health, ref string, o StatusOptions) {
+func judge(row *NodeStatus, h *schema.Health, ref string, o StatusOptions) {
 	row.Head = h.Head.Version
 	row.Pending = len(h.Pending) + len(h.Reboot)
 	row.ConfigMatches = 1
@@ -223,7 +219,7 @@ func judge(row *NodeStatus, h *agent.Health, ref string, o StatusOptions) {
 
 // fetchHealth GETs a node's health, bounded in time and size, and the
 // clock skew its Date header shows.
-func fetchHealth(ctx context.Context, o StatusOptions, n Node) (*agent.Health, time.Duration, error) {
+func fetchHealth(ctx context.Context, o StatusOptions, n Node) (*schema.Health, time.Duration, error) {
 	if n.Health == "" {
 		if o.SSH == nil {
 			return nil, 0, fmt.Errorf("no health URL in the inventory, and SSH not in use")
@@ -270,7 +266,7 @@ func fetchHealth(ctx context.Context, o StatusOptions, n Node) (*agent.Health, t
 		return nil, 0, fmt.Errorf("GET %s: health over %d bytes", n.Health, maxHealth)
 	}
 	if n.Identity != "" {
-		if err := checkSigned(b, resp.Header.Get(agent.HealthSignatureHeader), n.Identity, nonce); err != nil {
+		if err := schema.CheckHealth(b, resp.Header.Get(schema.HealthSignatureHeader), n.Identity, nonce); err != nil {
 			return nil, 0, fmt.Errorf("GET %s: %w", n.Health, err)
 		}
 	}
@@ -286,33 +282,6 @@ func fetchHealth(ctx context.Context, o StatusOptions, n Node) (*agent.Health, t
 	return h, skew, nil
 }
 
-// ErrUnsigned reports a health answer not signed by the node's pinned
-// identity key, or not for this request: someone else answered.
-var ErrUnsigned = errors.New("fleet: health not signed by the node's identity key")
-
-// checkSigned verifies that body was signed (the base64 signature sig)
-// by the identity key and carries nonce.
-func checkSigned(body []byte, sig, identity, nonce string) error {
-	raw, err := base64.StdEncoding.DecodeString(sig)
-	if err != nil || sig == "" {
-		return fmt.Errorf("%w: no signature", ErrUnsigned)
-	}
-	ks, err := sign.NewKeySet([]byte(identity))
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnsigned, err)
-	}
-	if _, err := ks.VerifyFor(body, raw, agent.HealthComment); err != nil {
-		return fmt.Errorf("%w: %v", ErrUnsigned, err)
-	}
-	var doc struct {
-		Nonce string `json:"nonce"`
-	}
-	if err := json.Unmarshal(body, &doc); err != nil || doc.Nonce != nonce {
-		return fmt.Errorf("%w: signed, but for another request (nonce %q, sent %q): a replay", ErrUnsigned, doc.Nonce, nonce)
-	}
-	return nil
-}
-
 func randomNonce() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -321,9 +290,9 @@ func randomNonce() string {
 
 // decodeHealth checks a health document from a node (where names the
 // request; status is the HTTP status or the command's result).
-func decodeHealth(b []byte, where, status string) (*agent.Health, error) {
+func decodeHealth(b []byte, where, status string) (*schema.Health, error) {
 	var doc struct {
-		agent.Health
+		schema.Health
 		Error string `json:"error"`
 	}
 	if err := manifests.Unmarshal(b, &doc); err != nil {

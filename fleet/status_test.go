@@ -13,21 +13,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/manifests"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/schema"
 )
 
 // health returns a node's health document at head, with one managed
 // config file matching or not.
-func health(head string, matches bool) *agent.Health {
-	h := &agent.Health{Line: "demo", Head: manifests.Ref{Version: head, Digest: "sha256:x"},
-		Agent: agent.State{Config: "ok", ConfigValid: true, LastApply: &agent.ApplyResult{Result: "ok"}}}
-	c := overlay.ConfigFile{Path: "etc/app.conf", SHA256: "aa", Expected: "aa", ModTime: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+func health(head string, matches bool) *schema.Health {
+	h := &schema.Health{Line: "demo", Head: manifests.Ref{Version: head, Digest: "sha256:x"},
+		Agent: schema.AgentState{Config: "ok", ConfigValid: true, LastApply: &schema.ApplyResult{Result: "ok"}}}
+	c := schema.ConfigFile{Path: "etc/app.conf", SHA256: "aa", Expected: "aa", ModTime: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	if !matches {
 		c.SHA256 = "bb"
 	}
-	h.Configs = []overlay.ConfigFile{c}
+	h.Configs = []schema.ConfigFile{c}
 	return h
 }
 
@@ -74,7 +73,7 @@ func TestStatusDivergedAndJunk(t *testing.T) {
 	}
 }
 
-func serveHealth(t *testing.T, h *agent.Health, skew time.Duration) string {
+func serveHealth(t *testing.T, h *schema.Health, skew time.Duration) string {
 	b, _ := json.Marshal(h)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if skew != 0 {
@@ -90,7 +89,7 @@ func TestStatus(t *testing.T) {
 	pending := health("1.0.2", true)
 	pending.Pending = []manifests.ServiceAction{{Unit: "app.service", Action: manifests.ActionRestart}}
 	failing := health("1.0.2", true)
-	failing.Agent.LastApply = &agent.ApplyResult{Result: "failed", Reason: "health check failed"}
+	failing.Agent.LastApply = &schema.ApplyResult{Result: "failed", Reason: "health check failed"}
 	gone := httptest.NewServer(http.NotFoundHandler())
 	goneURL := gone.URL + "/health"
 	gone.Close()
@@ -199,7 +198,7 @@ func TestStatus1000Nodes(t *testing.T) {
 // markup; /status.json serves the report.
 func TestPageEscapes(t *testing.T) {
 	evil := health("1.0.1", true)
-	evil.Agent.LastApply = &agent.ApplyResult{Result: "failed", Reason: `<script>alert(1)</script>`}
+	evil.Agent.LastApply = &schema.ApplyResult{Result: "failed", Reason: `<script>alert(1)</script>`}
 	nodes := []Node{{Name: "evil", Health: serveHealth(t, evil, 0)}}
 	p := NewPage(nodes, PageOptions{Reference: func(context.Context) (string, []manifests.Ref, error) { return "demo", refs("1.0.0", "1.0.1"), nil }})
 	srv := httptest.NewServer(p)

@@ -14,30 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/schema"
 )
-
-// ConfigFile is a managed configuration file as it is on the node.
-type ConfigFile struct {
-	// Path is the tree path (etc/...).
-	Path string `json:"path"`
-	// Units are the catalog's services that claim it.
-	Units []string `json:"units"`
-	// SHA256 is the hex digest of the file on disk ("" when it is missing
-	// or not a regular file; Error says why).
-	SHA256 string `json:"sha256,omitempty"`
-	// Expected is the digest the node's tree says the file has.
-	Expected string `json:"expected"`
-	// ModTime is the file's modification time on disk.
-	ModTime time.Time `json:"mtime,omitzero"`
-	Error   string    `json:"error,omitempty"`
-}
-
-// Configs are a node's services and the configuration files they claim.
-type Configs struct {
-	// Services are the units of the node's service catalog.
-	Services []string     `json:"services"`
-	Files    []ConfigFile `json:"files"`
-}
 
 // maxConfigFile bounds how much of one configuration file is hashed.
 const maxConfigFile = 64 << 20
@@ -46,7 +24,7 @@ const maxConfigFile = 64 << 20
 // claims below /etc (declared paths, reload paths and unit files; a
 // declared directory stands for the files below it), each hashed as it is
 // on disk, without following a symlink. It changes nothing.
-func NodeConfigs(ctx context.Context, root string) (*Configs, error) {
+func NodeConfigs(ctx context.Context, root string) (*schema.Configs, error) {
 	b, err := openBackend(root)
 	if err != nil {
 		return nil, err
@@ -61,7 +39,7 @@ func NodeConfigs(ctx context.Context, root string) (*Configs, error) {
 	}
 	entries := state.Entries()
 	claims := map[string][]string{}
-	out := &Configs{Services: []string{}, Files: []ConfigFile{}}
+	out := &schema.Configs{Services: []string{}, Files: []schema.ConfigFile{}}
 	for _, s := range v.catalog().Services {
 		out.Services = append(out.Services, s.Unit)
 		var paths []string
@@ -87,7 +65,7 @@ func NodeConfigs(ctx context.Context, root string) (*Configs, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		f := ConfigFile{Path: e.Path, Units: units, Expected: e.SHA256}
+		f := schema.ConfigFile{Path: e.Path, Units: units, Expected: e.SHA256}
 		f.SHA256, f.ModTime, err = hashOnDisk(filepath.Join(root, filepath.FromSlash(e.Path)))
 		if err != nil {
 			f.Error = err.Error()

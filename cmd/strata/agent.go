@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-dev/strata/agent"
+	"github.com/strata-dev/strata/internal/nudge"
 	"github.com/strata-dev/strata/internal/serve"
 	"github.com/strata-dev/strata/overlay"
 )
@@ -100,13 +101,13 @@ command fails if any refused or could not be reached, naming each.`,
 			if err != nil {
 				return err
 			}
-			n, err := agent.SignNudge(key, line, time.Now())
+			n, err := nudge.Sign(key, line, time.Now())
 			if err != nil {
 				return usageError{fmt.Errorf("--line: %w", err)}
 			}
 			var errs []error
 			for _, u := range urls {
-				if err := agent.SendNudge(c.Context(), u, n); err != nil {
+				if err := nudge.Send(c.Context(), u, n); err != nil {
 					errs = append(errs, err)
 					continue
 				}

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/fleet"
+	"github.com/strata-dev/strata/internal/nudge"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/manifests"
@@ -152,10 +152,10 @@ when any node is not at the target.`,
 				if want := channelTarget(o.Line, channel); o.Target != want {
 					return usageError{fmt.Errorf("--via agent: the agents on the %s channel apply up to %s; --through %s is not it", channelName(channel), want, through)}
 				}
-				if _, err := agent.SignNudge(key, o.LineName, time.Now()); err != nil {
+				if _, err := nudge.Sign(key, o.LineName, time.Now()); err != nil {
 					return err
 				}
-				o.Nudge = func() (*agent.Nudge, error) { return agent.SignNudge(key, o.LineName, time.Now()) }
+				o.Nudge = func() (*nudge.Nudge, error) { return nudge.Sign(key, o.LineName, time.Now()) }
 			} else if o.URL == "" {
 				tmpDir, err := scratch.MkdirTemp("rollout")
 				if err != nil {
