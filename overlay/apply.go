@@ -503,11 +503,10 @@ func lineageVersions(refs []manifests.Ref) string {
 	return strings.Join(vs, ", ")
 }
 
-// resolveDry shows, on a node whose restarter is the running systemd,
-// what each plan would do there: resolved against the units running now.
+// resolveDry shows what each plan would do on the node, as its restarter
+// resolves it (for the running systemd: against the units running now).
 func resolveDry(ctx context.Context, r Restarter, v *nodeView, todo []*Archive, states map[string][2]tree.State, rep *ApplyReport) error {
-	s, ok := r.(Systemd)
-	if !ok {
+	if r == nil {
 		return nil
 	}
 	cat := v.catalog()
@@ -517,7 +516,7 @@ func resolveDry(ctx context.Context, r Restarter, v *nodeView, todo []*Archive, 
 			cat = *m.Catalog
 		}
 		plan := &rep.Plans[indexOf(rep.Plans, m.Version)]
-		res, err := s.resolve(ctx, planRequest{actions: plan.Actions, catalog: cat, changed: changedPaths(m, states[m.Version][0])})
+		res, err := r.Resolve(ctx, RestartPlan{Actions: plan.Actions, Catalog: cat, Changed: changedPaths(m, states[m.Version][0])})
 		if err != nil {
 			return err
 		}

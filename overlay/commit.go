@@ -136,7 +136,7 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 	if err := t.Switch(ctx); err != nil {
 		return errors.Join(err, n.DropManifest(m.Version))
 	}
-	req := planRequest{actions: plan.Actions, catalog: cat, changed: changedPaths(m, states[0])}
+	req := RestartPlan{Actions: plan.Actions, Catalog: cat, Changed: changedPaths(m, states[0])}
 	if r != nil {
 		if err := n.MarkRestarting(m.Version); err != nil {
 			return abort(err)
@@ -159,7 +159,7 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 			if res == nil || !(res.DaemonReexec || res.DaemonReload) || daemonDone {
 				reached++
 			}
-			back := planRequest{actions: plan.Actions, catalog: v.catalog(), changed: req.changed}
+			back := RestartPlan{Actions: plan.Actions, Catalog: v.catalog(), Changed: req.Changed}
 			return takeBack(ctx, n, t, v.ledger, rec, r, back, res, reached, err, progress)
 		}
 	}
@@ -212,7 +212,7 @@ func validate(ctx context.Context, b Backend, t node.Txn, plan *Plan, cat manife
 // attempt. With the systemd restarter the units come from the forward
 // resolution fwd (its first reached steps), restarted whatever their
 // state: the change may have left one failed.
-func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger, rec manifests.LedgerEntry, r Restarter, req planRequest, fwd *systemd.Resolved, reached int, cause error, progress func(string)) error {
+func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger, rec manifests.LedgerEntry, r Restarter, req RestartPlan, fwd *systemd.Resolved, reached int, cause error, progress func(string)) error {
 	progress(fmt.Sprintf("restart failed, taking %s back: %v", rec.Version, cause))
 	if err := t.Abort(ctx); err != nil {
 		return fmt.Errorf("%w; taking %s back failed too, the next run retries: %w", cause, rec.Version, err)
@@ -222,7 +222,7 @@ func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger,
 	}
 	// The failed attempt is recorded with its restarts due before they
 	// run on the old tree: if strata dies while they run, the debt stays.
-	l, err := n.Commit(l, failedRecord(l, rec, cause.Error(), req.actions))
+	l, err := n.Commit(l, failedRecord(l, rec, cause.Error(), req.Actions))
 	if err != nil {
 		return fmt.Errorf("overlay %s taken back: %w; recording the failure: %w", rec.Version, cause, err)
 	}
@@ -231,16 +231,11 @@ func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger,
 	}
 	fault.Point("taken-back")
 	report := func(sa manifests.ServiceAction) { progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit)) }
-	var rerr error
-	if s, ok := r.(Systemd); ok && fwd != nil {
-		rerr = s.runBack(ctx, fwd, reached, req.catalog, report)
-	} else {
-		_, rerr = runPlan(ctx, r, req, report)
-	}
+	rerr := r.Undo(ctx, req, fwd, reached, report)
 	if rerr != nil {
 		return fmt.Errorf("overlay %s taken back: %w; restarts after taking it back failed too, they stay due: %w", rec.Version, cause, rerr)
 	}
-	if err := recordRestarts(n, l, req.actions, nil); err != nil {
+	if err := recordRestarts(n, l, req.Actions, nil); err != nil {
 		return fmt.Errorf("overlay %s taken back: %w; recording the restarts: %w", rec.Version, cause, err)
 	}
 	return fmt.Errorf("overlay %s taken back: %w", rec.Version, cause)

@@ -46,36 +46,25 @@ func (s Systemd) ctl() *systemd.Systemctl {
 	return systemd.NewSystemctl()
 }
 
-// DaemonReload runs systemctl daemon-reload.
-func (s Systemd) DaemonReload(ctx context.Context) error {
-	return s.ctl().Do(ctx, systemd.VerbDaemonReload, "")
-}
-
-// Act restarts (try-restart), reloads (try-reload-or-restart) or stops
-// one unit.
-func (s Systemd) Act(ctx context.Context, unit string, action manifests.Action) error {
-	verb := systemd.VerbTryRestart
-	switch action {
-	case manifests.ActionReload:
-		verb = systemd.VerbTryReloadOrRestart
-	case manifests.ActionStop:
-		verb = systemd.VerbStop
-	}
-	return s.ctl().Do(ctx, verb, unit)
-}
-
-// resolve decides what the plan means on the running system.
-func (s Systemd) resolve(ctx context.Context, req planRequest) (*systemd.Resolved, error) {
+// Resolve decides what the plan means on the running system.
+func (s Systemd) Resolve(ctx context.Context, plan RestartPlan) (*systemd.Resolved, error) {
 	units, err := s.ctl().Units(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading the running units: %w", ErrRestart, err)
 	}
-	r := systemd.Resolve(systemd.Request{Actions: req.actions, Catalog: req.catalog, Changed: req.changed}, units)
+	r := systemd.Resolve(systemd.Request{Actions: plan.Actions, Catalog: plan.Catalog, Changed: plan.Changed}, units)
 	return &r, nil
 }
 
-// run carries out a resolved plan and checks the health of what acted.
-func (s Systemd) run(ctx context.Context, res *systemd.Resolved, cat manifests.Catalog, report func(manifests.ServiceAction)) error {
+// Run carries out a resolved plan (res nil: resolved first) and checks the
+// health of what acted.
+func (s Systemd) Run(ctx context.Context, plan RestartPlan, res *systemd.Resolved, report func(manifests.ServiceAction)) error {
+	if res == nil {
+		var err error
+		if res, err = s.Resolve(ctx, plan); err != nil {
+			return err
+		}
+	}
 	ctl := s.ctl()
 	err := systemd.Run(ctx, ctl, *res, func(st systemd.Step) {
 		report(manifests.ServiceAction{Unit: st.Unit, Action: manifests.Action(st.Action), Because: st.Because})
@@ -83,15 +72,19 @@ func (s Systemd) run(ctx context.Context, res *systemd.Resolved, cat manifests.C
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrRestart, err)
 	}
-	return s.health(ctx, ctl, res, cat)
+	return s.health(ctx, ctl, res, plan.Catalog)
 }
 
-// runBack returns the units a failed forward run (fwd, of which reached
+// Undo returns the units a failed forward run (fwd, of which reached
 // unit steps were tried) acted on to the old tree: restarted whatever
-// their state, then checked like any restart.
-func (s Systemd) runBack(ctx context.Context, fwd *systemd.Resolved, reached int, cat manifests.Catalog, report func(manifests.ServiceAction)) error {
+// their state, then checked like any restart. With no forward run it
+// runs the plan afresh.
+func (s Systemd) Undo(ctx context.Context, plan RestartPlan, fwd *systemd.Resolved, reached int, report func(manifests.ServiceAction)) error {
+	if fwd == nil {
+		return s.Run(ctx, plan, nil, report)
+	}
 	back := systemd.TakeBack(*fwd, reached)
-	return s.run(ctx, &back, cat, report)
+	return s.Run(ctx, plan, &back, report)
 }
 
 // health waits for the units that acted to settle, then requires each to

@@ -47,7 +47,7 @@ func SettlePending(ctx context.Context, root string, r Restarter, lockWait time.
 	if v, err := loadView(n); err == nil {
 		cat = v.catalog()
 	}
-	res, runErr := runPlan(ctx, r, planRequest{actions: rep.Pending, catalog: cat}, func(a manifests.ServiceAction) {
+	res, runErr := runPlan(ctx, r, RestartPlan{Actions: rep.Pending, Catalog: cat}, func(a manifests.ServiceAction) {
 		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))
 		if a.Unit != "" {
 			rep.Restarted = append(rep.Restarted, a)

@@ -13,12 +13,32 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
-// Restarter carries out restart plans on the node's service manager.
+// Restarter carries out a node's restart plans on its service manager.
+// The engine asks what a plan means on the node (Resolve, also for a dry
+// run), has it carried out (Run), and, when a change is taken back after
+// its restarts began, has the units returned to the old tree (Undo). Exec
+// carries plans out as recorded; Systemd resolves them against the
+// running manager first.
 type Restarter interface {
-	// DaemonReload makes the service manager re-read unit files.
-	DaemonReload(ctx context.Context) error
-	// Act restarts or reloads one unit.
-	Act(ctx context.Context, unit string, action manifests.Action) error
+	// Resolve decides what plan means on the node, changing nothing. It
+	// returns nil for a restarter that carries plans out as recorded.
+	Resolve(ctx context.Context, plan RestartPlan) (*systemd.Resolved, error)
+	// Run carries out plan as res resolved it (nil: as recorded), one
+	// report per action done. It stops at the first failure, an
+	// ErrRestart.
+	Run(ctx context.Context, plan RestartPlan, res *systemd.Resolved, report func(manifests.ServiceAction)) error
+	// Undo restarts what plan acted on after its change was taken back:
+	// fwd is how Run resolved it (nil if it was not resolved), of whose
+	// unit steps reached were tried.
+	Undo(ctx context.Context, plan RestartPlan, fwd *systemd.Resolved, reached int, report func(manifests.ServiceAction)) error
+}
+
+// RestartPlan is a plan's actions and what resolving them on a live node
+// needs: the catalog in effect and the tree paths the change touched.
+type RestartPlan struct {
+	Actions []manifests.ServiceAction
+	Catalog manifests.Catalog
+	Changed []string
 }
 
 // Exec runs a command template per action through /bin/sh. "{unit}" and
@@ -34,13 +54,44 @@ type Exec struct {
 
 var _ Restarter = Exec{}
 
-// DaemonReload runs the template with action daemon-reload.
-func (e Exec) DaemonReload(ctx context.Context) error {
-	return e.run(ctx, "", manifests.ActionDaemonReload)
+// Resolve returns nil: the template runs the plan as recorded.
+func (Exec) Resolve(context.Context, RestartPlan) (*systemd.Resolved, error) { return nil, nil }
+
+// Run runs the template once with action daemon-reload if any action asks
+// for it, then once per action, in order, each bounded by restartTimeout.
+func (e Exec) Run(ctx context.Context, plan RestartPlan, _ *systemd.Resolved, report func(manifests.ServiceAction)) error {
+	for _, a := range plan.Actions {
+		if a.DaemonReload {
+			ctx, cancel := context.WithTimeout(ctx, restartTimeout)
+			err := e.run(ctx, "", manifests.ActionDaemonReload)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%w: daemon-reload: %v", ErrRestart, err)
+			}
+			report(manifests.ServiceAction{Action: manifests.ActionDaemonReload})
+			break
+		}
+	}
+	for _, a := range plan.Actions {
+		actx, cancel := context.WithTimeout(ctx, restartTimeout)
+		err := e.act(actx, a.Unit, a.Action)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: %s %s: %v", ErrRestart, a.Action, a.Unit, err)
+		}
+		report(a)
+	}
+	return nil
 }
 
-// Act runs the template for one unit.
-func (e Exec) Act(ctx context.Context, unit string, action manifests.Action) error {
+// Undo runs the plan again: the units take the old tree as they took the
+// new one.
+func (e Exec) Undo(ctx context.Context, plan RestartPlan, _ *systemd.Resolved, _ int, report func(manifests.ServiceAction)) error {
+	return e.Run(ctx, plan, nil, report)
+}
+
+// act runs the template for one unit.
+func (e Exec) act(ctx context.Context, unit string, action manifests.Action) error {
 	if !manifests.ValidUnit(unit) {
 		return fmt.Errorf("%w: %q is not a unit name", ErrRestart, unit)
 	}
@@ -73,48 +124,14 @@ func (e Exec) run(ctx context.Context, unit string, action manifests.Action) err
 // command cannot hold the node lock forever.
 const restartTimeout = 5 * time.Minute
 
-// planRequest is a restart plan and what resolving it on a live node
-// needs: the catalog in effect and the paths the change touched.
-type planRequest struct {
-	actions []manifests.ServiceAction
-	catalog manifests.Catalog
-	changed []string
-}
-
-// runPlan carries out a plan. The Systemd restarter resolves it against
-// the running manager first and returns that resolution; others carry it
-// out as recorded: one daemon-reload first if any unit file changed, then
-// each unit once, in order. It stops at the first failure.
-func runPlan(ctx context.Context, r Restarter, req planRequest, report func(manifests.ServiceAction)) (*systemd.Resolved, error) {
-	if s, ok := r.(Systemd); ok {
-		res, err := s.resolve(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		return res, s.run(ctx, res, req.catalog, report)
+// runPlan resolves a plan through r and carries it out, returning the
+// resolution (nil where r carries plans out as recorded).
+func runPlan(ctx context.Context, r Restarter, plan RestartPlan, report func(manifests.ServiceAction)) (*systemd.Resolved, error) {
+	res, err := r.Resolve(ctx, plan)
+	if err != nil {
+		return nil, err
 	}
-	for _, a := range req.actions {
-		if a.DaemonReload {
-			ctx, cancel := context.WithTimeout(ctx, restartTimeout)
-			err := r.DaemonReload(ctx)
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("%w: daemon-reload: %v", ErrRestart, err)
-			}
-			report(manifests.ServiceAction{Action: manifests.ActionDaemonReload})
-			break
-		}
-	}
-	for _, a := range req.actions {
-		actx, cancel := context.WithTimeout(ctx, restartTimeout)
-		err := r.Act(actx, a.Unit, a.Action)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s %s: %v", ErrRestart, a.Action, a.Unit, err)
-		}
-		report(a)
-	}
-	return nil, nil
+	return res, r.Run(ctx, plan, res, report)
 }
 
 // rebootDue lists what a resolution deferred to the next boot.

@@ -49,7 +49,7 @@ func TestExecTemplateNeverParsesValues(t *testing.T) {
 		unit   string
 		action manifests.Action
 	}{{hostile, manifests.ActionRestart}, {"--host=evil", manifests.ActionRestart}, {"a.service", "kill"}} {
-		if err := (Exec{Template: "true"}).Act(context.Background(), c.unit, c.action); !errors.Is(err, ErrRestart) {
+		if err := (Exec{Template: "true"}).act(context.Background(), c.unit, c.action); !errors.Is(err, ErrRestart) {
 			t.Errorf("Act(%q, %q) = %v, want a refusal", c.unit, c.action, err)
 		}
 	}

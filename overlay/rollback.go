@@ -136,7 +136,7 @@ func rollbackLocked(ctx context.Context, b Backend, r Restarter, steps int, prog
 	if r == nil {
 		return rep, nil
 	}
-	res, err := runPlan(ctx, r, planRequest{actions: rep.Actions, catalog: cat, changed: changed}, func(a manifests.ServiceAction) {
+	res, err := runPlan(ctx, r, RestartPlan{Actions: rep.Actions, Catalog: cat, Changed: changed}, func(a manifests.ServiceAction) {
 		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))
 		rep.Restarted = append(rep.Restarted, a)
 	})

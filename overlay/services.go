@@ -154,7 +154,7 @@ func RestartServices(ctx context.Context, root string, units []string, r Restart
 	for _, u := range units {
 		actions = append(actions, manifests.ServiceAction{Unit: u, Action: manifests.ActionRestart, Because: []string{"strata restart"}})
 	}
-	res, runErr := runPlan(ctx, r, planRequest{actions: actions, catalog: cat}, func(a manifests.ServiceAction) {
+	res, runErr := runPlan(ctx, r, RestartPlan{Actions: actions, Catalog: cat}, func(a manifests.ServiceAction) {
 		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))
 		if a.Unit != "" {
 			rep.Restarted = append(rep.Restarted, a)
