@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/node"
+	// The agent opens its node through the registered backends.
+	_ "github.com/strata-dev/strata/internal/node/backends"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -214,15 +216,20 @@ const (
 	ApplyTimeout = 30 * time.Minute
 )
 
+// open opens the agent's node, with its restarter, lock wait and log.
+func (a *Agent) open() (*overlay.Node, error) {
+	return overlay.OpenNode(a.o.Root, overlay.NodeOptions{Restarter: a.o.Restarter, LockWait: a.o.LockWait, Progress: a.o.Log})
+}
+
 // apply applies what the node is missing and reports how many overlays
 // it applied and whether it worked.
 func (a *Agent) apply(ctx context.Context, cfg Config, st repo.Store) (int, bool) {
 	res := &schema.ApplyResult{Time: time.Now()}
-	rep, err := overlay.Apply(ctx, a.o.Root, overlay.Source{Repo: cfg.Repo, Store: st, Channel: cfg.Channel}, overlay.ApplyOptions{
-		Restarter: a.o.Restarter,
-		LockWait:  a.o.LockWait,
-		Progress:  a.o.Log,
-	})
+	var rep *overlay.ApplyReport
+	n, err := a.open()
+	if err == nil {
+		rep, err = n.Apply(ctx, overlay.Source{Repo: cfg.Repo, Store: st, Channel: cfg.Channel}, overlay.ApplyOptions{})
+	}
 	if rep != nil {
 		res.From, res.To = rep.From.Version, rep.To.Version
 		for _, p := range rep.Plans {
@@ -263,7 +270,11 @@ func (a *Agent) checkTree(ctx context.Context, now bool) {
 	if !due {
 		return
 	}
-	au, err := overlay.VerifyNode(ctx, a.o.Root, "", true)
+	n, err := a.open()
+	var au *overlay.Audit
+	if err == nil {
+		au, err = n.Verify(ctx, overlay.VerifyOptions{Files: true})
+	}
 	if err != nil {
 		a.o.Log(fmt.Sprintf("checking the node's files: %v", err))
 		return

@@ -27,6 +27,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 	"github.com/strata-dev/strata/schema"
 )
 
@@ -133,7 +134,7 @@ func (w *world) publish() string {
 // head returns the node's head version.
 func (w *world) head() string {
 	w.t.Helper()
-	st, err := overlay.NodeStatus(context.Background(), w.root)
+	st, err := overlaytest.Status(context.Background(), w.root)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -384,7 +385,7 @@ func TestAgentBacksOffAndRecovers(t *testing.T) {
 		t.Errorf("after recovering: unreachable since %v (%v s), want cleared", st.UnreachableSince, st.UnreachableSeconds)
 	}
 	// In order: the ledger records 1.0.1 then 1.0.2.
-	st, _ := overlay.NodeStatus(context.Background(), w.root)
+	st, _ := overlaytest.Status(context.Background(), w.root)
 	if strings.Join(st.Layers, ",") != "1.0.1,1.0.2" {
 		t.Errorf("layers %v, want 1.0.1,1.0.2", st.Layers)
 	}

@@ -61,7 +61,11 @@ func (a *Agent) readHealth(ctx context.Context) (*schema.Health, error) {
 // it, without the agent's own state (strata health prints it for fleet
 // tools that reach the node over SSH).
 func ReadHealth(ctx context.Context, root string) (*schema.Health, error) {
-	st, err := overlay.NodeStatus(ctx, root)
+	nd, err := overlay.OpenNode(root, overlay.NodeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	st, err := nd.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +83,7 @@ func ReadHealth(ctx context.Context, root string) (*schema.Health, error) {
 	if k, err := n.Identity(false); err == nil {
 		h.Identity = k.PublicString()
 	}
-	cs, err := overlay.NodeConfigs(ctx, root)
+	cs, err := nd.Configs(ctx)
 	if err != nil {
 		return nil, err
 	}

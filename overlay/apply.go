@@ -54,21 +54,10 @@ func CheckChannel(ch string) error {
 	return fmt.Errorf("%w: %q", ErrChannel, ch)
 }
 
-// ApplyOptions are the settings of Apply.
+// ApplyOptions are the settings of one Apply.
 type ApplyOptions struct {
 	// DryRun computes and returns the plan and changes nothing.
 	DryRun bool
-	// Restarter carries out restart plans; nil records them as pending.
-	Restarter Restarter
-	// LockWait is how long to wait for another apply to finish.
-	LockWait time.Duration
-	// Progress receives one line per step; nil is silent.
-	Progress func(string)
-	// Offline marks a node that is not running (a disk mounted for
-	// apply-overlay --disk): nothing of it runs, so services' validation
-	// commands (the node's own programs) are not run on this host, and
-	// restarts are recorded as pending.
-	Offline bool
 }
 
 // Plan is what applying one overlay does.
@@ -105,19 +94,13 @@ type ApplyReport struct {
 	Pending  []manifests.ServiceAction `json:"pending_restarts"`
 }
 
-// Apply verifies every overlay of src against the node at root and then
-// applies them in order. See the package documentation for the guarantees.
-func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (rep *ApplyReport, err error) {
-	progress := o.Progress
-	if progress == nil {
-		progress = func(string) {}
-	}
-	b, err := openBackend(root)
-	if err != nil {
-		return nil, err
-	}
+// Apply verifies every overlay of src against the node and then applies
+// them in order, restarting what each touched through the node's
+// Restarter. See the package documentation for the guarantees.
+func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *ApplyReport, err error) {
+	progress, b, root := h.o.Progress, h.b, h.root
 	n := b.Node()
-	unlock, err := n.Lock(ctx, o.LockWait)
+	unlock, err := n.Lock(ctx, h.o.LockWait)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +153,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (rep *A
 	}
 	if o.DryRun {
 		rep.Pending = v.ledger.PendingRestarts()
-		return rep, resolveDry(ctx, o.Restarter, v, todo, states, rep)
+		return rep, resolveDry(ctx, h.o.Restarter, v, todo, states, rep)
 	}
 	// Staging verifies each payload just before its overlay commits; the
 	// payloads of the later overlays of a batch are verified now, so a bad
@@ -199,7 +182,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (rep *A
 	for _, a := range todo {
 		plan := &rep.Plans[indexOf(rep.Plans, a.Manifest.Version)]
 		progress(fmt.Sprintf("applying %s %s (%d writes, %d deletes)", a.Manifest.Line, a.Manifest.Version, len(plan.Writes), len(plan.Deletes)))
-		if err := applyOne(ctx, b, v, a, states[a.Manifest.Version], plan, o, progress); err != nil {
+		if err := h.applyOne(ctx, v, a, states[a.Manifest.Version], plan); err != nil {
 			// An overlay can commit and a step after it fail: the
 			// report says where the node is.
 			if cur, lerr := loadView(n); lerr == nil {
@@ -208,7 +191,7 @@ func Apply(ctx context.Context, root string, src Source, o ApplyOptions) (rep *A
 			return rep, err
 		}
 		rep.To = manifests.Ref{Version: a.Manifest.Version, Digest: a.Digest}
-		if o.Restarter == nil {
+		if h.o.Restarter == nil {
 			progress(fmt.Sprintf("restarts of %s left pending: %s", a.Manifest.Version, describe(plan.Actions)))
 		}
 		if v, err = loadView(n); err != nil {

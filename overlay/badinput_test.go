@@ -21,6 +21,7 @@ import (
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // Bad input: every way an overlay can be malformed, forged or hostile must
@@ -985,7 +986,7 @@ func TestCraftedBaseApplies(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", p, b, err, want)
 		}
 	}
-	a, err := VerifyNode(context.Background(), e.root, "", true)
+	a, err := overlaytest.Verify(context.Background(), e.root, VerifyOptions{Files: true})
 	if err != nil || !a.OK() {
 		t.Fatalf("verify: %v %+v", err, a)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // benchLine builds a line with an image of files files and one overlay
@@ -117,7 +118,7 @@ func benchApply(b *testing.B, node0 string, src Source) {
 			b.Fatalf("cp: %v %s", err, out)
 		}
 		b.StartTimer()
-		if _, err := Apply(context.Background(), work, src, ApplyOptions{}); err != nil {
+		if _, err := overlaytest.Apply(context.Background(), work, src, ApplyOptions{}, NodeOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -136,7 +137,7 @@ func BenchmarkVerifyFiles(b *testing.B) {
 	node0, _ := benchLine(b, 4000, 200)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		a, err := VerifyNode(context.Background(), node0, "", true)
+		a, err := overlaytest.Verify(context.Background(), node0, VerifyOptions{Files: true})
 		if err != nil || !a.OK() {
 			b.Fatalf("verify: %v %+v", err, a)
 		}

@@ -7,7 +7,6 @@ import (
 	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
-	"github.com/strata-dev/strata/manifests"
 )
 
 // Member names of the manifest and its signature inside an archive.
@@ -30,18 +29,6 @@ type Chain = repo.Chain
 // verifies the signature against trust and validates the manifest. The
 // payload is not read; call Payload for that.
 func Open(path string, trust *sign.KeySet) (*Archive, error) { return archive.Open(path, trust) }
-
-// OpenFrom is Open over the bytes open returns; name is the archive's
-// Source.
-func OpenFrom(ctx context.Context, name string, open Opener, trust *sign.KeySet) (*Archive, error) {
-	return archive.OpenFrom(ctx, name, open, trust)
-}
-
-// OpenMember opens the overlay that index entry ref names in store s; it
-// does not check the entry's digests (LoadChain does).
-func OpenMember(ctx context.Context, s repo.Store, ref manifests.OverlayRef, trust *sign.KeySet) (*Archive, error) {
-	return repo.OpenMember(ctx, s, ref, trust)
-}
 
 // ReadArchive verifies a whole overlay from r: manifest, signature and
 // every payload member, discarding content.

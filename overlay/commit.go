@@ -85,12 +85,9 @@ const validationTimeout = time.Minute
 // and only then commit. When a restart or the health check fails the
 // change is taken back, the same units are restarted on the old tree, and
 // the ledger records the failed attempt.
-func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2]tree.State, plan *Plan, o ApplyOptions, progress func(string)) error {
+func (h *Node) applyOne(ctx context.Context, v *nodeView, a *Archive, states [2]tree.State, plan *Plan) error {
+	b, r, progress := h.b, h.o.Restarter, h.o.Progress
 	n := b.Node()
-	r := o.Restarter
-	if o.Offline {
-		r = nil
-	}
 	m := a.Manifest
 	last := v.ledger.Last()
 	rec := manifests.LedgerEntry{
@@ -117,7 +114,7 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 	if m.Catalog != nil {
 		cat = *m.Catalog
 	}
-	if !o.Offline {
+	if !h.o.Offline {
 		if err := validate(ctx, b, t, plan, cat, progress); err != nil {
 			return errors.Join(err, t.Abort(ctx))
 		}
@@ -185,7 +182,7 @@ func applyOne(ctx context.Context, b Backend, v *nodeView, a *Archive, states [2
 // validate runs the validation command of every service the plan touches
 // against the staged change, when the backend can; a failure refuses the
 // overlay before the node's tree changes.
-func validate(ctx context.Context, b Backend, t node.Txn, plan *Plan, cat manifests.Catalog, progress func(string)) error {
+func validate(ctx context.Context, b node.Backend, t node.Txn, plan *Plan, cat manifests.Catalog, progress func(string)) error {
 	sr, ok := b.(stagedRunner)
 	if !ok {
 		return nil

@@ -20,15 +20,12 @@ import (
 // maxConfigFile bounds how much of one configuration file is hashed.
 const maxConfigFile = 64 << 20
 
-// NodeConfigs lists the configuration files the node's service catalog
+// Configs lists the configuration files the node's service catalog
 // claims below /etc (declared paths, reload paths and unit files; a
 // declared directory stands for the files below it), each hashed as it is
 // on disk, without following a symlink. It changes nothing.
-func NodeConfigs(ctx context.Context, root string) (*schema.Configs, error) {
-	b, err := openBackend(root)
-	if err != nil {
-		return nil, err
-	}
+func (h *Node) Configs(ctx context.Context) (*schema.Configs, error) {
+	b, root := h.b, h.root
 	v, err := loadView(b.Node())
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // Crash tests re-execute the test binary as a helper process that runs
@@ -60,15 +61,15 @@ func helperMain(t *testing.T, root string) {
 	switch op := os.Getenv(helperOpEnv); op {
 	case "apply":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = Apply(ctx, root, Source{Files: files}, ApplyOptions{})
+		_, err = overlaytest.Apply(ctx, root, Source{Files: files}, ApplyOptions{}, NodeOptions{})
 	case "apply-restart":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = Apply(ctx, root, Source{Files: files}, ApplyOptions{Restarter: Exec{Template: "true"}})
+		_, err = overlaytest.Apply(ctx, root, Source{Files: files}, ApplyOptions{}, NodeOptions{Restarter: Exec{Template: "true"}})
 	case "apply-failing":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = Apply(ctx, root, Source{Files: files}, ApplyOptions{Restarter: Exec{Template: "exit 1"}})
+		_, err = overlaytest.Apply(ctx, root, Source{Files: files}, ApplyOptions{}, NodeOptions{Restarter: Exec{Template: "exit 1"}})
 	case "rollback":
-		_, err = Rollback(ctx, root, nil, 0, nil)
+		_, err = overlaytest.Rollback(ctx, root, "", NodeOptions{})
 	default:
 		t.Fatalf("unknown helper op %q", op)
 	}
@@ -172,7 +173,7 @@ func TestCrashBeforeLedgerNextApplyRollsBackThenApplies(t *testing.T) {
 			}
 		}
 	}
-	rep, err := Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{Progress: progress})
+	rep, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{Progress: progress})
 	if err != nil {
 		t.Fatalf("apply after crash: %v", err)
 	}
@@ -200,7 +201,7 @@ func TestCrashBeforeLedgerNextApplyRollsBackThenApplies(t *testing.T) {
 	requireExists(t, txnPath(root), false)
 
 	// The recovered apply's undo data is sound.
-	if _, err := Rollback(context.Background(), root, nil, 0, nil); err != nil {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := snap(t, root).digest; got != before.digest {
@@ -216,7 +217,7 @@ func TestCrashDryRunDoesNotRecover(t *testing.T) {
 	root := f.provision()
 	crashHelper(t, root, "before-ledger", "apply", c.Path)
 	crashed := snap(t, root)
-	_, err := Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{DryRun: true})
+	_, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{DryRun: true}, NodeOptions{})
 	sqErr(t, err, ErrDrift, "interrupted")
 	if snap(t, root) != crashed {
 		t.Error("the dry run changed the node")
@@ -231,7 +232,7 @@ func TestCrashBeforeLedgerRollbackRecovers(t *testing.T) {
 	before := snap(t, root)
 	crashHelper(t, root, "before-ledger", "apply", c.Path)
 
-	_, err := Rollback(context.Background(), root, nil, 0, nil)
+	_, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
 	sqErr(t, err, ErrNothingToRollback)
 	assertUnchanged(t, root, before)
 	sqRequireOK(t, sqAudit(t, root, f.repo, true))
@@ -269,7 +270,7 @@ func TestCrashAfterLedgerRollsForward(t *testing.T) {
 	}
 	requireExists(t, filepath.Join(undoPath(root, "1.0.1"), "journal.json"), true)
 
-	rb, err := Rollback(context.Background(), root, nil, 0, nil)
+	rb, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
 	if err != nil {
 		t.Fatalf("rollback after roll-forward: %v", err)
 	}
@@ -296,7 +297,7 @@ func TestCrashAfterLedgerVerifyThenRollbackRecovers(t *testing.T) {
 	requireExists(t, txnPath(root), true)
 
 	// Rollback first finishes the interrupted apply, then reverts it.
-	if _, err := Rollback(context.Background(), root, nil, 0, nil); err != nil {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); err != nil {
 		t.Fatalf("rollback after crash: %v", err)
 	}
 	if got := snap(t, root).digest; got != before.digest {
@@ -337,7 +338,7 @@ func TestCrashDuringRollbackBeforeLedger(t *testing.T) {
 		t.Errorf("tree digest %s, want %s", a.TreeDigest, c.Manifest.TreeDigest)
 	}
 	// The undo data survived the interrupted rollback.
-	if _, err := Rollback(context.Background(), root, nil, 0, nil); err != nil {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); err != nil {
 		t.Fatalf("rollback: %v", err)
 	}
 	if got := sqApplied(t, root); len(got) != 0 {
@@ -359,7 +360,7 @@ func TestCrashDuringRollbackAfterLedger(t *testing.T) {
 	requireInterrupted(t, root)
 
 	// The next run finishes the rollback, so nothing is left to roll back.
-	_, err := Rollback(context.Background(), root, nil, 0, nil)
+	_, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
 	sqErr(t, err, ErrNothingToRollback)
 	if got := snap(t, root).digest; got != before.digest {
 		t.Errorf("digest %s, want the pre-apply %s", got, before.digest)
@@ -406,7 +407,7 @@ func TestCrashMidOpsApplyRollsBack(t *testing.T) {
 					atStart = &s
 				}
 			}
-			if _, err := Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{Progress: progress}); err != nil {
+			if _, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{Progress: progress}); err != nil {
 				t.Fatalf("apply after crash: %v", err)
 			}
 			if atStart == nil || atStart.digest != before.digest || atStart.ledger != before.ledger {
@@ -471,7 +472,7 @@ func TestCrashDuringRestartsRecordsFailedAttempt(t *testing.T) {
 	root := f.provision()
 	before := snap(t, root)
 	crashHelper(t, root, "restarting", "apply-restart", c.Path)
-	if _, err := Rollback(context.Background(), root, nil, 0, nil); !errors.Is(err, ErrNothingToRollback) {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); !errors.Is(err, ErrNothingToRollback) {
 		t.Fatalf("rollback after the crash: %v, want ErrNothingToRollback (the change was never committed)", err)
 	}
 	if got := snap(t, root).digest; got != before.digest {
@@ -510,13 +511,13 @@ func TestCrashInsideOpApplyRollsBack(t *testing.T) {
 			t.Fatalf("%s: helper exited %d:\n%s", point, code, out)
 		}
 		requireInterrupted(t, root)
-		if _, err := Rollback(context.Background(), root, nil, 0, nil); !errors.Is(err, ErrNothingToRollback) {
+		if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); !errors.Is(err, ErrNothingToRollback) {
 			t.Fatalf("%s: rollback after the crash: %v, want ErrNothingToRollback", point, err)
 		}
 		if got := snap(t, root); got.digest != before.digest || got.ledger != before.ledger {
 			t.Fatalf("%s: recovery left digest %s, want the pre-apply %s (ledger unchanged)", point, got.digest, before.digest)
 		}
-		if _, err := Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}); err != nil {
+		if _, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{}); err != nil {
 			t.Fatalf("%s: apply after recovery: %v", point, err)
 		}
 		sqRequireOK(t, sqAudit(t, root, f.repo, true))

@@ -1,6 +1,11 @@
 // Package overlay creates, reads, verifies and applies overlays, rolls them
 // back, audits nodes and repositories, and plans service restarts.
 //
+// A node is used through its handle: OpenNode opens it once (its state
+// directory and the backend that state names, among those registered with
+// package internal/node), and the operations on it are the handle's
+// methods (Apply, Rollback, Repair, Restart, Status, Verify, Upgrade, ...).
+//
 // An overlay archive is a compressed tar whose first member is the manifest
 // (.strata/overlay.json), whose second is its minisign signature, and whose
 // remaining members are the payload, one per manifest entry and in the same

@@ -17,6 +17,7 @@ import (
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // Shared test fixture: a small signed image with two services, a
@@ -187,7 +188,7 @@ func assertUnchanged(t *testing.T, root string, before snapshot) {
 
 // apply applies files to root with no restarter.
 func apply(root string, files ...string) (*ApplyReport, error) {
-	return Apply(context.Background(), root, Source{Files: files}, ApplyOptions{})
+	return overlaytest.Apply(context.Background(), root, Source{Files: files}, ApplyOptions{}, NodeOptions{})
 }
 
 // member is one tar member of a crafted archive.
@@ -279,7 +280,7 @@ func TestFixtureRoundTrip(t *testing.T) {
 	if len(rep.Plans) != 1 || len(rep.Plans[0].Actions) != 1 || rep.Plans[0].Actions[0].Unit != "app.service" {
 		t.Fatalf("plan = %+v, want a restart of app.service", rep.Plans)
 	}
-	a, err := VerifyNode(context.Background(), root, f.repo, true)
+	a, err := overlaytest.Verify(context.Background(), root, VerifyOptions{Repo: f.repo, Files: true})
 	if err != nil || !a.OK() {
 		t.Fatalf("verify: %v %+v", err, a)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // indexFiles returns the repository's index and its signature.
@@ -49,7 +50,7 @@ func TestIndexFreshness(t *testing.T) {
 	oldRaw, oldSig := indexFiles(t, f.repo) // serial 2: init, then 1.0.1
 	f.create("1.0.2", f.change("/etc/app/app.conf", "port 82\n"))
 	root := f.provision()
-	if _, err := Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.1"}, ApplyOptions{}); err != nil {
+	if _, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.1"}, ApplyOptions{}, NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	serial := func() string {
@@ -65,10 +66,10 @@ func TestIndexFreshness(t *testing.T) {
 	newRaw, newSig := indexFiles(t, f.repo)
 	putIndex(t, f.repo, oldRaw, oldSig)
 	before := snap(t, root)
-	_, err := Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{})
+	_, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
 	sqErr(t, err, manifests.ErrIndexRollback, "serial 2", "serial 3")
 	assertUnchanged(t, root, before)
-	a, err := VerifyNode(context.Background(), root, f.repo, false)
+	a, err := overlaytest.Verify(context.Background(), root, VerifyOptions{Repo: f.repo})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestIndexFreshness(t *testing.T) {
 	}
 	putIndex(t, f.repo, expired, f.key.Sign(expired, sign.IndexComment))
 	before = snap(t, root)
-	_, err = Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{})
+	_, err = overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
 	sqErr(t, err, manifests.ErrIndexExpired, "expired at", "serial "+strconv.FormatUint(x.Serial, 10))
 	assertUnchanged(t, root, before)
 	if ra, err := VerifyRepo(context.Background(), f.repo, nil); err != nil || ra.OK() || !hasFinding(ra, "freshness", "expired") {
@@ -101,7 +102,7 @@ func TestIndexFreshness(t *testing.T) {
 	if _, err := repo.Refresh(f.repo, f.key, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}); err != nil {
+	if _, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); err != nil {
 		t.Fatalf("apply after the refresh: %v", err)
 	}
 	if got, want := serial(), strconv.FormatUint(x.Serial+1, 10); got != want {
@@ -111,7 +112,7 @@ func TestIndexFreshness(t *testing.T) {
 	if _, err := repo.Refresh(f.repo, f.key, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{DryRun: true}); err != nil {
+	if _, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{DryRun: true}, NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := serial(), strconv.FormatUint(x.Serial+1, 10); got != want {

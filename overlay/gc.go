@@ -3,7 +3,6 @@ package overlay
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/strata-dev/strata/manifests"
 )
@@ -29,17 +28,18 @@ type GCReport struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// GC prunes a node's state under its lock: the undo data of all but the
+// GC prunes the node's state under its lock: the undo data of all but the
 // newest keep overlays in effect (rollback then reaches those only), and
 // whatever no overlay in effect owns (stored manifests, undo data, layers
 // left by a crash or a rollback). A node's recovery runs first, so an
 // interrupted change is settled, never pruned.
-func GC(ctx context.Context, root string, keep int, lockWait time.Duration) (*GCReport, error) {
+func (h *Node) GC(ctx context.Context, keep int) (*GCReport, error) {
 	if keep < 0 {
 		return nil, fmt.Errorf("gc: keep %d: %w", keep, manifests.ErrInvalid)
 	}
 	var notes []string
-	b, unlock, err := lockNode(ctx, root, lockWait, func(s string) { notes = append(notes, s) })
+	b, root := h.b, h.root
+	unlock, err := h.lockNoting(ctx, func(s string) { notes = append(notes, s) })
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/strata-dev/strata/internal/node/dirfs"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // gc keeps the undo data of the newest overlays only: rollback reaches
@@ -30,23 +31,23 @@ func TestGCKeepsNewestRollbacks(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(undo, "9.9.9"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := GC(context.Background(), root, 1, 0)
+	rep, err := overlaytest.GC(context.Background(), root, 1, NodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(rep.Undo, " "); got != "1.0.1 1.0.2 9.9.9" {
 		t.Fatalf("gc pruned %q, want the undo data of 1.0.1, 1.0.2 and the stray 9.9.9", got)
 	}
-	if _, err := Rollback(context.Background(), root, nil, 0, nil); err != nil {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); err != nil {
 		t.Fatalf("rolling back 1.0.3, whose undo data gc kept: %v", err)
 	}
 	before := snap(t, root)
-	_, err = Rollback(context.Background(), root, nil, 0, nil)
+	_, err = overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
 	if !errors.Is(err, dirfs.ErrUndoPruned) || !errors.Is(err, manifests.ErrRejected) || !strings.Contains(err.Error(), "1.0.2") || !strings.Contains(err.Error(), "gc") {
 		t.Fatalf("rolling back 1.0.2 after gc: %v, want ErrUndoPruned naming 1.0.2 and gc", err)
 	}
 	assertUnchanged(t, root, before)
-	if _, err := GC(context.Background(), root, -1, 0); !errors.Is(err, manifests.ErrInvalid) {
+	if _, err := overlaytest.GC(context.Background(), root, -1, NodeOptions{}); !errors.Is(err, manifests.ErrInvalid) {
 		t.Fatalf("gc --keep -1: %v", err)
 	}
 }

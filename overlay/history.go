@@ -38,14 +38,11 @@ type NodeHistory struct {
 	Staged *manifests.StagedUpgrade `json:"staged_upgrade,omitempty"`
 }
 
-// History reads the ledger of the node at root (validated, its hash
-// chain checked) as a history. It takes no lock and changes nothing.
-func History(root string) (*NodeHistory, error) {
-	b, err := openBackend(root)
-	if err != nil {
-		return nil, err
-	}
-	n := b.Node()
+// History reads the node's ledger (validated, its hash chain checked) as
+// a history. It takes no lock and changes nothing.
+func (hn *Node) History() (*NodeHistory, error) {
+	root := hn.root
+	n := hn.b.Node()
 	v, err := loadView(n)
 	if err != nil {
 		return nil, err

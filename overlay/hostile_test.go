@@ -14,6 +14,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 	"golang.org/x/sys/unix"
 )
 
@@ -69,7 +70,7 @@ func TestForgedJournalCannotReachOutsideTheRoot(t *testing.T) {
 		t.Fatalf("apply over a forged journal: %v, want ErrUnsafePath", err)
 	}
 	assertHostIntact(t, dir, victim)
-	a, err := VerifyNode(context.Background(), root, "", false)
+	a, err := overlaytest.Verify(context.Background(), root, VerifyOptions{})
 	if err != nil || a.OK() {
 		t.Fatalf("audit of a node with a forged journal: %v, OK=%v; want a problem", err, a != nil && a.OK())
 	}
@@ -91,7 +92,7 @@ func TestRollbackRefusesSymlinkPlantedAfterApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := snap(t, root)
-	_, err := Rollback(context.Background(), root, nil, 0, nil)
+	_, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
 	if !errors.Is(err, ErrSymlinkPath) || !strings.Contains(err.Error(), "etc/app") {
 		t.Fatalf("rollback through a planted symlink: %v, want ErrSymlinkPath naming etc/app", err)
 	}
@@ -117,7 +118,7 @@ func TestStateDirectoryThroughSymlinkIsRefused(t *testing.T) {
 	if !errors.Is(err, node.ErrBadState) || !errors.Is(err, manifests.ErrRejected) {
 		t.Fatalf("apply with /var/lib a symlink: %v, want ErrBadState", err)
 	}
-	if _, err := Rollback(context.Background(), root, nil, 0, nil); !errors.Is(err, node.ErrBadState) {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); !errors.Is(err, node.ErrBadState) {
 		t.Fatalf("rollback with /var/lib a symlink: %v, want ErrBadState", err)
 	}
 	assertHostIntact(t, dir, victim)

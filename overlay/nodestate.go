@@ -171,37 +171,33 @@ func foldOver(image *repo.Image, overlays []*manifests.OverlayManifest) *tree.Fo
 // its tree is then not the one the overlays' tree digests describe.
 func (v *nodeView) rebased() bool { return v.canon.Digest != v.image.Digest }
 
-// lockNode takes the node's apply lock and settles whatever a crash left,
-// so the caller starts from a settled node.
-func lockNode(ctx context.Context, root string, wait time.Duration, progress func(string)) (Backend, func(), error) {
-	b, err := openBackend(root)
-	if err != nil {
-		return nil, nil, err
-	}
+// lockBackend takes the node's apply lock and settles whatever a crash
+// left, so the caller starts from a settled node.
+func lockBackend(ctx context.Context, b node.Backend, root string, wait time.Duration, progress func(string)) (func(), error) {
 	unlock, err := b.Node().Lock(ctx, wait)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if b.Node().ReadOnly() {
 		// A read-only check of an offline disk: nothing is settled,
 		// and a transaction to settle refuses the check.
 		if err := refuseInterrupted(b, root); err != nil {
 			unlock()
-			return nil, nil, err
+			return nil, err
 		}
-		return b, unlock, nil
+		return unlock, nil
 	}
 	if err := recoverTxn(ctx, b, progress); err != nil {
 		unlock()
-		return nil, nil, err
+		return nil, err
 	}
-	return b, unlock, nil
+	return unlock, nil
 }
 
 // refuseInterrupted returns ErrInterrupted (with ErrDrift) when the
 // node has a transaction a crash interrupted, which a run that changes
 // the node settles first.
-func refuseInterrupted(b Backend, root string) error {
+func refuseInterrupted(b node.Backend, root string) error {
 	what, err := b.Interrupted()
 	if err != nil {
 		return err
@@ -217,7 +213,7 @@ func refuseInterrupted(b Backend, root string) error {
 // restarts due: the services may have seen the change. The temporary
 // files interrupted writes of node state left are removed, and progress
 // (if not nil) is told which.
-func recoverTxn(ctx context.Context, b Backend, progress func(string)) error {
+func recoverTxn(ctx context.Context, b node.Backend, progress func(string)) error {
 	n := b.Node()
 	strays, err := n.RemoveStrays()
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // library returns n bytes that compress about as well as a shared
@@ -92,7 +93,7 @@ func TestPatchedOverlays(t *testing.T) {
 	if err != nil || !bytes.Equal(got, v3) {
 		t.Fatalf("the node's %s is not the content of 1.0.3 (%v)", dest, err)
 	}
-	if a, err := VerifyNode(ctx, root, f.repo, true); err != nil || !a.OK() {
+	if a, err := overlaytest.Verify(ctx, root, VerifyOptions{Repo: f.repo, Files: true}); err != nil || !a.OK() {
 		t.Fatalf("verify: %v %+v", err, a)
 	}
 

@@ -19,17 +19,20 @@ type SettleReport struct {
 }
 
 // SettlePending carries out the node's restart debt — restarts recorded as
-// pending by applies and rollbacks that ran without a restarter — and
-// records them in the ledger. Each unit is acted on once, restart winning
-// over reload. A failure stops the run; what was done so far is recorded.
-func SettlePending(ctx context.Context, root string, r Restarter, lockWait time.Duration, progress func(string)) (*SettleReport, error) {
-	if progress == nil {
-		progress = func(string) {}
+// pending by applies and rollbacks that ran without a restarter — through
+// the node's Restarter and records them in the ledger. Each unit is acted
+// on once, restart winning over reload. A failure stops the run; what was
+// done so far is recorded. On an Offline node it settles the debt
+// without running anything (settleOffline).
+func (h *Node) SettlePending(ctx context.Context) (*SettleReport, error) {
+	if h.o.Offline {
+		return h.settleOffline(ctx)
 	}
+	progress, r, b, root := h.o.Progress, h.o.Restarter, h.b, h.root
 	if r == nil {
 		return nil, fmt.Errorf("settling restarts on %s: no restarter given", root)
 	}
-	b, unlock, err := lockNode(ctx, root, lockWait, progress)
+	unlock, err := h.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -69,13 +72,14 @@ func SettlePending(ctx context.Context, root string, r Restarter, lockWait time.
 	return rep, runErr
 }
 
-// SettleOffline settles the restart debt of a node that is not running
+// settleOffline settles the restart debt of a node that is not running
 // (on a disk): nothing runs, since the next boot starts every service
 // with the node's tree, which is what the debt asks for. The debt is
 // recorded as settled in a restart record marked Offline. A node without
 // debt is not written to.
-func SettleOffline(ctx context.Context, root string, lockWait time.Duration, progress func(string)) (*SettleReport, error) {
-	b, unlock, err := lockNode(ctx, root, lockWait, progress)
+func (h *Node) settleOffline(ctx context.Context) (*SettleReport, error) {
+	b, root := h.b, h.root
+	unlock, err := h.lock(ctx)
 	if err != nil {
 		return nil, err
 	}

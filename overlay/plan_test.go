@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // Removing a unit stops it (after a daemon-reload); rolling the removal
@@ -29,10 +30,10 @@ func TestRemovedUnitIsStoppedAndRollbackRestartsIt(t *testing.T) {
 	root := f.provision()
 	log := filepath.Join(t.TempDir(), "log")
 	r := Exec{Template: "echo {unit} {action} >> " + log}
-	if _, err := Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{Restarter: r}); err != nil {
+	if _, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{Restarter: r}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Rollback(context.Background(), root, r, 0, nil); err != nil {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{Restarter: r}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(log)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/node"
-	"github.com/strata-dev/strata/internal/node/overlayfs"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
@@ -29,16 +28,6 @@ type RepairReport struct {
 	Layers []string `json:"layers"`
 }
 
-// layerRebuilder is a backend that can rebuild an applied overlay's
-// layer in place.
-type layerRebuilder interface {
-	RebuildLayer(ctx context.Context, ch *node.Change) error
-	LayerHas(version, rel string) bool
-	ImageDir() string
-}
-
-var _ layerRebuilder = (*overlayfs.Backend)(nil)
-
 // Repair restores the node's managed tree to its head where it drifted
 // (what verify-sequence --files names), with the overlays from src (a
 // repository or a bundle holding the node's applied overlays): each
@@ -52,11 +41,9 @@ var _ layerRebuilder = (*overlayfs.Backend)(nil)
 // repaired files is the caller's (strata restart --repair). Only nodes that boot a read-only image (the overlayfs
 // backend) can be repaired: a plain directory tree has no pristine copy
 // to compare layers with.
-func Repair(ctx context.Context, root string, src Source, lockWait time.Duration, progress func(string)) (*RepairReport, error) {
-	if progress == nil {
-		progress = func(string) {}
-	}
-	b, unlock, err := lockNode(ctx, root, lockWait, progress)
+func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
+	progress, b, root := h.o.Progress, h.b, h.root
+	unlock, err := h.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +51,7 @@ func Repair(ctx context.Context, root string, src Source, lockWait time.Duration
 	if err := refuseStaged(b.Node(), "repair"); err != nil {
 		return nil, err
 	}
-	lr, ok := b.(layerRebuilder)
+	lr, ok := b.(node.LayerRebuilder)
 	if !ok {
 		return nil, fmt.Errorf("repairing %s: %w: only nodes on a read-only image (backend overlayfs) can be repaired", root, errors.ErrUnsupported)
 	}

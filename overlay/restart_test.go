@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // rsLogger returns an Exec restarter that appends "{unit} {action}" to a
@@ -41,7 +42,7 @@ func rsLines(t *testing.T, log string) []string {
 }
 
 func rsApply(root string, r Restarter, files ...string) (*ApplyReport, error) {
-	return Apply(context.Background(), root, Source{Files: files}, ApplyOptions{Restarter: r})
+	return overlaytest.Apply(context.Background(), root, Source{Files: files}, ApplyOptions{}, NodeOptions{Restarter: r})
 }
 
 func rsDescribe(as []manifests.ServiceAction) []string {
@@ -286,7 +287,7 @@ func TestRestartRollbackRunsPlanAndSettlesDebt(t *testing.T) {
 		t.Fatalf("pending after apply = %q", got)
 	}
 	r, log := rsLogger(t, "")
-	rep, err := Rollback(context.Background(), root, r, 0, nil)
+	rep, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{Restarter: r})
 	if err != nil {
 		t.Fatal(err)
 	}

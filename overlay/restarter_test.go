@@ -8,6 +8,7 @@ import (
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // resolving is a restarter of the test's own: it resolves every plan to
@@ -52,7 +53,7 @@ func TestRestarterOfYourOwn(t *testing.T) {
 	root := f.provision()
 
 	r := &resolving{}
-	dry, err := Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{Restarter: r, DryRun: true})
+	dry, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{DryRun: true}, NodeOptions{Restarter: r})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestRestarterOfYourOwn(t *testing.T) {
 	}
 
 	r.fail = true
-	if _, err := Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{Restarter: r}); !errors.Is(err, ErrRestart) {
+	if _, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{Restarter: r}); !errors.Is(err, ErrRestart) {
 		t.Fatalf("apply with a failing restarter: %v, want ErrRestart", err)
 	}
 	if r.undid == nil || r.undid.Steps[0].Unit != "resolved-app.service" {
@@ -69,7 +70,7 @@ func TestRestarterOfYourOwn(t *testing.T) {
 	}
 
 	r.fail = false
-	rep, err := Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{Restarter: r})
+	rep, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{Restarter: r})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,24 +31,17 @@ type RollbackReport struct {
 	Live *systemd.Resolved `json:"live,omitempty"`
 }
 
-// Rollback reverts the last applied overlay of the node at root from the
-// undo data kept when it was applied, records a rollback in the ledger and
-// runs the restart plan for what it reverted (r nil: recorded as pending).
-func Rollback(ctx context.Context, root string, r Restarter, lockWait time.Duration, progress func(string)) (*RollbackReport, error) {
-	return RollbackTo(ctx, root, "", r, lockWait, progress)
-}
-
-// RollbackTo is Rollback of every overlay above version to (empty: the
-// last one only), newest first, each reverted and recorded as one
-// rollback; the restarts of all of them run once, after the last. to
-// must be the node's starting point or one of the overlays it applied
-// below its head; nothing changes otherwise. A step that fails leaves the
-// ones before it done (and their restarts pending).
-func RollbackTo(ctx context.Context, root, to string, r Restarter, lockWait time.Duration, progress func(string)) (*RollbackReport, error) {
-	if progress == nil {
-		progress = func(string) {}
-	}
-	b, unlock, err := lockNode(ctx, root, lockWait, progress)
+// Rollback reverts the node's overlays above version to (empty: the last
+// one only) from the undo data kept when they were applied, newest first,
+// each recorded as one rollback in the ledger; the restart plan for what
+// they reverted runs once, after the last, through the node's Restarter
+// (none: recorded as pending). to must be the node's starting point or
+// one of the overlays it applied below its head; nothing changes
+// otherwise. A step that fails leaves the ones before it done (and their
+// restarts pending).
+func (h *Node) Rollback(ctx context.Context, to string) (*RollbackReport, error) {
+	progress, r, b := h.o.Progress, h.o.Restarter, h.b
+	unlock, err := h.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +84,7 @@ func stepsTo(n node.Node, to string) (int, error) {
 		to, n.Root, versions[0], strings.Join(versions[1:len(versions)-1], ", "), ErrRollbackTarget)
 }
 
-func rollbackLocked(ctx context.Context, b Backend, r Restarter, steps int, progress func(string)) (*RollbackReport, error) {
+func rollbackLocked(ctx context.Context, b node.Backend, r Restarter, steps int, progress func(string)) (*RollbackReport, error) {
 	n := b.Node()
 	rep := &RollbackReport{Root: n.Root, Steps: []manifests.Ref{}}
 	var l *manifests.Ledger
@@ -152,8 +145,8 @@ func rollbackLocked(ctx context.Context, b Backend, r Restarter, steps int, prog
 }
 
 // checkSteps checks that the node's last steps applied overlays can each
-// be taken back (Backend.CheckRevert), newest first.
-func checkSteps(ctx context.Context, b Backend, steps int) error {
+// be taken back (node.Backend.CheckRevert), newest first.
+func checkSteps(ctx context.Context, b node.Backend, steps int) error {
 	v, err := loadView(b.Node())
 	if err != nil {
 		return err
@@ -176,7 +169,7 @@ type rolledBack struct {
 
 // rollbackStep reverts and records the node's last applied overlay,
 // leaving its restarts pending.
-func rollbackStep(ctx context.Context, b Backend, progress func(string)) (*rolledBack, error) {
+func rollbackStep(ctx context.Context, b node.Backend, progress func(string)) (*rolledBack, error) {
 	n := b.Node()
 	v, err := loadView(n)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // rbTree makes a host tree for Change.Tree: files maps image paths to
@@ -49,7 +50,7 @@ func rbStat(t *testing.T, p string) (os.FileMode, int, int) {
 
 func rollback(t *testing.T, root string) *RollbackReport {
 	t.Helper()
-	rep, err := Rollback(context.Background(), root, nil, 0, nil)
+	rep, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
 	if err != nil {
 		t.Fatalf("rollback: %v", err)
 	}
@@ -147,7 +148,7 @@ func TestRollbackRestoresExactTree(t *testing.T) {
 
 	// Nothing is left to roll back.
 	before := snap(t, root)
-	_, err := Rollback(context.Background(), root, nil, 0, nil)
+	_, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
 	sqErr(t, err, ErrNothingToRollback, "1.0.0")
 	assertUnchanged(t, root, before)
 
@@ -167,7 +168,7 @@ func TestRollbackFreshNode(t *testing.T) {
 	f := newFixture(t)
 	root := f.provision()
 	before := snap(t, root)
-	_, err := Rollback(context.Background(), root, nil, 0, nil)
+	_, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
 	sqErr(t, err, ErrNothingToRollback, root, "1.0.0")
 	assertUnchanged(t, root, before)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // newKey generates a key pair in dir and returns the secret key and the
@@ -68,7 +69,7 @@ func TestKeyRotation(t *testing.T) {
 	f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
 	fromImage := f.provision()
 	mid := f.provision()
-	if _, err := Apply(ctx, mid, Source{Repo: f.repo}, ApplyOptions{}); err != nil {
+	if _, err := overlaytest.Apply(ctx, mid, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -100,7 +101,7 @@ func TestKeyRotation(t *testing.T) {
 	f.create("1.0.3", f.change("/etc/motd", "b\n"))
 
 	for name, root := range map[string]string{"from the image": fromImage, "from 1.0.1": mid} {
-		if _, err := Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{}); err != nil {
+		if _, err := overlaytest.Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); err != nil {
 			t.Fatalf("node %s catching up through the rotation: %v", name, err)
 		}
 		if got := nodeHead(t, root); got != "1.0.3" {
@@ -109,7 +110,7 @@ func TestKeyRotation(t *testing.T) {
 		if got := nodeKeys(t, root); !slices.Equal(got, []string{b.ID()}) {
 			t.Errorf("node %s trusts %v, want only %s", name, got, b.ID())
 		}
-		au, err := VerifyNode(ctx, root, f.repo, true)
+		au, err := overlaytest.Verify(ctx, root, VerifyOptions{Repo: f.repo, Files: true})
 		if err != nil || !au.OK() {
 			t.Errorf("audit of node %s: %v %+v", name, err, au)
 		}
@@ -121,13 +122,13 @@ func TestKeyRotation(t *testing.T) {
 	if au, err := VerifyRepoAs(ctx, f.repo, bOnly, aOnly); err != nil || !au.OK() {
 		t.Errorf("repository audit with B and A's history: %v %+v", err, au)
 	}
-	if au, err := VerifyNodeAs(ctx, fromImage, f.repo, true, bOnly, aOnly); err != nil || !au.OK() {
+	if au, err := overlaytest.Verify(ctx, fromImage, VerifyOptions{Repo: f.repo, Files: true, Trust: bOnly, History: aOnly}); err != nil || !au.OK() {
 		t.Errorf("node audit with B and A's history: %v %+v", err, au)
 	}
 	if au, err := VerifyRepo(ctx, f.repo, aOnly); err != nil || au.OK() || !hasFinding(au, "signature", "not by the auditor's key") {
 		t.Errorf("repository audit with A alone: %v %+v, want the index refused", err, au)
 	}
-	if au, err := VerifyNodeWith(ctx, fromImage, f.repo, false, bOnly); err != nil || au.OK() || !hasFinding(au, "signature", "image manifest") {
+	if au, err := overlaytest.Verify(ctx, fromImage, VerifyOptions{Repo: f.repo, Trust: bOnly}); err != nil || au.OK() || !hasFinding(au, "signature", "image manifest") {
 		t.Errorf("node audit with B alone: %v %+v, want the image's signature refused", err, au)
 	}
 
@@ -145,10 +146,10 @@ func TestKeyRotation(t *testing.T) {
 	}
 
 	// Rolling the rotation back on a node brings A back, as it was.
-	if _, err := Rollback(ctx, mid, nil, 0, nil); err != nil { // 1.0.3
+	if _, err := overlaytest.Rollback(ctx, mid, "", NodeOptions{}); err != nil { // 1.0.3
 		t.Fatal(err)
 	}
-	if _, err := Rollback(ctx, mid, nil, 0, nil); err != nil { // 1.0.2
+	if _, err := overlaytest.Rollback(ctx, mid, "", NodeOptions{}); err != nil { // 1.0.2
 		t.Fatal(err)
 	}
 	if got := nodeKeys(t, mid); !slices.Equal(got, []string{a.ID()}) {
@@ -176,7 +177,7 @@ func TestKeyRotation(t *testing.T) {
 		t.Errorf("node from the regenerated image trusts %v, want %s", got, b.ID())
 	}
 	f.create("1.0.4", f.change("/etc/motd", "c\n"))
-	if _, err := Apply(ctx, fresh, Source{Repo: f.repo}, ApplyOptions{}); err != nil {
+	if _, err := overlaytest.Apply(ctx, fresh, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); err != nil {
 		t.Fatalf("node from the regenerated image applying 1.0.4: %v", err)
 	}
 }
@@ -196,7 +197,7 @@ func TestRevokedKeyRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := f.provision()
-	if _, err := Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{}); err != nil {
+	if _, err := overlaytest.Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	good := repoSnap(t, f.repo)
@@ -208,7 +209,7 @@ func TestRevokedKeyRefused(t *testing.T) {
 	raw := craft(t, evil, m, a, []member{fileMember(m.Entries[0], []byte("evil\n"))})
 	addToIndex(t, f.repo, b, m, raw, evil)
 	before := snap(t, root)
-	_, err := Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{})
+	_, err := overlaytest.Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
 	sqErr(t, err, sign.ErrBadSignature, a.ID())
 	assertUnchanged(t, root, before)
 	_, err = apply(root, evil)
@@ -218,7 +219,7 @@ func TestRevokedKeyRefused(t *testing.T) {
 	// The same index, signed by A.
 	idx, _ := indexFiles(t, f.repo)
 	putIndex(t, f.repo, idx, a.Sign(idx, sign.IndexComment))
-	_, err = Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{})
+	_, err = overlaytest.Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
 	sqErr(t, err, sign.ErrBadSignature, a.ID())
 	assertUnchanged(t, root, before)
 	restoreRepo(t, f.repo, good)
@@ -235,7 +236,7 @@ func TestRevokedKeyRefused(t *testing.T) {
 	raw = craft(t, xfile, xr, x, []member{fileMember(xr.Entries[0], text)})
 	replaceIndex(t, f.repo, x, xr, raw, xfile)
 	before = snap(t, behind)
-	_, err = Apply(ctx, behind, Source{Repo: f.repo}, ApplyOptions{})
+	_, err = overlaytest.Apply(ctx, behind, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
 	sqErr(t, err, sign.ErrBadSignature, x.ID(), "key rotations")
 	assertUnchanged(t, behind, before)
 }
@@ -450,7 +451,7 @@ func TestRotationForgeries(t *testing.T) {
 	// A node behind the rotation still trusts A, so A's signature
 	// verifies; at the head its keys are B's, and it refuses.
 	snapBefore := snap(t, behind)
-	_, err = Apply(ctx, behind, Source{Repo: f.repo}, ApplyOptions{})
+	_, err = overlaytest.Apply(ctx, behind, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
 	sqErr(t, err, sign.ErrBadSignature, a.ID(), "no longer trusts")
 	assertUnchanged(t, behind, snapBefore)
 }

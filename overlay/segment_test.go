@@ -11,6 +11,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // TestSegmentedIndex grows a line past two sealed segments and reads it
@@ -45,10 +46,10 @@ func TestSegmentedIndex(t *testing.T) {
 	}
 	root := f.provision()
 	through := "1.0." + strconv.Itoa(manifests.SegmentSize+3) // inside the second segment
-	if _, err := Apply(ctx, root, Source{Repo: f.repo, Through: through}, ApplyOptions{}); err != nil {
+	if _, err := overlaytest.Apply(ctx, root, Source{Repo: f.repo, Through: through}, ApplyOptions{}, NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := VerifyNode(ctx, root, f.repo, true)
+	a, err := overlaytest.Verify(ctx, root, VerifyOptions{Repo: f.repo, Files: true})
 	if err != nil || !a.OK() || a.Behind != total-manifests.SegmentSize-3 {
 		t.Fatalf("node audit: %v behind %d %+v", err, a.Behind, a)
 	}
@@ -65,7 +66,7 @@ func TestSegmentedIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bs.Close()
-	rep, err := Apply(ctx, root, Source{Repo: out, Store: bs, Through: bs.Info.To}, ApplyOptions{})
+	rep, err := overlaytest.Apply(ctx, root, Source{Repo: out, Store: bs, Through: bs.Info.To}, ApplyOptions{}, NodeOptions{})
 	if err != nil || len(rep.Plans) != 3 {
 		t.Fatalf("apply --bundle: %v", err)
 	}
@@ -89,7 +90,7 @@ func TestSegmentedIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bs2.Close()
-	if _, err := Apply(ctx, f.provision(), Source{Repo: out2, Store: bs2, Through: bs2.Info.To}, ApplyOptions{}); err != nil {
+	if _, err := overlaytest.Apply(ctx, f.provision(), Source{Repo: out2, Store: bs2, Through: bs2.Info.To}, ApplyOptions{}, NodeOptions{}); err != nil {
 		t.Fatalf("a fresh node applying a bundle from the image: %v", err)
 	}
 
@@ -134,7 +135,7 @@ func TestSegmentedIndex(t *testing.T) {
 	}
 	fresh := f.provision()
 	before := snap(t, fresh)
-	if _, err := Apply(ctx, fresh, Source{Repo: f.repo}, ApplyOptions{}); !errors.Is(err, repo.ErrTampered) {
+	if _, err := overlaytest.Apply(ctx, fresh, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); !errors.Is(err, repo.ErrTampered) {
 		t.Fatalf("apply through a tampered segment = %v, want ErrTampered", err)
 	}
 	assertUnchanged(t, fresh, before)

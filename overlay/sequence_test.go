@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // Helpers shared by sequence, crash, rollback, restart, verify and create
@@ -77,7 +78,7 @@ func sqMustApply(t *testing.T, root string, files ...string) *ApplyReport {
 // sqAudit runs VerifyNode and fails the test if the audit could not run.
 func sqAudit(t *testing.T, root, repoDir string, files bool) *Audit {
 	t.Helper()
-	a, err := VerifyNode(context.Background(), root, repoDir, files)
+	a, err := overlaytest.Verify(context.Background(), root, VerifyOptions{Repo: repoDir, Files: files})
 	if err != nil {
 		t.Fatalf("VerifyNode: %v", err)
 	}
@@ -245,7 +246,7 @@ func TestSequenceForkRefused(t *testing.T) {
 	assertUnchanged(t, root, before)
 
 	// --repo of the other line: the node's head is not in it.
-	_, err = Apply(context.Background(), root, Source{Repo: repo2}, ApplyOptions{})
+	_, err = overlaytest.Apply(context.Background(), root, Source{Repo: repo2}, ApplyOptions{}, NodeOptions{})
 	sqErr(t, err, ErrSequence, "1.0.1", ours.Digest)
 	assertUnchanged(t, root, before)
 }
@@ -298,7 +299,7 @@ func TestSequenceRepoAppliesAllPending(t *testing.T) {
 	f := newFixture(t)
 	cs := sqChain(f, 3)
 	root := f.provision()
-	rep, err := Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{})
+	rep, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +320,7 @@ func TestSequenceRepoAppliesAllPending(t *testing.T) {
 
 	// Nothing pending: a second run changes nothing.
 	before := snap(t, root)
-	rep, err = Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{})
+	rep, err = overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +334,7 @@ func TestSequenceRepoThroughStops(t *testing.T) {
 	f := newFixture(t)
 	cs := sqChain(f, 3)
 	root := f.provision()
-	rep, err := Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.2"}, ApplyOptions{})
+	rep, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.2"}, ApplyOptions{}, NodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +350,7 @@ func TestSequenceRepoThroughStops(t *testing.T) {
 		t.Errorf("audit digest %s behind %d, want %s and 1", a.TreeDigest, a.Behind, cs[1].Manifest.TreeDigest)
 	}
 	// Continuing through the head picks up where it stopped.
-	rep, err = Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.3"}, ApplyOptions{})
+	rep, err = overlaytest.Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.3"}, ApplyOptions{}, NodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +364,7 @@ func TestSequenceRepoThroughUnknownVersion(t *testing.T) {
 	sqChain(f, 2)
 	root := f.provision()
 	before := snap(t, root)
-	_, err := Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.7"}, ApplyOptions{})
+	_, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.7"}, ApplyOptions{}, NodeOptions{})
 	sqErr(t, err, ErrSequence, "1.0.7")
 	assertUnchanged(t, root, before)
 }
@@ -375,7 +376,7 @@ func TestSequenceDryRunChangesNothing(t *testing.T) {
 	root := f.provision()
 	before := snap(t, root)
 	for name, src := range map[string]Source{"files": {Files: []string{c1.Path, c2.Path}}, "repo": {Repo: f.repo}} {
-		rep, err := Apply(context.Background(), root, src, ApplyOptions{DryRun: true})
+		rep, err := overlaytest.Apply(context.Background(), root, src, ApplyOptions{DryRun: true}, NodeOptions{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -540,10 +541,10 @@ func TestApplyLockHeldFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unlock()
-	_, err = Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{LockWait: 0})
+	_, err = overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{})
 	sqErr(t, err, node.ErrLocked, root, "pid "+strconv.Itoa(os.Getpid()))
 	assertUnchanged(t, root, before)
-	_, err = Rollback(context.Background(), root, nil, 0, nil)
+	_, err = overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
 	sqErr(t, err, node.ErrLocked)
 }
 
@@ -563,7 +564,7 @@ func TestApplyWaitsForLock(t *testing.T) {
 		released.Store(true)
 		unlock()
 	}()
-	_, err = Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{LockWait: 5 * time.Second})
+	_, err = overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{LockWait: 5 * time.Second})
 	<-done
 	if err != nil {
 		t.Fatalf("apply while the lock is released within LockWait: %v", err)
@@ -587,7 +588,7 @@ func TestApplyConcurrentSameOverlays(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reps[i], errs[i] = Apply(context.Background(), root, Source{Files: []string{cs[0].Path, cs[1].Path}}, ApplyOptions{LockWait: time.Minute})
+			reps[i], errs[i] = overlaytest.Apply(context.Background(), root, Source{Files: []string{cs[0].Path, cs[1].Path}}, ApplyOptions{}, NodeOptions{LockWait: time.Minute})
 		}()
 	}
 	wg.Wait()
@@ -661,10 +662,10 @@ func TestLineageWindow(t *testing.T) {
 	_, err := apply(root, last.Path)
 	sqErr(t, err, ErrSequence, "missing: the overlays after 1.0.0", "1.0."+strconv.Itoa(n-1))
 	assertUnchanged(t, root, before)
-	if _, err := Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}); err != nil {
+	if _, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); err != nil {
 		t.Fatalf("catching up a line longer than the window: %v", err)
 	}
-	if a, err := VerifyNode(context.Background(), root, f.repo, true); err != nil || !a.OK() || a.Head.Version != "1.0."+strconv.Itoa(n) {
+	if a, err := overlaytest.Verify(context.Background(), root, VerifyOptions{Repo: f.repo, Files: true}); err != nil || !a.OK() || a.Head.Version != "1.0."+strconv.Itoa(n) {
 		t.Fatalf("audit after catching up: %v %+v", err, a)
 	}
 }

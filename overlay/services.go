@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/strata-dev/strata/internal/suggest"
 	"github.com/strata-dev/strata/internal/systemd"
@@ -101,35 +100,29 @@ func nearestUnits(cat manifests.Catalog, u string) []string {
 	return suggest.Nearest(u, units, 3, 2)
 }
 
-// CheckUnits refuses, with ErrUnknownUnit, a unit the catalog of the node
-// at root does not have; it changes nothing (restart --repair checks
-// before it repairs).
-func CheckUnits(root string, units []string) error {
-	b, err := openBackend(root)
-	if err != nil {
-		return err
-	}
-	v, err := loadView(b.Node())
+// CheckUnits refuses, with ErrUnknownUnit, a unit the node's catalog does
+// not have; it changes nothing (restart --repair checks before it
+// repairs).
+func (h *Node) CheckUnits(units []string) error {
+	v, err := loadView(h.state())
 	if err != nil {
 		return err
 	}
 	return knownUnits(v.catalog(), units)
 }
 
-// RestartServices restarts units of the node at root (default: the
-// catalog's managed services) through r, as an apply restarts what it
+// Restart restarts units of the node (default: the catalog's managed
+// services) through its Restarter, as an apply restarts what it
 // touched: with the Systemd restarter only running units restart, each
 // once, then each must be active and pass its check command. It touches
 // no file of the tree and no unit it was not asked for. The restarts are
 // recorded in the ledger, settling any debt those units had.
-func RestartServices(ctx context.Context, root string, units []string, r Restarter, lockWait time.Duration, progress func(string)) (*RestartReport, error) {
-	if progress == nil {
-		progress = func(string) {}
-	}
+func (h *Node) Restart(ctx context.Context, units []string) (*RestartReport, error) {
+	progress, r, b, root := h.o.Progress, h.o.Restarter, h.b, h.root
 	if r == nil {
 		return nil, fmt.Errorf("restarting services on %s: no restarter given", root)
 	}
-	b, unlock, err := lockNode(ctx, root, lockWait, progress)
+	unlock, err := h.lock(ctx)
 	if err != nil {
 		return nil, err
 	}

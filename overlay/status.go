@@ -62,12 +62,9 @@ const (
 	UpgradeInterrupted = "interrupted"
 )
 
-// NodeStatus reads the status of the node at root. It changes nothing.
-func NodeStatus(ctx context.Context, root string) (*Status, error) {
-	b, err := openBackend(root)
-	if err != nil {
-		return nil, err
-	}
+// Status reads the node's status. It changes nothing.
+func (h *Node) Status(ctx context.Context) (*Status, error) {
+	b, root := h.b, h.root
 	n := b.Node()
 	ev, err := n.Effective()
 	if err != nil {

@@ -39,6 +39,21 @@ type UpgradeOptions struct {
 	Compact bool
 }
 
+// UpgradeRequest is one upgrade of a node.
+type UpgradeRequest struct {
+	// Raw is the new image's manifest, Sig its signature.
+	Raw, Sig []byte
+	UpgradeOptions
+	// DryRun verifies the upgrade and changes nothing.
+	DryRun bool
+	// BootID is the running kernel's boot id when the node is the
+	// running system, empty offline.
+	BootID string
+	// Write puts the image on the node's inactive root and its boot
+	// entry in place (not called on a dry run).
+	Write func(*UpgradePlan) (Slot, error)
+}
+
 // LayerRefusal is a layer an upgrade cannot carry, and why.
 type LayerRefusal struct {
 	Version string `json:"version"`
@@ -82,16 +97,15 @@ type UpgradeReport struct {
 	DryRun bool   `json:"dry_run"`
 }
 
-// Upgrade verifies the image manifest raw (signed by sig) against the node
-// at root, then, unless dryRun, calls write to put the image on the
+// Upgrade verifies the image manifest req.Raw (signed by req.Sig) against the
+// node, then, unless req.DryRun, calls req.Write to put the image on the
 // node's inactive root and its boot entry in place, and stages the
 // upgrade: the node's state then holds the record that its first healthy
-// boot of the new image commits (ConfirmUpgrade). The node is locked
-// throughout and nothing of it changes before the plan is verified.
-// bootID is the running kernel's boot id when root is the running node,
-// empty offline.
-func Upgrade(ctx context.Context, root string, raw, sig []byte, o UpgradeOptions, dryRun bool, bootID string, lockWait time.Duration, write func(*UpgradePlan) (Slot, error)) (*UpgradeReport, error) {
-	b, unlock, err := lockNode(ctx, root, lockWait, nil)
+// boot of the new image commits (Confirm). The node is locked throughout
+// and nothing of it changes before the plan is verified.
+func (h *Node) Upgrade(ctx context.Context, req UpgradeRequest) (*UpgradeReport, error) {
+	b, raw, sig, o, dryRun, bootID, write := h.b, req.Raw, req.Sig, req.UpgradeOptions, req.DryRun, req.BootID, req.Write
+	unlock, err := h.lock(ctx)
 	if err != nil {
 		return nil, err
 	}

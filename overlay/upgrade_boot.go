@@ -30,7 +30,7 @@ type ConfirmReport struct {
 // HealthCheck decides whether a booted node is healthy.
 type HealthCheck func(ctx context.Context, cat manifests.Catalog) error
 
-// ConfirmUpgrade is what a trial boot of a staged upgrade runs once the
+// Confirm is what a trial boot of a staged upgrade runs once the
 // system is up (before boot-complete.target, so the boot loader entry is
 // blessed only after it): health must pass, then the upgrade's record is
 // appended to the ledger, the staged upgrade removed, and the layers the
@@ -40,8 +40,9 @@ type HealthCheck func(ctx context.Context, cat manifests.Catalog) error
 // nothing: the boot is not blessed, and once the entry's tries are used
 // up the node falls back to its old image, where SettleUpgrade records
 // the failure.
-func ConfirmUpgrade(ctx context.Context, root string, health HealthCheck, lockWait time.Duration) (*ConfirmReport, error) {
-	b, unlock, err := lockNode(ctx, root, lockWait, nil)
+func (h *Node) Confirm(ctx context.Context, health HealthCheck) (*ConfirmReport, error) {
+	b, root := h.b, h.root
+	unlock, err := h.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func ConfirmUpgrade(ctx context.Context, root string, health HealthCheck, lockWa
 // tidyImages keeps the stored image manifests the node still needs (the
 // image it runs, the line's image) and, through recovery, drops the
 // layers and overlay manifests the ledger no longer has in effect.
-func tidyImages(ctx context.Context, b Backend, l *manifests.Ledger) error {
+func tidyImages(ctx context.Context, b node.Backend, l *manifests.Ledger) error {
 	n := b.Node()
 	if err := n.PruneImages(l.Running().Digest, l.Canonical().Digest); err != nil {
 		return err
@@ -128,8 +129,8 @@ type FallbackReport struct {
 // upgrade was staged (a later boot, or any boot of a disk staged offline),
 // the new image did not reach health in its tries, or was not chosen: the
 // ledger gets a failed record naming it, and the staged upgrade goes.
-func SettleUpgrade(ctx context.Context, root string, bootID string) (*FallbackReport, error) {
-	n := node.Node{Root: root}
+func (h *Node) SettleUpgrade(ctx context.Context, bootID string) (*FallbackReport, error) {
+	n, root := h.state(), h.root
 	unlock, err := n.Lock(ctx, 0)
 	if err != nil {
 		return nil, err
@@ -173,8 +174,9 @@ func SettleUpgrade(ctx context.Context, root string, bootID string) (*FallbackRe
 // caller removes its boot entry first (a trial boot of an image whose
 // upgrade is not staged would find a ledger for another image). It
 // refuses on a trial boot: the node runs the staged image.
-func CancelUpgrade(ctx context.Context, root string, lockWait time.Duration, removeEntry func(*manifests.StagedUpgrade) error) (*manifests.StagedUpgrade, error) {
-	b, unlock, err := lockNode(ctx, root, lockWait, nil)
+func (h *Node) CancelUpgrade(ctx context.Context, removeEntry func(*manifests.StagedUpgrade) error) (*manifests.StagedUpgrade, error) {
+	b, root := h.b, h.root
+	unlock, err := h.lock(ctx)
 	if err != nil {
 		return nil, err
 	}

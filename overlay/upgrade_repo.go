@@ -6,21 +6,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
 
-// UpgradeFromRepo opens the repository at loc as the node at root trusts
+// UpgradeFromRepo opens the repository at loc as the node trusts
 // it (its keys, its position in the line, an index not older than one it
 // accepted and not expired) and calls fetch with the image of the node's
 // line it would upgrade to: with compact, the regenerated image through
 // the node's head; else the line's newest image of a recipe, which must
 // be newer than the one the node runs. fetch copies the image out (see
 // repo.FetchImageRef); Upgrade verifies it again against the node.
-func UpgradeFromRepo(ctx context.Context, root, loc string, compact bool, fetch func(*repo.Repo, manifests.ImageRef) error) error {
-	n := node.Node{Root: root}
+func (h *Node) UpgradeFromRepo(ctx context.Context, loc string, compact bool, fetch func(*repo.Repo, manifests.ImageRef) error) error {
+	n := h.state()
 	if err := refuseStaged(n, "another upgrade"); err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // stagedNode is a node with overlay 1.0.1 applied and an upgrade to an
@@ -99,19 +100,19 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	if _, err := apply(root, c2.Path); !errors.Is(err, ErrUpgradeStaged) {
 		t.Fatalf("apply while staged: %v", err)
 	}
-	if _, err := Rollback(ctx, root, nil, 0, nil); !errors.Is(err, ErrUpgradeStaged) {
+	if _, err := overlaytest.Rollback(ctx, root, "", NodeOptions{}); !errors.Is(err, ErrUpgradeStaged) {
 		t.Fatalf("rollback while staged: %v", err)
 	}
 	assertUnchanged(t, root, before)
-	st, err := NodeStatus(ctx, root)
+	st, err := overlaytest.Status(ctx, root)
 	if err != nil || st.Upgrade == nil || st.Upgrade.State != "staged" || st.Upgrade.Image.Version != "1.1.0" {
 		t.Fatalf("status while staged: %+v %v", st, err)
 	}
 	// The same boot: nothing to settle, nothing to confirm.
-	if fb, err := SettleUpgrade(ctx, root, thisBoot); err != nil || fb.Failed != nil {
+	if fb, err := overlaytest.SettleUpgrade(ctx, root, thisBoot); err != nil || fb.Failed != nil {
 		t.Fatalf("settle in the staging boot: %+v %v", fb, err)
 	}
-	if rep, err := ConfirmUpgrade(ctx, root, healthy, 0); err != nil || rep.Confirmed || rep.Trial {
+	if rep, err := overlaytest.Confirm(ctx, root, healthy, NodeOptions{}); err != nil || rep.Confirmed || rep.Trial {
 		t.Fatalf("confirm without a trial: %+v %v", rep, err)
 	}
 	assertUnchanged(t, root, before)
@@ -120,7 +121,7 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, manifests.ImageManifestPath), next, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, err = NodeStatus(ctx, root)
+	st, err = overlaytest.Status(ctx, root)
 	if err != nil || st.Upgrade == nil || st.Upgrade.State != "trial" || strings.Join(st.Layers, " ") != "1.0.1" {
 		t.Fatalf("status on trial: %+v %v", st, err)
 	}
@@ -128,7 +129,7 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 		t.Fatalf("apply on a trial boot: %v", err)
 	}
 	sick := errors.New("nginx.service failed")
-	_, err = ConfirmUpgrade(ctx, root, func(context.Context, manifests.Catalog) error { return sick }, 0)
+	_, err = overlaytest.Confirm(ctx, root, func(context.Context, manifests.Catalog) error { return sick }, NodeOptions{})
 	if !errors.Is(err, ErrUnhealthy) || !errors.Is(err, sick) {
 		t.Fatalf("unhealthy trial: %v", err)
 	}
@@ -137,12 +138,12 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	}
 	// The health check sees the new image's units and the layers'.
 	var units []string
-	rep, err := ConfirmUpgrade(ctx, root, func(_ context.Context, cat manifests.Catalog) error {
+	rep, err := overlaytest.Confirm(ctx, root, func(_ context.Context, cat manifests.Catalog) error {
 		for _, s := range cat.Services {
 			units = append(units, s.Unit)
 		}
 		return nil
-	}, 0)
+	}, NodeOptions{})
 	if !slices.Contains(units, "extra.service") || !slices.Contains(units, "ov.service") {
 		t.Fatalf("health check's catalog: %v", units)
 	}
@@ -162,7 +163,7 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	if len(ents) != 4 {
 		t.Fatalf("image store after the confirmation: %d files", len(ents))
 	}
-	if st, err := NodeStatus(ctx, root); err != nil || st.Upgrade != nil || st.Running == nil || st.Running.Version != "1.1.0" || st.Slot != "b" {
+	if st, err := overlaytest.Status(ctx, root); err != nil || st.Upgrade != nil || st.Running == nil || st.Running.Version != "1.1.0" || st.Slot != "b" {
 		t.Fatalf("status after the confirmation: %+v %v", st, err)
 	}
 	// A confirmation that stopped between its commit and removing the
@@ -171,14 +172,14 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	u := stagedOf(t, root, next)
 	for i, settle := range []func() error{
 		func() error {
-			fb, err := SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000")
+			fb, err := overlaytest.SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000")
 			if err == nil && fb.Failed != nil {
 				return fmt.Errorf("recorded as failed: %+v", fb.Failed)
 			}
 			return err
 		},
 		func() error {
-			rep, err := ConfirmUpgrade(ctx, root, healthy, 0)
+			rep, err := overlaytest.Confirm(ctx, root, healthy, NodeOptions{})
 			if err == nil && !rep.Confirmed {
 				return fmt.Errorf("not confirmed: %+v", rep)
 			}
@@ -232,7 +233,7 @@ func TestUpgradeFallback(t *testing.T) {
 			ctx := context.Background()
 			root, _ := stagedNode(t, f, staged)
 			before := snap(t, root)
-			fb, err := SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000")
+			fb, err := overlaytest.SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000")
 			if err != nil || fb.Failed == nil || fb.Failed.Slot != manifests.SlotB || fb.Failed.Version != "1.1.0" ||
 				fb.Failed.Head.Version != "1.0.1" || !strings.Contains(fb.Failed.Error, "did not boot to health") {
 				t.Fatalf("fallback: %+v %v", fb, err)
@@ -241,7 +242,7 @@ func TestUpgradeFallback(t *testing.T) {
 			if u, err := n.Staged(); u != nil || err != nil {
 				t.Fatalf("staged upgrade left: %+v %v", u, err)
 			}
-			st, err := NodeStatus(ctx, root)
+			st, err := overlaytest.Status(ctx, root)
 			if err != nil || st.LastFailure == nil || st.LastFailure.Slot != "b" || st.Head.Version != "1.0.1" || st.Upgrade != nil {
 				t.Fatalf("status after the fallback: %+v %v", st, err)
 			}
@@ -249,7 +250,7 @@ func TestUpgradeFallback(t *testing.T) {
 				t.Fatal("the fallback changed the tree")
 			}
 			// Settled once: a second run finds nothing.
-			if fb, err := SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000"); err != nil || fb.Failed != nil {
+			if fb, err := overlaytest.SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000"); err != nil || fb.Failed != nil {
 				t.Fatalf("second settle: %+v %v", fb, err)
 			}
 		})
@@ -281,7 +282,7 @@ func TestUpgradeHostileStaged(t *testing.T) {
 		if _, err := (node.Node{Root: root}).Staged(); err == nil {
 			t.Errorf("%s: planted upgrade.json accepted", name)
 		}
-		if _, err := NodeStatus(context.Background(), root); err == nil {
+		if _, err := overlaytest.Status(context.Background(), root); err == nil {
 			t.Errorf("%s: status accepted the planted upgrade.json", name)
 		}
 	}

@@ -59,35 +59,35 @@ func (a *Audit) warn(kind, format string, args ...any) {
 	a.Findings = append(a.Findings, Finding{Severity: "warning", Kind: kind, Message: fmt.Sprintf(format, args...)})
 }
 
-// VerifyNode audits the node at root: its ledger's hash chain, the stored
-// manifests of the overlays in effect and their parent links, against the
-// repository's signed index when repoDir is set, and with files set, every
+// VerifyOptions are the settings of one Verify.
+type VerifyOptions struct {
+	// Repo is the repository (directory or URL) whose signed index the
+	// node's sequence is checked against; empty: the node alone.
+	Repo string
+	// Files checks every file of the tree against the expected state.
+	Files bool
+	// Trust is the auditor's own trust. When set, the signatures of the
+	// image manifest and of every overlay manifest in effect (kept on the
+	// node since provisioning and apply) must verify against it, and the
+	// repository index is checked against it instead of the keys the node
+	// carries, which root on the node could replace.
+	Trust *sign.KeySet
+	// History are keys besides Trust that verify the node's image and
+	// overlay manifests (and the line's, in the repository), never the
+	// index. After a key rotation that revoked a compromised key, the
+	// auditor names the new key as Trust and the old one as History: the
+	// node's history is checked, and an index the old key signs is not
+	// taken.
+	History *sign.KeySet
+}
+
+// Verify audits the node: its ledger's hash chain, the stored manifests
+// of the overlays in effect and their parent links, against the
+// repository's signed index when o.Repo is set, and with o.Files, every
 // file of the tree against the expected state. It changes nothing. The
 // error is for audits that could not run; what they found is in Audit.
-func VerifyNode(ctx context.Context, root, repoDir string, files bool) (*Audit, error) {
-	return VerifyNodeWith(ctx, root, repoDir, files, nil)
-}
-
-// VerifyNodeWith is VerifyNode with the auditor's own trust: when trust is
-// set, the signatures of the image manifest and of every overlay manifest
-// in effect (kept on the node since provisioning and apply) must verify
-// against it, and the repository index is checked against it instead of
-// the keys the node carries, which root on the node could replace.
-func VerifyNodeWith(ctx context.Context, root, repoDir string, files bool, trust *sign.KeySet) (*Audit, error) {
-	return VerifyNodeAs(ctx, root, repoDir, files, trust, nil)
-}
-
-// VerifyNodeAs is VerifyNodeWith with history keys besides the auditor's:
-// they verify the node's image and overlay manifests (and the line's, in
-// the repository), never the index. After a key rotation that revoked a
-// compromised key, the auditor names the new key as trust and the old one
-// as history: the node's history is checked, and an index the old key
-// signs is not taken.
-func VerifyNodeAs(ctx context.Context, root, repoDir string, files bool, trust, history *sign.KeySet) (*Audit, error) {
-	b, err := openBackend(root)
-	if err != nil {
-		return nil, err
-	}
+func (h *Node) Verify(ctx context.Context, o VerifyOptions) (*Audit, error) {
+	b, root, repoDir, files, trust, history := h.b, h.root, o.Repo, o.Files, o.Trust, o.History
 	n := b.Node()
 	a := &Audit{Root: root, Repo: repoDir, Findings: []Finding{}}
 	if what, err := b.Interrupted(); err != nil {

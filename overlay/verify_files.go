@@ -6,11 +6,12 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/strata-dev/strata/internal/node"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
-func auditFiles(ctx context.Context, a *Audit, v *nodeView, b Backend) error {
+func auditFiles(ctx context.Context, a *Audit, v *nodeView, b node.Backend) error {
 	a.FilesChecked = true
 	want, err := v.expected()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // vfRequireFinding fails unless a finding of kind and severity exists
@@ -142,7 +143,7 @@ func TestVerifyNodeLedgerTampered(t *testing.T) {
 	before := snap(t, root)
 	_, err = apply(root, c.Path)
 	sqErr(t, err, manifests.ErrInvalid, "record 1")
-	_, err = Rollback(t.Context(), root, nil, 0, nil)
+	_, err = overlaytest.Rollback(t.Context(), root, "", NodeOptions{})
 	sqErr(t, err, manifests.ErrInvalid, "record 1")
 	assertUnchanged(t, root, before)
 }

@@ -27,7 +27,7 @@ type Options struct {
 	// Repo, instead of Image, is a repository (a directory or URL) to
 	// take the image from: the newest image of the node's line, or with
 	// Compact its regenerated image through the node's head (see
-	// overlay.UpgradeFromRepo). It is copied to a directory made in
+	// overlay.Node.UpgradeFromRepo). It is copied to a directory made in
 	// one of SpoolDirs first.
 	Repo string
 	// SpoolDirs offer where an image taken from Repo is kept while it is
@@ -132,7 +132,11 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 	if o.Tries == 0 {
 		o.Tries = disk.DefaultTries
 	}
-	abandoned, err := dropUnbootable(ctx, root, t, o)
+	nd, err := overlay.OpenNode(root, overlay.NodeOptions{LockWait: o.LockWait, Progress: o.Progress})
+	if err != nil {
+		return nil, err
+	}
+	abandoned, err := dropUnbootable(ctx, nd, t, o)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +158,7 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 			return nil, fmt.Errorf("upgrade from %s: %w", o.Repo, err)
 		}
 		defer held.RemoveAll()
-		err = overlay.UpgradeFromRepo(ctx, root, o.Repo, o.Compact, func(r *repo.Repo, ref manifests.ImageRef) error {
+		err = nd.UpgradeFromRepo(ctx, o.Repo, o.Compact, func(r *repo.Repo, ref manifests.ImageRef) error {
 			if o.Progress != nil {
 				o.Progress(fmt.Sprintf("fetching image %s (%s, %d bytes) from %s", ref.Version, ref.File, ref.Size, o.Repo))
 			}
@@ -183,7 +187,7 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 		rep.Entry, rep.Kernel, rep.Initrd = &in.Entry, in.Kernel, in.Initrd
 		return overlay.Slot{Name: in.Slot, Entry: in.Entry.ID, Commit: in.Commit}, nil
 	}
-	rep.UpgradeReport, err = overlay.Upgrade(ctx, root, raw, sig, o.UpgradeOptions, o.DryRun, bootID, o.LockWait, write)
+	rep.UpgradeReport, err = nd.Upgrade(ctx, overlay.UpgradeRequest{Raw: raw, Sig: sig, UpgradeOptions: o.UpgradeOptions, DryRun: o.DryRun, BootID: bootID, Write: write})
 	return rep, err
 }
 
@@ -195,8 +199,8 @@ var ErrUnbootable = manifests.Rejection("upgrade: a staged upgrade has no bootab
 // dropUnbootable drops (as upgrade --cancel would) an upgrade staged on
 // the node whose boot entry is not bootable, and returns it; a dry run
 // refuses with ErrUnbootable instead.
-func dropUnbootable(ctx context.Context, root string, t *disk.Target, o Options) (*manifests.StagedUpgrade, error) {
-	u, err := node.Node{Root: root}.Staged()
+func dropUnbootable(ctx context.Context, nd *overlay.Node, t *disk.Target, o Options) (*manifests.StagedUpgrade, error) {
+	u, err := node.Node{Root: nd.Root()}.Staged()
 	if err != nil || u == nil {
 		return nil, err
 	}
@@ -210,7 +214,7 @@ func dropUnbootable(ctx context.Context, root string, t *disk.Target, o Options)
 	if o.Progress != nil {
 		o.Progress(fmt.Sprintf("dropping the upgrade to image %s staged at %s: it was interrupted before its boot entry %s went live", u.Record.Version, u.Staged, u.Entry))
 	}
-	return cancel(ctx, root, t, o.LockWait)
+	return cancel(ctx, nd, t)
 }
 
 // readManifest reads the signed manifest beside image; a missing
@@ -255,7 +259,11 @@ func CancelDisk(ctx context.Context, diskPath string, lockWait time.Duration) (u
 	// Decided on the disk mounted read-only first: with nothing to
 	// cancel, not a byte changes.
 	err = onDisk(ctx, diskPath, offline.MountReadOnly, nil, func(root string, t *disk.Target) error {
-		_, err := overlay.CancelUpgrade(ctx, root, lockWait, func(u *manifests.StagedUpgrade) error {
+		nd, err := overlay.OpenNode(root, overlay.NodeOptions{LockWait: lockWait})
+		if err != nil {
+			return err
+		}
+		_, err = nd.CancelUpgrade(ctx, func(u *manifests.StagedUpgrade) error {
 			if u.Record.Slot == t.Active {
 				return fmt.Errorf("the staged upgrade is on root %s, the root the node runs: %w", u.Record.Slot, overlay.ErrDrift)
 			}
@@ -267,7 +275,11 @@ func CancelDisk(ctx context.Context, diskPath string, lockWait time.Duration) (u
 		return nil, err
 	}
 	err = onDisk(ctx, diskPath, offline.Mount, nil, func(root string, t *disk.Target) error {
-		u, err = cancel(ctx, root, t, lockWait)
+		nd, err := overlay.OpenNode(root, overlay.NodeOptions{LockWait: lockWait})
+		if err != nil {
+			return err
+		}
+		u, err = cancel(ctx, nd, t)
 		return err
 	})
 	return u, err
@@ -281,14 +293,18 @@ var errWouldCancel = errors.New("upgrade: the cancel holds")
 // mount namespace).
 func CancelLive(ctx context.Context, lockWait time.Duration) (u *manifests.StagedUpgrade, err error) {
 	err = onLive(ctx, func(t *disk.Target) error {
-		u, err = cancel(ctx, "/", t, lockWait)
+		nd, err := overlay.OpenNode("/", overlay.NodeOptions{LockWait: lockWait})
+		if err != nil {
+			return err
+		}
+		u, err = cancel(ctx, nd, t)
 		return err
 	})
 	return u, err
 }
 
-func cancel(ctx context.Context, root string, t *disk.Target, lockWait time.Duration) (*manifests.StagedUpgrade, error) {
-	return overlay.CancelUpgrade(ctx, root, lockWait, func(u *manifests.StagedUpgrade) error {
+func cancel(ctx context.Context, nd *overlay.Node, t *disk.Target) (*manifests.StagedUpgrade, error) {
+	return nd.CancelUpgrade(ctx, func(u *manifests.StagedUpgrade) error {
 		if u.Record.Slot == t.Active {
 			return fmt.Errorf("the staged upgrade is on root %s, the root the node runs: %w", u.Record.Slot, overlay.ErrDrift)
 		}
@@ -297,9 +313,13 @@ func cancel(ctx context.Context, root string, t *disk.Target, lockWait time.Dura
 }
 
 // Confirm is the health check and commit of a trial boot on the running
-// node (see overlay.ConfirmUpgrade), with overlay.BootHealth through
+// node (see overlay.Node.Confirm), with overlay.BootHealth through
 // systemctl: no enabled catalog service failed or still starting after
 // settle, the checks of the active ones passing.
 func Confirm(ctx context.Context, root string, settle, lockWait time.Duration) (*overlay.ConfirmReport, error) {
-	return overlay.ConfirmUpgrade(ctx, root, overlay.BootHealth(systemd.NewSystemctl(), root, settle, manifests.ConfirmUnit), lockWait)
+	nd, err := overlay.OpenNode(root, overlay.NodeOptions{LockWait: lockWait})
+	if err != nil {
+		return nil, err
+	}
+	return nd.Confirm(ctx, overlay.BootHealth(systemd.NewSystemctl(), root, settle, manifests.ConfirmUnit))
 }

@@ -153,7 +153,7 @@ func newEnv(t *testing.T) *env {
 	e.layout = r.Layout
 	e.overlay(t, "1.0.1", "/etc/app/app.conf", "port 81\n")
 	e.overlay(t, "1.0.2", "/usr/share/doc/app/changes", "two\n")
-	if _, err := offline.Apply(context.Background(), e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}); err != nil {
+	if _, err := offline.Apply(context.Background(), e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -327,7 +327,7 @@ func TestUpgradeDisk(t *testing.T) {
 		t.Fatalf("second upgrade: %v, want ErrUpgradeStaged", err)
 	}
 	e.overlay(t, "1.0.3", "/etc/app/app.conf", "port 83\n")
-	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}); !errors.Is(err, overlay.ErrUpgradeStaged) {
+	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}, overlay.NodeOptions{}); !errors.Is(err, overlay.ErrUpgradeStaged) {
 		t.Fatalf("apply while staged: %v, want ErrUpgradeStaged", err)
 	}
 	if e.sum(t) != before {
@@ -348,7 +348,7 @@ func TestUpgradeDisk(t *testing.T) {
 	if _, err := upgrade.CancelDisk(ctx, e.disk, 0); !errors.Is(err, overlay.ErrUpgrade) {
 		t.Fatalf("cancelling nothing: %v", err)
 	}
-	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}); err != nil {
+	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
 		t.Fatalf("apply after cancel: %v", err)
 	}
 	// The next upgrade carries the new layer too.
@@ -419,7 +419,7 @@ func TestUpgradeDiskCompact(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	c3 := e.overlay(t, "1.0.3", "/etc/app/app.conf", "port 83\n")
-	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}); err != nil {
+	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	old, err := builder.Regenerate(ctx, e.repo, "", "1.0.2", filepath.Join(e.dir, "regen-old"), builder.WithKey(e.key))

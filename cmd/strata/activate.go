@@ -37,7 +37,11 @@ Nodes whose backend is a directory tree have nothing to activate (exit 3).`,
 			if root == "" {
 				return usageError{fmt.Errorf("--root is required")}
 			}
-			rep, err := overlay.ActivateBoot(c.Context(), root, run)
+			n, err := overlay.OpenNode(root, overlay.NodeOptions{Run: run})
+			if err != nil {
+				return err
+			}
+			rep, err := n.ActivateBoot(c.Context())
 			if err != nil {
 				return err
 			}

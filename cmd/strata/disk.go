@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/strata-dev/strata/builder/disk"
-	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/offline"
 )
@@ -42,12 +41,11 @@ func inPrivateMounts(c *cobra.Command, positional []string) (ran bool, err error
 }
 
 // applyDisk is apply-overlay --disk.
-func applyDisk(c *cobra.Command, g *globals, diskPath string, src overlay.Source, o overlay.ApplyOptions, files []string) error {
+func applyDisk(c *cobra.Command, g *globals, diskPath string, src overlay.Source, o overlay.ApplyOptions, no overlay.NodeOptions, files []string) error {
 	if ran, err := inPrivateMounts(c, files); ran {
 		return err
 	}
-	o.Progress = g.progress()
-	rep, err := offline.Apply(c.Context(), diskPath, src, o)
+	rep, err := offline.Apply(c.Context(), diskPath, src, o, no)
 	if rep != nil && (err == nil || g.json) {
 		_ = g.output(c.OutOrStdout(), rep, func(w io.Writer) { printApply(w, rep) })
 	}
@@ -55,11 +53,11 @@ func applyDisk(c *cobra.Command, g *globals, diskPath string, src overlay.Source
 }
 
 // verifyDisk is verify-sequence --disk.
-func verifyDisk(c *cobra.Command, diskPath, repoDir string, files bool, trust, history *sign.KeySet) (*overlay.Audit, bool, error) {
+func verifyDisk(c *cobra.Command, diskPath string, o overlay.VerifyOptions) (*overlay.Audit, bool, error) {
 	if ran, err := inPrivateMounts(c, nil); ran {
 		return nil, true, err
 	}
-	a, err := offline.Verify(c.Context(), diskPath, repoDir, files, trust, history)
+	a, err := offline.Verify(c.Context(), diskPath, o)
 	return a, false, err
 }
 
@@ -80,7 +78,7 @@ func rollbackDisk(c *cobra.Command, g *globals, diskPath, to string, wait time.D
 	if ran, err := inPrivateMounts(c, nil); ran {
 		return nil, true, err
 	}
-	rep, err := offline.Rollback(c.Context(), diskPath, to, wait, g.progress())
+	rep, err := offline.Rollback(c.Context(), diskPath, to, overlay.NodeOptions{LockWait: wait, Progress: g.progress()})
 	return rep, false, err
 }
 
@@ -89,6 +87,6 @@ func settleDisk(c *cobra.Command, g *globals, diskPath string, wait time.Duratio
 	if ran, err := inPrivateMounts(c, nil); ran {
 		return nil, true, err
 	}
-	rep, err := offline.SettlePending(c.Context(), diskPath, wait, g.progress())
+	rep, err := offline.SettlePending(c.Context(), diskPath, overlay.NodeOptions{LockWait: wait, Progress: g.progress()})
 	return rep, false, err
 }

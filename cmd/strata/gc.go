@@ -31,7 +31,11 @@ overlayfs node are its tree: gc keeps every one in effect.`,
 			if keep < 0 {
 				return usageError{fmt.Errorf("--keep %d: want 0 or more", keep)}
 			}
-			rep, err := overlay.GC(c.Context(), root, keep, wait)
+			n, err := overlay.OpenNode(root, overlay.NodeOptions{LockWait: wait})
+			if err != nil {
+				return err
+			}
+			rep, err := n.GC(c.Context(), keep)
 			if err != nil {
 				return err
 			}

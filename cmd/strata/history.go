@@ -27,7 +27,11 @@ changes. strata verify-sequence audits the node against its repository.`,
   strata --json node history --root node`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			hist, err := overlay.History(root)
+			n, err := overlay.OpenNode(root, overlay.NodeOptions{})
+			if err != nil {
+				return err
+			}
+			hist, err := n.History()
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,9 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/node"
+
+	// The node backends register themselves: the engine imports none.
+	_ "github.com/strata-dev/strata/internal/node/backends"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/sign"

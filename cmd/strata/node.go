@@ -35,6 +35,7 @@ func restarter(spec string, root string) (overlay.Restarter, error) {
 func newApplyCmd(g *globals) *cobra.Command {
 	var src overlay.Source
 	var o overlay.ApplyOptions
+	var wait time.Duration
 	var root, restartWith, diskPath, bundle string
 	c := &cobra.Command{
 		Use: "apply-overlay (--root DIR | --disk DISK) (FILE ... | --repo REPO [--through V] | --bundle B.tar [--through V])",
@@ -88,15 +89,17 @@ pending.`,
 				}
 			}
 			if diskPath != "" {
-				return applyDisk(c, g, diskPath, src, o, a)
+				return applyDisk(c, g, diskPath, src, o, overlay.NodeOptions{LockWait: wait, Progress: g.progress()}, a)
 			}
 			r, err := restarter(restartWith, root)
 			if err != nil {
 				return err
 			}
-			o.Restarter = r
-			o.Progress = g.progress()
-			rep, err := overlay.Apply(c.Context(), root, src, o)
+			n, err := overlay.OpenNode(root, overlay.NodeOptions{Restarter: r, LockWait: wait, Progress: g.progress()})
+			if err != nil {
+				return err
+			}
+			rep, err := n.Apply(c.Context(), src, o)
 			if rep != nil && (err == nil || g.json) {
 				_ = g.output(c.OutOrStdout(), rep, func(w io.Writer) { printApply(w, rep) })
 			}
@@ -112,7 +115,7 @@ pending.`,
 	f.StringVar(&src.Channel, "channel", "", "with --repo: stable (the default: stop at the newest release) or candidate (prereleases too)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print the plan and change nothing")
 	f.StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")
-	f.DurationVar(&o.LockWait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
+	f.DurationVar(&wait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
 	return c
 }
 
@@ -218,7 +221,11 @@ disk byte for byte as it was.`,
 				if r, err = restarter(restartWith, root); err != nil {
 					return err
 				}
-				rep, err = overlay.RollbackTo(c.Context(), root, to, r, wait, g.progress())
+				var n *overlay.Node
+				if n, err = overlay.OpenNode(root, overlay.NodeOptions{Restarter: r, LockWait: wait, Progress: g.progress()}); err != nil {
+					return err
+				}
+				rep, err = n.Rollback(c.Context(), to)
 			}
 			if rep == nil || (err != nil && !g.json) {
 				// A failed restart after the rollback committed: the error
@@ -298,7 +305,11 @@ debt is read with the disk mounted read-only and not a byte changes.`,
 				if rerr != nil {
 					return rerr
 				}
-				rep, err = overlay.SettlePending(c.Context(), root, r, wait, g.progress())
+				n, oerr := overlay.OpenNode(root, overlay.NodeOptions{Restarter: r, LockWait: wait, Progress: g.progress()})
+				if oerr != nil {
+					return oerr
+				}
+				rep, err = n.SettlePending(c.Context())
 			}
 			if rep != nil && (err == nil || g.json) {
 				_ = g.output(c.OutOrStdout(), rep, func(w io.Writer) {

@@ -59,8 +59,12 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 				if r == nil {
 					return usageError{fmt.Errorf("no service manager to restart with: for a root other than /, give --restart-with systemd or exec:'CMD {unit} {action}'")}
 				}
+				n, err := overlay.OpenNode(root, overlay.NodeOptions{Restarter: r, LockWait: wait, Progress: g.progress()})
+				if err != nil {
+					return err
+				}
 				var fixed *overlay.RepairReport
-				if err := overlay.CheckUnits(root, units); errors.Is(err, overlay.ErrUnknownUnit) {
+				if err := n.CheckUnits(units); errors.Is(err, overlay.ErrUnknownUnit) {
 					return usageError{fmt.Errorf("--unit: %w", err)}
 				}
 				if repair {
@@ -69,7 +73,7 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 						return err
 					}
 					defer done()
-					if fixed, err = overlay.Repair(c.Context(), root, src, wait, g.progress()); err != nil {
+					if fixed, err = n.Repair(c.Context(), src); err != nil {
 						if fixed != nil && g.json {
 							_ = g.output(c.OutOrStdout(), &overlay.RestartReport{Root: root, Repair: fixed}, nil)
 						}
@@ -78,7 +82,7 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 				} else if repoLoc != "" || bundle != "" {
 					return usageError{fmt.Errorf("--repo and --bundle go with --repair")}
 				}
-				rep, err := overlay.RestartServices(c.Context(), root, units, r, wait, g.progress())
+				rep, err := n.Restart(c.Context(), units)
 				if rep != nil {
 					rep.Repair = fixed
 				}

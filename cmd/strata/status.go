@@ -64,7 +64,11 @@ the background every --refresh, until stopped (SIGINT or SIGTERM).`,
 			if serveAddr != "" {
 				return usageError{fmt.Errorf("--serve needs --inventory")}
 			}
-			st, err := overlay.NodeStatus(c.Context(), root)
+			n, err := overlay.OpenNode(root, overlay.NodeOptions{})
+			if err != nil {
+				return err
+			}
+			st, err := n.Status(c.Context())
 			if err != nil {
 				return err
 			}

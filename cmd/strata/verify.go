@@ -59,7 +59,7 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 					return perr
 				}
 				var ran bool
-				if a, ran, err = verifyDisk(c, diskPath, repoDir, files, trust, history); ran {
+				if a, ran, err = verifyDisk(c, diskPath, overlay.VerifyOptions{Repo: repoDir, Files: files, Trust: trust, History: history}); ran {
 					return err
 				}
 			case root != "":
@@ -67,7 +67,10 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 				if perr != nil {
 					return perr
 				}
-				a, err = overlay.VerifyNodeAs(c.Context(), root, repoDir, files, trust, history)
+				var n *overlay.Node
+				if n, err = overlay.OpenNode(root, overlay.NodeOptions{}); err == nil {
+					a, err = n.Verify(c.Context(), overlay.VerifyOptions{Repo: repoDir, Files: files, Trust: trust, History: history})
+				}
 			case repoDir != "":
 				trust, history, perr := auditorKeys(pub, historyPubs)
 				if perr != nil {

@@ -187,28 +187,33 @@ func (n Node) RecordIndexSerial(serial uint64) error {
 	return WriteFileAtomic(n.indexSerialFile(), []byte(strconv.FormatUint(serial, 10)+"\n"), 0o644)
 }
 
-// BackendOverlayfs is what the backend file of a node whose managed
-// hierarchies are overlayfs stacks says.
-const BackendOverlayfs = "overlayfs"
+// The backends strata has: what a node's backend file says.
+const (
+	// BackendDir changes the node's tree in place (the default).
+	BackendDir = "dir"
+	// BackendOverlayfs keeps the managed hierarchies as overlayfs
+	// stacks over a read-only image.
+	BackendOverlayfs = "overlayfs"
+)
 
 func (n Node) backendFile() string { return filepath.Join(n.StateDir(), "backend") }
 
-// Backend returns the name of the node's backend: "dir" unless its state
-// names another.
+// Backend returns the name of the node's backend: BackendDir unless its
+// state names another (a name of lower-case letters, digits and dashes;
+// OpenBackend refuses one no backend registered).
 func (n Node) Backend() (string, error) {
 	b, err := safefile.Read(n.backendFile(), 64)
 	if errors.Is(err, os.ErrNotExist) {
-		return "dir", nil
+		return BackendDir, nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("node %s: %w", n.Root, err)
 	}
-	switch name := strings.TrimSpace(string(b)); name {
-	case "dir", BackendOverlayfs:
-		return name, nil
-	default:
+	name := strings.TrimSpace(string(b))
+	if !backendName(name) {
 		return "", fmt.Errorf("node %s: unknown backend %q in %s: %w", n.Root, name, n.backendFile(), manifests.ErrInvalid)
 	}
+	return name, nil
 }
 
 // SetBackend records the node's backend (at provisioning).
@@ -229,3 +234,17 @@ func (n Node) Holds(r manifests.LedgerEntry) (bool, error) {
 
 // ErrCommitted reports an attempt to take back a change the ledger holds.
 var ErrCommitted = errors.New("node: the change is committed; it can only be rolled back")
+
+// backendName reports whether name can name a backend: 1 to 32 lower-case
+// letters, digits and dashes.
+func backendName(name string) bool {
+	if name == "" || len(name) > 32 {
+		return false
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/strata-dev/strata/builder/disk"
 
-	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/overlay"
 )
 
@@ -36,18 +34,31 @@ func mount(ctx context.Context, diskPath string, mountNode mounter, progress fun
 	if progress != nil {
 		progress(fmt.Sprintf("activating the node on %s", diskPath))
 	}
-	if _, err := overlay.Activate(ctx, n.Root, ""); err != nil {
+	nd, err := openNode(n.Root, overlay.NodeOptions{}, nil)
+	if err == nil {
+		_, err = nd.Activate(ctx)
+	}
+	if err != nil {
 		return nil, errors.Join(fmt.Errorf("activating the node on %s: %w", diskPath, err), n.Close())
 	}
 	return n, nil
 }
 
-// Apply applies overlays (src, as overlay.Apply takes them) to the node
-// on a disk that is not running, mounted with Mount: the same
+// openNode opens the node at root (a disk's mount point) as a node that
+// is not running: nothing of it runs, restarts are left as debt. progress
+// replaces o.Progress (nil: silent, for the read-only pass that decides).
+func openNode(root string, o overlay.NodeOptions, progress func(string)) (*overlay.Node, error) {
+	o.Offline, o.Restarter, o.Progress = true, nil, progress
+	return overlay.OpenNode(root, o)
+}
+
+// Apply applies overlays (src, as overlay.Node.Apply takes them) to the
+// node on a disk that is not running, mounted with Mount: the same
 // verification, layers and ledger records as on a running node. Nothing
-// runs on the disk, so restarts are recorded as pending (o.Restarter is
+// runs on the disk, so restarts are recorded as pending (no.Restarter is
 // ignored) and services' validation commands are not run: they are the
-// disk's programs, and this is not the disk's machine. The report's Root is the disk.
+// disk's programs, and this is not the disk's machine. The report's Root
+// is the disk.
 //
 // It decides before it writes: the disk is first mounted read-only and
 // the apply planned there (o.DryRun stops after that); only when that
@@ -55,18 +66,23 @@ func mount(ctx context.Context, diskPath string, mountNode mounter, progress fun
 // refused apply leaves the disk byte for byte as it was. A disk with a
 // transaction a crash interrupted is the exception: the apply settles
 // it first, as a boot would, and then decides.
-func Apply(ctx context.Context, diskPath string, src overlay.Source, o overlay.ApplyOptions) (rep *overlay.ApplyReport, err error) {
-	dry := o
-	dry.DryRun, dry.Restarter, dry.Offline = true, nil, true
-	rep, err = onDisk(ctx, diskPath, MountReadOnly, o.Progress, func(root string) (*overlay.ApplyReport, error) {
-		return overlay.Apply(ctx, root, src, dry)
+func Apply(ctx context.Context, diskPath string, src overlay.Source, o overlay.ApplyOptions, no overlay.NodeOptions) (rep *overlay.ApplyReport, err error) {
+	rep, err = onDisk(ctx, diskPath, MountReadOnly, no.Progress, func(root string) (*overlay.ApplyReport, error) {
+		nd, err := openNode(root, no, no.Progress)
+		if err != nil {
+			return nil, err
+		}
+		return nd.Apply(ctx, src, overlay.ApplyOptions{DryRun: true})
 	})
 	if o.DryRun || err != nil && !errors.Is(err, overlay.ErrInterrupted) {
 		return rep, err
 	}
-	o.Restarter, o.Offline = nil, true
-	return onDisk(ctx, diskPath, Mount, o.Progress, func(root string) (*overlay.ApplyReport, error) {
-		return overlay.Apply(ctx, root, src, o)
+	return onDisk(ctx, diskPath, Mount, no.Progress, func(root string) (*overlay.ApplyReport, error) {
+		nd, err := openNode(root, no, no.Progress)
+		if err != nil {
+			return nil, err
+		}
+		return nd.Apply(ctx, src, o)
 	})
 }
 
@@ -125,7 +141,10 @@ func Status(ctx context.Context, diskPath string) (st *overlay.Status, err error
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, n.Close()) }()
-	st, err = overlay.NodeStatus(ctx, n.Root)
+	nd, err := openNode(n.Root, overlay.NodeOptions{}, nil)
+	if err == nil {
+		st, err = nd.Status(ctx)
+	}
 	if err != nil {
 		return nil, nameDisk(err, n.Root, diskPath)
 	}
@@ -148,12 +167,16 @@ func Status(ctx context.Context, diskPath string) (st *overlay.Status, err error
 }
 
 // SettlePending settles the restart debt of the node on a disk that is
-// not running, as overlay.SettleOffline does. It decides before it
-// writes: a node without debt is read with the disk mounted read-only
-// and nothing changes.
-func SettlePending(ctx context.Context, diskPath string, lockWait time.Duration, progress func(string)) (*overlay.SettleReport, error) {
+// not running, as overlay.Node.SettlePending does on an Offline node:
+// nothing runs. It decides before it writes: a node without debt is read
+// with the disk mounted read-only and nothing changes.
+func SettlePending(ctx context.Context, diskPath string, no overlay.NodeOptions) (*overlay.SettleReport, error) {
 	rep, err := withNode(ctx, diskPath, MountReadOnly, nil, func(root string) (*overlay.SettleReport, error) {
-		return overlay.SettleOffline(ctx, root, lockWait, nil)
+		nd, err := openNode(root, no, nil)
+		if err != nil {
+			return nil, err
+		}
+		return nd.SettlePending(ctx)
 	})
 	if err == nil || !errors.Is(err, syscall.EROFS) && !errors.Is(err, overlay.ErrInterrupted) {
 		if rep != nil {
@@ -161,8 +184,12 @@ func SettlePending(ctx context.Context, diskPath string, lockWait time.Duration,
 		}
 		return rep, err
 	}
-	rep, err = withNode(ctx, diskPath, Mount, progress, func(root string) (*overlay.SettleReport, error) {
-		return overlay.SettleOffline(ctx, root, lockWait, progress)
+	rep, err = withNode(ctx, diskPath, Mount, no.Progress, func(root string) (*overlay.SettleReport, error) {
+		nd, err := openNode(root, no, no.Progress)
+		if err != nil {
+			return nil, err
+		}
+		return nd.SettlePending(ctx)
 	})
 	if rep != nil {
 		rep.Root = diskPath
@@ -171,21 +198,29 @@ func SettlePending(ctx context.Context, diskPath string, lockWait time.Duration,
 }
 
 // Rollback rolls back the node on a disk that is not running as
-// overlay.RollbackTo does (to, lockWait and progress as there; restarts
-// are left as debt: nothing runs on the disk). It decides before it
+// overlay.Node.Rollback does (to as there; restarts are left as debt:
+// nothing runs on the disk). It decides before it
 // writes: the rollback is first tried on the disk mounted read-only,
 // where every check runs and the first write fails; only a rollback that
 // got that far is made on the disk mounted read-write. A refused one
 // leaves the disk byte for byte as it was.
-func Rollback(ctx context.Context, diskPath, to string, lockWait time.Duration, progress func(string)) (*overlay.RollbackReport, error) {
+func Rollback(ctx context.Context, diskPath, to string, no overlay.NodeOptions) (*overlay.RollbackReport, error) {
 	_, err := withNode(ctx, diskPath, MountReadOnly, nil, func(root string) (*overlay.RollbackReport, error) {
-		return overlay.RollbackTo(ctx, root, to, nil, lockWait, nil)
+		nd, err := openNode(root, no, nil)
+		if err != nil {
+			return nil, err
+		}
+		return nd.Rollback(ctx, to)
 	})
 	if err == nil || !errors.Is(err, syscall.EROFS) && !errors.Is(err, overlay.ErrInterrupted) {
 		return nil, err
 	}
-	rep, err := withNode(ctx, diskPath, Mount, progress, func(root string) (*overlay.RollbackReport, error) {
-		return overlay.RollbackTo(ctx, root, to, nil, lockWait, progress)
+	rep, err := withNode(ctx, diskPath, Mount, no.Progress, func(root string) (*overlay.RollbackReport, error) {
+		nd, err := openNode(root, no, no.Progress)
+		if err != nil {
+			return nil, err
+		}
+		return nd.Rollback(ctx, to)
 	})
 	if rep != nil {
 		rep.Root = diskPath
@@ -194,9 +229,9 @@ func Rollback(ctx context.Context, diskPath, to string, lockWait time.Duration, 
 }
 
 // Verify audits the node on a disk that is not running, mounted with
-// MountReadOnly, as overlay.VerifyNodeAs audits a running one (repoDir, files,
-// trust and history as there). The audit's Root is the disk.
-func Verify(ctx context.Context, diskPath, repoDir string, files bool, trust, history *sign.KeySet) (a *overlay.Audit, err error) {
+// MountReadOnly, as overlay.Node.Verify audits a running one. The audit's
+// Root is the disk.
+func Verify(ctx context.Context, diskPath string, o overlay.VerifyOptions) (a *overlay.Audit, err error) {
 	// An audit never writes: read-only, nothing settled (an interrupted
 	// transaction is reported, not finished).
 	n, err := MountReadOnly(ctx, diskPath, nil)
@@ -204,7 +239,10 @@ func Verify(ctx context.Context, diskPath, repoDir string, files bool, trust, hi
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, n.Close()) }()
-	a, err = overlay.VerifyNodeAs(ctx, n.Root, repoDir, files, trust, history)
+	nd, err := openNode(n.Root, overlay.NodeOptions{}, nil)
+	if err == nil {
+		a, err = nd.Verify(ctx, o)
+	}
 	if a != nil {
 		a.Root = diskPath
 	}

@@ -156,9 +156,19 @@ func (e *env) create(t *testing.T, version string, ch overlay.Change) *overlay.C
 // ledger bytes.
 type state struct{ digest, ledger string }
 
+// open opens the node at root: the suite drives the node handle.
+func open(t *testing.T, root string, o overlay.NodeOptions) *overlay.Node {
+	t.Helper()
+	n, err := overlay.OpenNode(root, o)
+	if err != nil {
+		t.Fatalf("opening node %s: %v", root, err)
+	}
+	return n
+}
+
 func snap(t *testing.T, root string) state {
 	t.Helper()
-	a, err := overlay.VerifyNode(context.Background(), root, "", true)
+	a, err := open(t, root, overlay.NodeOptions{}).Verify(context.Background(), overlay.VerifyOptions{Files: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +181,7 @@ func snap(t *testing.T, root string) state {
 
 func requireAudit(t *testing.T, root, repoDir string) *overlay.Audit {
 	t.Helper()
-	a, err := overlay.VerifyNode(context.Background(), root, repoDir, true)
+	a, err := open(t, root, overlay.NodeOptions{}).Verify(context.Background(), overlay.VerifyOptions{Repo: repoDir, Files: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,8 +191,9 @@ func requireAudit(t *testing.T, root, repoDir string) *overlay.Audit {
 	return a
 }
 
-func apply(root string, files ...string) (*overlay.ApplyReport, error) {
-	return overlay.Apply(context.Background(), root, overlay.Source{Files: files}, overlay.ApplyOptions{})
+func apply(t *testing.T, root string, files ...string) (*overlay.ApplyReport, error) {
+	t.Helper()
+	return open(t, root, overlay.NodeOptions{}).Apply(context.Background(), overlay.Source{Files: files}, overlay.ApplyOptions{})
 }
 
 // Run runs every case of the suite against nodes newFactory makes.
@@ -196,7 +207,7 @@ func Run(t *testing.T, newNode Factory) {
 		root := newNode(t, e.image)
 		before := snap(t, root)
 		c := e.create(t, "1.0.1", e.rich(t))
-		if _, err := apply(root, c.Path); err != nil {
+		if _, err := apply(t, root, c.Path); err != nil {
 			t.Fatal(err)
 		}
 		a := requireAudit(t, root, e.repo)
@@ -214,7 +225,7 @@ func Run(t *testing.T, newNode Factory) {
 		}
 		t.Run("ReapplyIsNoop", func(t *testing.T) {
 			mid := snap(t, root)
-			rep, err := apply(root, c.Path)
+			rep, err := apply(t, root, c.Path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -226,7 +237,7 @@ func Run(t *testing.T, newNode Factory) {
 			}
 		})
 		t.Run("RollbackIsExact", func(t *testing.T) {
-			if _, err := overlay.Rollback(context.Background(), root, nil, 0, nil); err != nil {
+			if _, err := open(t, root, overlay.NodeOptions{}).Rollback(context.Background(), ""); err != nil {
 				t.Fatal(err)
 			}
 			a := requireAudit(t, root, e.repo)
@@ -250,7 +261,7 @@ func Run(t *testing.T, newNode Factory) {
 				t.Fatalf("%s ships no patch: %+v", c.Manifest.Version, c.Manifest.Patches)
 			}
 		}
-		if _, err := apply(root, c1.Path, c2.Path); err != nil {
+		if _, err := apply(t, root, c1.Path, c2.Path); err != nil {
 			t.Fatal(err)
 		}
 		if got, err := os.ReadFile(filepath.Join(root, "usr/lib/libbig.so")); err != nil || string(got) != v3 {
@@ -277,14 +288,14 @@ func Run(t *testing.T, newNode Factory) {
 		e.create(t, "1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/motd", Src: e.file(t, "one\n")}}})
 		c2 := e.create(t, "1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/motd", Src: e.file(t, "two\n")}}})
 		before := snap(t, root)
-		_, err := apply(root, c2.Path)
+		_, err := apply(t, root, c2.Path)
 		if !errors.Is(err, overlay.ErrSequence) || !strings.Contains(err.Error(), "1.0.1") {
 			t.Fatalf("apply of 1.0.2 on 1.0.0: %v, want ErrSequence naming the missing 1.0.1", err)
 		}
 		if after := snap(t, root); after != before {
 			t.Fatal("a refused gap changed the node")
 		}
-		if _, err := overlay.Apply(context.Background(), root, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}); err != nil {
+		if _, err := open(t, root, overlay.NodeOptions{}).Apply(context.Background(), overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}); err != nil {
 			t.Fatalf("catching up from the repository: %v", err)
 		}
 		if a := requireAudit(t, root, e.repo); a.Behind != 0 || a.TreeDigest != c2.Manifest.TreeDigest {
@@ -305,7 +316,7 @@ func Run(t *testing.T, newNode Factory) {
 			t.Fatal(err)
 		}
 		before := snap(t, root)
-		if _, err := apply(root, bad); err == nil {
+		if _, err := apply(t, root, bad); err == nil {
 			t.Fatal("a tampered overlay was applied")
 		}
 		if after := snap(t, root); after != before {
@@ -316,11 +327,11 @@ func Run(t *testing.T, newNode Factory) {
 		e := newEnv(t)
 		root := newNode(t, e.image)
 		c := e.create(t, "1.0.1", e.rich(t))
-		if _, err := apply(root, c.Path); err != nil {
+		if _, err := apply(t, root, c.Path); err != nil {
 			t.Fatal(err)
 		}
 		tamper(t, root, "etc/app/app.conf")
-		a, err := overlay.VerifyNode(context.Background(), root, "", true)
+		a, err := open(t, root, overlay.NodeOptions{}).Verify(context.Background(), overlay.VerifyOptions{Files: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +392,7 @@ func crashes(t *testing.T, e *env, newNode Factory) {
 			root := newNode(t, e.image)
 			base := snap(t, root)
 			if op == "rollback" {
-				if _, err := apply(root, c.Path); err != nil {
+				if _, err := apply(t, root, c.Path); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -396,7 +407,7 @@ func crashes(t *testing.T, e *env, newNode Factory) {
 			fired[op]++
 			// The next run settles the node: an audit must then find
 			// either the old head or the new one, exactly.
-			if _, err := overlay.SettlePending(context.Background(), root, overlay.Exec{Template: "true"}, 0, nil); err != nil {
+			if _, err := open(t, root, overlay.NodeOptions{Restarter: overlay.Exec{Template: "true"}}).SettlePending(context.Background()); err != nil {
 				t.Fatalf("%s crashed at %s: the next run: %v", op, p, err)
 			}
 			a := requireAudit(t, root, e.repo)
@@ -408,10 +419,10 @@ func crashes(t *testing.T, e *env, newNode Factory) {
 				t.Fatalf("%s crashed at %s: tree %s is neither the old nor the new head", op, p, after.digest)
 			}
 			// And the node goes on: the apply (again) and a rollback work.
-			if _, err := apply(root, c.Path); err != nil {
+			if _, err := apply(t, root, c.Path); err != nil {
 				t.Fatalf("%s crashed at %s: apply afterwards: %v", op, p, err)
 			}
-			if _, err := overlay.Rollback(context.Background(), root, nil, 0, nil); err != nil {
+			if _, err := open(t, root, overlay.NodeOptions{}).Rollback(context.Background(), ""); err != nil {
 				t.Fatalf("%s crashed at %s: rollback afterwards: %v", op, p, err)
 			}
 			if got := snap(t, root).digest; got != base.digest {
@@ -451,9 +462,9 @@ func helper(t *testing.T, root string) {
 	switch op := os.Getenv(helperOpEnv); op {
 	case "apply":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = overlay.Apply(context.Background(), root, overlay.Source{Files: files}, overlay.ApplyOptions{Restarter: overlay.Exec{Template: "true"}})
+		_, err = open(t, root, overlay.NodeOptions{Restarter: overlay.Exec{Template: "true"}}).Apply(context.Background(), overlay.Source{Files: files}, overlay.ApplyOptions{})
 	case "rollback":
-		_, err = overlay.Rollback(context.Background(), root, nil, 0, nil)
+		_, err = open(t, root, overlay.NodeOptions{}).Rollback(context.Background(), "")
 	default:
 		t.Fatalf("unknown helper op %q", op)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
-	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
@@ -75,7 +74,7 @@ func boot(t *testing.T, image, state, root string) {
 	t.Cleanup(func() { _ = exec.Command("umount", "-R", "-l", root).Run() })
 	mount(t, "--bind", filepath.Join(state, "var"), filepath.Join(root, "var"))
 	mount(t, "-t", "tmpfs", "tmpfs", filepath.Join(root, "run"))
-	if _, err := overlay.Activate(context.Background(), root, ""); err != nil {
+	if _, err := overlaytest.Activate(context.Background(), root, ""); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // stackOf returns the fstype and source of the top mount at dir.
@@ -109,7 +110,7 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	}
 	root := newNode(t, res.Image)
 	state := filepath.Join(filepath.Dir(root), "state")
-	if _, err := overlay.Apply(context.Background(), root, overlay.Source{Files: []string{c.Path}}, overlay.ApplyOptions{}); err != nil {
+	if _, err := overlaytest.Apply(context.Background(), root, overlay.Source{Files: []string{c.Path}}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	layer := filepath.Join(state, "var", manifests.StateDir[len("var/"):], "layers", "1.0.1")
@@ -136,7 +137,7 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	want := c.Manifest.TreeDigest
 	check := func(when string) {
 		t.Helper()
-		a, err := overlay.VerifyNode(context.Background(), root, rp, true)
+		a, err := overlaytest.Verify(context.Background(), root, overlay.VerifyOptions{Repo: rp, Files: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +167,7 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(sub, "marker"), []byte("kept\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := overlay.Rollback(context.Background(), root, nil, 0, nil); err != nil {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", overlay.NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(sub, "marker")); err != nil || string(b) != "kept\n" {
@@ -208,7 +209,7 @@ func TestPlantedLayersSymlinkRefused(t *testing.T) {
 	if err := os.Symlink(victim, layers); err != nil {
 		t.Fatal(err)
 	}
-	_, err = overlay.Apply(context.Background(), root, overlay.Source{Files: []string{c.Path}}, overlay.ApplyOptions{})
+	_, err = overlaytest.Apply(context.Background(), root, overlay.Source{Files: []string{c.Path}}, overlay.ApplyOptions{}, overlay.NodeOptions{})
 	if !errors.Is(err, node.ErrBadState) || !strings.Contains(err.Error(), "layers is not a directory (symlink)") {
 		t.Fatalf("apply with a planted layers symlink: %v, want a refusal naming it", err)
 	}
@@ -235,14 +236,14 @@ func TestDeepStackAndRelativeRoot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := overlay.Apply(context.Background(), root, overlay.Source{Files: []string{c.Path}}, overlay.ApplyOptions{}); err != nil {
+		if _, err := overlaytest.Apply(context.Background(), root, overlay.Source{Files: []string{c.Path}}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
 			t.Fatalf("applying layer %d: %v", i, err)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "etc/motd")); err != nil || string(b) != strconv.Itoa(n)+"\n" {
 		t.Fatalf("etc/motd after %d layers = %q, %v", n, b, err)
 	}
-	a, err := overlay.VerifyNode(context.Background(), root, rp, true)
+	a, err := overlaytest.Verify(context.Background(), root, overlay.VerifyOptions{Repo: rp, Files: true})
 	if err != nil || !a.OK() {
 		t.Fatalf("audit after %d layers: %v %+v", n, err, a)
 	}
@@ -257,7 +258,7 @@ func TestDeepStackAndRelativeRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"root", link} {
-		if _, err := overlay.Activate(context.Background(), name, ""); err != nil {
+		if _, err := overlaytest.Activate(context.Background(), name, ""); err != nil {
 			t.Fatalf("activate %s: %v", name, err)
 		}
 	}
@@ -274,7 +275,7 @@ func TestDeepStackAndRelativeRoot(t *testing.T) {
 	if clones != 1 {
 		t.Fatalf("%d image clones mounted after activating the node by other names, want 1", clones)
 	}
-	st, err := overlay.NodeStatus(context.Background(), "root")
+	st, err := overlaytest.Status(context.Background(), "root")
 	if err != nil || st.Active == nil || !*st.Active || len(st.Layers) != n {
 		t.Fatalf("status by a relative name: %+v, %v", st, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // Repair rebuilds exactly the drifted layers (a changed file, a removed
@@ -42,10 +43,10 @@ func TestRepairRebuildsDriftedLayers(t *testing.T) {
 	create(l.repo, "1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/share/x", Src: write("x2", "x2\n")}}})
 	create(l.repo, "1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app/app.conf", Src: write("c", "port 81\n")}}, Deletes: []string{"/etc/motd"}})
 	root := newNode(t, l.res.Image)
-	if _, err := overlay.Apply(ctx, root, overlay.Source{Repo: l.repo}, overlay.ApplyOptions{}); err != nil {
+	if _, err := overlaytest.Apply(ctx, root, overlay.Source{Repo: l.repo}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := overlay.Repair(ctx, root, overlay.Source{Repo: l.repo}, 0, nil)
+	rep, err := overlaytest.Repair(ctx, root, overlay.Source{Repo: l.repo}, overlay.NodeOptions{})
 	if err != nil || len(rep.Drift) != 0 || len(rep.Layers) != 0 {
 		t.Fatalf("repair of a clean node: %+v, %v", rep, err)
 	}
@@ -77,7 +78,7 @@ func TestRepairRebuildsDriftedLayers(t *testing.T) {
 	}
 	audit := func() *overlay.Audit {
 		t.Helper()
-		a, err := overlay.VerifyNode(ctx, root, l.repo, true)
+		a, err := overlaytest.Verify(ctx, root, overlay.VerifyOptions{Repo: l.repo, Files: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,13 +94,13 @@ func TestRepairRebuildsDriftedLayers(t *testing.T) {
 	}
 	create(other, "1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/share/x", Src: write("x2", "x2\n")}}})
 	create(other, "1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app/app.conf", Src: write("c3", "port 82\n")}}, Deletes: []string{"/etc/motd"}})
-	if _, err := overlay.Repair(ctx, root, overlay.Source{Repo: other}, 0, nil); !errors.Is(err, overlay.ErrSequence) {
+	if _, err := overlaytest.Repair(ctx, root, overlay.Source{Repo: other}, overlay.NodeOptions{}); !errors.Is(err, overlay.ErrSequence) {
 		t.Fatalf("repair from a repository with another 1.0.2: %v, want ErrSequence", err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(l2, "etc/app/app.conf")); string(b) != "port 9999\n" {
 		t.Fatalf("the refused repair changed the layer: %q", b)
 	}
-	rep, err = overlay.Repair(ctx, root, overlay.Source{Repo: l.repo}, 0, nil)
+	rep, err = overlaytest.Repair(ctx, root, overlay.Source{Repo: l.repo}, overlay.NodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestRepairInterruptedAfterExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := newNode(t, l.res.Image)
-	if _, err := overlay.Apply(ctx, root, overlay.Source{Repo: l.repo}, overlay.ApplyOptions{}); err != nil {
+	if _, err := overlaytest.Apply(ctx, root, overlay.Source{Repo: l.repo}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	layers := filepath.Join(filepath.Dir(root), "state", "var", manifests.StateDir[len("var/"):], "layers")
@@ -183,12 +184,12 @@ func TestRepairInterruptedAfterExchange(t *testing.T) {
 	if err := unix.Renameat2(unix.AT_FDCWD, fresh, unix.AT_FDCWD, layer, unix.RENAME_EXCHANGE); err != nil {
 		t.Fatal(err)
 	}
-	st, err := overlay.NodeStatus(ctx, root)
+	st, err := overlaytest.Status(ctx, root)
 	if err != nil || !strings.Contains(st.Interrupted, "interrupted repair of layer 1.0.1") {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
 	// The next run settles it: the live stack shows the rebuilt layer.
-	rep, err := overlay.Repair(ctx, root, overlay.Source{Repo: l.repo}, 0, nil)
+	rep, err := overlaytest.Repair(ctx, root, overlay.Source{Repo: l.repo}, overlay.NodeOptions{})
 	if err != nil || len(rep.Drift) != 0 {
 		t.Fatalf("repair after the interruption: %+v, %v", rep, err)
 	}

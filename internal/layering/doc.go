@@ -1,0 +1,5 @@
+// Package layering holds no code. Its test checks the import rules
+// between strata's packages that keep the seams where docs/code-map.md
+// draws them: the fleet client links no agent, the engine no concrete
+// node backend.
+package layering

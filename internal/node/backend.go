@@ -1,0 +1,154 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Backend is the node side of apply and rollback: it owns how the node's
+// tree changes and what a crash leaves behind. The engine (package
+// overlay) keeps what is format and policy: opening and verifying
+// overlays, the sequence, the expected trees, restart plans and which
+// records the ledger gets. Backends register themselves by name
+// (RegisterBackend); OpenBackend opens the one a node's state names.
+type Backend interface {
+	// Node returns the node whose tree the backend changes.
+	Node() Node
+	// Interrupted describes what a crash left unsettled ("" for nothing),
+	// changing nothing.
+	Interrupted() (string, error)
+	// Recover settles what a crash left, so the tree is ledger l's head;
+	// it returns the record of a change it took back after that change had
+	// reached the tree (its services may have seen it).
+	Recover(ctx context.Context, l *manifests.Ledger) (*manifests.LedgerEntry, error)
+	// Check refuses an overlay the node's tree cannot take safely.
+	Check(m *manifests.OverlayManifest) error
+	// Stage prepares an overlay's change aside.
+	Stage(ctx context.Context, ch *Change) (Txn, error)
+	// StageRevert prepares taking back the last applied overlay.
+	StageRevert(ctx context.Context, ch *Change) (Txn, error)
+	// CheckRevert checks, changing nothing, that an applied overlay
+	// (ch.Manifest) can be taken back.
+	CheckRevert(ctx context.Context, ch *Change) error
+	// Scan lists the node's current tree, without strata's state.
+	Scan(ctx context.Context) ([]manifests.Entry, error)
+}
+
+// Activator is a backend that builds the node's mounts from its ledger
+// (at boot, or offline on a mounted disk).
+type Activator interface {
+	Backend
+	Activate(ctx context.Context) error
+}
+
+// LayerRebuilder is a backend that keeps each applied overlay as a layer
+// of its own and can write one anew in place (restart --repair).
+type LayerRebuilder interface {
+	Backend
+	// RebuildLayer writes the layer of the applied overlay ch.Manifest
+	// anew.
+	RebuildLayer(ctx context.Context, ch *Change) error
+	// LayerHas reports whether version's layer holds tree path rel.
+	LayerHas(version, rel string) bool
+	// ImageDir is where the image's own tree stays reachable.
+	ImageDir() string
+}
+
+// BackendOptions are what opening a backend may take.
+type BackendOptions struct {
+	// Run is the runtime directory (default ROOT/run): an initramfs
+	// passes its own /run, which becomes the node's after the switch.
+	Run string
+	// Managed returns the managed hierarchies of the node's image; nil:
+	// read from the image manifest in the node's tree.
+	Managed func() ([]string, error)
+}
+
+// Opener opens the backend of node n.
+type Opener func(n Node, o BackendOptions) (Backend, error)
+
+var (
+	backendsMu sync.RWMutex
+	backends   = map[string]Opener{}
+)
+
+// RegisterBackend makes a backend known by the name a node's backend
+// state file gives. Backends register when their package initialises; a
+// program that opens nodes imports them (package node/backends imports
+// them all). Registering a name twice panics.
+func RegisterBackend(name string, open Opener) {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	if _, dup := backends[name]; dup || open == nil {
+		panic("node: backend " + name + " registered twice or with no opener")
+	}
+	backends[name] = open
+}
+
+// Backends lists the registered backends' names, sorted.
+func Backends() []string {
+	backendsMu.RLock()
+	defer backendsMu.RUnlock()
+	out := make([]string, 0, len(backends))
+	for name := range backends {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// OpenBackend checks the node's state and opens the backend it names.
+func OpenBackend(n Node, o BackendOptions) (Backend, error) {
+	if err := n.CheckState(); err != nil {
+		return nil, err
+	}
+	name, err := n.Backend()
+	if err != nil {
+		return nil, err
+	}
+	backendsMu.RLock()
+	open := backends[name]
+	backendsMu.RUnlock()
+	if open == nil {
+		return nil, fmt.Errorf("node %s: backend %s is not built into this program (it has: %s)", n.Root, name, strings.Join(Backends(), ", "))
+	}
+	return open(n, o)
+}
+
+// Hierarchies returns the managed hierarchies o names, else those of the
+// image manifest in the node's tree.
+func (o BackendOptions) Hierarchies(n Node) ([]string, error) {
+	if o.Managed != nil {
+		return o.Managed()
+	}
+	m, _, err := n.ImageManifest()
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.Root, err)
+	}
+	return m.Managed(), nil
+}
+
+// Canonical returns root as an absolute path without symlinks (mounts are
+// found by path in the mount table, which shows such paths).
+func Canonical(root string) (string, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", fmt.Errorf("node %s: %w", root, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("node %s: no such directory: %w", root, ErrNotNode)
+	}
+	if err != nil {
+		return "", fmt.Errorf("node %s: %w", root, err)
+	}
+	return real, nil
+}

@@ -1,0 +1,13 @@
+// Package backends registers every node backend strata has with package
+// node: dirfs (a tree changed in place) and overlayfs (layers stacked
+// over a read-only image). A program that opens nodes imports it for that
+// side effect, as a database/sql program imports its drivers; the engine
+// (package overlay) imports no backend of its own.
+package backends
+
+import (
+	// dirfs registers node.BackendDir.
+	_ "github.com/strata-dev/strata/internal/node/dirfs"
+	// overlayfs registers node.BackendOverlayfs.
+	_ "github.com/strata-dev/strata/internal/node/overlayfs"
+)
