@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	// The agent opens its node through the registered backends.
-	_ "github.com/strata-dev/strata/internal/node/backends"
+	_ "github.com/strata-dev/strata/internal/nodestate/backends"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -351,7 +351,7 @@ func Reason(err error) string {
 		return "index_rollback"
 	case errors.Is(err, manifests.ErrIndexExpired):
 		return "index_expired"
-	case errors.Is(err, node.ErrLocked):
+	case errors.Is(err, nodestate.ErrLocked):
 		return "locked"
 	case errors.Is(err, overlay.ErrRestart):
 		return "restart"

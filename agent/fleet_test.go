@@ -17,7 +17,7 @@ import (
 	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/fleet"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/schema"
@@ -147,7 +147,7 @@ func TestSignedHealth(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	key, err := node.Node{Root: w.root}.Identity(false)
+	key, err := nodestate.Node{Root: w.root}.Identity(false)
 	if err != nil {
 		t.Fatalf("the agent made no identity key: %v", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
@@ -71,7 +71,7 @@ func ReadHealth(ctx context.Context, root string) (*schema.Health, error) {
 	}
 	h := &schema.Health{Root: root, Backend: st.Backend, Line: st.Line, Image: st.Image, Head: st.Head,
 		Layers: st.Layers, Pending: st.Pending, Reboot: st.Reboot, LastFailure: st.LastFailure}
-	n := node.Node{Root: root}
+	n := nodestate.Node{Root: root}
 	if h.IndexSerial, err = n.IndexSerial(); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/nudge"
 )
 
@@ -62,7 +62,7 @@ func (a *Agent) listenOnce(ctx context.Context, client *http.Client) time.Durati
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
 		return relayRetry // a directory or a registry: nothing relays
 	}
-	l, err := node.Node{Root: a.o.Root}.ReadLedger()
+	l, err := nodestate.Node{Root: a.o.Root}.ReadLedger()
 	if err != nil {
 		return relayRetry
 	}

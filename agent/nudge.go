@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/nudge"
 )
 
@@ -14,7 +14,7 @@ func (a *Agent) takeNudge(body []byte) error {
 	if err != nil {
 		return err
 	}
-	nd := node.Node{Root: a.o.Root}
+	nd := nodestate.Node{Root: a.o.Root}
 	l, err := nd.ReadLedger()
 	if err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/nudge"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/schema"
@@ -104,7 +104,7 @@ func validNonce(s string) bool {
 }
 
 // identity returns the node's identity key, made on first use (see
-// node.Node.Identity); nil, and logged, where it cannot be read or made:
+// nodestate.Node.Identity); nil, and logged, where it cannot be read or made:
 // the health then goes unsigned, and a client that pins the key refuses
 // it.
 func (a *Agent) identity() *sign.Key {
@@ -113,7 +113,7 @@ func (a *Agent) identity() *sign.Key {
 	if a.id != nil {
 		return a.id
 	}
-	k, err := node.Node{Root: a.o.Root}.Identity(true)
+	k, err := nodestate.Node{Root: a.o.Root}.Identity(true)
 	if err != nil {
 		a.o.Log("health unsigned: " + err.Error())
 		return nil

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/builder"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/squashfs"
@@ -336,7 +336,7 @@ func TestProvision(t *testing.T) {
 		t.Fatalf("demo-passwd on the node: %v, %v", fi, err)
 	}
 	// The ledger names the image.
-	l, err := node.Node{Root: root}.ReadLedger()
+	l, err := nodestate.Node{Root: root}.ReadLedger()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
@@ -66,14 +66,14 @@ func Provision(ctx context.Context, image, root string, trust *sign.KeySet, opts
 	if err != nil {
 		return nil, err
 	}
-	nd := node.Node{Root: tmp}
+	nd := nodestate.Node{Root: tmp}
 	if err := nd.WriteLedger(l); err != nil {
 		return nil, err
 	}
 	// Keep the image manifest's signature, so audits with an outside key
 	// can check the manifest the node's expected tree comes from.
 	if sig, err := safefile.Read(repo.SigPath(repo.ManifestPath(image)), sign.MaxSignatureSize); err == nil {
-		if err := node.WriteFileAtomic(nd.Path(manifests.ImageSigPath), sig, 0o644); err != nil {
+		if err := nodestate.WriteFileAtomic(nd.Path(manifests.ImageSigPath), sig, 0o644); err != nil {
 			return nil, err
 		}
 	}

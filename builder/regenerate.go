@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/scratch"
@@ -212,13 +212,13 @@ func foldStream(ctx context.Context, w io.Writer, baseImage string, fold *tree.F
 func writeManifest(img string, raw []byte, s *settings, comment string) error {
 	mp := repo.ManifestPath(img)
 	if s.key != nil {
-		if err := node.WriteFileAtomic(repo.SigPath(mp), s.key.Sign(raw, comment), 0o644); err != nil {
+		if err := nodestate.WriteFileAtomic(repo.SigPath(mp), s.key.Sign(raw, comment), 0o644); err != nil {
 			return err
 		}
 	} else {
 		_ = os.Remove(repo.SigPath(mp))
 	}
-	if err := node.WriteFileAtomic(mp, raw, 0o644); err != nil {
+	if err := nodestate.WriteFileAtomic(mp, raw, 0o644); err != nil {
 		return err
 	}
 	s.progress("wrote " + mp)

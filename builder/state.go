@@ -9,7 +9,7 @@ import (
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -21,7 +21,7 @@ import (
 // the image read-only with its managed hierarchies stacked. The node
 // binds dir/var onto its /var.
 func WriteState(image string, im *repo.Image, dir string) (*manifests.Ledger, error) {
-	nd := node.Node{Root: dir}
+	nd := nodestate.Node{Root: dir}
 	if err := os.MkdirAll(nd.StateDir(), 0o755); err != nil {
 		return nil, fmt.Errorf("writing node state in %s: %w", dir, err)
 	}
@@ -33,11 +33,11 @@ func WriteState(image string, im *repo.Image, dir string) (*manifests.Ledger, er
 		return nil, err
 	}
 	if sig, err := safefile.Read(repo.SigPath(repo.ManifestPath(image)), sign.MaxSignatureSize); err == nil {
-		if err := node.WriteFileAtomic(nd.Path(manifests.ImageSigPath), sig, 0o644); err != nil {
+		if err := nodestate.WriteFileAtomic(nd.Path(manifests.ImageSigPath), sig, 0o644); err != nil {
 			return nil, err
 		}
 	}
-	if err := nd.SetBackend(node.BackendOverlayfs); err != nil {
+	if err := nd.SetBackend(nodestate.BackendOverlayfs); err != nil {
 		return nil, err
 	}
 	if err := nd.WriteLedger(l); err != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/builder"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -43,8 +43,8 @@ func TestProvisionState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := node.Node{Root: state}
-	if b, err := n.Backend(); err != nil || b != node.BackendOverlayfs {
+	n := nodestate.Node{Root: state}
+	if b, err := n.Backend(); err != nil || b != nodestate.BackendOverlayfs {
 		t.Fatalf("backend %q, %v; want overlayfs", b, err)
 	}
 	l, err := n.ReadLedger()

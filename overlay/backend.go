@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
 
 // managedOf reads the managed hierarchies of the node's image.
-func managedOf(n node.Node) ([]string, error) {
+func managedOf(n nodestate.Node) ([]string, error) {
 	raw, err := safefile.Read(n.Path(manifests.ImageManifestPath), 256<<20)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: reading image manifest: %w", n.Root, err)
@@ -67,7 +67,7 @@ func (h *Node) ActivateBoot(ctx context.Context) (*ActivateReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	bootID, err := node.BootID()
+	bootID, err := nodestate.BootID()
 	if err != nil {
 		return rep, err
 	}
@@ -82,7 +82,7 @@ func (h *Node) ActivateBoot(ctx context.Context) (*ActivateReport, error) {
 // activate stacks the layers, under the node's lock (taken at once: at
 // boot nothing else runs).
 func (h *Node) activate(ctx context.Context) error {
-	b, ok := h.b.(node.Activator)
+	b, ok := h.b.(nodestate.Activator)
 	if !ok {
 		name, _ := h.Backend()
 		return fmt.Errorf("activating %s: the node's backend is %s, which stacks no layers at boot (overlayfs does): %w", h.root, name, ErrDrift)

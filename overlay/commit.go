@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/fault"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/internal/tree"
@@ -22,7 +22,7 @@ import (
 // change before it switches: the overlayfs backend runs it in a private
 // mount namespace that already sees the new stacks at the real paths.
 type stagedRunner interface {
-	RunStaged(ctx context.Context, t node.Txn, argv []string) (string, error)
+	RunStaged(ctx context.Context, t nodestate.Txn, argv []string) (string, error)
 }
 
 // nodeBases gives an overlay's patches the content they were made
@@ -30,7 +30,7 @@ type stagedRunner interface {
 // the root without following a symlink. It must be the content the
 // node's head (before) has there, and that the patch names; else the
 // error says which it is not, and nothing has changed.
-func nodeBases(n node.Node, before tree.State) tree.Bases {
+func nodeBases(n nodestate.Node, before tree.State) tree.Bases {
 	return func(_ context.Context, path, sum string) ([]byte, error) {
 		if e := before[path]; e.Type != manifests.TypeFile || e.SHA256 != sum {
 			return nil, fmt.Errorf("the patch was made against content %.12s, the node's head has %s there", sum, describeFile(e))
@@ -61,7 +61,7 @@ func describeFile(e manifests.Entry) string {
 // before anything of the batch has changed the node: what an earlier
 // overlay of the batch writes at the path, else the node's own file; each
 // must be the content the tree before overlay k has there.
-func batchBases(n node.Node, todo []*Archive, k int, states map[string][2]tree.State) tree.Bases {
+func batchBases(n nodestate.Node, todo []*Archive, k int, states map[string][2]tree.State) tree.Bases {
 	before := states[todo[k].Manifest.Version][0]
 	return func(ctx context.Context, path, sum string) ([]byte, error) {
 		if e := before[path]; e.Type != manifests.TypeFile || e.SHA256 != sum {
@@ -106,7 +106,7 @@ func (h *Node) applyOne(ctx context.Context, v *nodeView, a *Archive, states [2]
 	payload := func(ctx context.Context, fn func(manifests.Entry, io.Reader) error) error {
 		return a.Payload(ctx, nodeBases(n, states[0]), fn)
 	}
-	t, err := b.Stage(ctx, &node.Change{Manifest: m, Payload: payload, Record: rec, Before: states[0], After: states[1]})
+	t, err := b.Stage(ctx, &nodestate.Change{Manifest: m, Payload: payload, Record: rec, Before: states[0], After: states[1]})
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func (h *Node) applyOne(ctx context.Context, v *nodeView, a *Archive, states [2]
 // validate runs the validation command of every service the plan touches
 // against the staged change, when the backend can; a failure refuses the
 // overlay before the node's tree changes.
-func validate(ctx context.Context, b node.Backend, t node.Txn, plan *Plan, cat manifests.Catalog, progress func(string)) error {
+func validate(ctx context.Context, b nodestate.Backend, t nodestate.Txn, plan *Plan, cat manifests.Catalog, progress func(string)) error {
 	sr, ok := b.(stagedRunner)
 	if !ok {
 		return nil
@@ -209,7 +209,7 @@ func validate(ctx context.Context, b node.Backend, t node.Txn, plan *Plan, cat m
 // attempt. With the systemd restarter the units come from the forward
 // resolution fwd (its first reached steps), restarted whatever their
 // state: the change may have left one failed.
-func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger, rec manifests.LedgerEntry, r Restarter, req RestartPlan, fwd *systemd.Resolved, reached int, cause error, progress func(string)) error {
+func takeBack(ctx context.Context, n nodestate.Node, t nodestate.Txn, l *manifests.Ledger, rec manifests.LedgerEntry, r Restarter, req RestartPlan, fwd *systemd.Resolved, reached int, cause error, progress func(string)) error {
 	progress(fmt.Sprintf("restart failed, taking %s back: %v", rec.Version, cause))
 	if err := t.Abort(ctx); err != nil {
 		return fmt.Errorf("%w; taking %s back failed too, the next run retries: %w", cause, rec.Version, err)
@@ -240,7 +240,7 @@ func takeBack(ctx context.Context, n node.Node, t node.Txn, l *manifests.Ledger,
 
 // recordRestarts appends a restart record: done settles those actions'
 // debt; reboot lists units that take the change only at the next boot.
-func recordRestarts(n node.Node, l *manifests.Ledger, done, reboot []manifests.ServiceAction) error {
+func recordRestarts(n nodestate.Node, l *manifests.Ledger, done, reboot []manifests.ServiceAction) error {
 	if len(done) == 0 && len(reboot) == 0 {
 		return nil
 	}

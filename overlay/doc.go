@@ -3,7 +3,7 @@
 //
 // A node is used through its handle: OpenNode opens it once (its state
 // directory and the backend that state names, among those registered with
-// package internal/node), and the operations on it are the handle's
+// package internal/nodestate), and the operations on it are the handle's
 // methods (Apply, Rollback, Repair, Restart, Status, Verify, Upgrade, ...).
 //
 // An overlay archive is a compressed tar whose first member is the manifest

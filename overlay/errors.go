@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/strata-dev/strata/internal/archive"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -29,7 +29,7 @@ var (
 	// ErrEmpty reports a change that changes nothing.
 	ErrEmpty = manifests.Rejection("overlay: empty change")
 	// ErrSymlinkPath reports a write through a symlinked directory.
-	ErrSymlinkPath = node.ErrSymlinkPath
+	ErrSymlinkPath = nodestate.ErrSymlinkPath
 	// ErrNothingToRollback reports a node with no applied overlay.
 	ErrNothingToRollback = errors.New("overlay: nothing to roll back")
 	// ErrRollbackTarget reports a rollback --to version that is neither
@@ -49,7 +49,7 @@ var (
 	ErrAmbiguousLine = repo.ErrAmbiguousLine
 	// ErrDrift reports a node whose tree or ledger differs from what it
 	// should be.
-	ErrDrift = node.ErrDrift
+	ErrDrift = nodestate.ErrDrift
 	// ErrInterrupted reports a node with a transaction a crash
 	// interrupted, which a check that may not write cannot settle (it
 	// comes with ErrDrift).

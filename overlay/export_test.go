@@ -1,7 +1,7 @@
 package overlay
 
 import (
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -9,7 +9,7 @@ import (
 // NodeExpectation exposes, for external tests, what a node's state says:
 // its line, head, lineage and the tree it should have.
 func NodeExpectation(root string) (line string, head manifests.Ref, lineage []manifests.Ref, state tree.State, err error) {
-	v, err := loadView(node.Node{Root: root})
+	v, err := loadView(nodestate.Node{Root: root})
 	if err != nil {
 		return "", manifests.Ref{}, nil, nil, err
 	}

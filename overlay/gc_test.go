@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-dev/strata/internal/node/dirfs"
+	"github.com/strata-dev/strata/internal/nodestate/dirfs"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"

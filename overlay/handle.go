@@ -6,11 +6,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 )
 
 // Node is a node opened once: its backend, chosen by the name its state
-// gives among the backends registered with package node, and the settings
+// gives among the backends registered with package nodestate, and the settings
 // every operation on it shares. The operations are its methods. Those
 // that change the node take its lock for their own duration and settle
 // first whatever a crash left; the handle holds no lock between them, and
@@ -19,7 +19,7 @@ import (
 // one for its whole life).
 type Node struct {
 	root string
-	b    node.Backend
+	b    nodestate.Backend
 	o    NodeOptions
 }
 
@@ -53,8 +53,8 @@ func OpenNode(root string, o NodeOptions) (*Node, error) {
 		}
 		o.Run = run
 	}
-	n := node.Node{Root: root}
-	b, err := node.OpenBackend(n, node.BackendOptions{Run: o.Run, Managed: func() ([]string, error) { return managedOf(n) }})
+	n := nodestate.Node{Root: root}
+	b, err := nodestate.OpenBackend(n, nodestate.BackendOptions{Run: o.Run, Managed: func() ([]string, error) { return managedOf(n) }})
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func (h *Node) Root() string { return h.root }
 func (h *Node) Backend() (string, error) { return h.b.Node().Backend() }
 
 // state returns the node's state directory accessor.
-func (h *Node) state() node.Node { return h.b.Node() }
+func (h *Node) state() nodestate.Node { return h.b.Node() }
 
 // lock takes the node's lock and settles whatever a crash left, so the
 // operation starts from a settled node (see lockNode). The returned

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"path"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -99,7 +99,7 @@ func (hn *Node) History() (*NodeHistory, error) {
 // storedSigner returns the key that signed the manifest of applied
 // overlay e as the node keeps it, and the manifest, or "" and nil when it
 // is not there, does not hash to e's digest or no key of keys verifies it.
-func storedSigner(n node.Node, keys *sign.KeySet, e manifests.LedgerEntry) (string, *manifests.OverlayManifest) {
+func storedSigner(n nodestate.Node, keys *sign.KeySet, e manifests.LedgerEntry) (string, *manifests.OverlayManifest) {
 	rel := path.Join(manifests.StateDir, "overlays", e.Version+".json")
 	raw, err := safefile.Read(n.Path(rel), manifests.MaxManifestSize)
 	if err != nil || manifests.Digest(raw) != e.Digest {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/builder"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
@@ -115,10 +115,10 @@ func TestStateDirectoryThroughSymlinkIsRefused(t *testing.T) {
 	}
 	// Tampered state is rejected (exit 3), not "not a node".
 	_, err := apply(root, c.Path)
-	if !errors.Is(err, node.ErrBadState) || !errors.Is(err, manifests.ErrRejected) {
+	if !errors.Is(err, nodestate.ErrBadState) || !errors.Is(err, manifests.ErrRejected) {
 		t.Fatalf("apply with /var/lib a symlink: %v, want ErrBadState", err)
 	}
-	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); !errors.Is(err, node.ErrBadState) {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); !errors.Is(err, nodestate.ErrBadState) {
 		t.Fatalf("rollback with /var/lib a symlink: %v, want ErrBadState", err)
 	}
 	assertHostIntact(t, dir, victim)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/archive"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
@@ -23,9 +23,9 @@ import (
 // nodeView is what a node's state directory says about it: its ledger,
 // the image manifest it runs and the manifests of the overlays in effect.
 // On a trial boot of a staged upgrade the ledger has the upgrade's record
-// appended (see node.Node.Effective).
+// appended (see nodestate.Node.Effective).
 type nodeView struct {
-	n      node.Node
+	n      nodestate.Node
 	ledger *manifests.Ledger
 	// image is the image the node runs; canon the image whose tree the
 	// overlays' tree digests fold from (the same unless the node was
@@ -40,7 +40,7 @@ type nodeView struct {
 }
 
 // loadView reads the ledger and checks the stored manifests against it.
-func loadView(n node.Node) (*nodeView, error) {
+func loadView(n nodestate.Node) (*nodeView, error) {
 	ev, err := n.Effective()
 	if err != nil {
 		return nil, err
@@ -173,7 +173,7 @@ func (v *nodeView) rebased() bool { return v.canon.Digest != v.image.Digest }
 
 // lockBackend takes the node's apply lock and settles whatever a crash
 // left, so the caller starts from a settled node.
-func lockBackend(ctx context.Context, b node.Backend, root string, wait time.Duration, progress func(string)) (func(), error) {
+func lockBackend(ctx context.Context, b nodestate.Backend, root string, wait time.Duration, progress func(string)) (func(), error) {
 	unlock, err := b.Node().Lock(ctx, wait)
 	if err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func lockBackend(ctx context.Context, b node.Backend, root string, wait time.Dur
 // refuseInterrupted returns ErrInterrupted (with ErrDrift) when the
 // node has a transaction a crash interrupted, which a run that changes
 // the node settles first.
-func refuseInterrupted(b node.Backend, root string) error {
+func refuseInterrupted(b nodestate.Backend, root string) error {
 	what, err := b.Interrupted()
 	if err != nil {
 		return err
@@ -213,7 +213,7 @@ func refuseInterrupted(b node.Backend, root string) error {
 // restarts due: the services may have seen the change. The temporary
 // files interrupted writes of node state left are removed, and progress
 // (if not nil) is told which.
-func recoverTxn(ctx context.Context, b node.Backend, progress func(string)) error {
+func recoverTxn(ctx context.Context, b nodestate.Backend, progress func(string)) error {
 	n := b.Node()
 	strays, err := n.RemoveStrays()
 	if err != nil {

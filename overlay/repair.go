@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
@@ -51,7 +51,7 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 	if err := refuseStaged(b.Node(), "repair"); err != nil {
 		return nil, err
 	}
-	lr, ok := b.(node.LayerRebuilder)
+	lr, ok := b.(nodestate.LayerRebuilder)
 	if !ok {
 		return nil, fmt.Errorf("repairing %s: %w: only nodes on a read-only image (backend overlayfs) can be repaired", root, errors.ErrUnsupported)
 	}
@@ -145,7 +145,7 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 		payload := func(ctx context.Context, fn func(manifests.Entry, io.Reader) error) error {
 			return a.Payload(ctx, bases, fn)
 		}
-		if err := lr.RebuildLayer(ctx, &node.Change{Manifest: m, Payload: payload, Record: v.applied[i], Before: before, After: after}); err != nil {
+		if err := lr.RebuildLayer(ctx, &nodestate.Change{Manifest: m, Payload: payload, Record: v.applied[i], Before: before, After: after}); err != nil {
 			return rep, err
 		}
 		rep.Layers = append(rep.Layers, m.Version)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -59,7 +59,7 @@ func (h *Node) Rollback(ctx context.Context, to string) (*RollbackReport, error)
 }
 
 // stepsTo returns how many applied overlays are above version to.
-func stepsTo(n node.Node, to string) (int, error) {
+func stepsTo(n nodestate.Node, to string) (int, error) {
 	v, err := loadView(n)
 	if err != nil {
 		return 0, err
@@ -84,7 +84,7 @@ func stepsTo(n node.Node, to string) (int, error) {
 		to, n.Root, versions[0], strings.Join(versions[1:len(versions)-1], ", "), ErrRollbackTarget)
 }
 
-func rollbackLocked(ctx context.Context, b node.Backend, r Restarter, steps int, progress func(string)) (*RollbackReport, error) {
+func rollbackLocked(ctx context.Context, b nodestate.Backend, r Restarter, steps int, progress func(string)) (*RollbackReport, error) {
 	n := b.Node()
 	rep := &RollbackReport{Root: n.Root, Steps: []manifests.Ref{}}
 	var l *manifests.Ledger
@@ -145,14 +145,14 @@ func rollbackLocked(ctx context.Context, b node.Backend, r Restarter, steps int,
 }
 
 // checkSteps checks that the node's last steps applied overlays can each
-// be taken back (node.Backend.CheckRevert), newest first.
-func checkSteps(ctx context.Context, b node.Backend, steps int) error {
+// be taken back (nodestate.Backend.CheckRevert), newest first.
+func checkSteps(ctx context.Context, b nodestate.Backend, steps int) error {
 	v, err := loadView(b.Node())
 	if err != nil {
 		return err
 	}
 	for i := 0; i < steps && i < len(v.overlays); i++ {
-		if err := b.CheckRevert(ctx, &node.Change{Manifest: v.overlays[len(v.overlays)-1-i]}); err != nil {
+		if err := b.CheckRevert(ctx, &nodestate.Change{Manifest: v.overlays[len(v.overlays)-1-i]}); err != nil {
 			return err
 		}
 	}
@@ -169,7 +169,7 @@ type rolledBack struct {
 
 // rollbackStep reverts and records the node's last applied overlay,
 // leaving its restarts pending.
-func rollbackStep(ctx context.Context, b node.Backend, progress func(string)) (*rolledBack, error) {
+func rollbackStep(ctx context.Context, b nodestate.Backend, progress func(string)) (*rolledBack, error) {
 	n := b.Node()
 	v, err := loadView(n)
 	if err != nil {
@@ -206,7 +206,7 @@ func rollbackStep(ctx context.Context, b node.Backend, progress func(string)) (*
 		Pending:    plan.Actions,
 		Time:       time.Now().UTC().Format(time.RFC3339),
 	}
-	t, err := b.StageRevert(ctx, &node.Change{Manifest: m, Record: rec})
+	t, err := b.StageRevert(ctx, &nodestate.Change{Manifest: m, Record: rec})
 	if err != nil {
 		return nil, err
 	}

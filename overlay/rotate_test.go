@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/builder"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -40,7 +40,7 @@ func newKey(t *testing.T, dir, name string) (*sign.Key, []byte) {
 // nodeKeys returns the ids of the keys the node at root trusts.
 func nodeKeys(t *testing.T, root string) []string {
 	t.Helper()
-	ks, err := node.Node{Root: root}.TrustedKeys()
+	ks, err := nodestate.Node{Root: root}.TrustedKeys()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
@@ -28,7 +28,7 @@ import (
 // sqLedger reads the node's ledger (which also checks its hash chain).
 func sqLedger(t *testing.T, root string) *manifests.Ledger {
 	t.Helper()
-	l, err := node.Node{Root: root}.ReadLedger()
+	l, err := nodestate.Node{Root: root}.ReadLedger()
 	if err != nil {
 		t.Fatalf("reading ledger: %v", err)
 	}
@@ -536,23 +536,23 @@ func TestApplyLockHeldFailsFast(t *testing.T) {
 	c := f.create("1.0.1", f.change("/etc/motd", "locked\n"))
 	root := f.provision()
 	before := snap(t, root)
-	unlock, err := node.Node{Root: root}.Lock(context.Background(), 0)
+	unlock, err := nodestate.Node{Root: root}.Lock(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unlock()
 	_, err = overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{})
-	sqErr(t, err, node.ErrLocked, root, "pid "+strconv.Itoa(os.Getpid()))
+	sqErr(t, err, nodestate.ErrLocked, root, "pid "+strconv.Itoa(os.Getpid()))
 	assertUnchanged(t, root, before)
 	_, err = overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
-	sqErr(t, err, node.ErrLocked)
+	sqErr(t, err, nodestate.ErrLocked)
 }
 
 func TestApplyWaitsForLock(t *testing.T) {
 	f := newFixture(t)
 	c := f.create("1.0.1", f.change("/etc/motd", "waited\n"))
 	root := f.provision()
-	unlock, err := node.Node{Root: root}.Lock(context.Background(), 0)
+	unlock, err := nodestate.Node{Root: root}.Lock(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

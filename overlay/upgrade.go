@@ -10,7 +10,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/fault"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -188,7 +188,7 @@ func planUpgrade(v *nodeView, raw, sig []byte, o UpgradeOptions) (*UpgradePlan, 
 	n := v.n
 	if name, err := n.Backend(); err != nil {
 		return nil, err
-	} else if name != node.BackendOverlayfs {
+	} else if name != nodestate.BackendOverlayfs {
 		return nil, fmt.Errorf("node %s has the %s backend: whole-image upgrades need a node that boots a read-only image (a disk node): %w", n.Root, name, ErrUpgrade)
 	}
 	trust, err := n.TrustedKeys()
@@ -307,7 +307,7 @@ func planCompact(v *nodeView, plan *UpgradePlan) (*UpgradePlan, error) {
 }
 
 // refuseStaged refuses op while an upgrade is staged.
-func refuseStaged(n node.Node, op string) error {
+func refuseStaged(n nodestate.Node, op string) error {
 	u, err := n.Staged()
 	if err != nil || u == nil {
 		return err
@@ -318,7 +318,7 @@ func refuseStaged(n node.Node, op string) error {
 
 // refuseTrial refuses op on a trial boot of a staged upgrade, whose
 // ledger is not confirmed yet.
-func refuseTrial(n node.Node, op string) error {
+func refuseTrial(n nodestate.Node, op string) error {
 	ev, err := n.Effective()
 	if err != nil || !ev.Trial {
 		return err

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -109,7 +109,7 @@ func (h *Node) Confirm(ctx context.Context, health HealthCheck) (*ConfirmReport,
 // tidyImages keeps the stored image manifests the node still needs (the
 // image it runs, the line's image) and, through recovery, drops the
 // layers and overlay manifests the ledger no longer has in effect.
-func tidyImages(ctx context.Context, b node.Backend, l *manifests.Ledger) error {
+func tidyImages(ctx context.Context, b nodestate.Backend, l *manifests.Ledger) error {
 	n := b.Node()
 	if err := n.PruneImages(l.Running().Digest, l.Canonical().Digest); err != nil {
 		return err

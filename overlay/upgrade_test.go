@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/builder"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
@@ -49,7 +49,7 @@ func stagedNode(t *testing.T, f *fixture, bootID string) (root string, next []by
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := node.Node{Root: root}
+	n := nodestate.Node{Root: root}
 	for _, img := range []string{f.image, res.Image} {
 		raw, err := os.ReadFile(repo.ManifestPath(img))
 		if err != nil {
@@ -133,7 +133,7 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	if !errors.Is(err, ErrUnhealthy) || !errors.Is(err, sick) {
 		t.Fatalf("unhealthy trial: %v", err)
 	}
-	if _, err := (node.Node{Root: root}).Staged(); err != nil {
+	if _, err := (nodestate.Node{Root: root}).Staged(); err != nil {
 		t.Fatal(err)
 	}
 	// The health check sees the new image's units and the layers'.
@@ -150,7 +150,7 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	if err != nil || !rep.Confirmed || rep.Record.Action != manifests.LedgerUpgrade || rep.Record.Slot != manifests.SlotB {
 		t.Fatalf("healthy trial: %+v %v", rep, err)
 	}
-	n := node.Node{Root: root}
+	n := nodestate.Node{Root: root}
 	if u, err := n.Staged(); u != nil || err != nil {
 		t.Fatalf("staged upgrade left after the confirmation: %+v %v", u, err)
 	}
@@ -205,7 +205,7 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 // record describes.
 func stagedOf(t *testing.T, root string, raw []byte) *manifests.StagedUpgrade {
 	t.Helper()
-	l, err := node.Node{Root: root}.ReadLedger()
+	l, err := nodestate.Node{Root: root}.ReadLedger()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestUpgradeFallback(t *testing.T) {
 				fb.Failed.Head.Version != "1.0.1" || !strings.Contains(fb.Failed.Error, "did not boot to health") {
 				t.Fatalf("fallback: %+v %v", fb, err)
 			}
-			n := node.Node{Root: root}
+			n := nodestate.Node{Root: root}
 			if u, err := n.Staged(); u != nil || err != nil {
 				t.Fatalf("staged upgrade left: %+v %v", u, err)
 			}
@@ -279,7 +279,7 @@ func TestUpgradeHostileStaged(t *testing.T) {
 		if err := plant(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := (node.Node{Root: root}).Staged(); err == nil {
+		if _, err := (nodestate.Node{Root: root}).Staged(); err == nil {
 			t.Errorf("%s: planted upgrade.json accepted", name)
 		}
 		if _, err := overlaytest.Status(context.Background(), root); err == nil {

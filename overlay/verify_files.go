@@ -6,12 +6,12 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
-func auditFiles(ctx context.Context, a *Audit, v *nodeView, b node.Backend) error {
+func auditFiles(ctx context.Context, a *Audit, v *nodeView, b nodestate.Backend) error {
 	a.FilesChecked = true
 	want, err := v.expected()
 	if err != nil {

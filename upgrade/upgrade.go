@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/builder/disk"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/scratch"
@@ -91,7 +91,7 @@ func Disk(ctx context.Context, diskPath string, o Options) (rep *Report, err err
 // Live upgrades the running node (root /) on its own disk; it must run in
 // a private mount namespace (the ESP is mounted there).
 func Live(ctx context.Context, o Options) (rep *Report, err error) {
-	bootID, err := node.BootID()
+	bootID, err := nodestate.BootID()
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +200,7 @@ var ErrUnbootable = manifests.Rejection("upgrade: a staged upgrade has no bootab
 // the node whose boot entry is not bootable, and returns it; a dry run
 // refuses with ErrUnbootable instead.
 func dropUnbootable(ctx context.Context, nd *overlay.Node, t *disk.Target, o Options) (*manifests.StagedUpgrade, error) {
-	u, err := node.Node{Root: nd.Root()}.Staged()
+	u, err := nodestate.Node{Root: nd.Root()}.Staged()
 	if err != nil || u == nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func readManifest(image string) (raw, sig []byte, err error) {
 // checkActive requires the root the node runs to be the one its ledger
 // says it runs (with an upgrade staged, overlay.Upgrade refuses).
 func checkActive(root string, t *disk.Target) error {
-	n := node.Node{Root: root}
+	n := nodestate.Node{Root: root}
 	if u, err := n.Staged(); err != nil || u != nil {
 		return err
 	}

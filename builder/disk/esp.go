@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 )
 
 // espFS is what boot entry work needs of an EFI system partition (paths
@@ -210,7 +210,7 @@ func (d dirESP) Put(p, src string) error {
 }
 
 func (d dirESP) Write(p string, data []byte) error {
-	if err := node.WriteFileAtomic(d.path(p), data, 0o600); err != nil {
+	if err := nodestate.WriteFileAtomic(d.path(p), data, 0o600); err != nil {
 		return fmt.Errorf("ESP: %w", err)
 	}
 	return nil
@@ -237,7 +237,7 @@ func (d dirESP) Mkdir(p string) error {
 	return nil
 }
 
-func (d dirESP) Sync() error { return node.SyncFS(d.root) }
+func (d dirESP) Sync() error { return nodestate.SyncFS(d.root) }
 
 // mountESP mounts the ESP partition device dev (vfat, only root may read
 // it) at a new directory below work, in this process's private mount

@@ -14,7 +14,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/loop"
 	"github.com/strata-dev/strata/internal/mountinfo"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -113,7 +113,7 @@ func mountNode(ctx context.Context, diskPath string, readOnly bool, progress fun
 	}
 	// The root the node runs is the one its ledger names (root A until an
 	// upgrade to root B was confirmed by a healthy boot).
-	l, err := node.Node{Root: n.State}.ReadLedger()
+	l, err := nodestate.Node{Root: n.State}.ReadLedger()
 	if err != nil {
 		return n, fmt.Errorf("the node on %s: %w", diskPath, err)
 	}

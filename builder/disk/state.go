@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/builder"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -42,7 +42,7 @@ const (
 // directories).
 func writeState(ctx context.Context, target string, p Partition, im *repo.Image, image, nodeID string, opts Options, work string) (manifests.LedgerEntry, error) {
 	stage := filepath.Join(work, "state")
-	nd := node.Node{Root: stage}
+	nd := nodestate.Node{Root: stage}
 	l, err := builder.WriteState(image, im, stage)
 	if err != nil {
 		return manifests.LedgerEntry{}, err

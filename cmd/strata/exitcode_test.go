@@ -13,7 +13,7 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/catalog"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/squashfs"
@@ -33,7 +33,7 @@ func TestExitCode(t *testing.T) {
 		manifests.ErrUnsafePath, manifests.ErrInvalid, manifests.ErrVersion, manifests.ErrTooLarge,
 		tree.ErrSpecialFile, tree.ErrHardlink, tree.ErrDuplicate, tree.ErrLimit,
 		repo.ErrTampered, repo.ErrNoManifest, builder.ErrRecipe, builder.ErrImageMismatch,
-		disk.ErrTooSmall, disk.ErrMounted, builder.ErrCache, node.ErrNotNode, disk.ErrNotNodeDisk,
+		disk.ErrTooSmall, disk.ErrMounted, builder.ErrCache, nodestate.ErrNotNode, disk.ErrNotNodeDisk,
 		catalog.ErrUnknownUnit, catalog.ErrBadPath, catalog.ErrSymlinkLoop,
 	}
 	for _, s := range rejected {
@@ -53,7 +53,7 @@ func TestExitCode(t *testing.T) {
 			t.Errorf("exitCode(%v) = %d, want %d", err, got, exitError)
 		}
 	}
-	if got := exitCode(errors.Join(node.ErrLocked, sign.ErrUnsigned)); got != exitLocked {
+	if got := exitCode(errors.Join(nodestate.ErrLocked, sign.ErrUnsigned)); got != exitLocked {
 		t.Errorf("locked and rejected: %d, want %d", got, exitLocked)
 	}
 	if got := exitCode(errors.Join(sign.ErrUnsigned, overlay.ErrRestart)); got != exitRestart {

@@ -15,10 +15,10 @@ import (
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/builder/disk"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 
 	// The node backends register themselves: the engine imports none.
-	_ "github.com/strata-dev/strata/internal/node/backends"
+	_ "github.com/strata-dev/strata/internal/nodestate/backends"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/sign"
@@ -195,7 +195,7 @@ func wantsJSON(args []string) bool {
 // bad recipes, ...), else a plain error.
 func exitCode(err error) int {
 	switch {
-	case errors.Is(err, node.ErrLocked):
+	case errors.Is(err, nodestate.ErrLocked):
 		return exitLocked
 	case errors.Is(err, overlay.ErrRestart):
 		return exitRestart

@@ -25,10 +25,10 @@ func TestImportRules(t *testing.T) {
 	}{
 		{"fleet", "the fleet client reads what agents serve through package schema",
 			[]string{module + "agent", "github.com/prometheus/"}},
-		{"overlay", "the engine opens nodes through the backends registered with package node",
-			[]string{module + "internal/node/dirfs", module + "internal/node/overlayfs", module + "internal/node/backends"}},
+		{"overlay", "the engine opens nodes through the backends registered with package nodestate",
+			[]string{module + "internal/nodestate/dirfs", module + "internal/nodestate/overlayfs", module + "internal/nodestate/backends"}},
 		{"schema", "the documents nodes report depend on formats and signing only",
-			[]string{module + "overlay", module + "agent", module + "internal/node"}},
+			[]string{module + "overlay", module + "agent", module + "internal/nodestate"}},
 	} {
 		for _, d := range deps(t, rule.pkg) {
 			for _, f := range rule.forbidden {

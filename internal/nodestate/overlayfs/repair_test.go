@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
@@ -113,7 +113,7 @@ func TestRepairRebuildsDriftedLayers(t *testing.T) {
 	if a := audit(); !a.OK() {
 		t.Fatalf("audit after the repair: %+v", a.Findings)
 	}
-	led, err := node.Node{Root: root}.ReadLedger()
+	led, err := nodestate.Node{Root: root}.ReadLedger()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestRepairInterruptedAfterExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What RebuildLayer has done when it dies after the exchange.
-	led, err := node.Node{Root: root}.ReadLedger()
+	led, err := nodestate.Node{Root: root}.ReadLedger()
 	if err != nil {
 		t.Fatal(err)
 	}

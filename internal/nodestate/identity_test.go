@@ -1,4 +1,4 @@
-package node_test
+package nodestate_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -17,11 +17,11 @@ import (
 // link is refused.
 func TestIdentity(t *testing.T) {
 	root := t.TempDir()
-	n := node.Node{Root: root}
+	n := nodestate.Node{Root: root}
 	if err := os.MkdirAll(n.StateDir(), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Identity(false); !errors.Is(err, node.ErrNoIdentity) {
+	if _, err := n.Identity(false); !errors.Is(err, nodestate.ErrNoIdentity) {
 		t.Fatalf("Identity(false) on a node without one: %v", err)
 	}
 	var wg sync.WaitGroup
@@ -64,7 +64,7 @@ func TestIdentity(t *testing.T) {
 	if err := os.Symlink(other, p); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Identity(false); !errors.Is(err, node.ErrBadState) {
+	if _, err := n.Identity(false); !errors.Is(err, nodestate.ErrBadState) {
 		t.Errorf("an identity key that is a link: %v, want ErrBadState", err)
 	}
 }

@@ -1,20 +1,20 @@
 package overlayfs
 
-import "github.com/strata-dev/strata/internal/node"
+import "github.com/strata-dev/strata/internal/nodestate"
 
 var (
-	_ node.Activator      = (*Backend)(nil)
-	_ node.LayerRebuilder = (*Backend)(nil)
+	_ nodestate.Activator      = (*Backend)(nil)
+	_ nodestate.LayerRebuilder = (*Backend)(nil)
 )
 
 func init() {
-	node.RegisterBackend(node.BackendOverlayfs, open)
+	nodestate.RegisterBackend(nodestate.BackendOverlayfs, open)
 }
 
 // open opens the backend of node n, whose root becomes the absolute path
 // without links that the mount table shows.
-func open(n node.Node, o node.BackendOptions) (node.Backend, error) {
-	root, err := node.Canonical(n.Root)
+func open(n nodestate.Node, o nodestate.BackendOptions) (nodestate.Backend, error) {
+	root, err := nodestate.Canonical(n.Root)
 	if err != nil {
 		return nil, err
 	}

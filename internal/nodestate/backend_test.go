@@ -1,4 +1,4 @@
-package node_test
+package nodestate_test
 
 import (
 	"errors"
@@ -7,21 +7,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/manifests"
 )
 
 // testBackend is a backend of the test's own, registered by name.
 type testBackend struct {
-	node.Backend
-	n    node.Node
-	opts node.BackendOptions
+	nodestate.Backend
+	n    nodestate.Node
+	opts nodestate.BackendOptions
 }
 
-func (b *testBackend) Node() node.Node { return b.n }
+func (b *testBackend) Node() nodestate.Node { return b.n }
 
 func init() {
-	node.RegisterBackend("test-backend", func(n node.Node, o node.BackendOptions) (node.Backend, error) {
+	nodestate.RegisterBackend("test-backend", func(n nodestate.Node, o nodestate.BackendOptions) (nodestate.Backend, error) {
 		return &testBackend{n: n, opts: o}, nil
 	})
 }
@@ -36,7 +36,7 @@ func TestOpenBackendByName(t *testing.T) {
 	}
 
 	setBackend("test-backend")
-	b, err := node.OpenBackend(n, node.BackendOptions{Run: "/run/x"})
+	b, err := nodestate.OpenBackend(n, nodestate.BackendOptions{Run: "/run/x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,20 +47,20 @@ func TestOpenBackendByName(t *testing.T) {
 	// A name no backend registered (this test links none of strata's):
 	// the error names it and what the program has.
 	setBackend("zfs")
-	if _, err := node.OpenBackend(n, node.BackendOptions{}); err == nil || !strings.Contains(err.Error(), "zfs") || !strings.Contains(err.Error(), "test-backend") {
+	if _, err := nodestate.OpenBackend(n, nodestate.BackendOptions{}); err == nil || !strings.Contains(err.Error(), "zfs") || !strings.Contains(err.Error(), "test-backend") {
 		t.Errorf("unregistered backend: %v, want an error naming it and the registered ones", err)
 	}
 	// Not a name at all.
 	setBackend("../../etc")
-	if _, err := node.OpenBackend(n, node.BackendOptions{}); !errors.Is(err, manifests.ErrInvalid) {
+	if _, err := nodestate.OpenBackend(n, nodestate.BackendOptions{}); !errors.Is(err, manifests.ErrInvalid) {
 		t.Errorf("backend file with a path: %v, want ErrInvalid", err)
 	}
 	// No backend file: the default, dir.
 	if err := os.Remove(filepath.Join(n.StateDir(), "backend")); err != nil {
 		t.Fatal(err)
 	}
-	if name, err := n.Backend(); err != nil || name != node.BackendDir {
-		t.Errorf("no backend file: %q, %v; want %q", name, err, node.BackendDir)
+	if name, err := n.Backend(); err != nil || name != nodestate.BackendDir {
+		t.Errorf("no backend file: %q, %v; want %q", name, err, nodestate.BackendDir)
 	}
 }
 
@@ -70,5 +70,5 @@ func TestRegisterBackendTwicePanics(t *testing.T) {
 			t.Error("registering test-backend again did not panic")
 		}
 	}()
-	node.RegisterBackend("test-backend", func(node.Node, node.BackendOptions) (node.Backend, error) { return nil, nil })
+	nodestate.RegisterBackend("test-backend", func(nodestate.Node, nodestate.BackendOptions) (nodestate.Backend, error) { return nil, nil })
 }

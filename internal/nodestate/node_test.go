@@ -1,4 +1,4 @@
-package node_test
+package nodestate_test
 
 import (
 	"context"
@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/manifests"
 )
 
-func newNode(t *testing.T) node.Node {
+func newNode(t *testing.T) nodestate.Node {
 	t.Helper()
-	n := node.Node{Root: t.TempDir()}
+	n := nodestate.Node{Root: t.TempDir()}
 	l := &manifests.Ledger{Schema: manifests.Schema, Kind: manifests.KindLedger}
 	img := manifests.Ref{Version: "1.0.0", Digest: manifests.Digest([]byte("x"))}
 	if err := l.Append(manifests.LedgerEntry{Action: manifests.LedgerProvision, Line: "x", Version: img.Version, Digest: img.Digest, Image: img.Version, Head: img, TreeDigest: manifests.Digest([]byte("t"))}); err != nil {
@@ -37,7 +37,7 @@ func TestLockExcludesAndNamesHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = n.Lock(ctx, 0)
-	if !errors.Is(err, node.ErrLocked) {
+	if !errors.Is(err, nodestate.ErrLocked) {
 		t.Fatalf("second lock: %v, want ErrLocked", err)
 	}
 	if !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) || !strings.Contains(err.Error(), n.Root) {
@@ -60,8 +60,8 @@ func TestLockExcludesAndNamesHolder(t *testing.T) {
 
 func TestLockRefusesNonNode(t *testing.T) {
 	root := t.TempDir()
-	_, err := node.Node{Root: root}.Lock(context.Background(), 0)
-	if !errors.Is(err, node.ErrNotNode) {
+	_, err := nodestate.Node{Root: root}.Lock(context.Background(), 0)
+	if !errors.Is(err, nodestate.ErrNotNode) {
 		t.Fatalf("lock on a plain directory: %v, want ErrNotNode", err)
 	}
 	if ents, _ := os.ReadDir(root); len(ents) != 0 {
@@ -85,7 +85,7 @@ func TestReadLedgerDetectsTampering(t *testing.T) {
 	if _, err := n.ReadLedger(); !errors.Is(err, manifests.ErrInvalid) {
 		t.Fatalf("tampered ledger: %v, want ErrInvalid", err)
 	}
-	if _, err := (node.Node{Root: t.TempDir()}).ReadLedger(); !errors.Is(err, node.ErrNotNode) {
+	if _, err := (nodestate.Node{Root: t.TempDir()}).ReadLedger(); !errors.Is(err, nodestate.ErrNotNode) {
 		t.Fatalf("missing ledger: %v, want ErrNotNode", err)
 	}
 }
@@ -126,11 +126,11 @@ func TestCheckStateRefusesPlantedState(t *testing.T) {
 			t.Fatal(err)
 		}
 		for op, err := range map[string]error{"CheckState": n.CheckState(), "ReadLedger": func() error { _, err := n.ReadLedger(); return err }()} {
-			if !errors.Is(err, node.ErrBadState) || !errors.Is(err, manifests.ErrRejected) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, nodestate.ErrBadState) || !errors.Is(err, manifests.ErrRejected) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s with a planted %s: %v, want ErrBadState naming %q", op, tc.name, err, tc.want)
 			}
 		}
-		if _, err := n.Lock(context.Background(), 0); !errors.Is(err, node.ErrBadState) {
+		if _, err := n.Lock(context.Background(), 0); !errors.Is(err, nodestate.ErrBadState) {
 			t.Errorf("Lock with a planted %s: %v, want ErrBadState", tc.name, err)
 		}
 	}
@@ -146,7 +146,7 @@ func TestCheckStateRefusesPlantedState(t *testing.T) {
 	if err := os.Link(victim, hl); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := node.FileLock(context.Background(), hl, 0); !errors.Is(err, node.ErrBadLock) || !strings.Contains(err.Error(), "links, not a regular file of its own") {
+	if _, err := nodestate.FileLock(context.Background(), hl, 0); !errors.Is(err, nodestate.ErrBadLock) || !strings.Contains(err.Error(), "links, not a regular file of its own") {
 		t.Errorf("FileLock on a hard link: %v, want ErrBadLock", err)
 	}
 	// A symlink or a FIFO: named, and a rejection (exit 3) alike.
@@ -154,14 +154,14 @@ func TestCheckStateRefusesPlantedState(t *testing.T) {
 	if err := os.Symlink(victim, sl); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := node.FileLock(context.Background(), sl, 0); !errors.Is(err, node.ErrBadLock) || !errors.Is(err, manifests.ErrRejected) || !strings.Contains(err.Error(), "it is a symlink") {
+	if _, err := nodestate.FileLock(context.Background(), sl, 0); !errors.Is(err, nodestate.ErrBadLock) || !errors.Is(err, manifests.ErrRejected) || !strings.Contains(err.Error(), "it is a symlink") {
 		t.Errorf("FileLock on a symlink: %v, want ErrBadLock", err)
 	}
 	fl := filepath.Join(t.TempDir(), "lock")
 	if err := syscall.Mkfifo(fl, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := node.FileLock(context.Background(), fl, 0); !errors.Is(err, node.ErrBadLock) || !strings.Contains(err.Error(), "it is a FIFO") {
+	if _, err := nodestate.FileLock(context.Background(), fl, 0); !errors.Is(err, nodestate.ErrBadLock) || !strings.Contains(err.Error(), "it is a FIFO") {
 		t.Errorf("FileLock on a FIFO: %v, want ErrBadLock", err)
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep me\n" {
@@ -176,7 +176,7 @@ func TestCheckStateRefusesPlantedState(t *testing.T) {
 	if err := syscall.Mkfifo(p, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.ReadLedger(); !errors.Is(err, node.ErrBadState) {
+	if _, err := n.ReadLedger(); !errors.Is(err, nodestate.ErrBadState) {
 		t.Errorf("ReadLedger of a FIFO: %v, want ErrBadState", err)
 	}
 }
@@ -185,7 +185,7 @@ func TestWriteFileAtomicLeavesNoTemporaries(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "sub", "f")
 	for _, content := range []string{"one", "two"} {
-		if err := node.WriteFileAtomic(p, []byte(content), 0o640); err != nil {
+		if err := nodestate.WriteFileAtomic(p, []byte(content), 0o640); err != nil {
 			t.Fatal(err)
 		}
 	}

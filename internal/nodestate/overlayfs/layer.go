@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -22,7 +22,7 @@ const opaqueXattr = "trusted.overlay.opaque"
 // layerWriter builds one layer directory from a change.
 type layerWriter struct {
 	dir     string
-	ch      *node.Change
+	ch      *nodestate.Change
 	deleted map[string]bool
 	made    map[string]bool
 }
@@ -32,7 +32,7 @@ type layerWriter struct {
 // mode the tree after the change gives it (the topmost layer holding a
 // directory decides how the stack shows it), every deleted path as a
 // whiteout, and a directory that replaces a deleted one as opaque.
-func writeLayer(ctx context.Context, dir string, ch *node.Change) error {
+func writeLayer(ctx context.Context, dir string, ch *nodestate.Change) error {
 	w := &layerWriter{dir: dir, ch: ch, deleted: map[string]bool{}, made: map[string]bool{}}
 	for _, d := range ch.Manifest.Deletes {
 		w.deleted[d] = true
@@ -88,7 +88,7 @@ func (w *layerWriter) parents(p string) error {
 		d := missing[i]
 		e, ok := w.ch.After[d]
 		if !ok || e.Type != manifests.TypeDir {
-			return fmt.Errorf("writing layer: parent %s of %s is not a directory in the tree after the change: %w", d, p, node.ErrDrift)
+			return fmt.Errorf("writing layer: parent %s of %s is not a directory in the tree after the change: %w", d, p, nodestate.ErrDrift)
 		}
 		if err := w.dirEntry(e); err != nil {
 			return err

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -23,7 +23,7 @@ import (
 // found before anything is restored.
 func checkUndo(saved, p string, displaced manifests.Entry) error {
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("undo data for /%s (%s): %s: %w", p, saved, fmt.Sprintf(format, a...), node.ErrBadState)
+		return fmt.Errorf("undo data for /%s (%s): %s: %w", p, saved, fmt.Sprintf(format, a...), nodestate.ErrBadState)
 	}
 	return filepath.WalkDir(saved, func(host string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -57,7 +57,7 @@ func checkUndo(saved, p string, displaced manifests.Entry) error {
 				return bad("%v", err)
 			}
 		default:
-			return bad("/%s is a %s", path, node.TypeName(fi.Mode()))
+			return bad("/%s is a %s", path, nodestate.TypeName(fi.Mode()))
 		}
 		if rel == "." && displaced.Type != "" && typ != displaced.Type {
 			return bad("/%s is a %s, but the apply displaced a %s there", path, typ, displaced.Type)

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -86,7 +86,7 @@ func (b *Backend) restack(layers []string) error {
 	}
 	for _, v := range layers {
 		if fi, err := os.Lstat(b.layerDir(v)); err != nil || !fi.IsDir() {
-			return fmt.Errorf("stacking layer %s: %s is missing or not a directory: %w", v, b.layerDir(v), node.ErrDrift)
+			return fmt.Errorf("stacking layer %s: %s is missing or not a directory: %w", v, b.layerDir(v), nodestate.ErrDrift)
 		}
 	}
 	ms, err := mounts()

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/sandbox"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -16,7 +16,7 @@ import (
 // node's root), so the command reads the new configuration while the
 // node and its services go on seeing the old one. Only an active node can
 // do this. The output (at most 64 KiB) is returned.
-func (b *Backend) RunStaged(ctx context.Context, nt node.Txn, argv []string) (string, error) {
+func (b *Backend) RunStaged(ctx context.Context, nt nodestate.Txn, argv []string) (string, error) {
 	t, ok := nt.(*txn)
 	if !ok || t.b != b || t.j.Kind != "apply" || t.switched {
 		return "", fmt.Errorf("running %s: not a staged apply of this node", argv[0])

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/strata-dev/strata/internal/fault"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -50,14 +50,14 @@ type journal struct {
 // txn is a transaction directory: STATE/txn/ with journal.json, new/ (staged
 // objects) and old/ (what the transaction displaced).
 type txn struct {
-	n   node.Node
+	n   nodestate.Node
 	dir string
 	j   journal
 	// switched is set once the ops ran.
 	switched bool
 }
 
-func txnDir(n node.Node) string { return filepath.Join(n.StateDir(), "txn") }
+func txnDir(n nodestate.Node) string { return filepath.Join(n.StateDir(), "txn") }
 
 // txnRel is the transaction directory relative to the node root.
 const txnRel = manifests.StateDir + "/txn"
@@ -68,17 +68,17 @@ func oldRel(i int) string { return txnRel + "/old/" + strconv.Itoa(i) }
 func (t *txn) newPath(i int) string { return t.n.Path(newRel(i)) }
 
 // begin creates an empty transaction directory.
-func begin(n node.Node) (*txn, error) {
+func begin(n nodestate.Node) (*txn, error) {
 	dir := txnDir(n)
 	if _, err := os.Lstat(dir); err == nil {
-		return nil, fmt.Errorf("node %s: an unfinished transaction exists at %s: %w", n.Root, dir, node.ErrDrift)
+		return nil, fmt.Errorf("node %s: an unfinished transaction exists at %s: %w", n.Root, dir, nodestate.ErrDrift)
 	}
 	for _, d := range []string{"new", "old"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("starting transaction: %w", err)
 		}
 	}
-	if err := node.SyncDir(n.StateDir()); err != nil {
+	if err := nodestate.SyncDir(n.StateDir()); err != nil {
 		return nil, err
 	}
 	return &txn{n: n, dir: dir}, nil
@@ -93,7 +93,7 @@ func (t *txn) writeJournal() error {
 	if err != nil {
 		return err
 	}
-	return node.WriteFileAtomic(filepath.Join(t.dir, "journal.json"), b, 0o600)
+	return nodestate.WriteFileAtomic(filepath.Join(t.dir, "journal.json"), b, 0o600)
 }
 
 // run carries out every op in order. Every path is resolved beneath the
@@ -196,7 +196,7 @@ func (t *txn) undo() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return node.SyncFS(t.n.Root)
+	return nodestate.SyncFS(t.n.Root)
 }
 
 // validate refuses a journal whose ops name unsafe paths or node state:
@@ -219,7 +219,7 @@ func (j *journal) validate() error {
 }
 
 // loadTxn reads an unfinished transaction, if any.
-func loadTxn(n node.Node) (*txn, error) {
+func loadTxn(n nodestate.Node) (*txn, error) {
 	dir := txnDir(n)
 	b, err := safefile.Read(filepath.Join(dir, "journal.json"), manifests.MaxManifestSize)
 	if errors.Is(err, os.ErrNotExist) {

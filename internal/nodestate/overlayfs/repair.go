@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/fault"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -23,13 +23,13 @@ import (
 // the journal are removed. After a crash, Recover restacks from the
 // ledger before it removes the other copy. ch.Record is the ledger record
 // of the overlay's apply. The ledger does not change.
-func (b *Backend) RebuildLayer(ctx context.Context, ch *node.Change) error {
+func (b *Backend) RebuildLayer(ctx context.Context, ch *nodestate.Change) error {
 	v := ch.Manifest.Version
 	if err := b.checkLayers(); err != nil {
 		return err
 	}
 	if fi, err := os.Lstat(b.layerDir(v)); err != nil || !fi.IsDir() {
-		return fmt.Errorf("rebuilding layer %s: %s is missing or not a directory: %w", v, b.layerDir(v), node.ErrDrift)
+		return fmt.Errorf("rebuilding layer %s: %s is missing or not a directory: %w", v, b.layerDir(v), nodestate.ErrDrift)
 	}
 	fresh := b.newLayerDir(v)
 	if err := os.RemoveAll(fresh); err != nil {
@@ -38,7 +38,7 @@ func (b *Backend) RebuildLayer(ctx context.Context, ch *node.Change) error {
 	if err := writeLayer(ctx, fresh, ch); err != nil {
 		return errors.Join(fmt.Errorf("rebuilding layer %s: %w", v, err), os.RemoveAll(fresh))
 	}
-	if err := node.SyncFS(b.layersDir()); err != nil {
+	if err := nodestate.SyncFS(b.layersDir()); err != nil {
 		return errors.Join(err, os.RemoveAll(fresh))
 	}
 	// The journal makes the next run's recovery restack before it
@@ -47,14 +47,14 @@ func (b *Backend) RebuildLayer(ctx context.Context, ch *node.Change) error {
 	if err != nil {
 		return errors.Join(err, os.RemoveAll(fresh))
 	}
-	if err := node.WriteFileAtomic(b.journalPath(), raw, 0o600); err != nil {
+	if err := nodestate.WriteFileAtomic(b.journalPath(), raw, 0o600); err != nil {
 		// Nothing is exchanged yet: take it all back.
 		return errors.Join(err, os.RemoveAll(fresh), ignoreMissing(os.Remove(b.journalPath())))
 	}
 	if err := unix.Renameat2(unix.AT_FDCWD, fresh, unix.AT_FDCWD, b.layerDir(v), unix.RENAME_EXCHANGE); err != nil {
 		return errors.Join(fmt.Errorf("rebuilding layer %s: exchanging %s and %s: %w", v, fresh, b.layerDir(v), err), os.RemoveAll(fresh), os.Remove(b.journalPath()))
 	}
-	if err := node.SyncDir(b.layersDir()); err != nil {
+	if err := nodestate.SyncDir(b.layersDir()); err != nil {
 		return err
 	}
 	fault.Point("repair-exchanged")

@@ -1,4 +1,4 @@
-package node
+package nodestate
 
 import (
 	"context"
@@ -82,7 +82,7 @@ var (
 
 // RegisterBackend makes a backend known by the name a node's backend
 // state file gives. Backends register when their package initialises; a
-// program that opens nodes imports them (package node/backends imports
+// program that opens nodes imports them (package nodestate/backends imports
 // them all). Registering a name twice panics.
 func RegisterBackend(name string, open Opener) {
 	backendsMu.Lock()

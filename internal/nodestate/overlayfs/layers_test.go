@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/builder"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -210,7 +210,7 @@ func TestPlantedLayersSymlinkRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = overlaytest.Apply(context.Background(), root, overlay.Source{Files: []string{c.Path}}, overlay.ApplyOptions{}, overlay.NodeOptions{})
-	if !errors.Is(err, node.ErrBadState) || !strings.Contains(err.Error(), "layers is not a directory (symlink)") {
+	if !errors.Is(err, nodestate.ErrBadState) || !strings.Contains(err.Error(), "layers is not a directory (symlink)") {
 		t.Fatalf("apply with a planted layers symlink: %v, want a refusal naming it", err)
 	}
 	if ents, _ := os.ReadDir(victim); len(ents) != 1 || ents[0].Name() != "keep" {

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/strata-dev/strata/internal/fault"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -19,7 +19,7 @@ var ErrOutside = manifests.Rejection("overlayfs: path outside the managed hierar
 
 // Backend changes a node whose managed hierarchies are overlayfs stacks.
 type Backend struct {
-	n    node.Node
+	n    nodestate.Node
 	run  string
 	hier []string
 }
@@ -37,7 +37,7 @@ func WithRun(dir string) Option { return func(b *Backend) { b.run = dir } }
 func WithHierarchies(h []string) Option { return func(b *Backend) { b.hier = h } }
 
 // New returns the backend of node n.
-func New(n node.Node, opts ...Option) *Backend {
+func New(n nodestate.Node, opts ...Option) *Backend {
 	b := &Backend{n: n, run: filepath.Join(n.Root, "run"), hier: manifests.DefaultHierarchies}
 	for _, o := range opts {
 		o(b)
@@ -46,7 +46,7 @@ func New(n node.Node, opts ...Option) *Backend {
 }
 
 // Node returns the node the backend changes.
-func (b *Backend) Node() node.Node { return b.n }
+func (b *Backend) Node() nodestate.Node { return b.n }
 
 func (b *Backend) layersDir() string              { return filepath.Join(b.n.StateDir(), "layers") }
 func (b *Backend) layerDir(version string) string { return filepath.Join(b.layersDir(), version) }
@@ -69,7 +69,7 @@ func (b *Backend) checkLayers() error {
 		return fmt.Errorf("node %s: %w", b.n.Root, err)
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("node %s: %s is not a directory (%s): %w", b.n.Root, b.layersDir(), fi.Mode().Type(), node.ErrDrift)
+		return fmt.Errorf("node %s: %s is not a directory (%s): %w", b.n.Root, b.layersDir(), fi.Mode().Type(), nodestate.ErrDrift)
 	}
 	return nil
 }
@@ -198,7 +198,7 @@ func (b *Backend) Recover(ctx context.Context, l *manifests.Ledger) (*manifests.
 			return nil, fmt.Errorf("removing layer journal: %w", err)
 		}
 	}
-	return undone, node.SyncFS(b.n.StateDir())
+	return undone, nodestate.SyncFS(b.n.StateDir())
 }
 
 // prune removes every layer directory that is not one of keep.
@@ -225,7 +225,7 @@ func (b *Backend) prune(keep []string) error {
 }
 
 // Stage writes ch's layer beside the others.
-func (b *Backend) Stage(ctx context.Context, ch *node.Change) (node.Txn, error) {
+func (b *Backend) Stage(ctx context.Context, ch *nodestate.Change) (nodestate.Txn, error) {
 	if err := b.Check(ch.Manifest); err != nil {
 		return nil, err
 	}
@@ -246,7 +246,7 @@ func (b *Backend) Stage(ctx context.Context, ch *node.Change) (node.Txn, error) 
 		_ = os.RemoveAll(b.newLayerDir(v))
 		return nil, err
 	}
-	if err := node.SyncFS(b.layersDir()); err != nil {
+	if err := nodestate.SyncFS(b.layersDir()); err != nil {
 		_ = os.RemoveAll(b.newLayerDir(v))
 		return nil, err
 	}
@@ -255,7 +255,7 @@ func (b *Backend) Stage(ctx context.Context, ch *node.Change) (node.Txn, error) 
 }
 
 // StageRevert prepares dropping the top layer, ch.Manifest's.
-func (b *Backend) StageRevert(ctx context.Context, ch *node.Change) (node.Txn, error) {
+func (b *Backend) StageRevert(ctx context.Context, ch *nodestate.Change) (nodestate.Txn, error) {
 	if err := b.CheckRevert(ctx, ch); err != nil {
 		return nil, err
 	}
@@ -264,9 +264,9 @@ func (b *Backend) StageRevert(ctx context.Context, ch *node.Change) (node.Txn, e
 
 // CheckRevert checks, changing nothing, that ch.Manifest's layer is there
 // to be dropped (the layers below it are the tree it returns to).
-func (b *Backend) CheckRevert(ctx context.Context, ch *node.Change) error {
+func (b *Backend) CheckRevert(ctx context.Context, ch *nodestate.Change) error {
 	if fi, err := os.Lstat(b.layerDir(ch.Manifest.Version)); err != nil || !fi.IsDir() {
-		return fmt.Errorf("rolling back %s: its layer %s is missing: %w", ch.Manifest.Version, b.layerDir(ch.Manifest.Version), node.ErrDrift)
+		return fmt.Errorf("rolling back %s: its layer %s is missing: %w", ch.Manifest.Version, b.layerDir(ch.Manifest.Version), nodestate.ErrDrift)
 	}
 	return nil
 }
@@ -294,7 +294,7 @@ func (t *txn) layers(with bool) ([]string, error) {
 		if n := len(cur); n > 0 && cur[n-1] == v {
 			return cur[:n-1], nil
 		}
-		return nil, fmt.Errorf("rolling back %s: it is not the top layer: %w", v, node.ErrDrift)
+		return nil, fmt.Errorf("rolling back %s: it is not the top layer: %w", v, nodestate.ErrDrift)
 	}
 	return cur, nil
 }
@@ -307,14 +307,14 @@ func (t *txn) Switch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := node.WriteFileAtomic(b.journalPath(), raw, 0o600); err != nil {
+	if err := nodestate.WriteFileAtomic(b.journalPath(), raw, 0o600); err != nil {
 		return err
 	}
 	if t.j.Kind == "apply" {
 		if err := os.Rename(b.newLayerDir(v), b.layerDir(v)); err != nil {
 			return errors.Join(fmt.Errorf("adding layer %s: %w", v, err), t.Abort(ctx))
 		}
-		if err := node.SyncDir(b.layersDir()); err != nil {
+		if err := nodestate.SyncDir(b.layersDir()); err != nil {
 			return errors.Join(err, t.Abort(ctx))
 		}
 	}
@@ -355,7 +355,7 @@ func (t *txn) Abort(ctx context.Context) error {
 	b, v := t.b, t.j.Record.Version
 	if held, err := b.n.Holds(t.j.Record); err != nil || held {
 		if err == nil {
-			err = node.ErrCommitted
+			err = nodestate.ErrCommitted
 		}
 		return fmt.Errorf("taking back layer %s: %w", v, err)
 	}

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/strata-dev/strata/internal/fault"
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -17,16 +17,16 @@ import (
 
 // Backend changes the tree of a directory node.
 type Backend struct {
-	n node.Node
+	n nodestate.Node
 }
 
 // New returns the backend of the directory node n.
-func New(n node.Node) *Backend { return &Backend{n: n} }
+func New(n nodestate.Node) *Backend { return &Backend{n: n} }
 
 // Node returns the node the backend changes.
-func (b *Backend) Node() node.Node { return b.n }
+func (b *Backend) Node() nodestate.Node { return b.n }
 
-func undoDir(n node.Node, version string) string {
+func undoDir(n nodestate.Node, version string) string {
 	return filepath.Join(n.StateDir(), "undo", version)
 }
 
@@ -89,7 +89,7 @@ func (b *Backend) Scan(ctx context.Context) ([]manifests.Entry, error) {
 
 // Stage writes ch's payload aside in a new transaction and plans its
 // journal against the node's current tree.
-func (b *Backend) Stage(ctx context.Context, ch *node.Change) (node.Txn, error) {
+func (b *Backend) Stage(ctx context.Context, ch *nodestate.Change) (nodestate.Txn, error) {
 	m := ch.Manifest
 	if err := checkNodePaths(b.n, m); err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func (b *Backend) Stage(ctx context.Context, ch *node.Change) (node.Txn, error) 
 // StageRevert stages undoing the node's last overlay, ch.Manifest, from
 // the undo data its apply kept (checked first, see CheckRevert); ch.Record
 // is the rollback record.
-func (b *Backend) StageRevert(ctx context.Context, ch *node.Change) (node.Txn, error) {
+func (b *Backend) StageRevert(ctx context.Context, ch *nodestate.Change) (nodestate.Txn, error) {
 	orig, undo, err := b.checkRevert(ch)
 	if err != nil {
 		return nil, err
@@ -146,12 +146,12 @@ func (b *Backend) StageRevert(ctx context.Context, ch *node.Change) (node.Txn, e
 // rolled back: its undo data is there, its journal valid, no restored
 // path below a symlinked directory, and every object it would restore
 // safe to copy back (see checkUndo).
-func (b *Backend) CheckRevert(ctx context.Context, ch *node.Change) error {
+func (b *Backend) CheckRevert(ctx context.Context, ch *nodestate.Change) error {
 	_, _, err := b.checkRevert(ch)
 	return err
 }
 
-func (b *Backend) checkRevert(ch *node.Change) (journal, string, error) {
+func (b *Backend) checkRevert(ch *nodestate.Change) (journal, string, error) {
 	version := ch.Manifest.Version
 	undo := undoDir(b.n, version)
 	if fi, err := os.Lstat(undo); errors.Is(err, os.ErrNotExist) {
@@ -159,11 +159,11 @@ func (b *Backend) checkRevert(ch *node.Change) (journal, string, error) {
 	} else if err != nil {
 		return journal{}, "", fmt.Errorf("rolling back %s: undo data: %w", version, err)
 	} else if !fi.IsDir() {
-		return journal{}, "", fmt.Errorf("rolling back %s: undo data %s is not a directory (%s): %w", version, undo, node.TypeName(fi.Mode()), node.ErrBadState)
+		return journal{}, "", fmt.Errorf("rolling back %s: undo data %s is not a directory (%s): %w", version, undo, nodestate.TypeName(fi.Mode()), nodestate.ErrBadState)
 	}
 	raw, err := safefile.Read(filepath.Join(undo, "journal.json"), manifests.MaxManifestSize)
 	if errors.Is(err, os.ErrNotExist) {
-		return journal{}, "", fmt.Errorf("rolling back %s: undo data %s has no journal: %w", version, undo, node.ErrBadState)
+		return journal{}, "", fmt.Errorf("rolling back %s: undo data %s has no journal: %w", version, undo, nodestate.ErrBadState)
 	}
 	if err != nil {
 		return journal{}, "", fmt.Errorf("rolling back %s: undo data: %w", version, err)
@@ -204,7 +204,7 @@ func (t *txn) Switch(ctx context.Context) error {
 	}
 	// Everything the ops wrote must be on disk before the ledger says it
 	// is: one syncfs flushes the staged files and the renames together.
-	if err := node.SyncFS(t.n.Root); err != nil {
+	if err := nodestate.SyncFS(t.n.Root); err != nil {
 		if uerr := t.undo(); uerr == nil {
 			t.abort()
 		}
@@ -234,7 +234,7 @@ func (t *txn) Commit(ctx context.Context, l *manifests.Ledger) (*manifests.Ledge
 func (t *txn) Abort(ctx context.Context) error {
 	if held, err := t.n.Holds(t.j.Record); err != nil || held {
 		if err == nil {
-			err = node.ErrCommitted
+			err = nodestate.ErrCommitted
 		}
 		return fmt.Errorf("taking back %s: %w", t.j.Record.Version, err)
 	}
@@ -297,5 +297,5 @@ func (b *Backend) Prune(l *manifests.Ledger, keep int) ([]string, error) {
 		}
 		gone = append(gone, e.Name())
 	}
-	return gone, node.SyncDir(dir)
+	return gone, nodestate.SyncDir(dir)
 }

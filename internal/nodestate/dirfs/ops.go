@@ -7,7 +7,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -16,7 +16,7 @@ import (
 // symlinked directory on the node: on a directory node such a write could
 // land outside the root, and even inside it would not be where the
 // manifest says.
-func checkNodePaths(n node.Node, m *manifests.OverlayManifest) error {
+func checkNodePaths(n nodestate.Node, m *manifests.OverlayManifest) error {
 	paths := append([]string{}, m.Deletes...)
 	for _, e := range m.Entries {
 		paths = append(paths, e.Path)
@@ -29,7 +29,7 @@ func checkNodePaths(n node.Node, m *manifests.OverlayManifest) error {
 
 // checkParents refuses paths whose parent directories on the node include
 // a symlink.
-func checkParents(n node.Node, paths []string) error {
+func checkParents(n nodestate.Node, paths []string) error {
 	checked := map[string]bool{}
 	for _, p := range paths {
 		for dir := manifests.Parent(p); dir != ""; dir = manifests.Parent(dir) {
@@ -52,7 +52,7 @@ func checkParents(n node.Node, paths []string) error {
 			if strings.HasPrefix(target, "/") || manifests.CheckLinkTarget(dir, target) != nil {
 				where = "which leaves the root"
 			}
-			return fmt.Errorf("%s would be written through symlink %s -> %s, %s: %w", p, dir, target, where, node.ErrSymlinkPath)
+			return fmt.Errorf("%s would be written through symlink %s -> %s, %s: %w", p, dir, target, where, nodestate.ErrSymlinkPath)
 		}
 	}
 	return nil
@@ -61,7 +61,7 @@ func checkParents(n node.Node, paths []string) error {
 // planOps turns a manifest into journal ops against the node's current
 // tree: deletes first, then entries in path order. index maps entry paths
 // to op numbers.
-func planOps(n node.Node, m *manifests.OverlayManifest) ([]op, map[string]int, error) {
+func planOps(n nodestate.Node, m *manifests.OverlayManifest) ([]op, map[string]int, error) {
 	var ops []op
 	index := map[string]int{}
 	for _, d := range m.Deletes {
@@ -70,7 +70,7 @@ func planOps(n node.Node, m *manifests.OverlayManifest) ([]op, map[string]int, e
 			return nil, nil, err
 		}
 		if !exists {
-			return nil, nil, fmt.Errorf("overlay %s deletes %s, which the node does not have: %w", m.Version, d, node.ErrDrift)
+			return nil, nil, fmt.Errorf("overlay %s deletes %s, which the node does not have: %w", m.Version, d, nodestate.ErrDrift)
 		}
 		ops = append(ops, op{Kind: opDelete, Path: d, Existed: true, Old: old})
 	}
@@ -96,7 +96,7 @@ func planOps(n node.Node, m *manifests.OverlayManifest) ([]op, map[string]int, e
 
 // current describes what the node has at rel (owner, mode and type only;
 // content is not hashed).
-func current(n node.Node, rel string) (manifests.Entry, bool, error) {
+func current(n nodestate.Node, rel string) (manifests.Entry, bool, error) {
 	fi, err := os.Lstat(n.Path(rel))
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		// Below a path that is not (yet) a directory: an earlier op of the

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/strata-dev/strata/internal/node"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -16,7 +16,7 @@ import (
 func checkSaved(orig journal, undo string) error {
 	old := filepath.Join(undo, "old")
 	if fi, err := os.Lstat(old); err == nil && !fi.IsDir() {
-		return fmt.Errorf("undo data %s is not a directory (%s): %w", old, node.TypeName(fi.Mode()), node.ErrBadState)
+		return fmt.Errorf("undo data %s is not a directory (%s): %w", old, nodestate.TypeName(fi.Mode()), nodestate.ErrBadState)
 	}
 	for i, o := range orig.Ops {
 		saved := filepath.Join(old, strconv.Itoa(i))

@@ -1,3 +1,0 @@
-// Package node owns a node's state directory (/var/lib/strata): the ledger,
-// the apply lock and the trusted keys and image manifest a node carries.
-package node
