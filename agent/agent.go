@@ -271,7 +271,7 @@ func (a *Agent) checkTree(ctx context.Context, now bool) {
 		return
 	}
 	n, err := a.open()
-	var au *overlay.Audit
+	var au *schema.Audit
 	if err == nil {
 		au, err = n.Verify(ctx, overlay.VerifyOptions{Files: true})
 	}

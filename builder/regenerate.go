@@ -139,15 +139,11 @@ func loadSigned(ctx context.Context, repoDir, line, through string, s *settings)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cleanup := func() {}
-	if _, local := st.(*repo.DirStore); !local {
-		// Each overlay is read more than once (hash, manifest, payload):
-		// fetch it once.
-		sp, err := repo.NewSpool(st, "")
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		st, cleanup = sp, func() { _ = sp.Close() }
+	// Each overlay is read more than once (hash, manifest, payload): a
+	// remote one is fetched once.
+	st, cleanup, err := repo.ForRereads(st)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	done = cleanup
 	defer func() {

@@ -37,4 +37,7 @@ var (
 	ErrVersion = Rejection("manifests: bad version")
 	// ErrTooLarge reports a document larger than its size limit.
 	ErrTooLarge = Rejection("manifests: document too large")
+	// ErrConstraint reports an overlay's image constraint (requires) that
+	// the image does not meet.
+	ErrConstraint = Rejection("overlay: image constraint not satisfied")
 )

@@ -392,3 +392,12 @@ func TestValidLine(t *testing.T) {
 		t.Errorf("ValidLine(64 chars) = %v", err)
 	}
 }
+
+func TestCarries(t *testing.T) {
+	m := &manifests.OverlayManifest{Entries: []manifests.Entry{{Path: "etc/a"}, {Path: "etc/b"}}, Deletes: []string{"etc/c"}}
+	for p, want := range map[string]bool{"etc/a": true, "etc/b": true, "etc/c": false, "etc": false} {
+		if got := m.Carries(p); got != want {
+			t.Errorf("Carries(%s) = %v, want %v", p, got, want)
+		}
+	}
+}

@@ -65,3 +65,14 @@ func (m *OverlayManifest) PatchFor(path string) (Patch, bool) {
 	}
 	return Patch{}, false
 }
+
+// Carries reports whether the overlay has an entry at path (written,
+// whether whole or as a patch; a delete is not an entry).
+func (m *OverlayManifest) Carries(path string) bool {
+	for _, e := range m.Entries {
+		if e.Path == path {
+			return true
+		}
+	}
+	return false
+}

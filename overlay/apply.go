@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/archive"
+	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/systemd"
@@ -499,7 +500,7 @@ func resolveDry(ctx context.Context, r Restarter, v *nodeView, todo []*Archive, 
 			cat = *m.Catalog
 		}
 		plan := &rep.Plans[indexOf(rep.Plans, m.Version)]
-		res, err := r.Resolve(ctx, RestartPlan{Actions: plan.Actions, Catalog: cat, Changed: changedPaths(m, states[m.Version][0])})
+		res, err := r.Resolve(ctx, RestartPlan{Actions: plan.Actions, Catalog: cat, Changed: catalog.ChangedPaths(m, states[m.Version][0])})
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
@@ -68,7 +69,7 @@ func batchBases(n nodestate.Node, todo []*Archive, k int, states map[string][2]t
 			return nil, fmt.Errorf("the patch was made against content %.12s, the tree before it has %s there", sum, describeFile(e))
 		}
 		for j := k - 1; j >= 0; j-- {
-			if carries(todo[j].Manifest, path) {
+			if todo[j].Manifest.Carries(path) {
 				return todo[j].File(ctx, batchBases(n, todo, j, states), path)
 			}
 		}
@@ -133,7 +134,7 @@ func (h *Node) applyOne(ctx context.Context, v *nodeView, a *Archive, states [2]
 	if err := t.Switch(ctx); err != nil {
 		return errors.Join(err, n.DropManifest(m.Version))
 	}
-	req := RestartPlan{Actions: plan.Actions, Catalog: cat, Changed: changedPaths(m, states[0])}
+	req := RestartPlan{Actions: plan.Actions, Catalog: cat, Changed: catalog.ChangedPaths(m, states[0])}
 	if r != nil {
 		if err := n.MarkRestarting(m.Version); err != nil {
 			return abort(err)
@@ -188,7 +189,7 @@ func validate(ctx context.Context, b nodestate.Backend, t nodestate.Txn, plan *P
 		return nil
 	}
 	for _, a := range plan.Actions {
-		cmd := serviceOf(cat, a.Unit).Validate
+		cmd := catalog.ServiceOf(cat, a.Unit).Validate
 		if cmd == nil || a.Action == manifests.ActionStop {
 			continue
 		}

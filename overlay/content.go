@@ -45,7 +45,7 @@ func contentBelow(ctx context.Context, c *Chain, n int, path, sum string, depth 
 		if err != nil {
 			return nil, err
 		}
-		if !carries(a.Manifest, path) {
+		if !a.Manifest.Carries(path) {
 			continue
 		}
 		if _, patched := a.Manifest.PatchFor(path); patched && depth == 0 {
@@ -69,13 +69,4 @@ func contentBelow(ctx context.Context, c *Chain, n int, path, sum string, depth 
 		return nil, fmt.Errorf("image %s: /%s does not match its manifest: %w", c.Line.Image.File, path, ErrPayload)
 	}
 	return b, nil
-}
-
-func carries(m *manifests.OverlayManifest, p string) bool {
-	for _, e := range m.Entries {
-		if e.Path == p {
-			return true
-		}
-	}
-	return false
 }

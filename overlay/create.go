@@ -388,9 +388,9 @@ func checkSigner(c *Chain, key *sign.Key) error {
 // planServices fills in the restart plan and, when unit files or declared
 // paths changed, the new catalog.
 func planServices(m *manifests.OverlayManifest, c *Chain, next tree.State, open tree.Opener, ch Change) error {
-	changed := changedPaths(m, c.State)
+	changed := catalog.ChangedPaths(m, c.State)
 	actions, unclaimed := catalog.Plan(c.Catalog, changed)
-	if touchesUnits(changed) {
+	if catalog.TouchesUnits(changed) {
 		cat, err := catalog.Build(tree.NewFS(next, open), declaredOf(c.Catalog, next))
 		if err != nil {
 			return fmt.Errorf("creating overlay %s: service catalog: %w", m.Version, err)
@@ -398,8 +398,8 @@ func planServices(m *manifests.OverlayManifest, c *Chain, next tree.State, open 
 		catalog.CarryCommands(&cat, c.Catalog)
 		m.Catalog = &cat
 		more, _ := catalog.Plan(cat, changed)
-		actions = mergeActions(actions, more)
-		unclaimed = stillUnclaimed(unclaimed, more)
+		actions = catalog.MergeActions(actions, more)
+		unclaimed = catalog.StillUnclaimed(unclaimed, more)
 	}
 	cat := c.Catalog
 	if m.Catalog != nil {
@@ -409,18 +409,18 @@ func planServices(m *manifests.OverlayManifest, c *Chain, next tree.State, open 
 		name  string
 		units []string
 	}{{"--restart", ch.Restart}, {"--reload", ch.Reload}} {
-		if err := catalogHas(cat, flag.units, flag.name, ch.AllowUnknownUnits); err != nil {
+		if err := catalog.CheckUnits(cat, flag.units, flag.name, ch.AllowUnknownUnits); err != nil {
 			return fmt.Errorf("creating overlay %s: %w", m.Version, err)
 		}
 	}
 	for _, u := range ch.Restart {
-		actions = mergeActions(actions, []manifests.ServiceAction{{Unit: u, Action: manifests.ActionRestart, Because: []string{"--restart"}}})
+		actions = catalog.MergeActions(actions, []manifests.ServiceAction{{Unit: u, Action: manifests.ActionRestart, Because: []string{"--restart"}}})
 	}
 	for _, u := range ch.Reload {
-		actions = mergeActions(actions, []manifests.ServiceAction{{Unit: u, Action: manifests.ActionReload, Because: []string{"--reload"}}})
+		actions = catalog.MergeActions(actions, []manifests.ServiceAction{{Unit: u, Action: manifests.ActionReload, Because: []string{"--reload"}}})
 	}
-	m.Services = settle(actions, c.State, next)
-	m.Unclaimed = stillUnclaimed(unclaimed, m.Services)
+	m.Services = catalog.Settle(actions, c.State, next)
+	m.Unclaimed = catalog.StillUnclaimed(unclaimed, m.Services)
 	if m.Services == nil {
 		m.Services = []manifests.ServiceAction{}
 	}
@@ -428,19 +428,6 @@ func planServices(m *manifests.OverlayManifest, c *Chain, next tree.State, open 
 		m.Unclaimed = []string{}
 	}
 	return nil
-}
-
-var unitDirs = []string{"etc/systemd/system/", "usr/lib/systemd/system/", "lib/systemd/system/"}
-
-func touchesUnits(paths []string) bool {
-	for _, p := range paths {
-		for _, d := range unitDirs {
-			if strings.HasPrefix(p, d) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // declaredOf carries the declared paths of a catalog over to a rebuilt
@@ -462,36 +449,6 @@ func declaredOf(cat manifests.Catalog, next tree.State) []catalog.Declared {
 		}
 		for _, p := range s.ReloadPaths {
 			out = append(out, catalog.Declared{Unit: s.Unit, Path: p, Reload: true})
-		}
-	}
-	return out
-}
-
-// mergeActions merges two plans, one action per unit, sorted.
-func mergeActions(a, b []manifests.ServiceAction) []manifests.ServiceAction {
-	byUnit := map[string]manifests.ServiceAction{}
-	for _, x := range append(append([]manifests.ServiceAction{}, a...), b...) {
-		byUnit[x.Unit] = manifests.MergeAction(byUnit[x.Unit], x)
-	}
-	out := make([]manifests.ServiceAction, 0, len(byUnit))
-	for _, x := range byUnit {
-		out = append(out, x)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Unit < out[j].Unit })
-	return out
-}
-
-func stillUnclaimed(unclaimed []string, claimed []manifests.ServiceAction) []string {
-	seen := map[string]bool{}
-	for _, a := range claimed {
-		for _, p := range a.Because {
-			seen[p] = true
-		}
-	}
-	var out []string
-	for _, p := range unclaimed {
-		if !seen[p] {
-			out = append(out, p)
 		}
 	}
 	return out

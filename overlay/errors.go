@@ -15,7 +15,7 @@ var (
 	// line's head: a gap, a reorder or a fork.
 	ErrSequence = repo.ErrSequence
 	// ErrConstraint reports an image constraint the base does not meet.
-	ErrConstraint = manifests.Rejection("overlay: image constraint not satisfied")
+	ErrConstraint = manifests.ErrConstraint
 	// ErrPayload reports payload members that disagree with the manifest.
 	ErrPayload = archive.ErrPayload
 	// ErrFormat reports an archive that is not a strata overlay.

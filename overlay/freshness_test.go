@@ -14,6 +14,7 @@ import (
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/schema"
 )
 
 // indexFiles returns the repository's index and its signature.
@@ -120,7 +121,7 @@ func TestIndexFreshness(t *testing.T) {
 	}
 }
 
-func hasFinding(a *Audit, kind, text string) bool {
+func hasFinding(a *schema.Audit, kind, text string) bool {
 	for _, f := range a.Findings {
 		if f.Kind == kind && strings.Contains(f.Message, text) {
 			return true

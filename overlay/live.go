@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/sandbox"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
@@ -120,7 +121,7 @@ func (s Systemd) health(ctx context.Context, ctl *systemd.Systemctl, res *system
 		}
 	}
 	for _, u := range units {
-		cmd := serviceOf(cat, from[u]).Check
+		cmd := catalog.ServiceOf(cat, from[u]).Check
 		if cmd == nil {
 			continue
 		}
@@ -129,16 +130,6 @@ func (s Systemd) health(ctx context.Context, ctl *systemd.Systemctl, res *system
 		}
 	}
 	return nil
-}
-
-// serviceOf returns unit's catalog entry (zero if none).
-func serviceOf(cat manifests.Catalog, unit string) manifests.Service {
-	for _, s := range cat.Services {
-		if s.Unit == unit {
-			return s
-		}
-	}
-	return manifests.Service{}
 }
 
 // runCommand runs a declared command (argv, never a shell) with a time

@@ -249,7 +249,7 @@ func (s *appliedSet) at(ctx context.Context, i int) (*Archive, error) {
 func (s *appliedSet) bases(i int, image string) tree.Bases {
 	return func(ctx context.Context, path, sum string) ([]byte, error) {
 		for j := i - 1; j >= 0; j-- {
-			if carries(s.v.overlays[j], path) {
+			if s.v.overlays[j].Carries(path) {
 				a, err := s.at(ctx, j)
 				if err != nil {
 					return nil, err

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
@@ -224,5 +225,5 @@ func rollbackStep(ctx context.Context, b nodestate.Backend, progress func(string
 	if err := n.DropManifest(last.Version); err != nil {
 		return nil, err
 	}
-	return &rolledBack{reverted: last.Head, head: prev.Head, actions: plan.Actions, changed: changedPaths(m, before), ledger: l}, nil
+	return &rolledBack{reverted: last.Head, head: prev.Head, actions: plan.Actions, changed: catalog.ChangedPaths(m, before), ledger: l}, nil
 }

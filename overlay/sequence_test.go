@@ -19,6 +19,7 @@ import (
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/schema"
 )
 
 // Helpers shared by sequence, crash, rollback, restart, verify and create
@@ -76,7 +77,7 @@ func sqMustApply(t *testing.T, root string, files ...string) *ApplyReport {
 }
 
 // sqAudit runs VerifyNode and fails the test if the audit could not run.
-func sqAudit(t *testing.T, root, repoDir string, files bool) *Audit {
+func sqAudit(t *testing.T, root, repoDir string, files bool) *schema.Audit {
 	t.Helper()
 	a, err := overlaytest.Verify(context.Background(), root, VerifyOptions{Repo: repoDir, Files: files})
 	if err != nil {
@@ -86,7 +87,7 @@ func sqAudit(t *testing.T, root, repoDir string, files bool) *Audit {
 }
 
 // sqRequireOK fails the test if the audit found a problem.
-func sqRequireOK(t *testing.T, a *Audit) {
+func sqRequireOK(t *testing.T, a *schema.Audit) {
 	t.Helper()
 	if !a.OK() {
 		t.Fatalf("audit found problems: %+v", a.Findings)
@@ -94,8 +95,8 @@ func sqRequireOK(t *testing.T, a *Audit) {
 }
 
 // sqFindings returns the findings of kind.
-func sqFindings(a *Audit, kind string) []Finding {
-	var out []Finding
+func sqFindings(a *schema.Audit, kind string) []schema.Finding {
+	var out []schema.Finding
 	for _, f := range a.Findings {
 		if f.Kind == kind {
 			out = append(out, f)

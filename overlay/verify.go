@@ -2,7 +2,6 @@ package overlay
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -11,53 +10,8 @@ import (
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/schema"
 )
-
-// Finding is one result of an audit.
-type Finding struct {
-	// Severity is "problem" (the audit fails) or "warning".
-	Severity string `json:"severity"`
-	// Kind is a stable keyword: chain, gap, unknown, tampered, drift,
-	// behind, pending-restart, signature, constraint.
-	Kind    string `json:"kind"`
-	Message string `json:"message"`
-	Path    string `json:"path,omitempty"`
-}
-
-// Audit is the result of verify-sequence.
-type Audit struct {
-	Root string `json:"root,omitempty"`
-	Repo string `json:"repo,omitempty"`
-	Line string `json:"line,omitempty"`
-	// Head is the node's head; RepoHead the line's head in the repository.
-	Head     *manifests.Ref `json:"head,omitempty"`
-	RepoHead *manifests.Ref `json:"repo_head,omitempty"`
-	// Behind counts the repository's overlays the node has not applied.
-	Behind       int                       `json:"behind"`
-	Applied      []string                  `json:"applied,omitempty"`
-	Pending      []manifests.ServiceAction `json:"pending_restarts"`
-	TreeDigest   string                    `json:"tree_digest,omitempty"`
-	FilesChecked bool                      `json:"files_checked"`
-	Findings     []Finding                 `json:"findings"`
-}
-
-// OK reports whether the audit found no problem.
-func (a *Audit) OK() bool {
-	for _, f := range a.Findings {
-		if f.Severity == "problem" {
-			return false
-		}
-	}
-	return true
-}
-
-func (a *Audit) problem(kind, path, format string, args ...any) {
-	a.Findings = append(a.Findings, Finding{Severity: "problem", Kind: kind, Path: path, Message: fmt.Sprintf(format, args...)})
-}
-
-func (a *Audit) warn(kind, format string, args ...any) {
-	a.Findings = append(a.Findings, Finding{Severity: "warning", Kind: kind, Message: fmt.Sprintf(format, args...)})
-}
 
 // VerifyOptions are the settings of one Verify.
 type VerifyOptions struct {
@@ -86,25 +40,25 @@ type VerifyOptions struct {
 // repository's signed index when o.Repo is set, and with o.Files, every
 // file of the tree against the expected state. It changes nothing. The
 // error is for audits that could not run; what they found is in Audit.
-func (h *Node) Verify(ctx context.Context, o VerifyOptions) (*Audit, error) {
+func (h *Node) Verify(ctx context.Context, o VerifyOptions) (*schema.Audit, error) {
 	b, root, repoDir, files, trust, history := h.b, h.root, o.Repo, o.Files, o.Trust, o.History
 	n := b.Node()
-	a := &Audit{Root: root, Repo: repoDir, Findings: []Finding{}}
+	a := &schema.Audit{Root: root, Repo: repoDir, Findings: []schema.Finding{}}
 	if what, err := b.Interrupted(); err != nil {
-		a.problem("chain", "", "unreadable transaction journal: %v", err)
+		a.Problem("chain", "", "unreadable transaction journal: %v", err)
 	} else if what != "" {
-		a.problem("chain", "", "%s; any strata run that changes the node (apply-overlay, rollback, restart, gc) finishes it first", what)
+		a.Problem("chain", "", "%s; any strata run that changes the node (apply-overlay, rollback, restart, gc) finishes it first", what)
 	}
 	if strays, err := n.Strays(); err != nil {
-		a.problem("chain", "", "%v", err)
+		a.Problem("chain", "", "%v", err)
 	} else {
 		for _, p := range strays {
-			a.warn("stray", "%s was left by an interrupted write of node state; the next apply-overlay, rollback, gc or restart removes it", p)
+			a.Warn("stray", "%s was left by an interrupted write of node state; the next apply-overlay, rollback, gc or restart removes it", p)
 		}
 	}
 	v, err := loadView(n)
 	if err != nil {
-		a.problem("chain", "", "%v", err)
+		a.Problem("chain", "", "%v", err)
 		return a, nil
 	}
 	head := v.head()
@@ -112,19 +66,19 @@ func (h *Node) Verify(ctx context.Context, o VerifyOptions) (*Audit, error) {
 	a.Pending = v.ledger.PendingRestarts()
 	a.TreeDigest = v.ledger.Last().TreeDigest
 	for _, p := range a.Pending {
-		a.warn("pending-restart", "%s of %s is pending (because of %s)", p.Action, p.Unit, strings.Join(p.Because, ", "))
+		a.Warn("pending-restart", "%s of %s is pending (because of %s)", p.Action, p.Unit, strings.Join(p.Because, ", "))
 	}
 	prev := v.ledger.Canonical().Head
 	for i, e := range v.applied {
 		a.Applied = append(a.Applied, e.Version)
 		m := v.overlays[i]
 		if m.Parent != prev {
-			a.problem("gap", "", "overlay %s names parent %s but follows %s in the ledger", e.Version, m.Parent.Version, prev.Version)
+			a.Problem("gap", "", "overlay %s names parent %s but follows %s in the ledger", e.Version, m.Parent.Version, prev.Version)
 		}
 		prev = e.Head
 	}
 	if trust != nil {
-		auditSignatures(a, v, withHistory(trust, history))
+		auditSignatures(a, v, sign.Union(trust, history))
 	}
 	if repoDir != "" {
 		if err := auditAgainstRepo(ctx, a, v, repoDir, trust, history); err != nil {
@@ -141,10 +95,10 @@ func (h *Node) Verify(ctx context.Context, o VerifyOptions) (*Audit, error) {
 
 // auditSignatures checks the manifests the node's expected tree comes
 // from against the auditor's keys.
-func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
+func auditSignatures(a *schema.Audit, v *nodeView, trust *sign.KeySet) {
 	m := v.image.Manifest
 	if _, err := trust.VerifyFor(v.image.Raw, v.imageSig, sign.ImageComment(m.Line, m.Version)); err != nil {
-		a.problem("signature", "", "image manifest %s: %v", m.Version, err)
+		a.Problem("signature", "", "image manifest %s: %v", m.Version, err)
 	}
 	for _, e := range v.applied {
 		var raw []byte
@@ -159,7 +113,7 @@ func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
 			err = manifests.Decode(raw, &m)
 		}
 		if err != nil {
-			a.problem("signature", "", "overlay manifest %s: %v", e.Version, err)
+			a.Problem("signature", "", "overlay manifest %s: %v", e.Version, err)
 			continue
 		}
 		// A key rotation the auditor's keys verify changes them for
@@ -171,7 +125,7 @@ func auditSignatures(a *Audit, v *nodeView, trust *sign.KeySet) {
 	}
 }
 
-func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string, trust, history *sign.KeySet) error {
+func auditAgainstRepo(ctx context.Context, a *schema.Audit, v *nodeView, repoDir string, trust, history *sign.KeySet) error {
 	st, done, err := openRepoStore(repoDir, nil)
 	if err != nil {
 		return err
@@ -185,11 +139,11 @@ func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string
 			return err
 		}
 		r, err = repo.OpenAt(ctx, st, trust, repo.Position{Line: a.Line, Head: *a.Head})
-	} else if r, err = repo.OpenStore(ctx, st, withHistory(trust, history)); err == nil {
-		err = auditorSigned(r, trust)
+	} else {
+		r, err = repo.OpenAudited(ctx, st, trust, history)
 	}
 	if err != nil {
-		a.problem("signature", "", "%v", err)
+		a.Problem("signature", "", "%v", err)
 		return nil
 	}
 	// An authentic but old or expired index must not make the node look
@@ -199,15 +153,15 @@ func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string
 		return err
 	}
 	if err := r.Index.CheckFresh(time.Now(), accepted); err != nil {
-		a.problem("freshness", "", "%v", err)
+		a.Problem("freshness", "", "%v", err)
 	}
 	l, err := r.Index.Find(a.Line)
 	if err != nil {
-		a.problem("unknown", "", "%v", err)
+		a.Problem("unknown", "", "%v", err)
 		return nil
 	}
 	if err := r.Expand(ctx, l); err != nil {
-		a.problem("tampered", "", "%v", err)
+		a.Problem("tampered", "", "%v", err)
 		return nil
 	}
 	rh := l.Head()
@@ -215,9 +169,9 @@ func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string
 	im := v.canon.Manifest
 	switch {
 	case im.Base == nil && v.canon.Digest != l.Image.Digest:
-		a.problem("unknown", "", "the node's image %s (%s) is not line %s's image %s (%s)", im.Version, v.canon.Digest, l.Name, l.Image.Version, l.Image.Digest)
+		a.Problem("unknown", "", "the node's image %s (%s) is not line %s's image %s (%s)", im.Version, v.canon.Digest, l.Name, l.Image.Version, l.Image.Digest)
 	case im.Base != nil && im.Base.Digest != l.Image.Digest:
-		a.problem("unknown", "", "the node's regenerated image was built from %s (%s), not line %s's image %s (%s)", im.Base.Version, im.Base.Digest, l.Name, l.Image.Version, l.Image.Digest)
+		a.Problem("unknown", "", "the node's regenerated image was built from %s (%s), not line %s's image %s (%s)", im.Base.Version, im.Base.Digest, l.Name, l.Image.Version, l.Image.Digest)
 	}
 	// The node's sequence must be the index's, from where the node joined.
 	pos := -1
@@ -231,18 +185,18 @@ func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string
 		}
 	}
 	if pos < 0 {
-		a.problem("unknown", "", "the node's starting point %s (%s) is not in line %s", start.Version, start.Digest, l.Name)
+		a.Problem("unknown", "", "the node's starting point %s (%s) is not in line %s", start.Version, start.Digest, l.Name)
 		return nil
 	}
 	for _, e := range v.applied {
 		if pos >= len(l.Overlays) {
-			a.problem("unknown", "", "overlay %s (%s) is not in the repository's index", e.Version, e.Digest)
+			a.Problem("unknown", "", "overlay %s (%s) is not in the repository's index", e.Version, e.Digest)
 			return nil
 		}
 		want := l.Overlays[pos]
 		switch {
 		case want.Version == e.Version && want.Digest != e.Digest:
-			a.problem("tampered", "", "overlay %s has digest %s on the node, %s in the index", e.Version, e.Digest, want.Digest)
+			a.Problem("tampered", "", "overlay %s has digest %s on the node, %s in the index", e.Version, e.Digest, want.Digest)
 		case want.Version != e.Version:
 			found := false
 			for _, o := range l.Overlays {
@@ -251,9 +205,9 @@ func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string
 				}
 			}
 			if found {
-				a.problem("gap", "", "node applied %s where the index has %s next", e.Version, want.Version)
+				a.Problem("gap", "", "node applied %s where the index has %s next", e.Version, want.Version)
 			} else {
-				a.problem("unknown", "", "overlay %s (%s) is not in the repository's index", e.Version, e.Digest)
+				a.Problem("unknown", "", "overlay %s (%s) is not in the repository's index", e.Version, e.Digest)
 			}
 			return nil
 		}
@@ -265,28 +219,7 @@ func auditAgainstRepo(ctx context.Context, a *Audit, v *nodeView, repoDir string
 		for _, o := range l.Overlays[pos:] {
 			missing = append(missing, o.Version)
 		}
-		a.warn("behind", "node is %d overlay(s) behind the head %s: %s", a.Behind, rh.Version, strings.Join(missing, ", "))
-	}
-	return nil
-}
-
-// withHistory returns the keys an auditor verifies a line's image and
-// overlays with: its own and its history keys.
-func withHistory(trust, history *sign.KeySet) *sign.KeySet {
-	if trust == nil || history == nil {
-		return trust
-	}
-	all := &sign.KeySet{}
-	_ = all.Merge(trust, nil)
-	_ = all.Merge(history, nil)
-	return all
-}
-
-// auditorSigned refuses an index not signed by one of the auditor's own
-// keys (history keys verify history only).
-func auditorSigned(r *repo.Repo, trust *sign.KeySet) error {
-	if trust != nil && !trust.Has(r.KeyID) {
-		return fmt.Errorf("the index is signed by key %s, not by the auditor's key %s: %w", r.KeyID, strings.Join(trust.IDs(), ", "), sign.ErrBadSignature)
+		a.Warn("behind", "node is %d overlay(s) behind the head %s: %s", a.Behind, rh.Version, strings.Join(missing, ", "))
 	}
 	return nil
 }

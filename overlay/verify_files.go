@@ -9,13 +9,14 @@ import (
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/schema"
 )
 
-func auditFiles(ctx context.Context, a *Audit, v *nodeView, b nodestate.Backend) error {
+func auditFiles(ctx context.Context, a *schema.Audit, v *nodeView, b nodestate.Backend) error {
 	a.FilesChecked = true
 	want, err := v.expected()
 	if err != nil {
-		a.problem("chain", "", "%v", err)
+		a.Problem("chain", "", "%v", err)
 		return nil
 	}
 	got, err := b.Scan(ctx)
@@ -24,12 +25,12 @@ func auditFiles(ctx context.Context, a *Audit, v *nodeView, b nodestate.Backend)
 	}
 	drift := driftOf(want, got)
 	for _, d := range drift {
-		a.problem("drift", d.path, "%s", d.msg)
+		a.Problem("drift", d.path, "%s", d.msg)
 	}
 	sort.Slice(a.Findings, func(i, j int) bool { return a.Findings[i].Path < a.Findings[j].Path })
 	d := manifests.TreeDigest(withoutStateParents(got, want))
 	if d != v.ledger.Last().TreeDigest && len(drift) == 0 {
-		a.problem("drift", "", "tree digest %s, ledger says %s", d, v.ledger.Last().TreeDigest)
+		a.Problem("drift", "", "tree digest %s, ledger says %s", d, v.ledger.Last().TreeDigest)
 	}
 	a.TreeDigest = d
 	return nil

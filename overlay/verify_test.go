@@ -12,11 +12,12 @@ import (
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/schema"
 )
 
 // vfRequireFinding fails unless a finding of kind and severity exists
 // whose message contains every part; it returns the first such finding.
-func vfRequireFinding(t *testing.T, a *Audit, severity, kind string, parts ...string) Finding {
+func vfRequireFinding(t *testing.T, a *schema.Audit, severity, kind string, parts ...string) schema.Finding {
 	t.Helper()
 next:
 	for _, f := range a.Findings {
@@ -31,7 +32,7 @@ next:
 		return f
 	}
 	t.Fatalf("no %s %q finding naming %q in %+v", severity, kind, parts, a.Findings)
-	return Finding{}
+	return schema.Finding{}
 }
 
 func TestVerifyNodeClean(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/offline"
+	"github.com/strata-dev/strata/schema"
 )
 
 // childExit is the exit code of this command run again in a private
@@ -53,7 +54,7 @@ func applyDisk(c *cobra.Command, g *globals, diskPath string, src overlay.Source
 }
 
 // verifyDisk is verify-sequence --disk.
-func verifyDisk(c *cobra.Command, diskPath string, o overlay.VerifyOptions) (*overlay.Audit, bool, error) {
+func verifyDisk(c *cobra.Command, diskPath string, o overlay.VerifyOptions) (*schema.Audit, bool, error) {
 	if ran, err := inPrivateMounts(c, nil); ran {
 		return nil, true, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/schema"
 )
 
 func newVerifyCmd(g *globals) *cobra.Command {
@@ -46,7 +47,7 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 --strict.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			var a *overlay.Audit
+			var a *schema.Audit
 			var err error
 			switch {
 			case root != "" && diskPath != "":
@@ -123,7 +124,7 @@ func loadPubs(paths []string) (*sign.KeySet, error) {
 	return ks, nil
 }
 
-func printAudit(w io.Writer, a *overlay.Audit, strict bool) {
+func printAudit(w io.Writer, a *schema.Audit, strict bool) {
 	if a.Root != "" {
 		fmt.Fprintf(w, "node      %s\n", a.Root)
 	}

@@ -281,3 +281,7 @@ func SpoolBundle(ctx context.Context, r io.Reader, dirs []string, max int64) (*B
 	}
 	return indexBundle(f, "(stdin)")
 }
+
+// Rereadable reports that the members are parts of a local file: reading
+// one again costs nothing.
+func (b *BundleStore) Rereadable() bool { return true }

@@ -192,3 +192,9 @@ var (
 	_ Poller = (*DirStore)(nil)
 	_ Poller = (*HTTPStore)(nil)
 )
+
+// Rereadable reports that the members are local files: reading one again
+// costs nothing.
+func (d *DirStore) Rereadable() bool { return true }
+
+func (d *DirStore) localDir() string { return d.Dir }

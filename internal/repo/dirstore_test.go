@@ -49,3 +49,29 @@ func TestDirStore(t *testing.T) {
 		}
 	})
 }
+
+// A store whose members are local files is read again as it is; any other
+// store is read through a spool (no concrete store type is named).
+func TestForRereads(t *testing.T) {
+	dir := &repo.DirStore{Dir: t.TempDir()}
+	st, done, err := repo.ForRereads(dir)
+	if err != nil || st != repo.Store(dir) {
+		t.Fatalf("a directory store: %v, %v; want it as it is", st, err)
+	}
+	done()
+	remote := struct{ repo.Store }{dir} // not Rereadable
+	st, done, err = repo.ForRereads(remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	sp, ok := st.(*repo.Spool)
+	if !ok {
+		t.Fatalf("a store that is not Rereadable: %T, want a spool", st)
+	}
+	if again, release, _ := repo.ForRereads(sp); again != repo.Store(sp) {
+		t.Errorf("a spool was spooled again")
+	} else {
+		release()
+	}
+}

@@ -233,8 +233,8 @@ func OpenStore(ctx context.Context, s Store, trust *sign.KeySet) (*Repo, error) 
 
 func open(ctx context.Context, s Store, trust *sign.KeySet, at *Position) (*Repo, error) {
 	r := &Repo{Store: s}
-	if d, ok := s.(*DirStore); ok {
-		r.Dir = d.Dir
+	if d, ok := s.(localDir); ok {
+		r.Dir = d.localDir()
 	}
 	where := fmt.Sprint(s)
 	raw, sig, err := readDoc(ctx, s, IndexFile)
@@ -380,4 +380,19 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// OpenAudited opens the repository in s as an auditor does, with keys of
+// its own: the lines' images and overlays may be signed by trust or by
+// history keys (keys a rotation revoked, which verify history), the index
+// only by trust. Nil trust means the repository's own keys.
+func OpenAudited(ctx context.Context, s Store, trust, history *sign.KeySet) (*Repo, error) {
+	r, err := OpenStore(ctx, s, sign.Union(trust, history))
+	if err != nil {
+		return nil, err
+	}
+	if trust != nil && !trust.Has(r.KeyID) {
+		return nil, fmt.Errorf("the index is signed by key %s, not by the auditor's key %s: %w", r.KeyID, strings.Join(trust.IDs(), ", "), sign.ErrBadSignature)
+	}
+	return r, nil
 }

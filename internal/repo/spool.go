@@ -107,3 +107,7 @@ func (t *teeMember) Close() error {
 	}
 	return err
 }
+
+// Rereadable reports that a member read again comes from the spool's own
+// copy.
+func (s *Spool) Rereadable() bool { return true }

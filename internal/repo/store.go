@@ -107,3 +107,32 @@ func HashMember(ctx context.Context, s Store, name string, want int64) (string, 
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
+
+// Rereadable is a store whose members cost nothing to read again: local
+// files, as in a directory or a bundle. Readers that read members more
+// than once take such a store as it is; any other they read through a
+// Spool (see ForRereads).
+type Rereadable interface {
+	Store
+	// Rereadable reports whether a member read again costs no transfer.
+	Rereadable() bool
+}
+
+// ForRereads returns s ready to have its members read more than once:
+// s itself when it is Rereadable, else a Spool over it (in the system's
+// temporary directory), with the function that releases the spool.
+func ForRereads(s Store) (Store, func(), error) {
+	if r, ok := s.(Rereadable); ok && r.Rereadable() {
+		return s, func() {}, nil
+	}
+	sp, err := NewSpool(s, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	return sp, func() { _ = sp.Close() }, nil
+}
+
+// localDir is a store whose members are the files of one directory.
+type localDir interface {
+	localDir() string
+}

@@ -487,3 +487,18 @@ func (ks *KeySet) IDs() []string {
 	sort.Strings(out)
 	return out
 }
+
+// Union returns the keys of a and b together; either may be nil (then
+// the other is returned as it is).
+func Union(a, b *KeySet) *KeySet {
+	if a == nil || b == nil {
+		if a == nil {
+			return b
+		}
+		return a
+	}
+	all := &KeySet{}
+	_ = all.Merge(a, nil)
+	_ = all.Merge(b, nil)
+	return all
+}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/schema"
 
 	"github.com/strata-dev/strata/overlay"
 )
@@ -231,7 +232,7 @@ func Rollback(ctx context.Context, diskPath, to string, no overlay.NodeOptions) 
 // Verify audits the node on a disk that is not running, mounted with
 // MountReadOnly, as overlay.Node.Verify audits a running one. The audit's
 // Root is the disk.
-func Verify(ctx context.Context, diskPath string, o overlay.VerifyOptions) (a *overlay.Audit, err error) {
+func Verify(ctx context.Context, diskPath string, o overlay.VerifyOptions) (a *schema.Audit, err error) {
 	// An audit never writes: read-only, nothing settled (an interrupted
 	// transaction is reported, not finished).
 	n, err := MountReadOnly(ctx, diskPath, nil)

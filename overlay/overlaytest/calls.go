@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/schema"
 )
 
 // The one-call forms below open the node at root with the options given
@@ -29,7 +30,7 @@ func Rollback(ctx context.Context, root, to string, no overlay.NodeOptions) (*ov
 }
 
 // Verify audits the node at root.
-func Verify(ctx context.Context, root string, o overlay.VerifyOptions) (*overlay.Audit, error) {
+func Verify(ctx context.Context, root string, o overlay.VerifyOptions) (*schema.Audit, error) {
 	n, err := overlay.OpenNode(root, overlay.NodeOptions{})
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/schema"
 )
 
 // Factory makes a fresh node of the backend under test from the signed
@@ -179,7 +180,7 @@ func snap(t *testing.T, root string) state {
 	return state{digest: a.TreeDigest, ledger: string(l)}
 }
 
-func requireAudit(t *testing.T, root, repoDir string) *overlay.Audit {
+func requireAudit(t *testing.T, root, repoDir string) *schema.Audit {
 	t.Helper()
 	a, err := open(t, root, overlay.NodeOptions{}).Verify(context.Background(), overlay.VerifyOptions{Repo: repoDir, Files: true})
 	if err != nil {

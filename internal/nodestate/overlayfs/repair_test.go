@@ -17,6 +17,7 @@ import (
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/schema"
 )
 
 // Repair rebuilds exactly the drifted layers (a changed file, a removed
@@ -76,7 +77,7 @@ func TestRepairRebuildsDriftedLayers(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(l2, "etc/evil")); err != nil {
 		t.Fatal(err)
 	}
-	audit := func() *overlay.Audit {
+	audit := func() *schema.Audit {
 		t.Helper()
 		a, err := overlaytest.Verify(ctx, root, overlay.VerifyOptions{Repo: l.repo, Files: true})
 		if err != nil {
