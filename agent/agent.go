@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/node"
+
 	// The agent opens its node through the registered backends.
 	_ "github.com/strata-dev/strata/internal/nodestate/backends"
 	"github.com/strata-dev/strata/internal/repo"
@@ -29,7 +31,7 @@ type Options struct {
 	// and the command line's.
 	Base Config
 	// Restarter carries out restart plans (nil: recorded as pending).
-	Restarter overlay.Restarter
+	Restarter node.Restarter
 	// LockWait is how long an apply waits for the node lock.
 	LockWait time.Duration
 	// Log receives one line per decision (the journal, under systemd).
@@ -217,18 +219,18 @@ const (
 )
 
 // open opens the agent's node, with its restarter, lock wait and log.
-func (a *Agent) open() (*overlay.Node, error) {
-	return overlay.OpenNode(a.o.Root, overlay.NodeOptions{Restarter: a.o.Restarter, LockWait: a.o.LockWait, Progress: a.o.Log})
+func (a *Agent) open() (*node.Node, error) {
+	return node.Open(a.o.Root, node.Options{Restarter: a.o.Restarter, LockWait: a.o.LockWait, Progress: a.o.Log})
 }
 
 // apply applies what the node is missing and reports how many overlays
 // it applied and whether it worked.
 func (a *Agent) apply(ctx context.Context, cfg Config, st repo.Store) (int, bool) {
 	res := &schema.ApplyResult{Time: time.Now()}
-	var rep *overlay.ApplyReport
+	var rep *node.ApplyReport
 	n, err := a.open()
 	if err == nil {
-		rep, err = n.Apply(ctx, overlay.Source{Repo: cfg.Repo, Store: st, Channel: cfg.Channel}, overlay.ApplyOptions{})
+		rep, err = n.Apply(ctx, node.Source{Repo: cfg.Repo, Store: st, Channel: cfg.Channel}, node.ApplyOptions{})
 	}
 	if rep != nil {
 		res.From, res.To = rep.From.Version, rep.To.Version
@@ -273,7 +275,7 @@ func (a *Agent) checkTree(ctx context.Context, now bool) {
 	n, err := a.open()
 	var au *schema.Audit
 	if err == nil {
-		au, err = n.Verify(ctx, overlay.VerifyOptions{Files: true})
+		au, err = n.Verify(ctx, node.VerifyOptions{Files: true})
 	}
 	if err != nil {
 		a.o.Log(fmt.Sprintf("checking the node's files: %v", err))
@@ -353,9 +355,9 @@ func Reason(err error) string {
 		return "index_expired"
 	case errors.Is(err, nodestate.ErrLocked):
 		return "locked"
-	case errors.Is(err, overlay.ErrRestart):
+	case errors.Is(err, node.ErrRestart):
 		return "restart"
-	case errors.Is(err, overlay.ErrValidation):
+	case errors.Is(err, node.ErrValidation):
 		return "validation"
 	case errors.Is(err, sign.ErrBadSignature), errors.Is(err, sign.ErrUnsigned), errors.Is(err, sign.ErrNoKeys):
 		return "signature"

@@ -14,7 +14,7 @@ import (
 	"github.com/strata-dev/strata/internal/decodeerr"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 )
 
 // DefaultConfigPath is where a node's agent configuration lives.
@@ -35,7 +35,7 @@ type Config struct {
 	Interval   Duration `yaml:"interval"`
 	Jitter     Percent  `yaml:"jitter"`
 	MaxBackoff Duration `yaml:"max_backoff"`
-	// Channel is overlay.ChannelStable (default) or ChannelCandidate.
+	// Channel is node.ChannelStable (default) or ChannelCandidate.
 	Channel string `yaml:"channel"`
 }
 
@@ -135,7 +135,7 @@ func (c *Config) validate() error {
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = Duration(max(DefaultMaxBackoff, time.Duration(c.Interval)))
 	}
-	if err := overlay.CheckChannel(c.Channel); err != nil {
+	if err := node.CheckChannel(c.Channel); err != nil {
 		return fmt.Errorf("channel: %w", err)
 	}
 	if c.MaxBackoff < c.Interval {

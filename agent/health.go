@@ -12,7 +12,7 @@ import (
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/schema"
 )
 
@@ -61,7 +61,7 @@ func (a *Agent) readHealth(ctx context.Context) (*schema.Health, error) {
 // it, without the agent's own state (strata health prints it for fleet
 // tools that reach the node over SSH).
 func ReadHealth(ctx context.Context, root string) (*schema.Health, error) {
-	nd, err := overlay.OpenNode(root, overlay.NodeOptions{})
+	nd, err := node.Open(root, node.Options{})
 	if err != nil {
 		return nil, err
 	}

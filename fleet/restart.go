@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/strata-dev/strata/manifests"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 )
 
 // RestartOptions are the settings of Restart.
@@ -125,7 +125,7 @@ func restartNode(ctx context.Context, n Node, h probed, o RestartOptions, bundle
 	case err != nil:
 		return OutcomeFailed, fmt.Sprintf("restart: %v (whether its units restarted is unknown)", err), nil, nil
 	}
-	var rr overlay.RestartReport
+	var rr node.RestartReport
 	if err := manifests.Unmarshal(out, &rr); err != nil {
 		return OutcomeFailed, fmt.Sprintf("restart: unreadable report: %v", err), nil, nil
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/nudge"
 	"github.com/strata-dev/strata/manifests"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/schema"
 )
 
@@ -218,7 +218,7 @@ func applyNode(ctx context.Context, n Node, from string, o RolloutOptions, bundl
 		// With --json a failed apply still reports how far it got: the
 		// overlays before the failing one are committed.
 		to := from
-		var ar overlay.ApplyReport
+		var ar node.ApplyReport
 		if json.Unmarshal(out, &ar) == nil && ar.To.Version != "" {
 			to = ar.To.Version
 		}
@@ -229,7 +229,7 @@ func applyNode(ctx context.Context, n Node, from string, o RolloutOptions, bundl
 		// The session broke: the node may or may not have changed.
 		return OutcomeFailed, from, fmt.Sprintf("apply-overlay: %v (the node's state is unknown: check it with strata status)", err), nil
 	}
-	var ar overlay.ApplyReport
+	var ar node.ApplyReport
 	if err := manifests.Unmarshal(out, &ar); err != nil {
 		return OutcomeFailed, from, fmt.Sprintf("apply-overlay: unreadable report: %v", err), nil
 	}

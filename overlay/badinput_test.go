@@ -20,6 +20,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
@@ -986,7 +987,7 @@ func TestCraftedBaseApplies(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", p, b, err, want)
 		}
 	}
-	a, err := overlaytest.Verify(context.Background(), e.root, VerifyOptions{Files: true})
+	a, err := overlaytest.Verify(context.Background(), e.root, node.VerifyOptions{Files: true})
 	if err != nil || !a.OK() {
 		t.Fatalf("verify: %v %+v", err, a)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
@@ -104,11 +105,11 @@ func benchBatch(b *testing.B, files, changed, n int) (node string, overlays []st
 // 4000 (make bench compares the command with tar -x of the same payload).
 func BenchmarkApply(b *testing.B) {
 	node0, ov := benchLine(b, 4000, 200)
-	benchApply(b, node0, Source{Files: []string{ov}})
+	benchApply(b, node0, node.Source{Files: []string{ov}})
 }
 
 // benchApply applies src to a fresh copy of node0 per iteration.
-func benchApply(b *testing.B, node0 string, src Source) {
+func benchApply(b *testing.B, node0 string, src node.Source) {
 	work := filepath.Join(filepath.Dir(node0), "node")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -118,7 +119,7 @@ func benchApply(b *testing.B, node0 string, src Source) {
 			b.Fatalf("cp: %v %s", err, out)
 		}
 		b.StartTimer()
-		if _, err := overlaytest.Apply(context.Background(), work, src, ApplyOptions{}, NodeOptions{}); err != nil {
+		if _, err := overlaytest.Apply(context.Background(), work, src, node.ApplyOptions{}, node.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -129,7 +130,7 @@ func benchApply(b *testing.B, node0 string, src Source) {
 // later payloads are verified before the first is applied.
 func BenchmarkApplyBatch(b *testing.B) {
 	node0, _, repoDir := benchBatch(b, 4000, 200, 3)
-	benchApply(b, node0, Source{Repo: repoDir})
+	benchApply(b, node0, node.Source{Repo: repoDir})
 }
 
 // BenchmarkVerifyFiles measures a full file audit of a 4000-file node.
@@ -137,7 +138,7 @@ func BenchmarkVerifyFiles(b *testing.B) {
 	node0, _ := benchLine(b, 4000, 200)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		a, err := overlaytest.Verify(context.Background(), node0, VerifyOptions{Files: true})
+		a, err := overlaytest.Verify(context.Background(), node0, node.VerifyOptions{Files: true})
 		if err != nil || !a.OK() {
 			b.Fatalf("verify: %v %+v", err, a)
 		}

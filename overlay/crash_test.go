@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/manifests"
-	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
@@ -61,15 +61,15 @@ func helperMain(t *testing.T, root string) {
 	switch op := os.Getenv(helperOpEnv); op {
 	case "apply":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = overlaytest.Apply(ctx, root, Source{Files: files}, ApplyOptions{}, NodeOptions{})
+		_, err = overlaytest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{})
 	case "apply-restart":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = overlaytest.Apply(ctx, root, Source{Files: files}, ApplyOptions{}, NodeOptions{Restarter: Exec{Template: "true"}})
+		_, err = overlaytest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{Restarter: node.Exec{Template: "true"}})
 	case "apply-failing":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = overlaytest.Apply(ctx, root, Source{Files: files}, ApplyOptions{}, NodeOptions{Restarter: Exec{Template: "exit 1"}})
+		_, err = overlaytest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{Restarter: node.Exec{Template: "exit 1"}})
 	case "rollback":
-		_, err = overlaytest.Rollback(ctx, root, "", NodeOptions{})
+		_, err = overlaytest.Rollback(ctx, root, "", node.Options{})
 	default:
 		t.Fatalf("unknown helper op %q", op)
 	}
@@ -173,7 +173,7 @@ func TestCrashBeforeLedgerNextApplyRollsBackThenApplies(t *testing.T) {
 			}
 		}
 	}
-	rep, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{Progress: progress})
+	rep, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Progress: progress})
 	if err != nil {
 		t.Fatalf("apply after crash: %v", err)
 	}
@@ -201,7 +201,7 @@ func TestCrashBeforeLedgerNextApplyRollsBackThenApplies(t *testing.T) {
 	requireExists(t, txnPath(root), false)
 
 	// The recovered apply's undo data is sound.
-	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); err != nil {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := snap(t, root).digest; got != before.digest {
@@ -217,8 +217,8 @@ func TestCrashDryRunDoesNotRecover(t *testing.T) {
 	root := f.provision()
 	crashHelper(t, root, "before-ledger", "apply", c.Path)
 	crashed := snap(t, root)
-	_, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{DryRun: true}, NodeOptions{})
-	sqErr(t, err, ErrDrift, "interrupted")
+	_, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{DryRun: true}, node.Options{})
+	sqErr(t, err, node.ErrDrift, "interrupted")
 	if snap(t, root) != crashed {
 		t.Error("the dry run changed the node")
 	}
@@ -232,8 +232,8 @@ func TestCrashBeforeLedgerRollbackRecovers(t *testing.T) {
 	before := snap(t, root)
 	crashHelper(t, root, "before-ledger", "apply", c.Path)
 
-	_, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
-	sqErr(t, err, ErrNothingToRollback)
+	_, err := overlaytest.Rollback(context.Background(), root, "", node.Options{})
+	sqErr(t, err, node.ErrNothingToRollback)
 	assertUnchanged(t, root, before)
 	sqRequireOK(t, sqAudit(t, root, f.repo, true))
 }
@@ -270,7 +270,7 @@ func TestCrashAfterLedgerRollsForward(t *testing.T) {
 	}
 	requireExists(t, filepath.Join(undoPath(root, "1.0.1"), "journal.json"), true)
 
-	rb, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
+	rb, err := overlaytest.Rollback(context.Background(), root, "", node.Options{})
 	if err != nil {
 		t.Fatalf("rollback after roll-forward: %v", err)
 	}
@@ -297,7 +297,7 @@ func TestCrashAfterLedgerVerifyThenRollbackRecovers(t *testing.T) {
 	requireExists(t, txnPath(root), true)
 
 	// Rollback first finishes the interrupted apply, then reverts it.
-	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); err != nil {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); err != nil {
 		t.Fatalf("rollback after crash: %v", err)
 	}
 	if got := snap(t, root).digest; got != before.digest {
@@ -338,7 +338,7 @@ func TestCrashDuringRollbackBeforeLedger(t *testing.T) {
 		t.Errorf("tree digest %s, want %s", a.TreeDigest, c.Manifest.TreeDigest)
 	}
 	// The undo data survived the interrupted rollback.
-	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); err != nil {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); err != nil {
 		t.Fatalf("rollback: %v", err)
 	}
 	if got := sqApplied(t, root); len(got) != 0 {
@@ -360,8 +360,8 @@ func TestCrashDuringRollbackAfterLedger(t *testing.T) {
 	requireInterrupted(t, root)
 
 	// The next run finishes the rollback, so nothing is left to roll back.
-	_, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
-	sqErr(t, err, ErrNothingToRollback)
+	_, err := overlaytest.Rollback(context.Background(), root, "", node.Options{})
+	sqErr(t, err, node.ErrNothingToRollback)
 	if got := snap(t, root).digest; got != before.digest {
 		t.Errorf("digest %s, want the pre-apply %s", got, before.digest)
 	}
@@ -407,7 +407,7 @@ func TestCrashMidOpsApplyRollsBack(t *testing.T) {
 					atStart = &s
 				}
 			}
-			if _, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{Progress: progress}); err != nil {
+			if _, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Progress: progress}); err != nil {
 				t.Fatalf("apply after crash: %v", err)
 			}
 			if atStart == nil || atStart.digest != before.digest || atStart.ledger != before.ledger {
@@ -472,8 +472,8 @@ func TestCrashDuringRestartsRecordsFailedAttempt(t *testing.T) {
 	root := f.provision()
 	before := snap(t, root)
 	crashHelper(t, root, "restarting", "apply-restart", c.Path)
-	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); !errors.Is(err, ErrNothingToRollback) {
-		t.Fatalf("rollback after the crash: %v, want ErrNothingToRollback (the change was never committed)", err)
+	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); !errors.Is(err, node.ErrNothingToRollback) {
+		t.Fatalf("rollback after the crash: %v, want node.ErrNothingToRollback (the change was never committed)", err)
 	}
 	if got := snap(t, root).digest; got != before.digest {
 		t.Errorf("digest %s after recovery, want the old %s", got, before.digest)
@@ -511,13 +511,13 @@ func TestCrashInsideOpApplyRollsBack(t *testing.T) {
 			t.Fatalf("%s: helper exited %d:\n%s", point, code, out)
 		}
 		requireInterrupted(t, root)
-		if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); !errors.Is(err, ErrNothingToRollback) {
-			t.Fatalf("%s: rollback after the crash: %v, want ErrNothingToRollback", point, err)
+		if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); !errors.Is(err, node.ErrNothingToRollback) {
+			t.Fatalf("%s: rollback after the crash: %v, want node.ErrNothingToRollback", point, err)
 		}
 		if got := snap(t, root); got.digest != before.digest || got.ledger != before.ledger {
 			t.Fatalf("%s: recovery left digest %s, want the pre-apply %s (ledger unchanged)", point, got.digest, before.digest)
 		}
-		if _, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{}); err != nil {
+		if _, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
 			t.Fatalf("%s: apply after recovery: %v", point, err)
 		}
 		sqRequireOK(t, sqAudit(t, root, f.repo, true))

@@ -12,6 +12,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 )
 
@@ -212,12 +213,12 @@ func TestCreateDeclaredReloadPath(t *testing.T) {
 		{Adds: []Add{{Dest: "/etc/motd", Src: f.hostFile("x\n")}}, Reload: []string{"x;reboot"}},
 	} {
 		_, err := Create(context.Background(), f.repo, f.key, ch, CreateOptions{Version: "1.0.3"})
-		if !errors.Is(err, ErrUnknownUnit) {
-			t.Errorf("forced %v %v: %v, want ErrUnknownUnit", ch.Restart, ch.Reload, err)
+		if !errors.Is(err, node.ErrUnknownUnit) {
+			t.Errorf("forced %v %v: %v, want node.ErrUnknownUnit", ch.Restart, ch.Reload, err)
 		}
 	}
 	_, err := Create(context.Background(), f.repo, f.key, Change{Adds: []Add{{Dest: "/etc/motd", Src: f.hostFile("x\n")}}, Restart: []string{"app.servcie"}}, CreateOptions{Version: "1.0.3"})
-	sqErr(t, err, ErrUnknownUnit, "--restart app.servcie", "did you mean app.service?", "--allow-unknown-unit")
+	sqErr(t, err, node.ErrUnknownUnit, "--restart app.servcie", "did you mean app.service?", "--allow-unknown-unit")
 	if overlaysNow, _ := os.ReadDir(filepath.Join(f.repo, "overlays")); len(overlaysNow) != len(overlaysBefore) || string(crIndex(t, f)) != string(idx) {
 		t.Error("a refused create changed the repository")
 	}

@@ -30,30 +30,12 @@ var (
 	ErrEmpty = manifests.Rejection("overlay: empty change")
 	// ErrSymlinkPath reports a write through a symlinked directory.
 	ErrSymlinkPath = nodestate.ErrSymlinkPath
-	// ErrNothingToRollback reports a node with no applied overlay.
-	ErrNothingToRollback = errors.New("overlay: nothing to roll back")
-	// ErrRollbackTarget reports a rollback --to version that is neither
-	// the node's starting point nor an overlay it applied below its head.
-	ErrRollbackTarget = errors.New("overlay: not a version the node can roll back to")
 	// ErrOutsideHierarchies reports a change outside the line's managed
 	// hierarchies.
 	ErrOutsideHierarchies = manifests.Rejection("overlay: change outside the managed hierarchies")
-	// ErrValidation reports a service whose validation command refused a
-	// changed configuration; the node did not change.
-	ErrValidation = manifests.Rejection("overlay: service configuration does not validate")
-	// ErrRestart reports a failed service restart (the overlay was rolled
-	// back).
-	ErrRestart = errors.New("overlay: service restart failed")
 	// ErrAmbiguousLine reports a repository with several lines where the
 	// caller named none.
 	ErrAmbiguousLine = repo.ErrAmbiguousLine
-	// ErrDrift reports a node whose tree or ledger differs from what it
-	// should be.
-	ErrDrift = nodestate.ErrDrift
-	// ErrInterrupted reports a node with a transaction a crash
-	// interrupted, which a check that may not write cannot settle (it
-	// comes with ErrDrift).
-	ErrInterrupted = errors.New("overlay: an interrupted transaction to settle")
 	// ErrRotation reports a key rotation that cannot be made as asked: a
 	// key added twice or trusted already, a revoked key not trusted, no
 	// key left, or an index key not trusted after it.

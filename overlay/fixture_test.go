@@ -16,6 +16,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
@@ -187,8 +188,8 @@ func assertUnchanged(t *testing.T, root string, before snapshot) {
 }
 
 // apply applies files to root with no restarter.
-func apply(root string, files ...string) (*ApplyReport, error) {
-	return overlaytest.Apply(context.Background(), root, Source{Files: files}, ApplyOptions{}, NodeOptions{})
+func apply(root string, files ...string) (*node.ApplyReport, error) {
+	return overlaytest.Apply(context.Background(), root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{})
 }
 
 // member is one tar member of a crafted archive.
@@ -250,7 +251,7 @@ func craft(t *testing.T, path string, m *manifests.OverlayManifest, key *sign.Ke
 // crafting: entries and deletes are the caller's.
 func headManifest(t *testing.T, root, version string, entries []manifests.Entry, deletes []string) *manifests.OverlayManifest {
 	t.Helper()
-	line, head, lineage, state, err := NodeExpectation(root)
+	line, head, lineage, state, err := nodeExpected(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,11 +281,21 @@ func TestFixtureRoundTrip(t *testing.T) {
 	if len(rep.Plans) != 1 || len(rep.Plans[0].Actions) != 1 || rep.Plans[0].Actions[0].Unit != "app.service" {
 		t.Fatalf("plan = %+v, want a restart of app.service", rep.Plans)
 	}
-	a, err := overlaytest.Verify(context.Background(), root, VerifyOptions{Repo: f.repo, Files: true})
+	a, err := overlaytest.Verify(context.Background(), root, node.VerifyOptions{Repo: f.repo, Files: true})
 	if err != nil || !a.OK() {
 		t.Fatalf("verify: %v %+v", err, a)
 	}
 	if a.TreeDigest != c.Manifest.TreeDigest {
 		t.Fatalf("node digest differs from the manifest's tree_digest")
 	}
+}
+
+// nodeExpected is what the state of the node at root says its tree
+// should be (node.Node.Expected).
+func nodeExpected(root string) (string, manifests.Ref, []manifests.Ref, tree.State, error) {
+	n, err := node.Open(root, node.Options{})
+	if err != nil {
+		return "", manifests.Ref{}, nil, nil, err
+	}
+	return n.Expected()
 }

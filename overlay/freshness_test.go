@@ -12,6 +12,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 	"github.com/strata-dev/strata/schema"
@@ -51,7 +52,7 @@ func TestIndexFreshness(t *testing.T) {
 	oldRaw, oldSig := indexFiles(t, f.repo) // serial 2: init, then 1.0.1
 	f.create("1.0.2", f.change("/etc/app/app.conf", "port 82\n"))
 	root := f.provision()
-	if _, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.1"}, ApplyOptions{}, NodeOptions{}); err != nil {
+	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo, Through: "1.0.1"}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	serial := func() string {
@@ -67,10 +68,10 @@ func TestIndexFreshness(t *testing.T) {
 	newRaw, newSig := indexFiles(t, f.repo)
 	putIndex(t, f.repo, oldRaw, oldSig)
 	before := snap(t, root)
-	_, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
+	_, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
 	sqErr(t, err, manifests.ErrIndexRollback, "serial 2", "serial 3")
 	assertUnchanged(t, root, before)
-	a, err := overlaytest.Verify(context.Background(), root, VerifyOptions{Repo: f.repo})
+	a, err := overlaytest.Verify(context.Background(), root, node.VerifyOptions{Repo: f.repo})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestIndexFreshness(t *testing.T) {
 	}
 	putIndex(t, f.repo, expired, f.key.Sign(expired, sign.IndexComment))
 	before = snap(t, root)
-	_, err = overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
+	_, err = overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
 	sqErr(t, err, manifests.ErrIndexExpired, "expired at", "serial "+strconv.FormatUint(x.Serial, 10))
 	assertUnchanged(t, root, before)
 	if ra, err := VerifyRepo(context.Background(), f.repo, nil); err != nil || ra.OK() || !hasFinding(ra, "freshness", "expired") {
@@ -103,7 +104,7 @@ func TestIndexFreshness(t *testing.T) {
 	if _, err := repo.Refresh(f.repo, f.key, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); err != nil {
+	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatalf("apply after the refresh: %v", err)
 	}
 	if got, want := serial(), strconv.FormatUint(x.Serial+1, 10); got != want {
@@ -113,7 +114,7 @@ func TestIndexFreshness(t *testing.T) {
 	if _, err := repo.Refresh(f.repo, f.key, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{DryRun: true}, NodeOptions{}); err != nil {
+	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo}, node.ApplyOptions{DryRun: true}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := serial(), strconv.FormatUint(x.Serial+1, 10); got != want {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/nodestate/dirfs"
 	"github.com/strata-dev/strata/manifests"
-	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
@@ -31,23 +31,23 @@ func TestGCKeepsNewestRollbacks(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(undo, "9.9.9"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := overlaytest.GC(context.Background(), root, 1, NodeOptions{})
+	rep, err := overlaytest.GC(context.Background(), root, 1, node.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(rep.Undo, " "); got != "1.0.1 1.0.2 9.9.9" {
 		t.Fatalf("gc pruned %q, want the undo data of 1.0.1, 1.0.2 and the stray 9.9.9", got)
 	}
-	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); err != nil {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); err != nil {
 		t.Fatalf("rolling back 1.0.3, whose undo data gc kept: %v", err)
 	}
 	before := snap(t, root)
-	_, err = overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
+	_, err = overlaytest.Rollback(context.Background(), root, "", node.Options{})
 	if !errors.Is(err, dirfs.ErrUndoPruned) || !errors.Is(err, manifests.ErrRejected) || !strings.Contains(err.Error(), "1.0.2") || !strings.Contains(err.Error(), "gc") {
 		t.Fatalf("rolling back 1.0.2 after gc: %v, want ErrUndoPruned naming 1.0.2 and gc", err)
 	}
 	assertUnchanged(t, root, before)
-	if _, err := overlaytest.GC(context.Background(), root, -1, NodeOptions{}); !errors.Is(err, manifests.ErrInvalid) {
+	if _, err := overlaytest.GC(context.Background(), root, -1, node.Options{}); !errors.Is(err, manifests.ErrInvalid) {
 		t.Fatalf("gc --keep -1: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 	"golang.org/x/sys/unix"
@@ -70,7 +71,7 @@ func TestForgedJournalCannotReachOutsideTheRoot(t *testing.T) {
 		t.Fatalf("apply over a forged journal: %v, want ErrUnsafePath", err)
 	}
 	assertHostIntact(t, dir, victim)
-	a, err := overlaytest.Verify(context.Background(), root, VerifyOptions{})
+	a, err := overlaytest.Verify(context.Background(), root, node.VerifyOptions{})
 	if err != nil || a.OK() {
 		t.Fatalf("audit of a node with a forged journal: %v, OK=%v; want a problem", err, a != nil && a.OK())
 	}
@@ -92,7 +93,7 @@ func TestRollbackRefusesSymlinkPlantedAfterApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := snap(t, root)
-	_, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
+	_, err := overlaytest.Rollback(context.Background(), root, "", node.Options{})
 	if !errors.Is(err, ErrSymlinkPath) || !strings.Contains(err.Error(), "etc/app") {
 		t.Fatalf("rollback through a planted symlink: %v, want ErrSymlinkPath naming etc/app", err)
 	}
@@ -118,7 +119,7 @@ func TestStateDirectoryThroughSymlinkIsRefused(t *testing.T) {
 	if !errors.Is(err, nodestate.ErrBadState) || !errors.Is(err, manifests.ErrRejected) {
 		t.Fatalf("apply with /var/lib a symlink: %v, want ErrBadState", err)
 	}
-	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{}); !errors.Is(err, nodestate.ErrBadState) {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); !errors.Is(err, nodestate.ErrBadState) {
 		t.Fatalf("rollback with /var/lib a symlink: %v, want ErrBadState", err)
 	}
 	assertHostIntact(t, dir, victim)

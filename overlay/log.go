@@ -59,7 +59,7 @@ type RepoLog struct {
 // lists) as the line's key rotations change it. Payloads are not read;
 // verify-sequence --repo audits those.
 func Log(ctx context.Context, loc, line string, trust *sign.KeySet) (*RepoLog, error) {
-	st, done, err := openRepoStore(loc, nil)
+	st, done, err := repo.LocateForRereads(loc, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/strata-dev/strata/internal/patch"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
@@ -93,7 +94,7 @@ func TestPatchedOverlays(t *testing.T) {
 	if err != nil || !bytes.Equal(got, v3) {
 		t.Fatalf("the node's %s is not the content of 1.0.3 (%v)", dest, err)
 	}
-	if a, err := overlaytest.Verify(ctx, root, VerifyOptions{Repo: f.repo, Files: true}); err != nil || !a.OK() {
+	if a, err := overlaytest.Verify(ctx, root, node.VerifyOptions{Repo: f.repo, Files: true}); err != nil || !a.OK() {
 		t.Fatalf("verify: %v %+v", err, a)
 	}
 

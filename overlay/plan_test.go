@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
@@ -29,11 +30,11 @@ func TestRemovedUnitIsStoppedAndRollbackRestartsIt(t *testing.T) {
 	}
 	root := f.provision()
 	log := filepath.Join(t.TempDir(), "log")
-	r := Exec{Template: "echo {unit} {action} >> " + log}
-	if _, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{Restarter: r}); err != nil {
+	r := node.Exec{Template: "echo {unit} {action} >> " + log}
+	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Restarter: r}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{Restarter: r}); err != nil {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{Restarter: r}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(log)

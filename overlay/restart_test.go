@@ -8,16 +8,17 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // rsLogger returns an Exec restarter that appends "{unit} {action}" to a
 // log file, running prefix (shell) first, and the log's path.
-func rsLogger(t *testing.T, prefix string) (Exec, string) {
+func rsLogger(t *testing.T, prefix string) (node.Exec, string) {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "restarts.log")
-	return Exec{Template: prefix + "echo {unit} {action} >> '" + log + "'"}, log
+	return node.Exec{Template: prefix + "echo {unit} {action} >> '" + log + "'"}, log
 }
 
 // rsLines reads the restart log; a missing log is no lines.
@@ -41,8 +42,8 @@ func rsLines(t *testing.T, log string) []string {
 	return out
 }
 
-func rsApply(root string, r Restarter, files ...string) (*ApplyReport, error) {
-	return overlaytest.Apply(context.Background(), root, Source{Files: files}, ApplyOptions{}, NodeOptions{Restarter: r})
+func rsApply(root string, r node.Restarter, files ...string) (*node.ApplyReport, error) {
+	return overlaytest.Apply(context.Background(), root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{Restarter: r})
 }
 
 func rsDescribe(as []manifests.ServiceAction) []string {
@@ -195,7 +196,7 @@ func TestRestartFailureTakesBack(t *testing.T) {
 	before := snap(t, root)
 	r, _ := rsLogger(t, "case {unit} in app.service) echo app will not start >&2; exit 1;; esac; ")
 	rep, err := rsApply(root, r, c.Path)
-	sqErr(t, err, ErrRestart, "app.service", "app will not start")
+	sqErr(t, err, node.ErrRestart, "app.service", "app will not start")
 	if got := snap(t, root).digest; got != before.digest {
 		t.Errorf("digest %s after the failed restart, want the previous %s", got, before.digest)
 	}
@@ -223,7 +224,7 @@ func TestRestartFailureMessageWhenTakeBackSucceeds(t *testing.T) {
 	root := f.provision()
 	r, _ := rsLogger(t, "case {unit} in app.service) exit 1;; esac; ")
 	_, err := rsApply(root, r, c.Path)
-	sqErr(t, err, ErrRestart, "overlay 1.0.1", "taken back", "app.service", "failed too")
+	sqErr(t, err, node.ErrRestart, "overlay 1.0.1", "taken back", "app.service", "failed too")
 	if strings.Contains(err.Error(), "taking 1.0.1 back failed") {
 		t.Errorf("error %q says taking the change back failed, but it was taken back (ledger %v)", err, sqActions(sqLedger(t, root)))
 	}
@@ -239,7 +240,7 @@ func TestRestartFailureOnceTakeBackRestarts(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "failed-once")
 	r, log := rsLogger(t, "if [ ! -e '"+mark+"' ]; then touch '"+mark+"'; exit 1; fi; ")
 	_, err := rsApply(root, r, c.Path)
-	sqErr(t, err, ErrRestart, "1.0.1", "taken back", "app.service")
+	sqErr(t, err, node.ErrRestart, "1.0.1", "taken back", "app.service")
 	if got := snap(t, root).digest; got != before.digest {
 		t.Errorf("digest %s, want the previous %s", got, before.digest)
 	}
@@ -261,7 +262,7 @@ func TestRestartFailureRollsBackOnlyFailingOverlay(t *testing.T) {
 	root := f.provision()
 	r, log := rsLogger(t, "case {unit} in other.service) exit 1;; esac; ")
 	rep, err := rsApply(root, r, c1.Path, c2.Path)
-	sqErr(t, err, ErrRestart, "other.service")
+	sqErr(t, err, node.ErrRestart, "other.service")
 	if rep == nil || rep.To != (manifests.Ref{Version: "1.0.1", Digest: c1.Digest}) {
 		t.Errorf("report = %+v, want To 1.0.1", rep)
 	}
@@ -287,7 +288,7 @@ func TestRestartRollbackRunsPlanAndSettlesDebt(t *testing.T) {
 		t.Fatalf("pending after apply = %q", got)
 	}
 	r, log := rsLogger(t, "")
-	rep, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{Restarter: r})
+	rep, err := overlaytest.Rollback(context.Background(), root, "", node.Options{Restarter: r})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
-	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
@@ -20,7 +20,7 @@ type resolving struct {
 	undid *systemd.Resolved
 }
 
-func (r *resolving) Resolve(_ context.Context, p RestartPlan) (*systemd.Resolved, error) {
+func (r *resolving) Resolve(_ context.Context, p node.RestartPlan) (*systemd.Resolved, error) {
 	res := &systemd.Resolved{}
 	for _, a := range p.Actions {
 		res.Steps = append(res.Steps, systemd.Step{Unit: "resolved-" + a.Unit, Action: systemd.VerbTryRestart, From: a.Unit})
@@ -28,13 +28,13 @@ func (r *resolving) Resolve(_ context.Context, p RestartPlan) (*systemd.Resolved
 	return res, nil
 }
 
-func (r *resolving) Run(_ context.Context, p RestartPlan, res *systemd.Resolved, report func(manifests.ServiceAction)) error {
+func (r *resolving) Run(_ context.Context, p node.RestartPlan, res *systemd.Resolved, report func(manifests.ServiceAction)) error {
 	r.runs++
 	if res == nil {
 		return errors.New("Run without the resolution Resolve gave")
 	}
 	if r.fail {
-		return ErrRestart
+		return node.ErrRestart
 	}
 	for _, st := range res.Steps {
 		report(manifests.ServiceAction{Unit: st.Unit, Action: manifests.ActionRestart})
@@ -42,7 +42,7 @@ func (r *resolving) Run(_ context.Context, p RestartPlan, res *systemd.Resolved,
 	return nil
 }
 
-func (r *resolving) Undo(_ context.Context, _ RestartPlan, fwd *systemd.Resolved, _ int, _ func(manifests.ServiceAction)) error {
+func (r *resolving) Undo(_ context.Context, _ node.RestartPlan, fwd *systemd.Resolved, _ int, _ func(manifests.ServiceAction)) error {
 	r.undid = fwd
 	return nil
 }
@@ -53,7 +53,7 @@ func TestRestarterOfYourOwn(t *testing.T) {
 	root := f.provision()
 
 	r := &resolving{}
-	dry, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{DryRun: true}, NodeOptions{Restarter: r})
+	dry, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{DryRun: true}, node.Options{Restarter: r})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,15 +62,15 @@ func TestRestarterOfYourOwn(t *testing.T) {
 	}
 
 	r.fail = true
-	if _, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{Restarter: r}); !errors.Is(err, ErrRestart) {
-		t.Fatalf("apply with a failing restarter: %v, want ErrRestart", err)
+	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Restarter: r}); !errors.Is(err, node.ErrRestart) {
+		t.Fatalf("apply with a failing restarter: %v, want node.ErrRestart", err)
 	}
 	if r.undid == nil || r.undid.Steps[0].Unit != "resolved-app.service" {
 		t.Fatalf("Undo got %+v, want the resolution the failed run had", r.undid)
 	}
 
 	r.fail = false
-	rep, err := overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{Restarter: r})
+	rep, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Restarter: r})
 	if err != nil {
 		t.Fatal(err)
 	}

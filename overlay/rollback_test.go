@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
@@ -48,9 +49,9 @@ func rbStat(t *testing.T, p string) (os.FileMode, int, int) {
 	return fi.Mode(), int(st.Uid), int(st.Gid)
 }
 
-func rollback(t *testing.T, root string) *RollbackReport {
+func rollback(t *testing.T, root string) *node.RollbackReport {
 	t.Helper()
-	rep, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
+	rep, err := overlaytest.Rollback(context.Background(), root, "", node.Options{})
 	if err != nil {
 		t.Fatalf("rollback: %v", err)
 	}
@@ -148,8 +149,8 @@ func TestRollbackRestoresExactTree(t *testing.T) {
 
 	// Nothing is left to roll back.
 	before := snap(t, root)
-	_, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
-	sqErr(t, err, ErrNothingToRollback, "1.0.0")
+	_, err := overlaytest.Rollback(context.Background(), root, "", node.Options{})
+	sqErr(t, err, node.ErrNothingToRollback, "1.0.0")
 	assertUnchanged(t, root, before)
 
 	// Both overlays apply again.
@@ -168,8 +169,8 @@ func TestRollbackFreshNode(t *testing.T) {
 	f := newFixture(t)
 	root := f.provision()
 	before := snap(t, root)
-	_, err := overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
-	sqErr(t, err, ErrNothingToRollback, root, "1.0.0")
+	_, err := overlaytest.Rollback(context.Background(), root, "", node.Options{})
+	sqErr(t, err, node.ErrNothingToRollback, root, "1.0.0")
 	assertUnchanged(t, root, before)
 }
 

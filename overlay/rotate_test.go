@@ -14,6 +14,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
@@ -49,7 +50,7 @@ func nodeKeys(t *testing.T, root string) []string {
 
 func nodeHead(t *testing.T, root string) string {
 	t.Helper()
-	_, head, _, _, err := NodeExpectation(root)
+	_, head, _, _, err := nodeExpected(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestKeyRotation(t *testing.T) {
 	f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
 	fromImage := f.provision()
 	mid := f.provision()
-	if _, err := overlaytest.Apply(ctx, mid, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); err != nil {
+	if _, err := overlaytest.Apply(ctx, mid, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -101,7 +102,7 @@ func TestKeyRotation(t *testing.T) {
 	f.create("1.0.3", f.change("/etc/motd", "b\n"))
 
 	for name, root := range map[string]string{"from the image": fromImage, "from 1.0.1": mid} {
-		if _, err := overlaytest.Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); err != nil {
+		if _, err := overlaytest.Apply(ctx, root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 			t.Fatalf("node %s catching up through the rotation: %v", name, err)
 		}
 		if got := nodeHead(t, root); got != "1.0.3" {
@@ -110,7 +111,7 @@ func TestKeyRotation(t *testing.T) {
 		if got := nodeKeys(t, root); !slices.Equal(got, []string{b.ID()}) {
 			t.Errorf("node %s trusts %v, want only %s", name, got, b.ID())
 		}
-		au, err := overlaytest.Verify(ctx, root, VerifyOptions{Repo: f.repo, Files: true})
+		au, err := overlaytest.Verify(ctx, root, node.VerifyOptions{Repo: f.repo, Files: true})
 		if err != nil || !au.OK() {
 			t.Errorf("audit of node %s: %v %+v", name, err, au)
 		}
@@ -122,13 +123,13 @@ func TestKeyRotation(t *testing.T) {
 	if au, err := VerifyRepoAs(ctx, f.repo, bOnly, aOnly); err != nil || !au.OK() {
 		t.Errorf("repository audit with B and A's history: %v %+v", err, au)
 	}
-	if au, err := overlaytest.Verify(ctx, fromImage, VerifyOptions{Repo: f.repo, Files: true, Trust: bOnly, History: aOnly}); err != nil || !au.OK() {
+	if au, err := overlaytest.Verify(ctx, fromImage, node.VerifyOptions{Repo: f.repo, Files: true, Trust: bOnly, History: aOnly}); err != nil || !au.OK() {
 		t.Errorf("node audit with B and A's history: %v %+v", err, au)
 	}
 	if au, err := VerifyRepo(ctx, f.repo, aOnly); err != nil || au.OK() || !hasFinding(au, "signature", "not by the auditor's key") {
 		t.Errorf("repository audit with A alone: %v %+v, want the index refused", err, au)
 	}
-	if au, err := overlaytest.Verify(ctx, fromImage, VerifyOptions{Repo: f.repo, Trust: bOnly}); err != nil || au.OK() || !hasFinding(au, "signature", "image manifest") {
+	if au, err := overlaytest.Verify(ctx, fromImage, node.VerifyOptions{Repo: f.repo, Trust: bOnly}); err != nil || au.OK() || !hasFinding(au, "signature", "image manifest") {
 		t.Errorf("node audit with B alone: %v %+v, want the image's signature refused", err, au)
 	}
 
@@ -146,10 +147,10 @@ func TestKeyRotation(t *testing.T) {
 	}
 
 	// Rolling the rotation back on a node brings A back, as it was.
-	if _, err := overlaytest.Rollback(ctx, mid, "", NodeOptions{}); err != nil { // 1.0.3
+	if _, err := overlaytest.Rollback(ctx, mid, "", node.Options{}); err != nil { // 1.0.3
 		t.Fatal(err)
 	}
-	if _, err := overlaytest.Rollback(ctx, mid, "", NodeOptions{}); err != nil { // 1.0.2
+	if _, err := overlaytest.Rollback(ctx, mid, "", node.Options{}); err != nil { // 1.0.2
 		t.Fatal(err)
 	}
 	if got := nodeKeys(t, mid); !slices.Equal(got, []string{a.ID()}) {
@@ -177,7 +178,7 @@ func TestKeyRotation(t *testing.T) {
 		t.Errorf("node from the regenerated image trusts %v, want %s", got, b.ID())
 	}
 	f.create("1.0.4", f.change("/etc/motd", "c\n"))
-	if _, err := overlaytest.Apply(ctx, fresh, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); err != nil {
+	if _, err := overlaytest.Apply(ctx, fresh, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatalf("node from the regenerated image applying 1.0.4: %v", err)
 	}
 }
@@ -197,7 +198,7 @@ func TestRevokedKeyRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := f.provision()
-	if _, err := overlaytest.Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); err != nil {
+	if _, err := overlaytest.Apply(ctx, root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	good := repoSnap(t, f.repo)
@@ -209,7 +210,7 @@ func TestRevokedKeyRefused(t *testing.T) {
 	raw := craft(t, evil, m, a, []member{fileMember(m.Entries[0], []byte("evil\n"))})
 	addToIndex(t, f.repo, b, m, raw, evil)
 	before := snap(t, root)
-	_, err := overlaytest.Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
+	_, err := overlaytest.Apply(ctx, root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
 	sqErr(t, err, sign.ErrBadSignature, a.ID())
 	assertUnchanged(t, root, before)
 	_, err = apply(root, evil)
@@ -219,7 +220,7 @@ func TestRevokedKeyRefused(t *testing.T) {
 	// The same index, signed by A.
 	idx, _ := indexFiles(t, f.repo)
 	putIndex(t, f.repo, idx, a.Sign(idx, sign.IndexComment))
-	_, err = overlaytest.Apply(ctx, root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
+	_, err = overlaytest.Apply(ctx, root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
 	sqErr(t, err, sign.ErrBadSignature, a.ID())
 	assertUnchanged(t, root, before)
 	restoreRepo(t, f.repo, good)
@@ -236,7 +237,7 @@ func TestRevokedKeyRefused(t *testing.T) {
 	raw = craft(t, xfile, xr, x, []member{fileMember(xr.Entries[0], text)})
 	replaceIndex(t, f.repo, x, xr, raw, xfile)
 	before = snap(t, behind)
-	_, err = overlaytest.Apply(ctx, behind, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
+	_, err = overlaytest.Apply(ctx, behind, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
 	sqErr(t, err, sign.ErrBadSignature, x.ID(), "key rotations")
 	assertUnchanged(t, behind, before)
 }
@@ -308,7 +309,7 @@ func pubString(t *testing.T, pub []byte) string {
 // treeAfter returns the digest of the node's expected tree after m.
 func treeAfter(t *testing.T, root string, m *manifests.OverlayManifest) string {
 	t.Helper()
-	_, _, _, state, err := NodeExpectation(root)
+	_, _, _, state, err := nodeExpected(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +452,7 @@ func TestRotationForgeries(t *testing.T) {
 	// A node behind the rotation still trusts A, so A's signature
 	// verifies; at the head its keys are B's, and it refuses.
 	snapBefore := snap(t, behind)
-	_, err = overlaytest.Apply(ctx, behind, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
+	_, err = overlaytest.Apply(ctx, behind, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
 	sqErr(t, err, sign.ErrBadSignature, a.ID(), "no longer trusts")
 	assertUnchanged(t, behind, snapBefore)
 }

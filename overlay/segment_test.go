@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
@@ -46,10 +47,10 @@ func TestSegmentedIndex(t *testing.T) {
 	}
 	root := f.provision()
 	through := "1.0." + strconv.Itoa(manifests.SegmentSize+3) // inside the second segment
-	if _, err := overlaytest.Apply(ctx, root, Source{Repo: f.repo, Through: through}, ApplyOptions{}, NodeOptions{}); err != nil {
+	if _, err := overlaytest.Apply(ctx, root, node.Source{Repo: f.repo, Through: through}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := overlaytest.Verify(ctx, root, VerifyOptions{Repo: f.repo, Files: true})
+	a, err := overlaytest.Verify(ctx, root, node.VerifyOptions{Repo: f.repo, Files: true})
 	if err != nil || !a.OK() || a.Behind != total-manifests.SegmentSize-3 {
 		t.Fatalf("node audit: %v behind %d %+v", err, a.Behind, a)
 	}
@@ -66,7 +67,7 @@ func TestSegmentedIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bs.Close()
-	rep, err := overlaytest.Apply(ctx, root, Source{Repo: out, Store: bs, Through: bs.Info.To}, ApplyOptions{}, NodeOptions{})
+	rep, err := overlaytest.Apply(ctx, root, node.Source{Repo: out, Store: bs, Through: bs.Info.To}, node.ApplyOptions{}, node.Options{})
 	if err != nil || len(rep.Plans) != 3 {
 		t.Fatalf("apply --bundle: %v", err)
 	}
@@ -90,7 +91,7 @@ func TestSegmentedIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bs2.Close()
-	if _, err := overlaytest.Apply(ctx, f.provision(), Source{Repo: out2, Store: bs2, Through: bs2.Info.To}, ApplyOptions{}, NodeOptions{}); err != nil {
+	if _, err := overlaytest.Apply(ctx, f.provision(), node.Source{Repo: out2, Store: bs2, Through: bs2.Info.To}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatalf("a fresh node applying a bundle from the image: %v", err)
 	}
 
@@ -135,7 +136,7 @@ func TestSegmentedIndex(t *testing.T) {
 	}
 	fresh := f.provision()
 	before := snap(t, fresh)
-	if _, err := overlaytest.Apply(ctx, fresh, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); !errors.Is(err, repo.ErrTampered) {
+	if _, err := overlaytest.Apply(ctx, fresh, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); !errors.Is(err, repo.ErrTampered) {
 		t.Fatalf("apply through a tampered segment = %v, want ErrTampered", err)
 	}
 	assertUnchanged(t, fresh, before)

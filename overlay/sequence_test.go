@@ -17,6 +17,7 @@ import (
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 	"github.com/strata-dev/strata/schema"
@@ -67,7 +68,7 @@ func sqActions(l *manifests.Ledger) []string {
 }
 
 // sqMustApply applies files and fails the test on error.
-func sqMustApply(t *testing.T, root string, files ...string) *ApplyReport {
+func sqMustApply(t *testing.T, root string, files ...string) *node.ApplyReport {
 	t.Helper()
 	rep, err := apply(root, files...)
 	if err != nil {
@@ -79,7 +80,7 @@ func sqMustApply(t *testing.T, root string, files ...string) *ApplyReport {
 // sqAudit runs VerifyNode and fails the test if the audit could not run.
 func sqAudit(t *testing.T, root, repoDir string, files bool) *schema.Audit {
 	t.Helper()
-	a, err := overlaytest.Verify(context.Background(), root, VerifyOptions{Repo: repoDir, Files: files})
+	a, err := overlaytest.Verify(context.Background(), root, node.VerifyOptions{Repo: repoDir, Files: files})
 	if err != nil {
 		t.Fatalf("VerifyNode: %v", err)
 	}
@@ -160,7 +161,7 @@ func sqSHA(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-func sqVersions(plans []Plan) []string {
+func sqVersions(plans []node.Plan) []string {
 	var out []string
 	for _, p := range plans {
 		out = append(out, p.Version)
@@ -247,7 +248,7 @@ func TestSequenceForkRefused(t *testing.T) {
 	assertUnchanged(t, root, before)
 
 	// --repo of the other line: the node's head is not in it.
-	_, err = overlaytest.Apply(context.Background(), root, Source{Repo: repo2}, ApplyOptions{}, NodeOptions{})
+	_, err = overlaytest.Apply(context.Background(), root, node.Source{Repo: repo2}, node.ApplyOptions{}, node.Options{})
 	sqErr(t, err, ErrSequence, "1.0.1", ours.Digest)
 	assertUnchanged(t, root, before)
 }
@@ -300,7 +301,7 @@ func TestSequenceRepoAppliesAllPending(t *testing.T) {
 	f := newFixture(t)
 	cs := sqChain(f, 3)
 	root := f.provision()
-	rep, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
+	rep, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func TestSequenceRepoAppliesAllPending(t *testing.T) {
 
 	// Nothing pending: a second run changes nothing.
 	before := snap(t, root)
-	rep, err = overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{})
+	rep, err = overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +336,7 @@ func TestSequenceRepoThroughStops(t *testing.T) {
 	f := newFixture(t)
 	cs := sqChain(f, 3)
 	root := f.provision()
-	rep, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.2"}, ApplyOptions{}, NodeOptions{})
+	rep, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo, Through: "1.0.2"}, node.ApplyOptions{}, node.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +352,7 @@ func TestSequenceRepoThroughStops(t *testing.T) {
 		t.Errorf("audit digest %s behind %d, want %s and 1", a.TreeDigest, a.Behind, cs[1].Manifest.TreeDigest)
 	}
 	// Continuing through the head picks up where it stopped.
-	rep, err = overlaytest.Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.3"}, ApplyOptions{}, NodeOptions{})
+	rep, err = overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo, Through: "1.0.3"}, node.ApplyOptions{}, node.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +366,7 @@ func TestSequenceRepoThroughUnknownVersion(t *testing.T) {
 	sqChain(f, 2)
 	root := f.provision()
 	before := snap(t, root)
-	_, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo, Through: "1.0.7"}, ApplyOptions{}, NodeOptions{})
+	_, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo, Through: "1.0.7"}, node.ApplyOptions{}, node.Options{})
 	sqErr(t, err, ErrSequence, "1.0.7")
 	assertUnchanged(t, root, before)
 }
@@ -376,8 +377,8 @@ func TestSequenceDryRunChangesNothing(t *testing.T) {
 	c2 := f.create("1.0.2", Change{Deletes: []string{"/etc/motd"}})
 	root := f.provision()
 	before := snap(t, root)
-	for name, src := range map[string]Source{"files": {Files: []string{c1.Path, c2.Path}}, "repo": {Repo: f.repo}} {
-		rep, err := overlaytest.Apply(context.Background(), root, src, ApplyOptions{DryRun: true}, NodeOptions{})
+	for name, src := range map[string]node.Source{"files": {Files: []string{c1.Path, c2.Path}}, "repo": {Repo: f.repo}} {
+		rep, err := overlaytest.Apply(context.Background(), root, src, node.ApplyOptions{DryRun: true}, node.Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -542,10 +543,10 @@ func TestApplyLockHeldFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unlock()
-	_, err = overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{})
+	_, err = overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{})
 	sqErr(t, err, nodestate.ErrLocked, root, "pid "+strconv.Itoa(os.Getpid()))
 	assertUnchanged(t, root, before)
-	_, err = overlaytest.Rollback(context.Background(), root, "", NodeOptions{})
+	_, err = overlaytest.Rollback(context.Background(), root, "", node.Options{})
 	sqErr(t, err, nodestate.ErrLocked)
 }
 
@@ -565,7 +566,7 @@ func TestApplyWaitsForLock(t *testing.T) {
 		released.Store(true)
 		unlock()
 	}()
-	_, err = overlaytest.Apply(context.Background(), root, Source{Files: []string{c.Path}}, ApplyOptions{}, NodeOptions{LockWait: 5 * time.Second})
+	_, err = overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{LockWait: 5 * time.Second})
 	<-done
 	if err != nil {
 		t.Fatalf("apply while the lock is released within LockWait: %v", err)
@@ -583,13 +584,13 @@ func TestApplyConcurrentSameOverlays(t *testing.T) {
 	cs := sqChain(f, 2)
 	root := f.provision()
 	var wg sync.WaitGroup
-	reps := make([]*ApplyReport, 2)
+	reps := make([]*node.ApplyReport, 2)
 	errs := make([]error, 2)
 	for i := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reps[i], errs[i] = overlaytest.Apply(context.Background(), root, Source{Files: []string{cs[0].Path, cs[1].Path}}, ApplyOptions{}, NodeOptions{LockWait: time.Minute})
+			reps[i], errs[i] = overlaytest.Apply(context.Background(), root, node.Source{Files: []string{cs[0].Path, cs[1].Path}}, node.ApplyOptions{}, node.Options{LockWait: time.Minute})
 		}()
 	}
 	wg.Wait()
@@ -663,10 +664,10 @@ func TestLineageWindow(t *testing.T) {
 	_, err := apply(root, last.Path)
 	sqErr(t, err, ErrSequence, "missing: the overlays after 1.0.0", "1.0."+strconv.Itoa(n-1))
 	assertUnchanged(t, root, before)
-	if _, err := overlaytest.Apply(context.Background(), root, Source{Repo: f.repo}, ApplyOptions{}, NodeOptions{}); err != nil {
+	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatalf("catching up a line longer than the window: %v", err)
 	}
-	if a, err := overlaytest.Verify(context.Background(), root, VerifyOptions{Repo: f.repo, Files: true}); err != nil || !a.OK() || a.Head.Version != "1.0."+strconv.Itoa(n) {
+	if a, err := overlaytest.Verify(context.Background(), root, node.VerifyOptions{Repo: f.repo, Files: true}); err != nil || !a.OK() || a.Head.Version != "1.0."+strconv.Itoa(n) {
 		t.Fatalf("audit after catching up: %v %+v", err, a)
 	}
 }

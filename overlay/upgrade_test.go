@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
@@ -97,10 +98,10 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	root, next := stagedNode(t, f, thisBoot)
 	c2 := f.create("1.0.2", f.change("/etc/app/app.conf", "port 82\n"))
 	before := snap(t, root)
-	if _, err := apply(root, c2.Path); !errors.Is(err, ErrUpgradeStaged) {
+	if _, err := apply(root, c2.Path); !errors.Is(err, node.ErrUpgradeStaged) {
 		t.Fatalf("apply while staged: %v", err)
 	}
-	if _, err := overlaytest.Rollback(ctx, root, "", NodeOptions{}); !errors.Is(err, ErrUpgradeStaged) {
+	if _, err := overlaytest.Rollback(ctx, root, "", node.Options{}); !errors.Is(err, node.ErrUpgradeStaged) {
 		t.Fatalf("rollback while staged: %v", err)
 	}
 	assertUnchanged(t, root, before)
@@ -112,7 +113,7 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	if fb, err := overlaytest.SettleUpgrade(ctx, root, thisBoot); err != nil || fb.Failed != nil {
 		t.Fatalf("settle in the staging boot: %+v %v", fb, err)
 	}
-	if rep, err := overlaytest.Confirm(ctx, root, healthy, NodeOptions{}); err != nil || rep.Confirmed || rep.Trial {
+	if rep, err := overlaytest.Confirm(ctx, root, healthy, node.Options{}); err != nil || rep.Confirmed || rep.Trial {
 		t.Fatalf("confirm without a trial: %+v %v", rep, err)
 	}
 	assertUnchanged(t, root, before)
@@ -125,12 +126,12 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	if err != nil || st.Upgrade == nil || st.Upgrade.State != "trial" || strings.Join(st.Layers, " ") != "1.0.1" {
 		t.Fatalf("status on trial: %+v %v", st, err)
 	}
-	if _, err := apply(root, c2.Path); !errors.Is(err, ErrUpgradeStaged) {
+	if _, err := apply(root, c2.Path); !errors.Is(err, node.ErrUpgradeStaged) {
 		t.Fatalf("apply on a trial boot: %v", err)
 	}
 	sick := errors.New("nginx.service failed")
-	_, err = overlaytest.Confirm(ctx, root, func(context.Context, manifests.Catalog) error { return sick }, NodeOptions{})
-	if !errors.Is(err, ErrUnhealthy) || !errors.Is(err, sick) {
+	_, err = overlaytest.Confirm(ctx, root, func(context.Context, manifests.Catalog) error { return sick }, node.Options{})
+	if !errors.Is(err, node.ErrUnhealthy) || !errors.Is(err, sick) {
 		t.Fatalf("unhealthy trial: %v", err)
 	}
 	if _, err := (nodestate.Node{Root: root}).Staged(); err != nil {
@@ -143,7 +144,7 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 			units = append(units, s.Unit)
 		}
 		return nil
-	}, NodeOptions{})
+	}, node.Options{})
 	if !slices.Contains(units, "extra.service") || !slices.Contains(units, "ov.service") {
 		t.Fatalf("health check's catalog: %v", units)
 	}
@@ -179,7 +180,7 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 			return err
 		},
 		func() error {
-			rep, err := overlaytest.Confirm(ctx, root, healthy, NodeOptions{})
+			rep, err := overlaytest.Confirm(ctx, root, healthy, node.Options{})
 			if err == nil && !rep.Confirmed {
 				return fmt.Errorf("not confirmed: %+v", rep)
 			}
@@ -327,7 +328,7 @@ func TestBootHealth(t *testing.T) {
 	}}
 	up := map[string]string{"web.service": "active", "job.service": "inactive", "off.service": "disabled:failed", "strata-upgrade-confirm.service": "activating"}
 	f := &fakeUnits{states: []map[string]string{up}}
-	if err := BootHealth(f, "/", time.Minute, "strata-upgrade-confirm.service")(ctx, cat); err != nil {
+	if err := node.BootHealth(f, "/", time.Minute, "strata-upgrade-confirm.service")(ctx, cat); err != nil {
 		t.Fatalf("healthy node: %v", err)
 	}
 	for _, n := range f.asked[0] {
@@ -336,21 +337,21 @@ func TestBootHealth(t *testing.T) {
 		}
 	}
 	failed := map[string]string{"web.service": "active", "job.service": "failed"}
-	err := BootHealth(&fakeUnits{states: []map[string]string{failed}}, "/", time.Minute)(ctx, cat)
+	err := node.BootHealth(&fakeUnits{states: []map[string]string{failed}}, "/", time.Minute)(ctx, cat)
 	if err == nil || !strings.Contains(err.Error(), "job.service failed") {
 		t.Fatalf("failed unit: %v", err)
 	}
 	starting := map[string]string{"web.service": "activating", "job.service": "inactive"}
 	f = &fakeUnits{states: []map[string]string{starting, starting, up}}
-	if err := BootHealth(f, "/", time.Minute, "strata-upgrade-confirm.service")(ctx, cat); err != nil || len(f.asked) != 3 {
+	if err := node.BootHealth(f, "/", time.Minute, "strata-upgrade-confirm.service")(ctx, cat); err != nil || len(f.asked) != 3 {
 		t.Fatalf("a unit that came up: %v after %d looks", err, len(f.asked))
 	}
-	err = BootHealth(&fakeUnits{states: []map[string]string{starting}}, "/", 0)(ctx, cat)
+	err = node.BootHealth(&fakeUnits{states: []map[string]string{starting}}, "/", 0)(ctx, cat)
 	if err == nil || !strings.Contains(err.Error(), "web.service is activating") {
 		t.Fatalf("a unit that never came up: %v", err)
 	}
 	cat.Services[0].Check = []string{"/bin/false"}
-	err = BootHealth(&fakeUnits{states: []map[string]string{up}}, "/", time.Minute, "strata-upgrade-confirm.service")(ctx, cat)
+	err = node.BootHealth(&fakeUnits{states: []map[string]string{up}}, "/", time.Minute, "strata-upgrade-confirm.service")(ctx, cat)
 	if err == nil || !strings.Contains(err.Error(), "check of web.service") {
 		t.Fatalf("failing check: %v", err)
 	}

@@ -27,7 +27,7 @@ func VerifyRepo(ctx context.Context, repoDir string, trust *sign.KeySet) (*schem
 // them.
 func VerifyRepoAs(ctx context.Context, repoDir string, trust, history *sign.KeySet) (*schema.Audit, error) {
 	a := &schema.Audit{Repo: repoDir, Pending: []manifests.ServiceAction{}, Findings: []schema.Finding{}}
-	st, done, err := openRepoStore(repoDir, nil)
+	st, done, err := repo.LocateForRereads(repoDir, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -133,20 +133,6 @@ func chainIndex(c *Chain, ref manifests.Ref) int {
 		}
 	}
 	return -1
-}
-
-// openRepoStore returns the store of the repository at loc (a directory
-// or a URL), or st when the caller has it open already. A remote one is
-// spooled, so that each member is fetched once however often verification
-// reads it; done removes the copies.
-func openRepoStore(loc string, st repo.Store) (repo.Store, func(), error) {
-	if st == nil {
-		var err error
-		if st, err = repo.Locate(loc); err != nil {
-			return nil, nil, err
-		}
-	}
-	return repo.ForRereads(st)
 }
 
 // auditState checks a line's head state, which publishers trust instead

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 	"github.com/strata-dev/strata/schema"
@@ -144,7 +145,7 @@ func TestVerifyNodeLedgerTampered(t *testing.T) {
 	before := snap(t, root)
 	_, err = apply(root, c.Path)
 	sqErr(t, err, manifests.ErrInvalid, "record 1")
-	_, err = overlaytest.Rollback(t.Context(), root, "", NodeOptions{})
+	_, err = overlaytest.Rollback(t.Context(), root, "", node.Options{})
 	sqErr(t, err, manifests.ErrInvalid, "record 1")
 	assertUnchanged(t, root, before)
 }

@@ -3,7 +3,7 @@
 // regenerated image.
 //
 // Disk (a disk that is not running) and Live (the running node's own
-// disk) verify the image against the node (overlay.Node.Upgrade: signed by a
+// disk) verify the image against the node (node.Node.Upgrade: signed by a
 // key the node trusts, of its line, newer than the image it runs, able to
 // carry its layers; or, to compact, a regenerated image of the node's
 // head with the node's tree), write it to the inactive root partition

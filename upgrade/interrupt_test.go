@@ -13,7 +13,7 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/ctxio/ctxiotest"
 	"github.com/strata-dev/strata/internal/fault"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay/offline"
 	"github.com/strata-dev/strata/upgrade"
 )
@@ -107,7 +107,7 @@ func TestUpgradeKilledBeforeEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Upgrade == nil || st.Upgrade.State != overlay.UpgradeInterrupted || st.Upgrade.Image.Version != "1.1.0" {
+	if st.Upgrade == nil || st.Upgrade.State != node.UpgradeInterrupted || st.Upgrade.Image.Version != "1.1.0" {
 		t.Fatalf("status of the disk: upgrade %+v, want 1.1.0 interrupted", st.Upgrade)
 	}
 	before := e.sum(t)
@@ -131,7 +131,7 @@ func TestUpgradeKilledBeforeEntry(t *testing.T) {
 	if entries := e.esp(t, "/loader/entries"); strings.Contains(entries, ".new") || !strings.Contains(entries, "strata-2-b+3.conf") {
 		t.Fatalf("entries after the upgrade:\n%s", entries)
 	}
-	if st, err := offline.Status(ctx, e.disk); err != nil || st.Upgrade == nil || st.Upgrade.State != overlay.UpgradeStaged {
+	if st, err := offline.Status(ctx, e.disk); err != nil || st.Upgrade == nil || st.Upgrade.State != node.UpgradeStaged {
 		t.Fatalf("status after the upgrade: %v, %+v", err, st)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/upgrade"
 )
@@ -25,7 +26,7 @@ func TestUpgradeDiskFromRepo(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	o := upgrade.Options{Repo: e.repo, DryRun: true}
-	if _, err := upgrade.Disk(ctx, e.disk, o); !errors.Is(err, overlay.ErrUpgrade) || !strings.Contains(err.Error(), "no image newer than the node's 1.0.0 (upgrade images: none)") {
+	if _, err := upgrade.Disk(ctx, e.disk, o); !errors.Is(err, node.ErrUpgrade) || !strings.Contains(err.Error(), "no image newer than the node's 1.0.0 (upgrade images: none)") {
 		t.Fatalf("upgrade from a repository without images: %v", err)
 	}
 
@@ -97,7 +98,7 @@ func TestUpgradeDiskFromRepo(t *testing.T) {
 	// one through another line's overlay is refused when published.
 	o = upgrade.Options{Repo: e.repo, DryRun: true}
 	o.Compact = true
-	if _, err := upgrade.Disk(ctx, e.disk, o); !errors.Is(err, overlay.ErrUpgrade) || !strings.Contains(err.Error(), "no regenerated image through the node's head 1.0.2") {
+	if _, err := upgrade.Disk(ctx, e.disk, o); !errors.Is(err, node.ErrUpgrade) || !strings.Contains(err.Error(), "no regenerated image through the node's head 1.0.2") {
 		t.Fatalf("compaction without a regenerated image: %v", err)
 	}
 	fork := filepath.Join(e.dir, "fork")

@@ -15,7 +15,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay/offline"
 )
 
@@ -27,14 +27,14 @@ type Options struct {
 	// Repo, instead of Image, is a repository (a directory or URL) to
 	// take the image from: the newest image of the node's line, or with
 	// Compact its regenerated image through the node's head (see
-	// overlay.Node.UpgradeFromRepo). It is copied to a directory made in
+	// node.Node.UpgradeFromRepo). It is copied to a directory made in
 	// one of SpoolDirs first.
 	Repo string
 	// SpoolDirs offer where an image taken from Repo is kept while it is
 	// written: the first reachable without a symbolic link
 	// (safefile.MkdirTemp; empty: the system's temporary directory).
 	SpoolDirs []string
-	overlay.UpgradeOptions
+	node.UpgradeOptions
 	// DryRun verifies and plans, and writes nothing.
 	DryRun bool
 	// Tries is how many boots the new image gets to reach health
@@ -48,7 +48,7 @@ type Options struct {
 
 // Report describes an upgrade.
 type Report struct {
-	*overlay.UpgradeReport
+	*node.UpgradeReport
 	// Disk is the disk written.
 	Disk string `json:"disk"`
 	// Entry is the boot entry written (nil on a dry run).
@@ -78,7 +78,7 @@ func Disk(ctx context.Context, diskPath string, o Options) (rep *Report, err err
 		rep, err = run(ctx, root, t, "", dry)
 		return err
 	})
-	if o.DryRun || err != nil && !errors.Is(err, overlay.ErrInterrupted) && !errors.Is(err, ErrUnbootable) {
+	if o.DryRun || err != nil && !errors.Is(err, node.ErrInterrupted) && !errors.Is(err, ErrUnbootable) {
 		return rep, err
 	}
 	err = onDisk(ctx, diskPath, offline.Mount, o.Progress, func(root string, t *disk.Target) error {
@@ -132,7 +132,7 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 	if o.Tries == 0 {
 		o.Tries = disk.DefaultTries
 	}
-	nd, err := overlay.OpenNode(root, overlay.NodeOptions{LockWait: o.LockWait, Progress: o.Progress})
+	nd, err := node.Open(root, node.Options{LockWait: o.LockWait, Progress: o.Progress})
 	if err != nil {
 		return nil, err
 	}
@@ -179,15 +179,15 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 		return nil, err
 	}
 	rep := &Report{Disk: t.Disk, Abandoned: abandoned}
-	write := func(plan *overlay.UpgradePlan) (overlay.Slot, error) {
+	write := func(plan *node.UpgradePlan) (node.Slot, error) {
 		in, err := t.Install(ctx, o.Image, plan.Image, o.Tries, o.Progress)
 		if err != nil {
-			return overlay.Slot{}, err
+			return node.Slot{}, err
 		}
 		rep.Entry, rep.Kernel, rep.Initrd = &in.Entry, in.Kernel, in.Initrd
-		return overlay.Slot{Name: in.Slot, Entry: in.Entry.ID, Commit: in.Commit}, nil
+		return node.Slot{Name: in.Slot, Entry: in.Entry.ID, Commit: in.Commit}, nil
 	}
-	rep.UpgradeReport, err = nd.Upgrade(ctx, overlay.UpgradeRequest{Raw: raw, Sig: sig, UpgradeOptions: o.UpgradeOptions, DryRun: o.DryRun, BootID: bootID, Write: write})
+	rep.UpgradeReport, err = nd.Upgrade(ctx, node.UpgradeRequest{Raw: raw, Sig: sig, UpgradeOptions: o.UpgradeOptions, DryRun: o.DryRun, BootID: bootID, Write: write})
 	return rep, err
 }
 
@@ -199,7 +199,7 @@ var ErrUnbootable = manifests.Rejection("upgrade: a staged upgrade has no bootab
 // dropUnbootable drops (as upgrade --cancel would) an upgrade staged on
 // the node whose boot entry is not bootable, and returns it; a dry run
 // refuses with ErrUnbootable instead.
-func dropUnbootable(ctx context.Context, nd *overlay.Node, t *disk.Target, o Options) (*manifests.StagedUpgrade, error) {
+func dropUnbootable(ctx context.Context, nd *node.Node, t *disk.Target, o Options) (*manifests.StagedUpgrade, error) {
 	u, err := nodestate.Node{Root: nd.Root()}.Staged()
 	if err != nil || u == nil {
 		return nil, err
@@ -247,7 +247,7 @@ func checkActive(root string, t *disk.Target) error {
 		want = manifests.SlotA
 	}
 	if t.Active != want {
-		return fmt.Errorf("%s: the node runs root %s, its ledger says root %s: %w", t.Disk, t.Active, want, overlay.ErrDrift)
+		return fmt.Errorf("%s: the node runs root %s, its ledger says root %s: %w", t.Disk, t.Active, want, node.ErrDrift)
 	}
 	return nil
 }
@@ -259,23 +259,23 @@ func CancelDisk(ctx context.Context, diskPath string, lockWait time.Duration) (u
 	// Decided on the disk mounted read-only first: with nothing to
 	// cancel, not a byte changes.
 	err = onDisk(ctx, diskPath, offline.MountReadOnly, nil, func(root string, t *disk.Target) error {
-		nd, err := overlay.OpenNode(root, overlay.NodeOptions{LockWait: lockWait})
+		nd, err := node.Open(root, node.Options{LockWait: lockWait})
 		if err != nil {
 			return err
 		}
 		_, err = nd.CancelUpgrade(ctx, func(u *manifests.StagedUpgrade) error {
 			if u.Record.Slot == t.Active {
-				return fmt.Errorf("the staged upgrade is on root %s, the root the node runs: %w", u.Record.Slot, overlay.ErrDrift)
+				return fmt.Errorf("the staged upgrade is on root %s, the root the node runs: %w", u.Record.Slot, node.ErrDrift)
 			}
 			return errWouldCancel
 		})
 		return err
 	})
-	if !errors.Is(err, errWouldCancel) && !errors.Is(err, overlay.ErrInterrupted) {
+	if !errors.Is(err, errWouldCancel) && !errors.Is(err, node.ErrInterrupted) {
 		return nil, err
 	}
 	err = onDisk(ctx, diskPath, offline.Mount, nil, func(root string, t *disk.Target) error {
-		nd, err := overlay.OpenNode(root, overlay.NodeOptions{LockWait: lockWait})
+		nd, err := node.Open(root, node.Options{LockWait: lockWait})
 		if err != nil {
 			return err
 		}
@@ -293,7 +293,7 @@ var errWouldCancel = errors.New("upgrade: the cancel holds")
 // mount namespace).
 func CancelLive(ctx context.Context, lockWait time.Duration) (u *manifests.StagedUpgrade, err error) {
 	err = onLive(ctx, func(t *disk.Target) error {
-		nd, err := overlay.OpenNode("/", overlay.NodeOptions{LockWait: lockWait})
+		nd, err := node.Open("/", node.Options{LockWait: lockWait})
 		if err != nil {
 			return err
 		}
@@ -303,23 +303,23 @@ func CancelLive(ctx context.Context, lockWait time.Duration) (u *manifests.Stage
 	return u, err
 }
 
-func cancel(ctx context.Context, nd *overlay.Node, t *disk.Target) (*manifests.StagedUpgrade, error) {
+func cancel(ctx context.Context, nd *node.Node, t *disk.Target) (*manifests.StagedUpgrade, error) {
 	return nd.CancelUpgrade(ctx, func(u *manifests.StagedUpgrade) error {
 		if u.Record.Slot == t.Active {
-			return fmt.Errorf("the staged upgrade is on root %s, the root the node runs: %w", u.Record.Slot, overlay.ErrDrift)
+			return fmt.Errorf("the staged upgrade is on root %s, the root the node runs: %w", u.Record.Slot, node.ErrDrift)
 		}
 		return t.RemoveSlot(u.Record.Slot)
 	})
 }
 
 // Confirm is the health check and commit of a trial boot on the running
-// node (see overlay.Node.Confirm), with overlay.BootHealth through
+// node (see node.Node.Confirm), with node.BootHealth through
 // systemctl: no enabled catalog service failed or still starting after
 // settle, the checks of the active ones passing.
-func Confirm(ctx context.Context, root string, settle, lockWait time.Duration) (*overlay.ConfirmReport, error) {
-	nd, err := overlay.OpenNode(root, overlay.NodeOptions{LockWait: lockWait})
+func Confirm(ctx context.Context, root string, settle, lockWait time.Duration) (*node.ConfirmReport, error) {
+	nd, err := node.Open(root, node.Options{LockWait: lockWait})
 	if err != nil {
 		return nil, err
 	}
-	return nd.Confirm(ctx, overlay.BootHealth(systemd.NewSystemctl(), root, settle, manifests.ConfirmUnit))
+	return nd.Confirm(ctx, node.BootHealth(systemd.NewSystemctl(), root, settle, manifests.ConfirmUnit))
 }

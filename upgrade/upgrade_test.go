@@ -19,6 +19,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/offline"
 	"github.com/strata-dev/strata/upgrade"
@@ -153,7 +154,7 @@ func newEnv(t *testing.T) *env {
 	e.layout = r.Layout
 	e.overlay(t, "1.0.1", "/etc/app/app.conf", "port 81\n")
 	e.overlay(t, "1.0.2", "/usr/share/doc/app/changes", "two\n")
-	if _, err := offline.Apply(context.Background(), e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
+	if _, err := offline.Apply(context.Background(), e.disk, node.Source{Repo: e.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -323,11 +324,11 @@ func TestUpgradeDisk(t *testing.T) {
 	// Staged: another upgrade and an apply wait for it.
 	third := e.build(t, "up", "1.2.0", "3", e.key)
 	before = e.sum(t)
-	if _, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Image: third}); !errors.Is(err, overlay.ErrUpgradeStaged) {
+	if _, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Image: third}); !errors.Is(err, node.ErrUpgradeStaged) {
 		t.Fatalf("second upgrade: %v, want ErrUpgradeStaged", err)
 	}
 	e.overlay(t, "1.0.3", "/etc/app/app.conf", "port 83\n")
-	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}, overlay.NodeOptions{}); !errors.Is(err, overlay.ErrUpgradeStaged) {
+	if _, err := offline.Apply(ctx, e.disk, node.Source{Repo: e.repo}, node.ApplyOptions{}, node.Options{}); !errors.Is(err, node.ErrUpgradeStaged) {
 		t.Fatalf("apply while staged: %v, want ErrUpgradeStaged", err)
 	}
 	if e.sum(t) != before {
@@ -345,10 +346,10 @@ func TestUpgradeDisk(t *testing.T) {
 	if s := e.state(t, manifests.UpgradePath); s != "" {
 		t.Fatalf("staged upgrade left after cancel: %s", s)
 	}
-	if _, err := upgrade.CancelDisk(ctx, e.disk, 0); !errors.Is(err, overlay.ErrUpgrade) {
+	if _, err := upgrade.CancelDisk(ctx, e.disk, 0); !errors.Is(err, node.ErrUpgrade) {
 		t.Fatalf("cancelling nothing: %v", err)
 	}
-	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
+	if _, err := offline.Apply(ctx, e.disk, node.Source{Repo: e.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatalf("apply after cancel: %v", err)
 	}
 	// The next upgrade carries the new layer too.
@@ -379,16 +380,16 @@ func TestUpgradeDiskRefusals(t *testing.T) {
 		want        error
 		says        string
 	}{
-		{"another line", e.build(t, "down", "2.0.0", "2", e.key), upgrade.Options{}, overlay.ErrUpgrade, "is of line down"},
-		{"older", e.build(t, "up", "0.9.0", "2", e.key), upgrade.Options{}, overlay.ErrUpgrade, "not newer"},
+		{"another line", e.build(t, "down", "2.0.0", "2", e.key), upgrade.Options{}, node.ErrUpgrade, "is of line down"},
+		{"older", e.build(t, "up", "0.9.0", "2", e.key), upgrade.Options{}, node.ErrUpgrade, "not newer"},
 		{"unsigned", unsigned, upgrade.Options{}, manifests.ErrRejected, "not signed"},
 		{"wrong key", e.build(t, "up", "1.1.0", "2", other), upgrade.Options{}, manifests.ErrRejected, "signature"},
 		// The overlays require ^1.0.0.
-		{"drops layers", e.build(t, "up", "2.0.0", "2", e.key), upgrade.Options{}, overlay.ErrUpgrade, "1.0.1 (requires image ^1.0.0)"},
+		{"drops layers", e.build(t, "up", "2.0.0", "2", e.key), upgrade.Options{}, node.ErrUpgrade, "1.0.1 (requires image ^1.0.0)"},
 		{"no kernel", e.build(t, "up", "1.1.0", "", e.key), upgrade.Options{}, disk.ErrNoKernel, "no kernel"},
 		{"too big", e.build(t, "up", "1.1.0", "2", e.key, "  - path: /big\n    src: "+bigFile+"\n"), upgrade.Options{}, disk.ErrTooSmall, "does not fit root B"},
-		{"no confirmation unit", e.build(t, "nostrata", "1.1.0", "2", e.key), upgrade.Options{}, overlay.ErrUpgrade, "has no /usr/lib/systemd/system/strata-upgrade-confirm.service"},
-		{"compact, not regenerated", e.build(t, "up", "1.1.0", "2", e.key), upgrade.Options{UpgradeOptions: overlay.UpgradeOptions{Compact: true}}, overlay.ErrUpgrade, "not a regenerated image"},
+		{"no confirmation unit", e.build(t, "nostrata", "1.1.0", "2", e.key), upgrade.Options{}, node.ErrUpgrade, "has no /usr/lib/systemd/system/strata-upgrade-confirm.service"},
+		{"compact, not regenerated", e.build(t, "up", "1.1.0", "2", e.key), upgrade.Options{UpgradeOptions: node.UpgradeOptions{Compact: true}}, node.ErrUpgrade, "not a regenerated image"},
 	}
 	before := e.sum(t)
 	for _, c := range cases {
@@ -401,12 +402,12 @@ func TestUpgradeDiskRefusals(t *testing.T) {
 			t.Fatalf("%s: the refused upgrade changed the disk", c.name)
 		}
 	}
-	if !errors.Is(overlay.ErrUpgrade, manifests.ErrRejected) || !errors.Is(disk.ErrTooSmall, manifests.ErrRejected) {
+	if !errors.Is(node.ErrUpgrade, manifests.ErrRejected) || !errors.Is(disk.ErrTooSmall, manifests.ErrRejected) {
 		t.Error("upgrade refusals are not rejections (exit 3)")
 	}
 
 	// --drop-layers takes them off instead.
-	rep, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Image: cases[4].image, DryRun: true, UpgradeOptions: overlay.UpgradeOptions{DropLayers: true}})
+	rep, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Image: cases[4].image, DryRun: true, UpgradeOptions: node.UpgradeOptions{DropLayers: true}})
 	if err != nil || len(rep.Layers) != 0 || len(rep.Dropped) != 2 || rep.Head.Version != "1.0.0" {
 		t.Fatalf("--drop-layers: %+v %v", rep, err)
 	}
@@ -419,7 +420,7 @@ func TestUpgradeDiskCompact(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	c3 := e.overlay(t, "1.0.3", "/etc/app/app.conf", "port 83\n")
-	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
+	if _, err := offline.Apply(ctx, e.disk, node.Source{Repo: e.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	old, err := builder.Regenerate(ctx, e.repo, "", "1.0.2", filepath.Join(e.dir, "regen-old"), builder.WithKey(e.key))
@@ -427,13 +428,13 @@ func TestUpgradeDiskCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := e.sum(t)
-	o := upgrade.Options{UpgradeOptions: overlay.UpgradeOptions{Compact: true}}
+	o := upgrade.Options{UpgradeOptions: node.UpgradeOptions{Compact: true}}
 	o.Image = old.Image
-	if _, err := upgrade.Disk(ctx, e.disk, o); !errors.Is(err, overlay.ErrUpgrade) || !strings.Contains(err.Error(), "regenerate through the node's head") {
+	if _, err := upgrade.Disk(ctx, e.disk, o); !errors.Is(err, node.ErrUpgrade) || !strings.Contains(err.Error(), "regenerate through the node's head") {
 		t.Fatalf("compacting onto an older head: %v", err)
 	}
 	o.Compact = false
-	if _, err := upgrade.Disk(ctx, e.disk, o); !errors.Is(err, overlay.ErrUpgrade) || !strings.Contains(err.Error(), "--compact") {
+	if _, err := upgrade.Disk(ctx, e.disk, o); !errors.Is(err, node.ErrUpgrade) || !strings.Contains(err.Error(), "--compact") {
 		t.Fatalf("a regenerated image without --compact: %v", err)
 	}
 	if e.sum(t) != before {
@@ -461,9 +462,9 @@ func TestUpgradeDiskCompact(t *testing.T) {
 	}
 	next := e.build(t, "up", "1.1.0", "2", e.key)
 	for _, drop := range []bool{false, true} {
-		o = upgrade.Options{Image: next, DryRun: true, UpgradeOptions: overlay.UpgradeOptions{DropLayers: drop}}
+		o = upgrade.Options{Image: next, DryRun: true, UpgradeOptions: node.UpgradeOptions{DropLayers: drop}}
 		_, err = upgrade.Disk(ctx, folded, o)
-		if !errors.Is(err, overlay.ErrUpgrade) || !strings.Contains(err.Error(), "folds the line's overlays through 1.0.3") {
+		if !errors.Is(err, node.ErrUpgrade) || !strings.Contains(err.Error(), "folds the line's overlays through 1.0.3") {
 			t.Fatalf("upgrading a node on a regenerated image to a recipe's (--drop-layers %v): %v", drop, err)
 		}
 	}

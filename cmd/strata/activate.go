@@ -6,8 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 )
 
 func newActivateCmd(g *globals) *cobra.Command {
@@ -37,7 +36,7 @@ Nodes whose backend is a directory tree have nothing to activate (exit 3).`,
 			if root == "" {
 				return usageError{fmt.Errorf("--root is required")}
 			}
-			n, err := overlay.OpenNode(root, overlay.NodeOptions{Run: run})
+			n, err := node.Open(root, node.Options{Run: run})
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,7 @@ import (
 	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/internal/nudge"
 	"github.com/strata-dev/strata/internal/serve"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 )
 
 func newAgentCmd(g *globals) *cobra.Command {
@@ -46,7 +46,7 @@ SIGTERM stop it, exit 0.`,
 			if interval < time.Second {
 				return usageError{fmt.Errorf("--interval %s: at least 1s", interval)}
 			}
-			if err := overlay.CheckChannel(base.Channel); err != nil {
+			if err := node.CheckChannel(base.Channel); err != nil {
 				return usageError{fmt.Errorf("--channel: %w", err)}
 			}
 			base.Jitter, base.Interval = p, agent.Duration(interval)

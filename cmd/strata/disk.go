@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/strata-dev/strata/builder/disk"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay/offline"
 	"github.com/strata-dev/strata/schema"
 )
@@ -42,7 +42,7 @@ func inPrivateMounts(c *cobra.Command, positional []string) (ran bool, err error
 }
 
 // applyDisk is apply-overlay --disk.
-func applyDisk(c *cobra.Command, g *globals, diskPath string, src overlay.Source, o overlay.ApplyOptions, no overlay.NodeOptions, files []string) error {
+func applyDisk(c *cobra.Command, g *globals, diskPath string, src node.Source, o node.ApplyOptions, no node.Options, files []string) error {
 	if ran, err := inPrivateMounts(c, files); ran {
 		return err
 	}
@@ -54,7 +54,7 @@ func applyDisk(c *cobra.Command, g *globals, diskPath string, src overlay.Source
 }
 
 // verifyDisk is verify-sequence --disk.
-func verifyDisk(c *cobra.Command, diskPath string, o overlay.VerifyOptions) (*schema.Audit, bool, error) {
+func verifyDisk(c *cobra.Command, diskPath string, o node.VerifyOptions) (*schema.Audit, bool, error) {
 	if ran, err := inPrivateMounts(c, nil); ran {
 		return nil, true, err
 	}
@@ -75,19 +75,19 @@ func statusDisk(c *cobra.Command, g *globals, diskPath string) error {
 }
 
 // rollbackDisk is rollback --disk.
-func rollbackDisk(c *cobra.Command, g *globals, diskPath, to string, wait time.Duration) (*overlay.RollbackReport, bool, error) {
+func rollbackDisk(c *cobra.Command, g *globals, diskPath, to string, wait time.Duration) (*node.RollbackReport, bool, error) {
 	if ran, err := inPrivateMounts(c, nil); ran {
 		return nil, true, err
 	}
-	rep, err := offline.Rollback(c.Context(), diskPath, to, overlay.NodeOptions{LockWait: wait, Progress: g.progress()})
+	rep, err := offline.Rollback(c.Context(), diskPath, to, node.Options{LockWait: wait, Progress: g.progress()})
 	return rep, false, err
 }
 
 // settleDisk is restart-pending --disk.
-func settleDisk(c *cobra.Command, g *globals, diskPath string, wait time.Duration) (*overlay.SettleReport, bool, error) {
+func settleDisk(c *cobra.Command, g *globals, diskPath string, wait time.Duration) (*node.SettleReport, bool, error) {
 	if ran, err := inPrivateMounts(c, nil); ran {
 		return nil, true, err
 	}
-	rep, err := offline.SettlePending(c.Context(), diskPath, overlay.NodeOptions{LockWait: wait, Progress: g.progress()})
+	rep, err := offline.SettlePending(c.Context(), diskPath, node.Options{LockWait: wait, Progress: g.progress()})
 	return rep, false, err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-dev/strata/internal/squashfs"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay"
 )
 
@@ -29,7 +30,7 @@ func TestExitCode(t *testing.T) {
 	rejected := []error{
 		sign.ErrBadSignature, sign.ErrUnsigned, sign.ErrNoKeys,
 		overlay.ErrSequence, overlay.ErrConstraint, overlay.ErrPayload, overlay.ErrFormat,
-		overlay.ErrSymlinkPath, overlay.ErrDrift, overlay.ErrEmpty,
+		overlay.ErrSymlinkPath, node.ErrDrift, overlay.ErrEmpty,
 		manifests.ErrUnsafePath, manifests.ErrInvalid, manifests.ErrVersion, manifests.ErrTooLarge,
 		tree.ErrSpecialFile, tree.ErrHardlink, tree.ErrDuplicate, tree.ErrLimit,
 		repo.ErrTampered, repo.ErrNoManifest, builder.ErrRecipe, builder.ErrImageMismatch,
@@ -44,7 +45,7 @@ func TestExitCode(t *testing.T) {
 		}
 	}
 	plain := []error{
-		errors.New("plain"), repo.ErrExists, overlay.ErrNothingToRollback,
+		errors.New("plain"), repo.ErrExists, node.ErrNothingToRollback,
 		tree.ErrNotExist, tree.ErrNotDir, squashfs.ErrTool, builder.ErrNeedRoot,
 		fmt.Errorf("op: %v", manifests.ErrInvalid), // %v drops the class
 	}
@@ -56,7 +57,7 @@ func TestExitCode(t *testing.T) {
 	if got := exitCode(errors.Join(nodestate.ErrLocked, sign.ErrUnsigned)); got != exitLocked {
 		t.Errorf("locked and rejected: %d, want %d", got, exitLocked)
 	}
-	if got := exitCode(errors.Join(sign.ErrUnsigned, overlay.ErrRestart)); got != exitRestart {
+	if got := exitCode(errors.Join(sign.ErrUnsigned, node.ErrRestart)); got != exitRestart {
 		t.Errorf("restart failed and rejected: %d, want %d", got, exitRestart)
 	}
 }

@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 )
 
 func newGCCmd(g *globals) *cobra.Command {
@@ -31,7 +30,7 @@ overlayfs node are its tree: gc keeps every one in effect.`,
 			if keep < 0 {
 				return usageError{fmt.Errorf("--keep %d: want 0 or more", keep)}
 			}
-			n, err := overlay.OpenNode(root, overlay.NodeOptions{LockWait: wait})
+			n, err := node.Open(root, node.Options{LockWait: wait})
 			if err != nil {
 				return err
 			}

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-dev/strata/manifests"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 )
 
 func newNodeCmd(g *globals) *cobra.Command {
@@ -27,7 +27,7 @@ changes. strata verify-sequence audits the node against its repository.`,
   strata --json node history --root node`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			n, err := overlay.OpenNode(root, overlay.NodeOptions{})
+			n, err := node.Open(root, node.Options{})
 			if err != nil {
 				return err
 			}
@@ -44,10 +44,10 @@ changes. strata verify-sequence audits the node against its repository.`,
 	return nc
 }
 
-func printHistory(w io.Writer, h *overlay.NodeHistory) {
+func printHistory(w io.Writer, h *node.NodeHistory) {
 	fmt.Fprintf(w, "node %s: line %s, image %s, head %s\n", h.Root, h.Line, h.Image, h.Head.Version)
 	for _, e := range h.Entries {
-		what := overlay.Describe(e.LedgerEntry)
+		what := node.Describe(e.LedgerEntry)
 		if e.KeyID != "" && e.Action == manifests.LedgerApply {
 			what += ", signed by " + e.KeyID
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/node"
 
 	// The node backends register themselves: the engine imports none.
 	_ "github.com/strata-dev/strata/internal/nodestate/backends"
@@ -139,7 +140,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	code := exitCode(err)
 	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, overlay.ErrUnknownUnit) || errors.Is(err, overlay.ErrUnknownOwner) || errors.Is(err, sign.ErrSecretKey) || errors.Is(err, overlay.ErrRollbackTarget) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) || errors.Is(err, overlay.ErrRotation) || errors.Is(err, repo.ErrRemote) || errors.Is(err, repo.ErrLocation) {
+	if errors.As(err, &ue) || isCobraUsage(err) || errors.Is(err, node.ErrUnknownUnit) || errors.Is(err, overlay.ErrUnknownOwner) || errors.Is(err, sign.ErrSecretKey) || errors.Is(err, node.ErrRollbackTarget) || errors.Is(err, overlay.ErrAmbiguousLine) || errors.Is(err, builder.ErrNeedKey) || errors.Is(err, overlay.ErrRotation) || errors.Is(err, repo.ErrRemote) || errors.Is(err, repo.ErrLocation) {
 		code = exitUsage
 	}
 	if s := interruptedBy.Load(); s != 0 && ctx.Err() != nil {
@@ -197,7 +198,7 @@ func exitCode(err error) int {
 	switch {
 	case errors.Is(err, nodestate.ErrLocked):
 		return exitLocked
-	case errors.Is(err, overlay.ErrRestart):
+	case errors.Is(err, node.ErrRestart):
 		return exitRestart
 	case errors.Is(err, manifests.ErrRejected):
 		return exitRejected

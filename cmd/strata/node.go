@@ -10,31 +10,31 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-dev/strata/internal/repo"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 )
 
 // restarter parses --restart-with.
-func restarter(spec string, root string) (overlay.Restarter, error) {
+func restarter(spec string, root string) (node.Restarter, error) {
 	switch {
 	case spec == "" && root == "/":
-		return overlay.Systemd{Root: root}, nil
+		return node.Systemd{Root: root}, nil
 	case spec == "" || spec == "none":
 		return nil, nil
 	case spec == "systemd":
-		return overlay.Systemd{Root: root}, nil
+		return node.Systemd{Root: root}, nil
 	case strings.HasPrefix(spec, "exec:"):
 		tmpl := strings.TrimPrefix(spec, "exec:")
 		if strings.TrimSpace(tmpl) == "" {
 			return nil, usageError{fmt.Errorf("--restart-with exec: needs a command")}
 		}
-		return overlay.Exec{Template: tmpl}, nil
+		return node.Exec{Template: tmpl}, nil
 	}
 	return nil, usageError{fmt.Errorf("--restart-with %q: want systemd, none or exec:'CMD {unit} {action}'", spec)}
 }
 
 func newApplyCmd(g *globals) *cobra.Command {
-	var src overlay.Source
-	var o overlay.ApplyOptions
+	var src node.Source
+	var o node.ApplyOptions
 	var wait time.Duration
 	var root, restartWith, diskPath, bundle string
 	c := &cobra.Command{
@@ -65,7 +65,7 @@ pending.`,
 			if src.Through != "" && src.Repo == "" && bundle == "" {
 				return usageError{fmt.Errorf("--through needs --repo or --bundle")}
 			}
-			if err := overlay.CheckChannel(src.Channel); err != nil {
+			if err := node.CheckChannel(src.Channel); err != nil {
 				return usageError{fmt.Errorf("--channel: %w", err)}
 			}
 			if src.Channel != "" && src.Repo == "" {
@@ -89,13 +89,13 @@ pending.`,
 				}
 			}
 			if diskPath != "" {
-				return applyDisk(c, g, diskPath, src, o, overlay.NodeOptions{LockWait: wait, Progress: g.progress()}, a)
+				return applyDisk(c, g, diskPath, src, o, node.Options{LockWait: wait, Progress: g.progress()}, a)
 			}
 			r, err := restarter(restartWith, root)
 			if err != nil {
 				return err
 			}
-			n, err := overlay.OpenNode(root, overlay.NodeOptions{Restarter: r, LockWait: wait, Progress: g.progress()})
+			n, err := node.Open(root, node.Options{Restarter: r, LockWait: wait, Progress: g.progress()})
 			if err != nil {
 				return err
 			}
@@ -143,7 +143,7 @@ func spoolDirs() []string {
 	return []string{"/var/tmp", os.TempDir()}
 }
 
-func printApply(w io.Writer, rep *overlay.ApplyReport) {
+func printApply(w io.Writer, rep *node.ApplyReport) {
 	verb := "applied"
 	if rep.DryRun {
 		verb = "would apply"
@@ -209,8 +209,8 @@ disk byte for byte as it was.`,
 			if (root == "") == (diskPath == "") {
 				return usageError{fmt.Errorf("give --root DIR or --disk DISK (not both)")}
 			}
-			var r overlay.Restarter
-			var rep *overlay.RollbackReport
+			var r node.Restarter
+			var rep *node.RollbackReport
 			var err error
 			if diskPath != "" {
 				var ran bool
@@ -221,8 +221,8 @@ disk byte for byte as it was.`,
 				if r, err = restarter(restartWith, root); err != nil {
 					return err
 				}
-				var n *overlay.Node
-				if n, err = overlay.OpenNode(root, overlay.NodeOptions{Restarter: r, LockWait: wait, Progress: g.progress()}); err != nil {
+				var n *node.Node
+				if n, err = node.Open(root, node.Options{Restarter: r, LockWait: wait, Progress: g.progress()}); err != nil {
 					return err
 				}
 				rep, err = n.Rollback(c.Context(), to)
@@ -280,7 +280,7 @@ debt is read with the disk mounted read-only and not a byte changes.`,
 				return usageError{fmt.Errorf("give --root DIR or --disk DISK (not both)")}
 			}
 			where := root
-			var rep *overlay.SettleReport
+			var rep *node.SettleReport
 			var err error
 			if diskPath != "" {
 				if restartWith != "" {
@@ -305,7 +305,7 @@ debt is read with the disk mounted read-only and not a byte changes.`,
 				if rerr != nil {
 					return rerr
 				}
-				n, oerr := overlay.OpenNode(root, overlay.NodeOptions{Restarter: r, LockWait: wait, Progress: g.progress()})
+				n, oerr := node.Open(root, node.Options{Restarter: r, LockWait: wait, Progress: g.progress()})
 				if oerr != nil {
 					return oerr
 				}

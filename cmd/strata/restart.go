@@ -12,7 +12,7 @@ import (
 
 	"github.com/strata-dev/strata/fleet"
 	"github.com/strata-dev/strata/internal/scratch"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 )
 
 func newRestartCmd(g *globals) *cobra.Command {
@@ -59,12 +59,12 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 				if r == nil {
 					return usageError{fmt.Errorf("no service manager to restart with: for a root other than /, give --restart-with systemd or exec:'CMD {unit} {action}'")}
 				}
-				n, err := overlay.OpenNode(root, overlay.NodeOptions{Restarter: r, LockWait: wait, Progress: g.progress()})
+				n, err := node.Open(root, node.Options{Restarter: r, LockWait: wait, Progress: g.progress()})
 				if err != nil {
 					return err
 				}
-				var fixed *overlay.RepairReport
-				if err := n.CheckUnits(units); errors.Is(err, overlay.ErrUnknownUnit) {
+				var fixed *node.RepairReport
+				if err := n.CheckUnits(units); errors.Is(err, node.ErrUnknownUnit) {
 					return usageError{fmt.Errorf("--unit: %w", err)}
 				}
 				if repair {
@@ -75,7 +75,7 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 					defer done()
 					if fixed, err = n.Repair(c.Context(), src); err != nil {
 						if fixed != nil && g.json {
-							_ = g.output(c.OutOrStdout(), &overlay.RestartReport{Root: root, Repair: fixed}, nil)
+							_ = g.output(c.OutOrStdout(), &node.RestartReport{Root: root, Repair: fixed}, nil)
 						}
 						return err
 					}
@@ -86,7 +86,7 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 				if rep != nil {
 					rep.Repair = fixed
 				}
-				if errors.Is(err, overlay.ErrUnknownUnit) {
+				if errors.Is(err, node.ErrUnknownUnit) {
 					return usageError{fmt.Errorf("--unit: %w", err)}
 				}
 				if rep != nil && (err == nil || g.json) {
@@ -166,21 +166,21 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 }
 
 // repairSource opens where restart --repair --root takes overlays from.
-func repairSource(c *cobra.Command, root, repoLoc, bundle string) (overlay.Source, func(), error) {
+func repairSource(c *cobra.Command, root, repoLoc, bundle string) (node.Source, func(), error) {
 	switch {
 	case (repoLoc == "") == (bundle == ""):
-		return overlay.Source{}, nil, usageError{fmt.Errorf("--repair needs --repo REPO or --bundle B.tar (one of them)")}
+		return node.Source{}, nil, usageError{fmt.Errorf("--repair needs --repo REPO or --bundle B.tar (one of them)")}
 	case repoLoc != "":
-		return overlay.Source{Repo: repoLoc}, func() {}, nil
+		return node.Source{Repo: repoLoc}, func() {}, nil
 	}
 	bs, err := openBundleArg(c, bundle, root)
 	if err != nil {
-		return overlay.Source{}, nil, err
+		return node.Source{}, nil, err
 	}
-	return overlay.Source{Repo: bundle, Store: bs}, func() { bs.Close() }, nil
+	return node.Source{Repo: bundle, Store: bs}, func() { bs.Close() }, nil
 }
 
-func printRepair(w io.Writer, r *overlay.RepairReport) {
+func printRepair(w io.Writer, r *node.RepairReport) {
 	if len(r.Drift) == 0 {
 		fmt.Fprintf(w, "node %s: no drift, nothing to repair\n", r.Root)
 		return

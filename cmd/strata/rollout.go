@@ -18,7 +18,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/manifests"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 )
 
 // sshFlags adds the SSH settings of the fleet commands to f.
@@ -135,7 +135,7 @@ when any node is not at the target.`,
 			if o.LineName, o.Line, err = repo.LineVersions(c.Context(), repoLoc, line); err != nil {
 				return err
 			}
-			if err := overlay.CheckChannel(channel); err != nil {
+			if err := node.CheckChannel(channel); err != nil {
 				return usageError{fmt.Errorf("--channel: %w", err)}
 			}
 			// The default target is what the channel's nodes take: the
@@ -284,7 +284,7 @@ func printResults(w io.Writer, nodes []fleet.NodeResult, counts map[string]int, 
 // image and overlays are refs: its head on the candidate channel, else
 // its newest release (the image is one).
 func channelTarget(refs []manifests.Ref, channel string) string {
-	if channel == overlay.ChannelCandidate {
+	if channel == node.ChannelCandidate {
 		return refs[len(refs)-1].Version
 	}
 	for i := len(refs) - 1; i > 0; i-- {
@@ -297,7 +297,7 @@ func channelTarget(refs []manifests.Ref, channel string) string {
 
 func channelName(ch string) string {
 	if ch == "" {
-		return overlay.ChannelStable
+		return node.ChannelStable
 	}
 	return ch
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/serve"
 	"github.com/strata-dev/strata/manifests"
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
@@ -64,7 +64,7 @@ the background every --refresh, until stopped (SIGINT or SIGTERM).`,
 			if serveAddr != "" {
 				return usageError{fmt.Errorf("--serve needs --inventory")}
 			}
-			n, err := overlay.OpenNode(root, overlay.NodeOptions{})
+			n, err := node.Open(root, node.Options{})
 			if err != nil {
 				return err
 			}
@@ -200,7 +200,7 @@ func printable(s string) string {
 	}, s)
 }
 
-func printStatus(w io.Writer, st *overlay.Status) {
+func printStatus(w io.Writer, st *node.Status) {
 	backend := st.Backend
 	if st.Active != nil {
 		backend += map[bool]string{true: " (active)", false: " (not active: run strata activate)"}[*st.Active]
@@ -217,9 +217,9 @@ func printStatus(w io.Writer, st *overlay.Status) {
 	if u := st.Upgrade; u != nil {
 		what := "the next boot tries it"
 		switch u.State {
-		case overlay.UpgradeTrial:
+		case node.UpgradeTrial:
 			what = "trial boot: committed once healthy (strata upgrade --confirm)"
-		case overlay.UpgradeInterrupted:
+		case node.UpgradeInterrupted:
 			what = "its boot entry never went live, so no boot tries it: strata upgrade drops it and upgrades again, strata upgrade --cancel drops it"
 		}
 		fmt.Fprintf(w, "upgrade   %s: image %s on root %s, boot entry %s, since %s; %s\n", u.State, u.Image.Version, strings.ToUpper(u.Slot), u.Entry, u.Staged, what)

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/schema"
 )
@@ -60,7 +61,7 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 					return perr
 				}
 				var ran bool
-				if a, ran, err = verifyDisk(c, diskPath, overlay.VerifyOptions{Repo: repoDir, Files: files, Trust: trust, History: history}); ran {
+				if a, ran, err = verifyDisk(c, diskPath, node.VerifyOptions{Repo: repoDir, Files: files, Trust: trust, History: history}); ran {
 					return err
 				}
 			case root != "":
@@ -68,9 +69,9 @@ Problems exit 3. Warnings (behind the head, pending restarts) exit 0 unless
 				if perr != nil {
 					return perr
 				}
-				var n *overlay.Node
-				if n, err = overlay.OpenNode(root, overlay.NodeOptions{}); err == nil {
-					a, err = n.Verify(c.Context(), overlay.VerifyOptions{Repo: repoDir, Files: files, Trust: trust, History: history})
+				var n *node.Node
+				if n, err = node.Open(root, node.Options{}); err == nil {
+					a, err = n.Verify(c.Context(), node.VerifyOptions{Repo: repoDir, Files: files, Trust: trust, History: history})
 				}
 			case repoDir != "":
 				trust, history, perr := auditorKeys(pub, historyPubs)

@@ -28,7 +28,7 @@ func TestImportRules(t *testing.T) {
 		{"overlay", "the engine opens nodes through the backends registered with package nodestate",
 			[]string{module + "internal/nodestate/dirfs", module + "internal/nodestate/overlayfs", module + "internal/nodestate/backends"}},
 		{"schema", "the documents nodes report depend on formats and signing only",
-			[]string{module + "overlay", module + "agent", module + "internal/nodestate"}},
+			[]string{module + "overlay", module + "node", module + "agent", module + "internal/nodestate"}},
 	} {
 		for _, d := range deps(t, rule.pkg) {
 			for _, f := range rule.forbidden {

@@ -136,3 +136,15 @@ func ForRereads(s Store) (Store, func(), error) {
 type localDir interface {
 	localDir() string
 }
+
+// LocateForRereads is Locate (unless st is given) and ForRereads: the
+// store of loc ready to have its members read more than once.
+func LocateForRereads(loc string, st Store) (Store, func(), error) {
+	if st == nil {
+		var err error
+		if st, err = Locate(loc); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ForRereads(st)
+}

@@ -8,9 +8,8 @@ import (
 	"syscall"
 
 	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/schema"
-
-	"github.com/strata-dev/strata/overlay"
 )
 
 // Mount mounts the node on diskPath the way its initramfs does
@@ -35,7 +34,7 @@ func mount(ctx context.Context, diskPath string, mountNode mounter, progress fun
 	if progress != nil {
 		progress(fmt.Sprintf("activating the node on %s", diskPath))
 	}
-	nd, err := openNode(n.Root, overlay.NodeOptions{}, nil)
+	nd, err := openNode(n.Root, node.Options{}, nil)
 	if err == nil {
 		_, err = nd.Activate(ctx)
 	}
@@ -48,12 +47,12 @@ func mount(ctx context.Context, diskPath string, mountNode mounter, progress fun
 // openNode opens the node at root (a disk's mount point) as a node that
 // is not running: nothing of it runs, restarts are left as debt. progress
 // replaces o.Progress (nil: silent, for the read-only pass that decides).
-func openNode(root string, o overlay.NodeOptions, progress func(string)) (*overlay.Node, error) {
+func openNode(root string, o node.Options, progress func(string)) (*node.Node, error) {
 	o.Offline, o.Restarter, o.Progress = true, nil, progress
-	return overlay.OpenNode(root, o)
+	return node.Open(root, o)
 }
 
-// Apply applies overlays (src, as overlay.Node.Apply takes them) to the
+// Apply applies overlays (src, as node.Node.Apply takes them) to the
 // node on a disk that is not running, mounted with Mount: the same
 // verification, layers and ledger records as on a running node. Nothing
 // runs on the disk, so restarts are recorded as pending (no.Restarter is
@@ -67,18 +66,18 @@ func openNode(root string, o overlay.NodeOptions, progress func(string)) (*overl
 // refused apply leaves the disk byte for byte as it was. A disk with a
 // transaction a crash interrupted is the exception: the apply settles
 // it first, as a boot would, and then decides.
-func Apply(ctx context.Context, diskPath string, src overlay.Source, o overlay.ApplyOptions, no overlay.NodeOptions) (rep *overlay.ApplyReport, err error) {
-	rep, err = onDisk(ctx, diskPath, MountReadOnly, no.Progress, func(root string) (*overlay.ApplyReport, error) {
+func Apply(ctx context.Context, diskPath string, src node.Source, o node.ApplyOptions, no node.Options) (rep *node.ApplyReport, err error) {
+	rep, err = onDisk(ctx, diskPath, MountReadOnly, no.Progress, func(root string) (*node.ApplyReport, error) {
 		nd, err := openNode(root, no, no.Progress)
 		if err != nil {
 			return nil, err
 		}
-		return nd.Apply(ctx, src, overlay.ApplyOptions{DryRun: true})
+		return nd.Apply(ctx, src, node.ApplyOptions{DryRun: true})
 	})
-	if o.DryRun || err != nil && !errors.Is(err, overlay.ErrInterrupted) {
+	if o.DryRun || err != nil && !errors.Is(err, node.ErrInterrupted) {
 		return rep, err
 	}
-	return onDisk(ctx, diskPath, Mount, no.Progress, func(root string) (*overlay.ApplyReport, error) {
+	return onDisk(ctx, diskPath, Mount, no.Progress, func(root string) (*node.ApplyReport, error) {
 		nd, err := openNode(root, no, no.Progress)
 		if err != nil {
 			return nil, err
@@ -89,7 +88,7 @@ func Apply(ctx context.Context, diskPath string, src overlay.Source, o overlay.A
 
 // onDisk mounts the node on diskPath with mount, runs fn on its root and
 // closes it; the report names the disk.
-func onDisk(ctx context.Context, diskPath string, mount mounter, progress func(string), fn func(root string) (*overlay.ApplyReport, error)) (rep *overlay.ApplyReport, err error) {
+func onDisk(ctx context.Context, diskPath string, mount mounter, progress func(string), fn func(root string) (*node.ApplyReport, error)) (rep *node.ApplyReport, err error) {
 	rep, err = withNode(ctx, diskPath, mount, progress, fn)
 	if rep != nil {
 		rep.Root = diskPath
@@ -136,13 +135,13 @@ func (e *onDiskError) Unwrap() error { return e.err }
 // mounted read-only (nothing on the disk changes). Its Root is the disk.
 // A staged upgrade whose boot entry is not on the ESP (an upgrade
 // interrupted just before the entry went live) shows as "interrupted".
-func Status(ctx context.Context, diskPath string) (st *overlay.Status, err error) {
+func Status(ctx context.Context, diskPath string) (st *node.Status, err error) {
 	n, err := MountReadOnly(ctx, diskPath, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, n.Close()) }()
-	nd, err := openNode(n.Root, overlay.NodeOptions{}, nil)
+	nd, err := openNode(n.Root, node.Options{}, nil)
 	if err == nil {
 		st, err = nd.Status(ctx)
 	}
@@ -150,7 +149,7 @@ func Status(ctx context.Context, diskPath string) (st *overlay.Status, err error
 		return nil, nameDisk(err, n.Root, diskPath)
 	}
 	st.Root = diskPath
-	if u := st.Upgrade; u != nil && u.State == overlay.UpgradeStaged {
+	if u := st.Upgrade; u != nil && u.State == node.UpgradeStaged {
 		t, err := n.Target(ctx)
 		if err != nil {
 			return nil, err
@@ -161,31 +160,31 @@ func Status(ctx context.Context, diskPath string) (st *overlay.Status, err error
 			return nil, err
 		}
 		if !ok {
-			u.State = overlay.UpgradeInterrupted
+			u.State = node.UpgradeInterrupted
 		}
 	}
 	return st, nil
 }
 
 // SettlePending settles the restart debt of the node on a disk that is
-// not running, as overlay.Node.SettlePending does on an Offline node:
+// not running, as node.Node.SettlePending does on an Offline node:
 // nothing runs. It decides before it writes: a node without debt is read
 // with the disk mounted read-only and nothing changes.
-func SettlePending(ctx context.Context, diskPath string, no overlay.NodeOptions) (*overlay.SettleReport, error) {
-	rep, err := withNode(ctx, diskPath, MountReadOnly, nil, func(root string) (*overlay.SettleReport, error) {
+func SettlePending(ctx context.Context, diskPath string, no node.Options) (*node.SettleReport, error) {
+	rep, err := withNode(ctx, diskPath, MountReadOnly, nil, func(root string) (*node.SettleReport, error) {
 		nd, err := openNode(root, no, nil)
 		if err != nil {
 			return nil, err
 		}
 		return nd.SettlePending(ctx)
 	})
-	if err == nil || !errors.Is(err, syscall.EROFS) && !errors.Is(err, overlay.ErrInterrupted) {
+	if err == nil || !errors.Is(err, syscall.EROFS) && !errors.Is(err, node.ErrInterrupted) {
 		if rep != nil {
 			rep.Root = diskPath
 		}
 		return rep, err
 	}
-	rep, err = withNode(ctx, diskPath, Mount, no.Progress, func(root string) (*overlay.SettleReport, error) {
+	rep, err = withNode(ctx, diskPath, Mount, no.Progress, func(root string) (*node.SettleReport, error) {
 		nd, err := openNode(root, no, no.Progress)
 		if err != nil {
 			return nil, err
@@ -199,24 +198,24 @@ func SettlePending(ctx context.Context, diskPath string, no overlay.NodeOptions)
 }
 
 // Rollback rolls back the node on a disk that is not running as
-// overlay.Node.Rollback does (to as there; restarts are left as debt:
+// node.Node.Rollback does (to as there; restarts are left as debt:
 // nothing runs on the disk). It decides before it
 // writes: the rollback is first tried on the disk mounted read-only,
 // where every check runs and the first write fails; only a rollback that
 // got that far is made on the disk mounted read-write. A refused one
 // leaves the disk byte for byte as it was.
-func Rollback(ctx context.Context, diskPath, to string, no overlay.NodeOptions) (*overlay.RollbackReport, error) {
-	_, err := withNode(ctx, diskPath, MountReadOnly, nil, func(root string) (*overlay.RollbackReport, error) {
+func Rollback(ctx context.Context, diskPath, to string, no node.Options) (*node.RollbackReport, error) {
+	_, err := withNode(ctx, diskPath, MountReadOnly, nil, func(root string) (*node.RollbackReport, error) {
 		nd, err := openNode(root, no, nil)
 		if err != nil {
 			return nil, err
 		}
 		return nd.Rollback(ctx, to)
 	})
-	if err == nil || !errors.Is(err, syscall.EROFS) && !errors.Is(err, overlay.ErrInterrupted) {
+	if err == nil || !errors.Is(err, syscall.EROFS) && !errors.Is(err, node.ErrInterrupted) {
 		return nil, err
 	}
-	rep, err := withNode(ctx, diskPath, Mount, no.Progress, func(root string) (*overlay.RollbackReport, error) {
+	rep, err := withNode(ctx, diskPath, Mount, no.Progress, func(root string) (*node.RollbackReport, error) {
 		nd, err := openNode(root, no, no.Progress)
 		if err != nil {
 			return nil, err
@@ -230,9 +229,9 @@ func Rollback(ctx context.Context, diskPath, to string, no overlay.NodeOptions) 
 }
 
 // Verify audits the node on a disk that is not running, mounted with
-// MountReadOnly, as overlay.Node.Verify audits a running one. The audit's
+// MountReadOnly, as node.Node.Verify audits a running one. The audit's
 // Root is the disk.
-func Verify(ctx context.Context, diskPath string, o overlay.VerifyOptions) (a *schema.Audit, err error) {
+func Verify(ctx context.Context, diskPath string, o node.VerifyOptions) (a *schema.Audit, err error) {
 	// An audit never writes: read-only, nothing settled (an interrupted
 	// transaction is reported, not finished).
 	n, err := MountReadOnly(ctx, diskPath, nil)
@@ -240,7 +239,7 @@ func Verify(ctx context.Context, diskPath string, o overlay.VerifyOptions) (a *s
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, n.Close()) }()
-	nd, err := openNode(n.Root, overlay.NodeOptions{}, nil)
+	nd, err := openNode(n.Root, node.Options{}, nil)
 	if err == nil {
 		a, err = nd.Verify(ctx, o)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/offline"
 	"github.com/strata-dev/strata/overlay/overlaytest"
@@ -169,8 +170,8 @@ func TestOfflineDisk(t *testing.T) {
 	c5 := e.create(t, "1.0.5", map[string]string{"/etc/app/extra.conf": "five\n"})
 
 	var steps []string
-	rep, err := offline.Apply(ctx, e.disk, overlay.Source{Files: []string{c1.Path, c2.Path, c3.Path}},
-		overlay.ApplyOptions{}, overlay.NodeOptions{Progress: func(s string) { steps = append(steps, s) }, Restarter: overlay.Systemd{}})
+	rep, err := offline.Apply(ctx, e.disk, node.Source{Files: []string{c1.Path, c2.Path, c3.Path}},
+		node.ApplyOptions{}, node.Options{Progress: func(s string) { steps = append(steps, s) }, Restarter: node.Systemd{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestOfflineDisk(t *testing.T) {
 		t.Fatalf("progress: %q", steps)
 	}
 
-	a, err := offline.Verify(ctx, e.disk, overlay.VerifyOptions{Repo: e.repo, Files: true})
+	a, err := offline.Verify(ctx, e.disk, node.VerifyOptions{Repo: e.repo, Files: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func TestOfflineDisk(t *testing.T) {
 
 	// A gap (1.0.5 without 1.0.4) is refused; the disk is unchanged.
 	before := e.nodeState(t)
-	_, err = offline.Apply(ctx, e.disk, overlay.Source{Files: []string{c5.Path}}, overlay.ApplyOptions{}, overlay.NodeOptions{})
+	_, err = offline.Apply(ctx, e.disk, node.Source{Files: []string{c5.Path}}, node.ApplyOptions{}, node.Options{})
 	if !errors.Is(err, overlay.ErrSequence) {
 		t.Fatalf("applying 1.0.5 on 1.0.3: %v, want a sequence error", err)
 	}
@@ -222,7 +223,7 @@ func TestOfflineDisk(t *testing.T) {
 	if err := os.WriteFile(bad, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Files: []string{bad}}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err == nil {
+	if _, err := offline.Apply(ctx, e.disk, node.Source{Files: []string{bad}}, node.ApplyOptions{}, node.Options{}); err == nil {
 		t.Fatal("a tampered overlay was applied")
 	}
 	requireNoLeftovers(t, e.disk)
@@ -231,11 +232,11 @@ func TestOfflineDisk(t *testing.T) {
 	}
 
 	// Catching up from the repository works offline too.
-	rep, err = offline.Apply(ctx, e.disk, overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}, overlay.NodeOptions{})
+	rep, err = offline.Apply(ctx, e.disk, node.Source{Repo: e.repo}, node.ApplyOptions{}, node.Options{})
 	if err != nil || rep.To.Version != "1.0.5" {
 		t.Fatalf("catching up: %+v, %v", rep, err)
 	}
-	a, err = offline.Verify(ctx, e.disk, overlay.VerifyOptions{Repo: e.repo, Files: true})
+	a, err = offline.Verify(ctx, e.disk, node.VerifyOptions{Repo: e.repo, Files: true})
 	if err != nil || !a.OK() || a.TreeDigest != c5.Manifest.TreeDigest || a.Behind != 0 {
 		t.Fatalf("audit after catching up: %v %+v", err, a)
 	}
@@ -281,7 +282,7 @@ func TestOfflineDiskRefusals(t *testing.T) {
 	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := offline.Verify(ctx, e.disk, overlay.VerifyOptions{}); !errors.Is(err, disk.ErrInUse) {
+	if _, err := offline.Verify(ctx, e.disk, node.VerifyOptions{}); !errors.Is(err, disk.ErrInUse) {
 		t.Fatalf("verifying a locked disk: %v, want ErrInUse", err)
 	}
 	f.Close()
@@ -291,14 +292,14 @@ func TestOfflineDiskRefusals(t *testing.T) {
 	if err := os.WriteFile(plain, make([]byte, 4<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := offline.Verify(ctx, plain, overlay.VerifyOptions{}); !errors.Is(err, disk.ErrNotNodeDisk) {
+	if _, err := offline.Verify(ctx, plain, node.VerifyOptions{}); !errors.Is(err, disk.ErrNotNodeDisk) {
 		t.Fatalf("verifying a blank file: %v, want ErrNotNodeDisk", err)
 	}
 	requireNoLeftovers(t, plain)
 
 	// A block device works like a file (a loop device here)...
 	dev := attachLoop(t, e.disk)
-	a, err := offline.Verify(ctx, dev, overlay.VerifyOptions{Files: true})
+	a, err := offline.Verify(ctx, dev, node.VerifyOptions{Files: true})
 	if err != nil || !a.OK() {
 		t.Fatalf("verifying %s: %v %+v", dev, err, a)
 	}
@@ -311,7 +312,7 @@ func TestOfflineDiskRefusals(t *testing.T) {
 	if err := unix.Mount(stateDev, mnt, "ext4", unix.MS_RDONLY, ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err = offline.Verify(ctx, stateDev, overlay.VerifyOptions{})
+	_, err = offline.Verify(ctx, stateDev, node.VerifyOptions{})
 	if uerr := unix.Unmount(mnt, 0); uerr != nil {
 		t.Error(uerr)
 	}
@@ -352,7 +353,7 @@ func TestOfflineAuditIgnoresMountsOnStacks(t *testing.T) {
 	e := newOfflineEnv(t)
 	ctx := context.Background()
 	c1 := e.create(t, "1.0.1", map[string]string{"/etc/app/app.conf": "port 81\n", "/usr/share/doc/app/changes": "one\n"})
-	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Files: []string{c1.Path}}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
+	if _, err := offline.Apply(ctx, e.disk, node.Source{Files: []string{c1.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := offline.Mount(ctx, e.disk, nil)
@@ -372,7 +373,7 @@ func TestOfflineAuditIgnoresMountsOnStacks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, err := overlaytest.Verify(ctx, n.Root, overlay.VerifyOptions{Files: true})
+	a, err := overlaytest.Verify(ctx, n.Root, node.VerifyOptions{Files: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,10 +390,10 @@ func TestOfflineSettlePending(t *testing.T) {
 	e := newOfflineEnv(t)
 	ctx := context.Background()
 	c1 := e.create(t, "1.0.1", map[string]string{"/etc/app/app.conf": "port 81\n"})
-	if _, err := offline.Apply(ctx, e.disk, overlay.Source{Files: []string{c1.Path}}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
+	if _, err := offline.Apply(ctx, e.disk, node.Source{Files: []string{c1.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := offline.SettlePending(ctx, e.disk, overlay.NodeOptions{})
+	rep, err := offline.SettlePending(ctx, e.disk, node.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +413,7 @@ func TestOfflineSettlePending(t *testing.T) {
 		t.Fatalf("no restart record marked offline in the ledger:\n%s", ledger)
 	}
 	before := sha256File(t, e.disk)
-	rep, err = offline.SettlePending(ctx, e.disk, overlay.NodeOptions{})
+	rep, err = offline.SettlePending(ctx, e.disk, node.Options{})
 	if err != nil || len(rep.Pending) != 0 {
 		t.Fatalf("second restart-pending --disk: %v, %+v", err, rep)
 	}

@@ -3,7 +3,7 @@ package overlaytest
 import (
 	"context"
 
-	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/schema"
 )
 
@@ -12,8 +12,8 @@ import (
 // operation's: tests that act on a node once read best with them.
 
 // Apply applies src to the node at root.
-func Apply(ctx context.Context, root string, src overlay.Source, o overlay.ApplyOptions, no overlay.NodeOptions) (*overlay.ApplyReport, error) {
-	n, err := overlay.OpenNode(root, no)
+func Apply(ctx context.Context, root string, src node.Source, o node.ApplyOptions, no node.Options) (*node.ApplyReport, error) {
+	n, err := node.Open(root, no)
 	if err != nil {
 		return nil, err
 	}
@@ -21,8 +21,8 @@ func Apply(ctx context.Context, root string, src overlay.Source, o overlay.Apply
 }
 
 // Rollback rolls the node at root back to version to ("": one step).
-func Rollback(ctx context.Context, root, to string, no overlay.NodeOptions) (*overlay.RollbackReport, error) {
-	n, err := overlay.OpenNode(root, no)
+func Rollback(ctx context.Context, root, to string, no node.Options) (*node.RollbackReport, error) {
+	n, err := node.Open(root, no)
 	if err != nil {
 		return nil, err
 	}
@@ -30,8 +30,8 @@ func Rollback(ctx context.Context, root, to string, no overlay.NodeOptions) (*ov
 }
 
 // Verify audits the node at root.
-func Verify(ctx context.Context, root string, o overlay.VerifyOptions) (*schema.Audit, error) {
-	n, err := overlay.OpenNode(root, overlay.NodeOptions{})
+func Verify(ctx context.Context, root string, o node.VerifyOptions) (*schema.Audit, error) {
+	n, err := node.Open(root, node.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -39,8 +39,8 @@ func Verify(ctx context.Context, root string, o overlay.VerifyOptions) (*schema.
 }
 
 // Status reads the status of the node at root.
-func Status(ctx context.Context, root string) (*overlay.Status, error) {
-	n, err := overlay.OpenNode(root, overlay.NodeOptions{})
+func Status(ctx context.Context, root string) (*node.Status, error) {
+	n, err := node.Open(root, node.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -49,8 +49,8 @@ func Status(ctx context.Context, root string) (*overlay.Status, error) {
 
 // Activate stacks the layers of the node at root (run: its runtime
 // directory).
-func Activate(ctx context.Context, root, run string) (*overlay.ActivateReport, error) {
-	n, err := overlay.OpenNode(root, overlay.NodeOptions{Run: run})
+func Activate(ctx context.Context, root, run string) (*node.ActivateReport, error) {
+	n, err := node.Open(root, node.Options{Run: run})
 	if err != nil {
 		return nil, err
 	}
@@ -58,8 +58,8 @@ func Activate(ctx context.Context, root, run string) (*overlay.ActivateReport, e
 }
 
 // SettlePending settles the restart debt of the node at root.
-func SettlePending(ctx context.Context, root string, no overlay.NodeOptions) (*overlay.SettleReport, error) {
-	n, err := overlay.OpenNode(root, no)
+func SettlePending(ctx context.Context, root string, no node.Options) (*node.SettleReport, error) {
+	n, err := node.Open(root, no)
 	if err != nil {
 		return nil, err
 	}
@@ -67,8 +67,8 @@ func SettlePending(ctx context.Context, root string, no overlay.NodeOptions) (*o
 }
 
 // Repair repairs the node at root from src.
-func Repair(ctx context.Context, root string, src overlay.Source, no overlay.NodeOptions) (*overlay.RepairReport, error) {
-	n, err := overlay.OpenNode(root, no)
+func Repair(ctx context.Context, root string, src node.Source, no node.Options) (*node.RepairReport, error) {
+	n, err := node.Open(root, no)
 	if err != nil {
 		return nil, err
 	}
@@ -76,8 +76,8 @@ func Repair(ctx context.Context, root string, src overlay.Source, no overlay.Nod
 }
 
 // Restart restarts units of the node at root.
-func Restart(ctx context.Context, root string, units []string, no overlay.NodeOptions) (*overlay.RestartReport, error) {
-	n, err := overlay.OpenNode(root, no)
+func Restart(ctx context.Context, root string, units []string, no node.Options) (*node.RestartReport, error) {
+	n, err := node.Open(root, no)
 	if err != nil {
 		return nil, err
 	}
@@ -85,8 +85,8 @@ func Restart(ctx context.Context, root string, units []string, no overlay.NodeOp
 }
 
 // GC prunes the state of the node at root.
-func GC(ctx context.Context, root string, keep int, no overlay.NodeOptions) (*overlay.GCReport, error) {
-	n, err := overlay.OpenNode(root, no)
+func GC(ctx context.Context, root string, keep int, no node.Options) (*node.GCReport, error) {
+	n, err := node.Open(root, no)
 	if err != nil {
 		return nil, err
 	}
@@ -94,8 +94,8 @@ func GC(ctx context.Context, root string, keep int, no overlay.NodeOptions) (*ov
 }
 
 // History reads the history of the node at root.
-func History(root string) (*overlay.NodeHistory, error) {
-	n, err := overlay.OpenNode(root, overlay.NodeOptions{})
+func History(root string) (*node.NodeHistory, error) {
+	n, err := node.Open(root, node.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -103,8 +103,8 @@ func History(root string) (*overlay.NodeHistory, error) {
 }
 
 // Confirm confirms a trial boot of the node at root.
-func Confirm(ctx context.Context, root string, health overlay.HealthCheck, no overlay.NodeOptions) (*overlay.ConfirmReport, error) {
-	n, err := overlay.OpenNode(root, no)
+func Confirm(ctx context.Context, root string, health node.HealthCheck, no node.Options) (*node.ConfirmReport, error) {
+	n, err := node.Open(root, no)
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +112,8 @@ func Confirm(ctx context.Context, root string, health overlay.HealthCheck, no ov
 }
 
 // SettleUpgrade settles a staged upgrade of the node at root at boot.
-func SettleUpgrade(ctx context.Context, root, bootID string) (*overlay.FallbackReport, error) {
-	n, err := overlay.OpenNode(root, overlay.NodeOptions{})
+func SettleUpgrade(ctx context.Context, root, bootID string) (*node.FallbackReport, error) {
+	n, err := node.Open(root, node.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/schema"
 )
@@ -158,9 +159,9 @@ func (e *env) create(t *testing.T, version string, ch overlay.Change) *overlay.C
 type state struct{ digest, ledger string }
 
 // open opens the node at root: the suite drives the node handle.
-func open(t *testing.T, root string, o overlay.NodeOptions) *overlay.Node {
+func open(t *testing.T, root string, o node.Options) *node.Node {
 	t.Helper()
-	n, err := overlay.OpenNode(root, o)
+	n, err := node.Open(root, o)
 	if err != nil {
 		t.Fatalf("opening node %s: %v", root, err)
 	}
@@ -169,7 +170,7 @@ func open(t *testing.T, root string, o overlay.NodeOptions) *overlay.Node {
 
 func snap(t *testing.T, root string) state {
 	t.Helper()
-	a, err := open(t, root, overlay.NodeOptions{}).Verify(context.Background(), overlay.VerifyOptions{Files: true})
+	a, err := open(t, root, node.Options{}).Verify(context.Background(), node.VerifyOptions{Files: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func snap(t *testing.T, root string) state {
 
 func requireAudit(t *testing.T, root, repoDir string) *schema.Audit {
 	t.Helper()
-	a, err := open(t, root, overlay.NodeOptions{}).Verify(context.Background(), overlay.VerifyOptions{Repo: repoDir, Files: true})
+	a, err := open(t, root, node.Options{}).Verify(context.Background(), node.VerifyOptions{Repo: repoDir, Files: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,9 +193,9 @@ func requireAudit(t *testing.T, root, repoDir string) *schema.Audit {
 	return a
 }
 
-func apply(t *testing.T, root string, files ...string) (*overlay.ApplyReport, error) {
+func apply(t *testing.T, root string, files ...string) (*node.ApplyReport, error) {
 	t.Helper()
-	return open(t, root, overlay.NodeOptions{}).Apply(context.Background(), overlay.Source{Files: files}, overlay.ApplyOptions{})
+	return open(t, root, node.Options{}).Apply(context.Background(), node.Source{Files: files}, node.ApplyOptions{})
 }
 
 // Run runs every case of the suite against nodes newFactory makes.
@@ -238,7 +239,7 @@ func Run(t *testing.T, newNode Factory) {
 			}
 		})
 		t.Run("RollbackIsExact", func(t *testing.T) {
-			if _, err := open(t, root, overlay.NodeOptions{}).Rollback(context.Background(), ""); err != nil {
+			if _, err := open(t, root, node.Options{}).Rollback(context.Background(), ""); err != nil {
 				t.Fatal(err)
 			}
 			a := requireAudit(t, root, e.repo)
@@ -296,7 +297,7 @@ func Run(t *testing.T, newNode Factory) {
 		if after := snap(t, root); after != before {
 			t.Fatal("a refused gap changed the node")
 		}
-		if _, err := open(t, root, overlay.NodeOptions{}).Apply(context.Background(), overlay.Source{Repo: e.repo}, overlay.ApplyOptions{}); err != nil {
+		if _, err := open(t, root, node.Options{}).Apply(context.Background(), node.Source{Repo: e.repo}, node.ApplyOptions{}); err != nil {
 			t.Fatalf("catching up from the repository: %v", err)
 		}
 		if a := requireAudit(t, root, e.repo); a.Behind != 0 || a.TreeDigest != c2.Manifest.TreeDigest {
@@ -332,7 +333,7 @@ func Run(t *testing.T, newNode Factory) {
 			t.Fatal(err)
 		}
 		tamper(t, root, "etc/app/app.conf")
-		a, err := open(t, root, overlay.NodeOptions{}).Verify(context.Background(), overlay.VerifyOptions{Files: true})
+		a, err := open(t, root, node.Options{}).Verify(context.Background(), node.VerifyOptions{Files: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -408,7 +409,7 @@ func crashes(t *testing.T, e *env, newNode Factory) {
 			fired[op]++
 			// The next run settles the node: an audit must then find
 			// either the old head or the new one, exactly.
-			if _, err := open(t, root, overlay.NodeOptions{Restarter: overlay.Exec{Template: "true"}}).SettlePending(context.Background()); err != nil {
+			if _, err := open(t, root, node.Options{Restarter: node.Exec{Template: "true"}}).SettlePending(context.Background()); err != nil {
 				t.Fatalf("%s crashed at %s: the next run: %v", op, p, err)
 			}
 			a := requireAudit(t, root, e.repo)
@@ -423,7 +424,7 @@ func crashes(t *testing.T, e *env, newNode Factory) {
 			if _, err := apply(t, root, c.Path); err != nil {
 				t.Fatalf("%s crashed at %s: apply afterwards: %v", op, p, err)
 			}
-			if _, err := open(t, root, overlay.NodeOptions{}).Rollback(context.Background(), ""); err != nil {
+			if _, err := open(t, root, node.Options{}).Rollback(context.Background(), ""); err != nil {
 				t.Fatalf("%s crashed at %s: rollback afterwards: %v", op, p, err)
 			}
 			if got := snap(t, root).digest; got != base.digest {
@@ -463,9 +464,9 @@ func helper(t *testing.T, root string) {
 	switch op := os.Getenv(helperOpEnv); op {
 	case "apply":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = open(t, root, overlay.NodeOptions{Restarter: overlay.Exec{Template: "true"}}).Apply(context.Background(), overlay.Source{Files: files}, overlay.ApplyOptions{})
+		_, err = open(t, root, node.Options{Restarter: node.Exec{Template: "true"}}).Apply(context.Background(), node.Source{Files: files}, node.ApplyOptions{})
 	case "rollback":
-		_, err = open(t, root, overlay.NodeOptions{}).Rollback(context.Background(), "")
+		_, err = open(t, root, node.Options{}).Rollback(context.Background(), "")
 	default:
 		t.Fatalf("unknown helper op %q", op)
 	}

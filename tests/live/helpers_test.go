@@ -19,6 +19,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/tests/testnode"
 )
@@ -171,20 +172,20 @@ func (l *lab) strata(args ...string) (string, string, int) {
 
 // apply applies node-side overlay files with the node's systemd and
 // returns the report (nil when it failed), stderr and the exit code.
-func (l *lab) apply(files ...string) (*overlay.ApplyReport, string, int) {
+func (l *lab) apply(files ...string) (*node.ApplyReport, string, int) {
 	l.t.Helper()
 	out, errOut, code := l.strata(append([]string{"apply-overlay", "--root", "/", "--json"}, files...)...)
 	if code != 0 {
 		return nil, errOut, code
 	}
-	var rep overlay.ApplyReport
+	var rep node.ApplyReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		l.t.Fatalf("apply report: %v\n%s", err, out)
 	}
 	return &rep, errOut, 0
 }
 
-func (l *lab) mustApply(files ...string) *overlay.ApplyReport {
+func (l *lab) mustApply(files ...string) *node.ApplyReport {
 	l.t.Helper()
 	rep, errOut, code := l.apply(files...)
 	if code != 0 {
@@ -264,7 +265,7 @@ func (l *lab) requireChanged(before map[string]testnode.UnitState, want ...strin
 }
 
 // acted lists "ACTION UNIT" of what an apply report says ran.
-func acted(rep *overlay.ApplyReport) []string {
+func acted(rep *node.ApplyReport) []string {
 	var out []string
 	for _, p := range rep.Plans {
 		for _, a := range p.Restarted {
@@ -295,13 +296,13 @@ func linkTree(t *testing.T, src, dst string) {
 }
 
 // status reads strata status --json inside the node.
-func (l *lab) status() *overlay.Status {
+func (l *lab) status() *node.Status {
 	l.t.Helper()
 	out, errOut, code := l.strata("status", "--root", "/", "--json")
 	if code != 0 {
 		l.t.Fatalf("status exited %d: %s", code, errOut)
 	}
-	var st overlay.Status
+	var st node.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		l.t.Fatalf("status: %v\n%s", err, out)
 	}

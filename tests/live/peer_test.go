@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/internal/systemd"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay"
 )
 
@@ -25,7 +26,7 @@ func peer(t *testing.T, l *lab, file string) (*systemd.Resolved, []string) {
 	if code != 0 {
 		t.Fatalf("dry run exited %d:\n%s", code, errOut)
 	}
-	var rep overlay.ApplyReport
+	var rep node.ApplyReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}

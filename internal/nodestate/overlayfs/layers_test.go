@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
@@ -110,7 +111,7 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	}
 	root := newNode(t, res.Image)
 	state := filepath.Join(filepath.Dir(root), "state")
-	if _, err := overlaytest.Apply(context.Background(), root, overlay.Source{Files: []string{c.Path}}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
+	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	layer := filepath.Join(state, "var", manifests.StateDir[len("var/"):], "layers", "1.0.1")
@@ -137,7 +138,7 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	want := c.Manifest.TreeDigest
 	check := func(when string) {
 		t.Helper()
-		a, err := overlaytest.Verify(context.Background(), root, overlay.VerifyOptions{Repo: rp, Files: true})
+		a, err := overlaytest.Verify(context.Background(), root, node.VerifyOptions{Repo: rp, Files: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +168,7 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(sub, "marker"), []byte("kept\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := overlaytest.Rollback(context.Background(), root, "", overlay.NodeOptions{}); err != nil {
+	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(sub, "marker")); err != nil || string(b) != "kept\n" {
@@ -209,7 +210,7 @@ func TestPlantedLayersSymlinkRefused(t *testing.T) {
 	if err := os.Symlink(victim, layers); err != nil {
 		t.Fatal(err)
 	}
-	_, err = overlaytest.Apply(context.Background(), root, overlay.Source{Files: []string{c.Path}}, overlay.ApplyOptions{}, overlay.NodeOptions{})
+	_, err = overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{})
 	if !errors.Is(err, nodestate.ErrBadState) || !strings.Contains(err.Error(), "layers is not a directory (symlink)") {
 		t.Fatalf("apply with a planted layers symlink: %v, want a refusal naming it", err)
 	}
@@ -236,14 +237,14 @@ func TestDeepStackAndRelativeRoot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := overlaytest.Apply(context.Background(), root, overlay.Source{Files: []string{c.Path}}, overlay.ApplyOptions{}, overlay.NodeOptions{}); err != nil {
+		if _, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
 			t.Fatalf("applying layer %d: %v", i, err)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "etc/motd")); err != nil || string(b) != strconv.Itoa(n)+"\n" {
 		t.Fatalf("etc/motd after %d layers = %q, %v", n, b, err)
 	}
-	a, err := overlaytest.Verify(context.Background(), root, overlay.VerifyOptions{Repo: rp, Files: true})
+	a, err := overlaytest.Verify(context.Background(), root, node.VerifyOptions{Repo: rp, Files: true})
 	if err != nil || !a.OK() {
 		t.Fatalf("audit after %d layers: %v %+v", n, err, a)
 	}

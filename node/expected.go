@@ -1,15 +1,15 @@
-package overlay
+package node
 
 import (
-	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
-// NodeExpectation exposes, for external tests, what a node's state says:
-// its line, head, lineage and the tree it should have.
-func NodeExpectation(root string) (line string, head manifests.Ref, lineage []manifests.Ref, state tree.State, err error) {
-	v, err := loadView(nodestate.Node{Root: root})
+// Expected returns what the node's state says its tree should be: its
+// line, its head, the heads of its image and of the overlays in effect
+// (oldest first), and the expected tree. It changes nothing.
+func (h *Node) Expected() (line string, head manifests.Ref, lineage []manifests.Ref, state tree.State, err error) {
+	v, err := loadView(h.state())
 	if err != nil {
 		return "", manifests.Ref{}, nil, nil, err
 	}

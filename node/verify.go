@@ -1,4 +1,4 @@
-package overlay
+package node
 
 import (
 	"context"
@@ -126,7 +126,7 @@ func auditSignatures(a *schema.Audit, v *nodeView, trust *sign.KeySet) {
 }
 
 func auditAgainstRepo(ctx context.Context, a *schema.Audit, v *nodeView, repoDir string, trust, history *sign.KeySet) error {
-	st, done, err := openRepoStore(repoDir, nil)
+	st, done, err := repo.LocateForRereads(repoDir, nil)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package overlay
+package node
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
@@ -104,7 +105,7 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, done, err := openRepoStore(src.Repo, src.Store)
+	st, done, err := repo.LocateForRereads(src.Repo, src.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +196,7 @@ type appliedSet struct {
 	r     *repo.Repo
 	refs  map[string]manifests.OverlayRef
 	trust *sign.KeySet
-	open  map[int]*Archive
+	open  map[int]*archive.Archive
 	loc   string
 }
 
@@ -214,7 +215,7 @@ func appliedArchives(ctx context.Context, v *nodeView, st repo.Store, loc string
 	if err := r.Expand(ctx, l); err != nil {
 		return nil, err
 	}
-	s := &appliedSet{v: v, r: r, refs: map[string]manifests.OverlayRef{}, trust: trust, open: map[int]*Archive{}, loc: loc}
+	s := &appliedSet{v: v, r: r, refs: map[string]manifests.OverlayRef{}, trust: trust, open: map[int]*archive.Archive{}, loc: loc}
 	for _, ref := range l.Overlays {
 		s.refs[ref.Version] = ref
 	}
@@ -223,7 +224,7 @@ func appliedArchives(ctx context.Context, v *nodeView, st repo.Store, loc string
 
 // at opens the i-th applied overlay: the repository's file must be the
 // one the node applied (the digest its ledger recorded).
-func (s *appliedSet) at(ctx context.Context, i int) (*Archive, error) {
+func (s *appliedSet) at(ctx context.Context, i int) (*archive.Archive, error) {
 	if a := s.open[i]; a != nil {
 		return a, nil
 	}

@@ -1,4 +1,4 @@
-package overlay
+package node
 
 import (
 	"context"
@@ -8,9 +8,6 @@ import (
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 )
-
-// ErrUnknownUnit reports a unit the node's catalog does not have.
-var ErrUnknownUnit = catalog.ErrNotInCatalog
 
 // RestartReport describes a restart of a node's services.
 type RestartReport struct {

@@ -1,4 +1,4 @@
-package overlay
+package node
 
 import (
 	"github.com/strata-dev/strata/internal/catalog"

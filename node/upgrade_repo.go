@@ -1,4 +1,4 @@
-package overlay
+package node
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func (h *Node) UpgradeFromRepo(ctx context.Context, loc string, compact bool, fe
 	if err != nil {
 		return err
 	}
-	st, done, err := openRepoStore(loc, nil)
+	st, done, err := repo.LocateForRereads(loc, nil)
 	if err != nil {
 		return err
 	}

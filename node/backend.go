@@ -1,4 +1,4 @@
-package overlay
+package node
 
 import (
 	"context"
@@ -37,7 +37,7 @@ type ActivateReport struct {
 }
 
 // Activate builds the overlayfs stacks of the node from its ledger,
-// below the runtime directory NodeOptions.Run names. On a running node it
+// below the runtime directory Options.Run names. On a running node it
 // settles an interrupted switch and rebuilds the stacks; offline (a
 // mounted disk) it stacks the layers. A boot runs ActivateBoot.
 func (h *Node) Activate(ctx context.Context) (*ActivateReport, error) {

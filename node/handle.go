@@ -1,4 +1,4 @@
-package overlay
+package node
 
 import (
 	"context"
@@ -20,11 +20,11 @@ import (
 type Node struct {
 	root string
 	b    nodestate.Backend
-	o    NodeOptions
+	o    Options
 }
 
-// NodeOptions are the settings of an open node.
-type NodeOptions struct {
+// Options are the settings of an open node.
+type Options struct {
 	// LockWait is how long an operation that changes the node waits for
 	// another strata process to finish with it (zero: refuse at once).
 	LockWait time.Duration
@@ -43,9 +43,9 @@ type NodeOptions struct {
 	Run string
 }
 
-// OpenNode opens the node at root: it checks the node's state directory
+// Open opens the node at root: it checks the node's state directory
 // and opens the backend that state names. It changes nothing.
-func OpenNode(root string, o NodeOptions) (*Node, error) {
+func Open(root string, o Options) (*Node, error) {
 	if o.Run != "" {
 		run, err := filepath.Abs(o.Run)
 		if err != nil {

@@ -1,4 +1,4 @@
-package overlay
+package node
 
 import (
 	"context"
@@ -126,7 +126,7 @@ func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *Appl
 	var st repo.Store
 	if src.Repo != "" {
 		var done func()
-		if st, done, err = openRepoStore(src.Repo, src.Store); err != nil {
+		if st, done, err = repo.LocateForRereads(src.Repo, src.Store); err != nil {
 			return nil, err
 		}
 		defer done()
@@ -230,10 +230,10 @@ func describe(as []manifests.ServiceAction) string {
 // (and, for a repository, file digests against its index, which must be
 // fresh: not older than one the node accepted, not expired). It returns
 // the index serial (0 for files).
-func gather(ctx context.Context, v *nodeView, src Source, st repo.Store, trust *sign.KeySet) ([]*Archive, uint64, error) {
+func gather(ctx context.Context, v *nodeView, src Source, st repo.Store, trust *sign.KeySet) ([]*archive.Archive, uint64, error) {
 	head := v.head()
 	if src.Repo == "" {
-		var out []*Archive
+		var out []*archive.Archive
 		for _, f := range src.Files {
 			a, err := archive.OpenContext(ctx, f, trust)
 			if err != nil {
@@ -286,7 +286,7 @@ func gather(ctx context.Context, v *nodeView, src Source, st repo.Store, trust *
 			return nil, 0, fmt.Errorf("line %s has no version %s: %w", l.Name, src.Through, ErrSequence)
 		}
 	}
-	var out []*Archive
+	var out []*archive.Archive
 	for _, ref := range l.Overlays[start:] {
 		if src.Through != "" && manifests.CompareVersions(ref.Version, src.Through) > 0 {
 			break
@@ -315,7 +315,7 @@ func gather(ctx context.Context, v *nodeView, src Source, st repo.Store, trust *
 // channel after the newest release among archives: the prereleases after
 // it wait for the candidate channel (or an explicit Through). Prereleases
 // before a release are part of the way to it and stay.
-func holdPrereleases(archives []*Archive, src Source) ([]*Archive, []string) {
+func holdPrereleases(archives []*archive.Archive, src Source) ([]*archive.Archive, []string) {
 	if src.Repo == "" || src.Through != "" || src.Channel == ChannelCandidate {
 		return archives, nil
 	}
@@ -339,7 +339,7 @@ func isPrerelease(v string) bool {
 // checkSequence checks the overlays continue the node's head one after the
 // other, fills in their plans and returns those not yet applied, with the
 // expected trees before and after each (by version).
-func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archive, map[string][2]tree.State, error) {
+func checkSequence(v *nodeView, archives []*archive.Archive, rep *ApplyReport) ([]*archive.Archive, map[string][2]tree.State, error) {
 	applied := map[string]string{}
 	for _, e := range v.applied {
 		applied[e.Version] = e.Digest
@@ -362,7 +362,7 @@ func checkSequence(v *nodeView, archives []*Archive, rep *ApplyReport) ([]*Archi
 	if v.rebased() {
 		canon = v.canonFold(len(v.overlays))
 	}
-	var todo []*Archive
+	var todo []*archive.Archive
 	states := map[string][2]tree.State{}
 	for _, a := range archives {
 		m := a.Manifest
@@ -489,7 +489,7 @@ func lineageVersions(refs []manifests.Ref) string {
 
 // resolveDry shows what each plan would do on the node, as its restarter
 // resolves it (for the running systemd: against the units running now).
-func resolveDry(ctx context.Context, r Restarter, v *nodeView, todo []*Archive, states map[string][2]tree.State, rep *ApplyReport) error {
+func resolveDry(ctx context.Context, r Restarter, v *nodeView, todo []*archive.Archive, states map[string][2]tree.State, rep *ApplyReport) error {
 	if r == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package overlay
+package node
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/internal/nodestate"
@@ -62,7 +63,7 @@ func describeFile(e manifests.Entry) string {
 // before anything of the batch has changed the node: what an earlier
 // overlay of the batch writes at the path, else the node's own file; each
 // must be the content the tree before overlay k has there.
-func batchBases(n nodestate.Node, todo []*Archive, k int, states map[string][2]tree.State) tree.Bases {
+func batchBases(n nodestate.Node, todo []*archive.Archive, k int, states map[string][2]tree.State) tree.Bases {
 	before := states[todo[k].Manifest.Version][0]
 	return func(ctx context.Context, path, sum string) ([]byte, error) {
 		if e := before[path]; e.Type != manifests.TypeFile || e.SHA256 != sum {
@@ -86,7 +87,7 @@ const validationTimeout = time.Minute
 // and only then commit. When a restart or the health check fails the
 // change is taken back, the same units are restarted on the old tree, and
 // the ledger records the failed attempt.
-func (h *Node) applyOne(ctx context.Context, v *nodeView, a *Archive, states [2]tree.State, plan *Plan) error {
+func (h *Node) applyOne(ctx context.Context, v *nodeView, a *archive.Archive, states [2]tree.State, plan *Plan) error {
 	b, r, progress := h.b, h.o.Restarter, h.o.Progress
 	n := b.Node()
 	m := a.Manifest
