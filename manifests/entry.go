@@ -176,25 +176,52 @@ func ImagePath(p string) (string, error) {
 	return rel, nil
 }
 
+// EntryDiff is one field in which two entries of one path differ, with
+// the field's values in each, as messages show them.
+type EntryDiff struct {
+	// Field is "type", "content", "mode", "owner" or "target".
+	Field    string
+	Old, New string
+}
+
+// EntryDiffs lists the fields in which o and n, two entries of one path,
+// differ, in that order: type, content (digest or size; no values),
+// mode, owner, target. The one comparison every audit and change report
+// makes.
+func EntryDiffs(o, n Entry) []EntryDiff {
+	var out []EntryDiff
+	if o.Type != n.Type {
+		out = append(out, EntryDiff{"type", string(o.Type), string(n.Type)})
+	}
+	if o.SHA256 != n.SHA256 || o.Size != n.Size {
+		out = append(out, EntryDiff{Field: "content"})
+	}
+	if o.Mode != n.Mode {
+		out = append(out, EntryDiff{"mode", fmt.Sprintf("%04o", uint32(o.Mode)), fmt.Sprintf("%04o", uint32(n.Mode))})
+	}
+	if o.UID != n.UID || o.GID != n.GID {
+		out = append(out, EntryDiff{"owner", fmt.Sprintf("%d:%d", o.UID, o.GID), fmt.Sprintf("%d:%d", n.UID, n.GID)})
+	}
+	if o.Target != n.Target {
+		out = append(out, EntryDiff{"target", o.Target, n.Target})
+	}
+	return out
+}
+
 // EntryChanges names what differs between o and n, two entries of one
 // path: "type file -> symlink" alone, else any of "content",
 // "mode 0644 -> 0600", "owner 0:0 -> 1000:1000", "target a -> b".
 func EntryChanges(o, n Entry) []string {
-	if o.Type != n.Type {
-		return []string{fmt.Sprintf("type %s -> %s", o.Type, n.Type)}
-	}
 	var out []string
-	if o.SHA256 != n.SHA256 || o.Size != n.Size {
-		out = append(out, "content")
-	}
-	if o.Mode != n.Mode {
-		out = append(out, fmt.Sprintf("mode %04o -> %04o", uint32(o.Mode), uint32(n.Mode)))
-	}
-	if o.UID != n.UID || o.GID != n.GID {
-		out = append(out, fmt.Sprintf("owner %d:%d -> %d:%d", o.UID, o.GID, n.UID, n.GID))
-	}
-	if o.Target != n.Target {
-		out = append(out, fmt.Sprintf("target %s -> %s", o.Target, n.Target))
+	for _, d := range EntryDiffs(o, n) {
+		switch {
+		case d.Field == "type":
+			return []string{"type " + d.Old + " -> " + d.New}
+		case d.Field == "content":
+			out = append(out, "content")
+		default:
+			out = append(out, d.Field+" "+d.Old+" -> "+d.New)
+		}
 	}
 	return out
 }

@@ -67,22 +67,19 @@ func driftOf(want tree.State, got []manifests.Entry) []drifted {
 	return drift
 }
 
+// diffEntry says how got differs from want, as an audit reports drift:
+// "mode 0600, expected 0644; content changed".
 func diffEntry(want, got manifests.Entry) string {
 	var parts []string
-	if want.Type != got.Type {
-		parts = append(parts, fmt.Sprintf("type %s, expected %s", got.Type, want.Type))
-	}
-	if want.SHA256 != got.SHA256 || want.Size != got.Size {
-		parts = append(parts, "content changed")
-	}
-	if want.Mode != got.Mode {
-		parts = append(parts, fmt.Sprintf("mode %04o, expected %04o", uint32(got.Mode), uint32(want.Mode)))
-	}
-	if want.UID != got.UID || want.GID != got.GID {
-		parts = append(parts, fmt.Sprintf("owner %d:%d, expected %d:%d", got.UID, got.GID, want.UID, want.GID))
-	}
-	if want.Target != got.Target {
-		parts = append(parts, fmt.Sprintf("link target %q, expected %q", got.Target, want.Target))
+	for _, d := range manifests.EntryDiffs(want, got) {
+		switch d.Field {
+		case "content":
+			parts = append(parts, "content changed")
+		case "target":
+			parts = append(parts, fmt.Sprintf("link target %q, expected %q", d.New, d.Old))
+		default:
+			parts = append(parts, fmt.Sprintf("%s %s, expected %s", d.Field, d.New, d.Old))
+		}
 	}
 	return strings.Join(parts, "; ")
 }

@@ -23,14 +23,17 @@
 // it.
 package catalog
 
-import "github.com/strata-dev/strata/manifests"
+import (
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
 
 // Sentinel errors. Callers test for them with errors.Is; all are of the
 // manifests.ErrRejected class.
 var (
 	// ErrSymlinkLoop reports a path whose resolution follows more than 40
 	// symbolic links.
-	ErrSymlinkLoop = manifests.Rejection("catalog: too many levels of symbolic links")
+	ErrSymlinkLoop = tree.ErrSymlinkLoop
 	// ErrUnknownUnit reports a declared path for a unit the tree does not
 	// define.
 	ErrUnknownUnit = manifests.Rejection("catalog: unknown unit")

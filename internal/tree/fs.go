@@ -2,7 +2,6 @@ package tree
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"io/fs"
 	"path"
@@ -119,51 +118,6 @@ func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
 	return out, nil
-}
-
-// Resolve follows symlinks in every component of name within state, as
-// inside a chroot, and returns the final path ("." for the root). It fails
-// on a missing component or after 40 links.
-func Resolve(state State, name string) (string, error) {
-	if name == "." {
-		return ".", nil
-	}
-	todo := strings.Split(name, "/")
-	var cur []string
-	hops := 0
-	for len(todo) > 0 {
-		el := todo[0]
-		todo = todo[1:]
-		switch el {
-		case "", ".":
-			continue
-		case "..":
-			if len(cur) > 0 {
-				cur = cur[:len(cur)-1]
-			}
-			continue
-		}
-		p := strings.Join(append(cur, el), "/")
-		e, ok := state[p]
-		if !ok {
-			return "", fmt.Errorf("%s: %w", p, fs.ErrNotExist)
-		}
-		if e.Type != manifests.TypeSymlink {
-			cur = append(cur, el)
-			continue
-		}
-		if hops++; hops > 40 {
-			return "", fmt.Errorf("%s: too many levels of symbolic links", name)
-		}
-		if strings.HasPrefix(e.Target, "/") {
-			cur = nil
-		}
-		todo = append(strings.Split(e.Target, "/"), todo...)
-	}
-	if len(cur) == 0 {
-		return ".", nil
-	}
-	return strings.Join(cur, "/"), nil
 }
 
 type info struct{ e manifests.Entry }
