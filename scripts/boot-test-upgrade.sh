@@ -2,7 +2,8 @@
 # Whole-image upgrade boot test: disk nodes of images/debian-bootable,
 # booted under qemu-system-x86_64 + OVMF (software emulation: slow), taken
 # through `strata upgrade` on real systemd-boot boot counting and
-# systemd-bless-boot. The nodes reboot themselves inside one qemu each.
+# systemd-bless-boot. A reboot inside a node is a power cycle of its qemu
+# (scripts/boot-lib.sh, start_qemu).
 #
 # Node up1, provisioned at image 1.0.0 with overlays 1.0.1-1.0.3 applied
 # offline:
