@@ -118,10 +118,16 @@ func (b *BundleStore) String() string { return "bundle " + b.path }
 
 // Open opens member name; see Store.
 func (b *BundleStore) Open(ctx context.Context, name string) (io.ReadCloser, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, &fs.PathError{Op: "open", Path: b.path + ":" + name, Err: err}
+	}
 	if !fs.ValidPath(name) || name == "." {
 		return nil, 0, &fs.PathError{Op: "open", Path: b.path + ":" + name, Err: manifests.ErrUnsafePath}
 	}
 	s, ok := b.members[name]
+	if !ok && hasMemberBelow(b.members, name) {
+		return nil, 0, &fs.PathError{Op: "open", Path: b.path + ":" + name, Err: fmt.Errorf("a directory: %w", ErrNotRegular)}
+	}
 	if !ok {
 		return nil, 0, &fs.PathError{Op: "open", Path: b.path + ":" + name, Err: fmt.Errorf("the bundle does not carry it (make one with strata bundle --from the node's head): %w", fs.ErrNotExist)}
 	}

@@ -226,7 +226,11 @@ func (o *OCIStore) Open(ctx context.Context, name string) (io.ReadCloser, int64,
 	}
 	o.mu.Lock()
 	d, ok := o.members[name]
+	dir := !ok && hasMemberBelow(o.members, name)
 	o.mu.Unlock()
+	if dir {
+		return nil, 0, &fs.PathError{Op: "open", Path: o.ref + "/" + name, Err: fmt.Errorf("a directory: %w", ErrNotRegular)}
+	}
 	if !ok {
 		return nil, 0, &fs.PathError{Op: "open", Path: o.ref + "/" + name, Err: fs.ErrNotExist}
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -147,4 +148,17 @@ func LocateForRereads(loc string, st Store) (Store, func(), error) {
 		}
 	}
 	return ForRereads(st)
+}
+
+// hasMemberBelow reports whether name is a directory of a store's members
+// (some member's name starts with name/): stores whose members are not
+// files in directories refuse such a name as not a regular file, as a
+// directory store does.
+func hasMemberBelow[V any](members map[string]V, name string) bool {
+	for m := range members {
+		if strings.HasPrefix(m, name+"/") {
+			return true
+		}
+	}
+	return false
 }
