@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -59,7 +59,7 @@ func cached(ctx context.Context, s *settings, kind, key string, inputs any, buil
 			return "", nil, err
 		}
 	}
-	unlock, err := nodestate.FileLock(ctx, filepath.Join(base, key+".lock"), 6*time.Hour)
+	unlock, err := safefile.Lock(ctx, filepath.Join(base, key+".lock"), 6*time.Hour)
 	if err != nil {
 		return "", nil, fmt.Errorf("cache %s: %w", base, err)
 	}
@@ -126,7 +126,7 @@ func cached(ctx context.Context, s *settings, kind, key string, inputs any, buil
 			return "", nil, fmt.Errorf("cache entry %s: the tree built is not valid: %w", final, err)
 		}
 	}
-	if err := nodestate.SyncFS(tmp); err != nil {
+	if err := safefile.SyncFS(tmp); err != nil {
 		return "", nil, err
 	}
 	raw, err := json.MarshalIndent(cacheMeta{Inputs: inputs, TreeDigest: manifests.TreeDigest(entries)}, "", "  ")
@@ -138,7 +138,7 @@ func cached(ctx context.Context, s *settings, kind, key string, inputs any, buil
 	}
 	ok = true
 	// The record commits the entry: written last, atomically.
-	if err := nodestate.WriteFileAtomic(metaPath, append(raw, '\n'), 0o644); err != nil {
+	if err := safefile.WriteAtomic(metaPath, append(raw, '\n'), 0o644); err != nil {
 		return "", nil, fmt.Errorf("cache entry %s: %w", final, err)
 	}
 	return final, entries, nil

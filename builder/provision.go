@@ -73,7 +73,7 @@ func Provision(ctx context.Context, image, root string, trust *sign.KeySet, opts
 	// Keep the image manifest's signature, so audits with an outside key
 	// can check the manifest the node's expected tree comes from.
 	if sig, err := safefile.Read(repo.SigPath(repo.ManifestPath(image)), sign.MaxSignatureSize); err == nil {
-		if err := nodestate.WriteFileAtomic(nd.Path(manifests.ImageSigPath), sig, 0o644); err != nil {
+		if err := safefile.WriteAtomic(nd.Path(manifests.ImageSigPath), sig, 0o644); err != nil {
 			return nil, err
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/scratch"
@@ -208,13 +207,13 @@ func foldStream(ctx context.Context, w io.Writer, baseImage string, fold *tree.F
 func writeManifest(img string, raw []byte, s *settings, comment string) error {
 	mp := repo.ManifestPath(img)
 	if s.key != nil {
-		if err := nodestate.WriteFileAtomic(repo.SigPath(mp), s.key.Sign(raw, comment), 0o644); err != nil {
+		if err := safefile.WriteAtomic(repo.SigPath(mp), s.key.Sign(raw, comment), 0o644); err != nil {
 			return err
 		}
 	} else {
 		_ = os.Remove(repo.SigPath(mp))
 	}
-	if err := nodestate.WriteFileAtomic(mp, raw, 0o644); err != nil {
+	if err := safefile.WriteAtomic(mp, raw, 0o644); err != nil {
 		return err
 	}
 	s.progress("wrote " + mp)

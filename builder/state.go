@@ -33,7 +33,7 @@ func WriteState(image string, im *repo.Image, dir string) (*manifests.Ledger, er
 		return nil, err
 	}
 	if sig, err := safefile.Read(repo.SigPath(repo.ManifestPath(image)), sign.MaxSignatureSize); err == nil {
-		if err := nodestate.WriteFileAtomic(nd.Path(manifests.ImageSigPath), sig, 0o644); err != nil {
+		if err := safefile.WriteAtomic(nd.Path(manifests.ImageSigPath), sig, 0o644); err != nil {
 			return nil, err
 		}
 	}

@@ -12,9 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/strata-dev/strata/internal/safefile"
 	"golang.org/x/sys/unix"
-
-	"github.com/strata-dev/strata/internal/nodestate"
 )
 
 // espFS is what boot entry work needs of an EFI system partition (paths
@@ -210,7 +209,7 @@ func (d dirESP) Put(p, src string) error {
 }
 
 func (d dirESP) Write(p string, data []byte) error {
-	if err := nodestate.WriteFileAtomic(d.path(p), data, 0o600); err != nil {
+	if err := safefile.WriteAtomic(d.path(p), data, 0o600); err != nil {
 		return fmt.Errorf("ESP: %w", err)
 	}
 	return nil
@@ -237,7 +236,7 @@ func (d dirESP) Mkdir(p string) error {
 	return nil
 }
 
-func (d dirESP) Sync() error { return nodestate.SyncFS(d.root) }
+func (d dirESP) Sync() error { return safefile.SyncFS(d.root) }
 
 // mountESP mounts the ESP partition device dev (vfat, only root may read
 // it) at a new directory below work, in this process's private mount

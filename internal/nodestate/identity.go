@@ -62,7 +62,7 @@ func (n Node) Identity(create bool) (*sign.Key, error) {
 	if err := os.Remove(tmp); err != nil {
 		return nil, fmt.Errorf("making the identity key of %s: %w", n.Root, err)
 	}
-	if err := SyncDir(filepath.Dir(p)); err != nil {
+	if err := safefile.SyncDir(filepath.Dir(p)); err != nil {
 		return nil, err
 	}
 	return readIdentity(p)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -146,7 +147,7 @@ func TestCheckStateRefusesPlantedState(t *testing.T) {
 	if err := os.Link(victim, hl); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nodestate.FileLock(context.Background(), hl, 0); !errors.Is(err, nodestate.ErrBadLock) || !strings.Contains(err.Error(), "links, not a regular file of its own") {
+	if _, err := safefile.Lock(context.Background(), hl, 0); !errors.Is(err, nodestate.ErrBadLock) || !strings.Contains(err.Error(), "links, not a regular file of its own") {
 		t.Errorf("FileLock on a hard link: %v, want ErrBadLock", err)
 	}
 	// A symlink or a FIFO: named, and a rejection (exit 3) alike.
@@ -154,14 +155,14 @@ func TestCheckStateRefusesPlantedState(t *testing.T) {
 	if err := os.Symlink(victim, sl); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nodestate.FileLock(context.Background(), sl, 0); !errors.Is(err, nodestate.ErrBadLock) || !errors.Is(err, manifests.ErrRejected) || !strings.Contains(err.Error(), "it is a symlink") {
+	if _, err := safefile.Lock(context.Background(), sl, 0); !errors.Is(err, nodestate.ErrBadLock) || !errors.Is(err, manifests.ErrRejected) || !strings.Contains(err.Error(), "it is a symlink") {
 		t.Errorf("FileLock on a symlink: %v, want ErrBadLock", err)
 	}
 	fl := filepath.Join(t.TempDir(), "lock")
 	if err := syscall.Mkfifo(fl, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nodestate.FileLock(context.Background(), fl, 0); !errors.Is(err, nodestate.ErrBadLock) || !strings.Contains(err.Error(), "it is a FIFO") {
+	if _, err := safefile.Lock(context.Background(), fl, 0); !errors.Is(err, nodestate.ErrBadLock) || !strings.Contains(err.Error(), "it is a FIFO") {
 		t.Errorf("FileLock on a FIFO: %v, want ErrBadLock", err)
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep me\n" {
@@ -185,7 +186,7 @@ func TestWriteFileAtomicLeavesNoTemporaries(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "sub", "f")
 	for _, content := range []string{"one", "two"} {
-		if err := nodestate.WriteFileAtomic(p, []byte(content), 0o640); err != nil {
+		if err := safefile.WriteAtomic(p, []byte(content), 0o640); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -32,10 +32,10 @@ func (n Node) ManifestStore() string { return filepath.Join(n.StateDir(), "overl
 // audits can check the node's history without the repository.
 func (n Node) StoreManifest(version string, raw, sig []byte) error {
 	store := filepath.Join(n.ManifestStore(), version+".json")
-	if err := WriteFileAtomic(store+".minisig", sig, 0o644); err != nil {
+	if err := safefile.WriteAtomic(store+".minisig", sig, 0o644); err != nil {
 		return err
 	}
-	return WriteFileAtomic(store, raw, 0o644)
+	return safefile.WriteAtomic(store, raw, 0o644)
 }
 
 // DropManifest removes a stored manifest (after its overlay was rolled
@@ -135,7 +135,7 @@ func (n Node) restartingFile() string { return filepath.Join(n.StateDir(), "rest
 
 // MarkRestarting records durably that the restarts of version begin.
 func (n Node) MarkRestarting(version string) error {
-	return WriteFileAtomic(n.restartingFile(), []byte(version+"\n"), 0o600)
+	return safefile.WriteAtomic(n.restartingFile(), []byte(version+"\n"), 0o600)
 }
 
 // ClearRestarting removes the mark MarkRestarting left.
@@ -184,7 +184,7 @@ func (n Node) RecordIndexSerial(serial uint64) error {
 	if err != nil || serial <= cur {
 		return err
 	}
-	return WriteFileAtomic(n.indexSerialFile(), []byte(strconv.FormatUint(serial, 10)+"\n"), 0o644)
+	return safefile.WriteAtomic(n.indexSerialFile(), []byte(strconv.FormatUint(serial, 10)+"\n"), 0o644)
 }
 
 // The backends strata has: what a node's backend file says.
@@ -218,7 +218,7 @@ func (n Node) Backend() (string, error) {
 
 // SetBackend records the node's backend (at provisioning).
 func (n Node) SetBackend(name string) error {
-	return WriteFileAtomic(n.backendFile(), []byte(name+"\n"), 0o644)
+	return safefile.WriteAtomic(n.backendFile(), []byte(name+"\n"), 0o644)
 }
 
 // Holds reports whether the ledger's last record is r (same seq, action,

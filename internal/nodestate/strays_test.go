@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -17,7 +18,7 @@ func TestStrays(t *testing.T) {
 	if err := os.MkdirAll(n.ManifestStore(), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFileAtomic(n.Path(manifests.LedgerPath), []byte("{}"), 0o644); err != nil {
+	if err := safefile.WriteAtomic(n.Path(manifests.LedgerPath), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	left := []string{

@@ -29,10 +29,10 @@ func (n Node) StoreImage(digest string, raw, sig []byte) error {
 		return fmt.Errorf("storing image manifest %s: content has digest %s", digest, manifests.Digest(raw))
 	}
 	p := n.storedImage(digest)
-	if err := WriteFileAtomic(p+".minisig", sig, 0o644); err != nil {
+	if err := safefile.WriteAtomic(p+".minisig", sig, 0o644); err != nil {
 		return err
 	}
-	return WriteFileAtomic(p, raw, 0o644)
+	return safefile.WriteAtomic(p, raw, 0o644)
 }
 
 // StoredImage reads a stored image manifest and its signature; the
@@ -112,7 +112,7 @@ func (n Node) Stage(u *manifests.StagedUpgrade) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(n.Path(manifests.UpgradePath), b, 0o644)
+	return safefile.WriteAtomic(n.Path(manifests.UpgradePath), b, 0o644)
 }
 
 // ClearStaged removes the staged upgrade, if any.
@@ -120,7 +120,7 @@ func (n Node) ClearStaged() error {
 	if err := os.Remove(n.Path(manifests.UpgradePath)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing the staged upgrade: %w", err)
 	}
-	return SyncDir(n.StateDir())
+	return safefile.SyncDir(n.StateDir())
 }
 
 // BootID returns the running kernel's boot id.

@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -124,7 +123,7 @@ func (d *DirStore) Put(ctx context.Context, name string, r io.Reader) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", dst, err)
 	}
-	return nodestate.SyncDir(filepath.Dir(dst))
+	return safefile.SyncDir(filepath.Dir(dst))
 }
 
 // member reads at most left bytes of f (no bound when left < 0) and stops

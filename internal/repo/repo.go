@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -303,7 +303,7 @@ func Lock(ctx context.Context, dir string) (func(), error) {
 	if IsURL(dir) {
 		return nil, fmt.Errorf("repository %s: %w", dir, ErrRemote)
 	}
-	unlock, err := nodestate.FileLock(ctx, filepath.Join(dir, LockFile), 10*time.Minute)
+	unlock, err := safefile.Lock(ctx, filepath.Join(dir, LockFile), 10*time.Minute)
 	if err != nil {
 		return nil, fmt.Errorf("locking repository %s: %w", dir, err)
 	}

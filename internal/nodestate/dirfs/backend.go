@@ -159,7 +159,7 @@ func (b *Backend) checkRevert(ch *nodestate.Change) (journal, string, error) {
 	} else if err != nil {
 		return journal{}, "", fmt.Errorf("rolling back %s: undo data: %w", version, err)
 	} else if !fi.IsDir() {
-		return journal{}, "", fmt.Errorf("rolling back %s: undo data %s is not a directory (%s): %w", version, undo, nodestate.TypeName(fi.Mode()), nodestate.ErrBadState)
+		return journal{}, "", fmt.Errorf("rolling back %s: undo data %s is not a directory (%s): %w", version, undo, safefile.TypeName(fi.Mode()), nodestate.ErrBadState)
 	}
 	raw, err := safefile.Read(filepath.Join(undo, "journal.json"), manifests.MaxManifestSize)
 	if errors.Is(err, os.ErrNotExist) {
@@ -204,7 +204,7 @@ func (t *txn) Switch(ctx context.Context) error {
 	}
 	// Everything the ops wrote must be on disk before the ledger says it
 	// is: one syncfs flushes the staged files and the renames together.
-	if err := nodestate.SyncFS(t.n.Root); err != nil {
+	if err := safefile.SyncFS(t.n.Root); err != nil {
 		if uerr := t.undo(); uerr == nil {
 			t.abort()
 		}
@@ -297,5 +297,5 @@ func (b *Backend) Prune(l *manifests.Ledger, keep int) ([]string, error) {
 		}
 		gone = append(gone, e.Name())
 	}
-	return gone, nodestate.SyncDir(dir)
+	return gone, safefile.SyncDir(dir)
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -16,7 +17,7 @@ import (
 func checkSaved(orig journal, undo string) error {
 	old := filepath.Join(undo, "old")
 	if fi, err := os.Lstat(old); err == nil && !fi.IsDir() {
-		return fmt.Errorf("undo data %s is not a directory (%s): %w", old, nodestate.TypeName(fi.Mode()), nodestate.ErrBadState)
+		return fmt.Errorf("undo data %s is not a directory (%s): %w", old, safefile.TypeName(fi.Mode()), nodestate.ErrBadState)
 	}
 	for i, o := range orig.Ops {
 		saved := filepath.Join(old, strconv.Itoa(i))

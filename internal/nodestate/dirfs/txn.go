@@ -78,7 +78,7 @@ func begin(n nodestate.Node) (*txn, error) {
 			return nil, fmt.Errorf("starting transaction: %w", err)
 		}
 	}
-	if err := nodestate.SyncDir(n.StateDir()); err != nil {
+	if err := safefile.SyncDir(n.StateDir()); err != nil {
 		return nil, err
 	}
 	return &txn{n: n, dir: dir}, nil
@@ -93,7 +93,7 @@ func (t *txn) writeJournal() error {
 	if err != nil {
 		return err
 	}
-	return nodestate.WriteFileAtomic(filepath.Join(t.dir, "journal.json"), b, 0o600)
+	return safefile.WriteAtomic(filepath.Join(t.dir, "journal.json"), b, 0o600)
 }
 
 // run carries out every op in order. Every path is resolved beneath the
@@ -196,7 +196,7 @@ func (t *txn) undo() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return nodestate.SyncFS(t.n.Root)
+	return safefile.SyncFS(t.n.Root)
 }
 
 // validate refuses a journal whose ops name unsafe paths or node state:

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -57,7 +58,7 @@ func checkUndo(saved, p string, displaced manifests.Entry) error {
 				return bad("%v", err)
 			}
 		default:
-			return bad("/%s is a %s", path, nodestate.TypeName(fi.Mode()))
+			return bad("/%s is a %s", path, safefile.TypeName(fi.Mode()))
 		}
 		if rel == "." && displaced.Type != "" && typ != displaced.Type {
 			return bad("/%s is a %s, but the apply displaced a %s there", path, typ, displaced.Type)

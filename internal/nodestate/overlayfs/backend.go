@@ -198,7 +198,7 @@ func (b *Backend) Recover(ctx context.Context, l *manifests.Ledger) (*manifests.
 			return nil, fmt.Errorf("removing layer journal: %w", err)
 		}
 	}
-	return undone, nodestate.SyncFS(b.n.StateDir())
+	return undone, safefile.SyncFS(b.n.StateDir())
 }
 
 // prune removes every layer directory that is not one of keep.
@@ -246,7 +246,7 @@ func (b *Backend) Stage(ctx context.Context, ch *nodestate.Change) (nodestate.Tx
 		_ = os.RemoveAll(b.newLayerDir(v))
 		return nil, err
 	}
-	if err := nodestate.SyncFS(b.layersDir()); err != nil {
+	if err := safefile.SyncFS(b.layersDir()); err != nil {
 		_ = os.RemoveAll(b.newLayerDir(v))
 		return nil, err
 	}
@@ -307,14 +307,14 @@ func (t *txn) Switch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := nodestate.WriteFileAtomic(b.journalPath(), raw, 0o600); err != nil {
+	if err := safefile.WriteAtomic(b.journalPath(), raw, 0o600); err != nil {
 		return err
 	}
 	if t.j.Kind == "apply" {
 		if err := os.Rename(b.newLayerDir(v), b.layerDir(v)); err != nil {
 			return errors.Join(fmt.Errorf("adding layer %s: %w", v, err), t.Abort(ctx))
 		}
-		if err := nodestate.SyncDir(b.layersDir()); err != nil {
+		if err := safefile.SyncDir(b.layersDir()); err != nil {
 			return errors.Join(err, t.Abort(ctx))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -38,7 +39,7 @@ func (b *Backend) RebuildLayer(ctx context.Context, ch *nodestate.Change) error 
 	if err := writeLayer(ctx, fresh, ch); err != nil {
 		return errors.Join(fmt.Errorf("rebuilding layer %s: %w", v, err), os.RemoveAll(fresh))
 	}
-	if err := nodestate.SyncFS(b.layersDir()); err != nil {
+	if err := safefile.SyncFS(b.layersDir()); err != nil {
 		return errors.Join(err, os.RemoveAll(fresh))
 	}
 	// The journal makes the next run's recovery restack before it
@@ -47,14 +48,14 @@ func (b *Backend) RebuildLayer(ctx context.Context, ch *nodestate.Change) error 
 	if err != nil {
 		return errors.Join(err, os.RemoveAll(fresh))
 	}
-	if err := nodestate.WriteFileAtomic(b.journalPath(), raw, 0o600); err != nil {
+	if err := safefile.WriteAtomic(b.journalPath(), raw, 0o600); err != nil {
 		// Nothing is exchanged yet: take it all back.
 		return errors.Join(err, os.RemoveAll(fresh), ignoreMissing(os.Remove(b.journalPath())))
 	}
 	if err := unix.Renameat2(unix.AT_FDCWD, fresh, unix.AT_FDCWD, b.layerDir(v), unix.RENAME_EXCHANGE); err != nil {
 		return errors.Join(fmt.Errorf("rebuilding layer %s: exchanging %s and %s: %w", v, fresh, b.layerDir(v), err), os.RemoveAll(fresh), os.Remove(b.journalPath()))
 	}
-	if err := nodestate.SyncDir(b.layersDir()); err != nil {
+	if err := safefile.SyncDir(b.layersDir()); err != nil {
 		return err
 	}
 	fault.Point("repair-exchanged")
