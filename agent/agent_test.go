@@ -80,7 +80,7 @@ services:
 		t.Fatal(err)
 	}
 	w.repo = filepath.Join(w.dir, "repo")
-	if _, err := repo.Init(w.repo, res.Image, w.key); err != nil {
+	if _, err := repo.Init(context.Background(), w.repo, res.Image, w.key); err != nil {
 		t.Fatal(err)
 	}
 	w.root = filepath.Join(w.dir, "node")

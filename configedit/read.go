@@ -26,7 +26,7 @@ const maxDiffText = 1 << 20
 // back contents need its files) and loads line at version (empty: the
 // head, from its head state).
 func open(ctx context.Context, repoDir, line, version string) (*repo.Repo, *overlay.Chain, error) {
-	r, err := repo.Open(repoDir, nil)
+	r, err := repo.Open(ctx, repoDir, nil)
 	if err != nil {
 		return nil, nil, err
 	}

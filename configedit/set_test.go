@@ -53,7 +53,7 @@ services:
 		t.Fatal(err)
 	}
 	r := filepath.Join(dir, "repo")
-	if _, err := repo.Init(r, res.Image, key); err != nil {
+	if _, err := repo.Init(context.Background(), r, res.Image, key); err != nil {
 		t.Fatal(err)
 	}
 	return r, key

@@ -68,7 +68,7 @@ func benchBatch(b *testing.B, files, changed, n int) (node string, overlays []st
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := repo.Init(filepath.Join(dir, "repo"), res.Image, key); err != nil {
+	if _, err := repo.Init(context.Background(), filepath.Join(dir, "repo"), res.Image, key); err != nil {
 		b.Fatal(err)
 	}
 	for v := 1; v <= n; v++ {
@@ -150,7 +150,7 @@ func BenchmarkVerifyFiles(b *testing.B) {
 // to keep a bad later payload from changing the node at all.
 func BenchmarkPayloadVerify(b *testing.B) {
 	_, overlays, repoDir := benchBatch(b, 4000, 200, 3)
-	r, err := repo.Open(repoDir, nil)
+	r, err := repo.Open(context.Background(), repoDir, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

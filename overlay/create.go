@@ -140,7 +140,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	}
-	return publish(r, c, m, cancellable(ctx, patches.opener(open)), algo, key, key, next)
+	return publish(ctx, r, c, m, cancellable(ctx, patches.opener(open)), algo, key, key, next)
 }
 
 // prepare computes change against chain c at its head: the manifest
@@ -244,7 +244,7 @@ func Changes(head tree.State, m *manifests.OverlayManifest) []PathChange {
 // PreviewChanges is Preview with the changes against the head, path by
 // path (see Changes).
 func PreviewChanges(ctx context.Context, repoDir string, ch Change, o CreateOptions) (*manifests.OverlayManifest, []PathChange, error) {
-	r, err := repo.Open(repoDir, nil)
+	r, err := repo.Open(ctx, repoDir, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -265,7 +265,7 @@ func PreviewChanges(ctx context.Context, repoDir string, ch Change, o CreateOpti
 // left out). Publishing the same change with CreateOptions.Parent set to
 // the head it previewed gives the same plan, or nothing.
 func Preview(ctx context.Context, repoDir string, ch Change, o CreateOptions) (*manifests.OverlayManifest, error) {
-	r, err := repo.Open(repoDir, nil)
+	r, err := repo.Open(ctx, repoDir, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +302,7 @@ func previewOn(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*mani
 // publish signs m with key, writes the overlay with the payload open
 // gives under r's overlays/, and appends it to the index, which indexKey
 // signs.
-func publish(r *repo.Repo, c *Chain, m *manifests.OverlayManifest, open tree.Opener, algo compress.Algorithm, key, indexKey *sign.Key, next tree.State) (*Created, error) {
+func publish(ctx context.Context, r *repo.Repo, c *Chain, m *manifests.OverlayManifest, open tree.Opener, algo compress.Algorithm, key, indexKey *sign.Key, next tree.State) (*Created, error) {
 	head := c.Head()
 	keys, err := c.Keys.After(m)
 	if err != nil {
@@ -341,7 +341,7 @@ func publish(r *repo.Repo, c *Chain, m *manifests.OverlayManifest, open tree.Ope
 		Image:      manifests.Ref{Version: c.Line.Image.Version, Digest: c.Line.Image.Digest},
 		TreeDigest: m.TreeDigest, Keys: keys.Strings(), Catalog: cat, Files: next.Entries(),
 	}
-	if err := r.SaveWithState(c.Line, st, indexKey); err != nil {
+	if err := r.SaveWithState(ctx, c.Line, st, indexKey); err != nil {
 		_ = os.Remove(out)
 		return nil, err
 	}
@@ -357,7 +357,7 @@ func openHead(ctx context.Context, repoDir, line, what string) (*repo.Repo, *Cha
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	r, err := repo.Open(repoDir, nil)
+	r, err := repo.Open(ctx, repoDir, nil)
 	if err != nil {
 		unlock()
 		return nil, nil, nil, err

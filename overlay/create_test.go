@@ -289,7 +289,7 @@ func TestHeadState(t *testing.T) {
 	f := newFixture(t)
 	f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
 	f.create("1.0.2", f.change("/usr/lib/systemd/system/other.service", "[Service]\nExecStart=/usr/bin/other --x\n"))
-	r, err := repo.Open(f.repo, nil)
+	r, err := repo.Open(context.Background(), f.repo, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,7 +107,7 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	f.image = res.Image
-	if _, err := repo.Init(f.repo, f.image, f.key); err != nil {
+	if _, err := repo.Init(context.Background(), f.repo, f.image, f.key); err != nil {
 		t.Fatal(err)
 	}
 	return f

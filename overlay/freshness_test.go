@@ -101,7 +101,7 @@ func TestIndexFreshness(t *testing.T) {
 	}
 
 	// A refresh publishes it again, current; the node catches up.
-	if _, err := repo.Refresh(f.repo, f.key, time.Hour); err != nil {
+	if _, err := repo.Refresh(context.Background(), f.repo, f.key, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
@@ -111,7 +111,7 @@ func TestIndexFreshness(t *testing.T) {
 		t.Errorf("the node recorded serial %s, want %s", got, want)
 	}
 	// A dry run records nothing.
-	if _, err := repo.Refresh(f.repo, f.key, 0); err != nil {
+	if _, err := repo.Refresh(context.Background(), f.repo, f.key, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo}, node.ApplyOptions{DryRun: true}, node.Options{}); err != nil {

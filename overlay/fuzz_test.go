@@ -67,7 +67,7 @@ func fuzzRepo(tb testing.TB) (*sign.Key, string) {
 		tb.Fatal(err)
 	}
 	repoDir := filepath.Join(dir, "repo")
-	if _, err := repo.Init(repoDir, res.Image, key); err != nil {
+	if _, err := repo.Init(context.Background(), repoDir, res.Image, key); err != nil {
 		tb.Fatal(err)
 	}
 	return key, repoDir

@@ -55,7 +55,7 @@ type Reverted struct {
 // withdrawn. When later overlays changed the same paths it refuses with
 // ErrRevertConflict, naming them, unless o.Force.
 func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o RevertOptions) (*Reverted, error) {
-	r, err := repo.Open(repoDir, nil)
+	r, err := repo.Open(ctx, repoDir, nil)
 	if err != nil {
 		return nil, err
 	}

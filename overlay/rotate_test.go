@@ -87,7 +87,7 @@ func TestKeyRotation(t *testing.T) {
 	if rot.Manifest.Version != "1.0.2" || len(rot.Manifest.Entries) != 1 || len(rot.Manifest.Deletes) != 1 {
 		t.Fatalf("rotation manifest %s: %d entries, %d deletes; want 1.0.2 writing B's key file and deleting A's", rot.Manifest.Version, len(rot.Manifest.Entries), len(rot.Manifest.Deletes))
 	}
-	r, err := repo.Open(f.repo, nil)
+	r, err := repo.Open(context.Background(), f.repo, nil)
 	if err != nil {
 		t.Fatalf("opening the rotated repository with its image's keys: %v", err)
 	}
@@ -443,7 +443,7 @@ func TestRotationForgeries(t *testing.T) {
 	before := repoSnap(t, f.repo)
 	_, err = Create(ctx, f.repo, b, f.change("/etc/motd", "c\n"), CreateOptions{Version: "1.0.3"})
 	sqErr(t, err, sign.ErrBadSignature, a.ID(), "no longer trusts")
-	_, err = repo.Refresh(f.repo, a, 0)
+	_, err = repo.Refresh(context.Background(), f.repo, a, 0)
 	sqErr(t, err, sign.ErrBadSignature, a.ID(), "no longer trusts")
 	repoUnchanged(t, f.repo, before)
 	if au, err := VerifyRepo(ctx, f.repo, nil); err != nil || au.OK() || !hasFinding(au, "signature", "no longer trusts") {

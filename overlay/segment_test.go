@@ -25,7 +25,7 @@ func TestSegmentedIndex(t *testing.T) {
 	for i := 1; i <= total; i++ {
 		f.create("1.0."+strconv.Itoa(i), f.change("/etc/app/conf.d/v.conf", "v "+strconv.Itoa(i)+"\n"))
 	}
-	r, err := repo.Open(f.repo, nil)
+	r, err := repo.Open(context.Background(), f.repo, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestSegmentedIndex(t *testing.T) {
 	if err != nil || n != 3 {
 		t.Fatalf("bundle: %d overlays, %v", n, err)
 	}
-	bs, err := repo.OpenBundle(out)
+	bs, err := repo.OpenBundle(context.Background(), out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestSegmentedIndex(t *testing.T) {
 	// The command's path: the line verified whole (LoadChain loads the
 	// segments into the index it holds), then a bundle for a fresh node
 	// at the image, which must carry the segments the index names.
-	r3, err := repo.Open(f.repo, nil)
+	r3, err := repo.Open(context.Background(), f.repo, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestSegmentedIndex(t *testing.T) {
 	if _, err := repo.WriteBundle(ctx, r3, "", "1.0.0", "1.0.2", out2); err != nil {
 		t.Fatal(err)
 	}
-	bs2, err := repo.OpenBundle(out2)
+	bs2, err := repo.OpenBundle(context.Background(), out2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestSegmentedIndex(t *testing.T) {
 		fi, _ := de.Info()
 		seen[de.Name()] = fi.ModTime().UnixNano()
 	}
-	if _, err := repo.Refresh(f.repo, f.key, 0); err != nil {
+	if _, err := repo.Refresh(context.Background(), f.repo, f.key, 0); err != nil {
 		t.Fatalf("repo refresh: %v", err)
 	}
 	des, _ = os.ReadDir(segDir)
@@ -118,7 +118,7 @@ func TestSegmentedIndex(t *testing.T) {
 	if len(des) != 2 {
 		t.Errorf("%d segment files after refresh, want 2", len(des))
 	}
-	r2, err := repo.Open(f.repo, nil)
+	r2, err := repo.Open(context.Background(), f.repo, nil)
 	if err != nil || len(r2.Index.Lines[0].Segments) != 2 {
 		t.Fatalf("after refresh: %v", err)
 	}
@@ -160,7 +160,7 @@ func TestSegmentsSurviveRotation(t *testing.T) {
 	if _, err := RotateKeys(ctx, f.repo, f.key, RotateOptions{Add: [][]byte{bPub}, Revoke: []string{f.key.ID()}, IndexKey: b}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := repo.Open(f.repo, nil)
+	r, err := repo.Open(context.Background(), f.repo, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestSegmentsSurviveRotation(t *testing.T) {
 	if _, err := repo.WriteBundle(ctx, r, "", "1.0.0", "1.0.1", out); err != nil {
 		t.Fatal(err)
 	}
-	bs, err := repo.OpenBundle(out)
+	bs, err := repo.OpenBundle(context.Background(), out)
 	if err != nil {
 		t.Fatal(err)
 	}

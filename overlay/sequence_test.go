@@ -128,7 +128,7 @@ func sqErr(t *testing.T, err, sentinel error, parts ...string) {
 func sqSecondRepo(f *fixture) string {
 	f.t.Helper()
 	dir := filepath.Join(f.dir, "repo2")
-	if _, err := repo.Init(dir, f.image, f.key); err != nil {
+	if _, err := repo.Init(context.Background(), dir, f.image, f.key); err != nil {
 		f.t.Fatal(err)
 	}
 	return dir

@@ -102,7 +102,7 @@ func TestUpgradeDiskFromRepo(t *testing.T) {
 		t.Fatalf("compaction without a regenerated image: %v", err)
 	}
 	fork := filepath.Join(e.dir, "fork")
-	if _, err := repo.Init(fork, filepath.Join(e.dir, "recipe1", "out", "up-1.0.0.squashfs"), e.key); err != nil {
+	if _, err := repo.Init(context.Background(), fork, filepath.Join(e.dir, "recipe1", "out", "up-1.0.0.squashfs"), e.key); err != nil {
 		t.Fatal(err)
 	}
 	src := filepath.Join(e.dir, "fork.conf")

@@ -142,7 +142,7 @@ func newEnv(t *testing.T) *env {
 	e := &env{dir: t.TempDir(), key: newKey(t)}
 	image := e.build(t, "up", "1.0.0", "1", e.key)
 	e.repo = filepath.Join(e.dir, "repo")
-	if _, err := repo.Init(e.repo, image, e.key); err != nil {
+	if _, err := repo.Init(context.Background(), e.repo, image, e.key); err != nil {
 		t.Fatal(err)
 	}
 	trust, _ := e.key.PublicKeySet()

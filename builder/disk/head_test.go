@@ -23,7 +23,7 @@ func TestProvisionDiskAtHead(t *testing.T) {
 	key := testKey(t)
 	res := buildDemo(t, filepath.Join(dir, "img"), builder.WithKey(key))
 	repoDir := filepath.Join(dir, "repo")
-	if _, err := repo.Init(repoDir, res.Image, key); err != nil {
+	if _, err := repo.Init(context.Background(), repoDir, res.Image, key); err != nil {
 		t.Fatal(err)
 	}
 	src := filepath.Join(dir, "web.conf")

@@ -126,7 +126,7 @@ func openBundleArg(c *cobra.Command, bundle, root string) (*repo.BundleStore, er
 	if bundle == "-" {
 		return repo.SpoolBundle(c.Context(), c.InOrStdin(), spoolDirs(), repo.MaxSpooledBundle)
 	}
-	return repo.OpenBundle(bundle)
+	return repo.OpenBundle(c.Context(), bundle)
 }
 
 // spoolDirs are where a bundle read from stdin or an image fetched for an

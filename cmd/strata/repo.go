@@ -23,7 +23,7 @@ func newRepoCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := repo.Init(a[0], image, key)
+			r, err := repo.Init(c.Context(), a[0], image, key)
 			if err != nil {
 				return err
 			}
@@ -107,7 +107,7 @@ index with a serial ahead of yours, publish past it (docs/security.md).`,
 			if err != nil {
 				return err
 			}
-			r, err := repo.RefreshTo(a[0], key, validFor, serial)
+			r, err := repo.RefreshTo(c.Context(), a[0], key, validFor, serial)
 			if err != nil {
 				return err
 			}

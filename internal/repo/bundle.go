@@ -54,17 +54,17 @@ var _ Store = (*BundleStore)(nil)
 // OpenBundle indexes the bundle at path: a regular file (opened without
 // following a symlink into a device or FIFO), an uncompressed tar whose
 // members are regular files with safe, unique names. Close releases it.
-func OpenBundle(path string) (*BundleStore, error) {
+func OpenBundle(ctx context.Context, path string) (*BundleStore, error) {
 	f, err := safefile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening bundle: %w", err)
 	}
-	return indexBundle(f, path)
+	return indexBundle(ctx, f, path)
 }
 
 // indexBundle reads the members of the bundle open in f (at its start),
 // taking over f.
-func indexBundle(f *os.File, path string) (*BundleStore, error) {
+func indexBundle(ctx context.Context, f *os.File, path string) (*BundleStore, error) {
 	b := &BundleStore{path: path, f: f, members: map[string]span{}}
 	tr := tar.NewReader(f)
 	for {
@@ -94,7 +94,7 @@ func indexBundle(f *os.File, path string) (*BundleStore, error) {
 		}
 		b.members[h.Name] = span{off: off, size: h.Size}
 	}
-	raw, err := ReadMember(context.Background(), b, BundleInfoFile, 64<<10)
+	raw, err := ReadMember(ctx, b, BundleInfoFile, 64<<10)
 	if err == nil {
 		err = manifests.Decode(raw, &b.Info)
 	}
@@ -285,7 +285,7 @@ func SpoolBundle(ctx context.Context, r io.Reader, dirs []string, max int64) (*B
 		f.Close()
 		return nil, fmt.Errorf("spooling bundle to %s: %w", dir, err)
 	}
-	return indexBundle(f, "(stdin)")
+	return indexBundle(ctx, f, "(stdin)")
 }
 
 // Rereadable reports that the members are parts of a local file: reading

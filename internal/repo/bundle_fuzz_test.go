@@ -41,7 +41,7 @@ func FuzzOpenBundle(f *testing.F) {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		bs, err := repo.OpenBundle(p)
+		bs, err := repo.OpenBundle(context.Background(), p)
 		if err != nil {
 			return
 		}

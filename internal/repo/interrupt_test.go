@@ -37,7 +37,7 @@ func TestWriteBundleInterrupted(t *testing.T) {
 	ctx := context.Background()
 	img, key, _ := image(t, "alpha")
 	dir := filepath.Join(t.TempDir(), "repo")
-	if _, err := repo.Init(dir, img, key); err != nil {
+	if _, err := repo.Init(context.Background(), dir, img, key); err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range []string{"1.0.1", "1.0.2"} {

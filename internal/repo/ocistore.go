@@ -287,7 +287,7 @@ func Push(ctx context.Context, dir, ref string, progress func(string)) (ocispec.
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
-	r, err := Open(dir, nil)
+	r, err := Open(ctx, dir, nil)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}

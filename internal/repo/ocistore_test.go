@@ -24,7 +24,7 @@ func TestOCIPushAndRead(t *testing.T) {
 	addr := registrytest.Start(t)
 	img, key, pub := image(t, "alpha")
 	dir := filepath.Join(t.TempDir(), "repo")
-	if _, err := repo.Init(dir, img, key); err != nil {
+	if _, err := repo.Init(context.Background(), dir, img, key); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := repo.AddImage(ctx, dir, imageAt(t, "alpha", "1.1.0", key), key); err != nil {
@@ -115,7 +115,7 @@ func TestOCIPushRefusesUnverifiedMembers(t *testing.T) {
 	addr := registrytest.Start(t)
 	img, key, _ := image(t, "alpha")
 	dir := filepath.Join(t.TempDir(), "repo")
-	r, err := repo.Init(dir, img, key)
+	r, err := repo.Init(context.Background(), dir, img, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestOCIPushInterrupted(t *testing.T) {
 	addr := registrytest.Start(t)
 	img, key, pub := image(t, "alpha")
 	dir := filepath.Join(t.TempDir(), "repo")
-	if _, err := repo.Init(dir, img, key); err != nil {
+	if _, err := repo.Init(context.Background(), dir, img, key); err != nil {
 		t.Fatal(err)
 	}
 	ref := "oci://" + addr + "/strata/alpha:stable"

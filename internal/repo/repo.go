@@ -58,7 +58,7 @@ type Repo struct {
 // image and its manifest in and signing a new index with key. If dir holds
 // a repository already, the line is added to it; an existing line of the
 // same name is ErrExists.
-func Init(dir, image string, key *sign.Key) (*Repo, error) {
+func Init(ctx context.Context, dir, image string, key *sign.Key) (*Repo, error) {
 	if IsURL(dir) {
 		return nil, fmt.Errorf("init repository %s: %w", dir, ErrRemote)
 	}
@@ -76,14 +76,14 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("init repository %s: %w", dir, err)
 	}
-	unlock, err := Lock(context.Background(), dir)
+	unlock, err := Lock(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	r := &Repo{Dir: dir, Store: Dir(dir), Index: &manifests.Index{Schema: manifests.Schema, Kind: manifests.KindIndex}}
 	if _, err := os.Stat(filepath.Join(dir, IndexFile)); err == nil {
-		if r, err = Open(dir, own); err != nil {
+		if r, err = Open(ctx, dir, own); err != nil {
 			return nil, err
 		}
 	}
@@ -95,7 +95,7 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 		return nil, fmt.Errorf("init repository %s: %s is a regenerated image; start a line from its original image", dir, image)
 	}
 	rel := filepath.ToSlash(filepath.Join("images", fmt.Sprintf("%s-%s.squashfs", m.Line, m.Version)))
-	ctx, st := context.Background(), Dir(dir)
+	st := Dir(dir)
 	sum, size, err := putFile(ctx, st, rel, image)
 	if err != nil {
 		return nil, err
@@ -112,7 +112,7 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 		Image:    manifests.ImageRef{Version: m.Version, File: rel, Digest: im.Digest, SHA256: sum, Size: size},
 		Overlays: []manifests.OverlayRef{},
 	})
-	return r, r.Save(key)
+	return r, r.Save(ctx, key)
 }
 
 // Refresh re-publishes the index of the repository in dir unchanged but
@@ -124,20 +124,20 @@ func Init(dir, image string, key *sign.Key) (*Repo, error) {
 // It is also how an index from before serials, expiries and sizes is
 // brought up to date: the missing sizes are read off the members, whose
 // SHA-256 the index already pins.
-func Refresh(dir string, key *sign.Key, validity time.Duration) (*Repo, error) {
-	return RefreshTo(dir, key, validity, 0)
+func Refresh(ctx context.Context, dir string, key *sign.Key, validity time.Duration) (*Repo, error) {
+	return RefreshTo(ctx, dir, key, validity, 0)
 }
 
 // RefreshTo is Refresh with the new index's serial set to serial (0: one
 // higher than the current one), which must be higher than the current
 // one: the way back for nodes that took an index a compromised key signed
 // with a serial ahead of the publisher's (docs/security.md).
-func RefreshTo(dir string, key *sign.Key, validity time.Duration, serial uint64) (*Repo, error) {
+func RefreshTo(ctx context.Context, dir string, key *sign.Key, validity time.Duration, serial uint64) (*Repo, error) {
 	own, err := key.PublicKeySet()
 	if err != nil {
 		return nil, err
 	}
-	ctx, st := context.Background(), Dir(dir)
+	st := Dir(dir)
 	if !IsURL(dir) {
 		// Not a repository: say so, and leave no lock file behind.
 		if _, err := os.Lstat(filepath.Join(dir, IndexFile)); err != nil {
@@ -210,17 +210,17 @@ func RefreshTo(dir string, key *sign.Key, validity time.Duration, serial uint64)
 			return nil, fmt.Errorf("refreshing repository %s: line %s no longer trusts key %s (trusted: %s): %w", dir, x.Lines[i].Name, key.ID(), strings.Join(ks.IDs(), ", "), sign.ErrBadSignature)
 		}
 	}
-	return r, r.Save(key)
+	return r, r.Save(ctx, key)
 }
 
 // Open reads the repository in directory dir (see OpenStore). The
 // commands that use it need the repository's files on disk: a URL is
 // ErrRemote.
-func Open(dir string, trust *sign.KeySet) (*Repo, error) {
+func Open(ctx context.Context, dir string, trust *sign.KeySet) (*Repo, error) {
 	if IsURL(dir) {
 		return nil, fmt.Errorf("opening repository %s: %w", dir, ErrRemote)
 	}
-	return OpenStore(context.Background(), Dir(dir), trust)
+	return OpenStore(ctx, Dir(dir), trust)
 }
 
 // OpenStore reads a repository's index from s and verifies its signature
@@ -323,7 +323,7 @@ const DefaultValidity = 30 * 24 * time.Hour
 // its serial grows by one and it expires Validity (DefaultValidity) from
 // now; then it is signed and written (signature first, then the index,
 // each atomically).
-func (r *Repo) Save(key *sign.Key) error {
+func (r *Repo) Save(ctx context.Context, key *sign.Key) error {
 	validity := r.Validity
 	if validity <= 0 {
 		validity = DefaultValidity
@@ -332,7 +332,6 @@ func (r *Repo) Save(key *sign.Key) error {
 	if !ok {
 		return fmt.Errorf("saving repository %s: %w", r.Dir, ErrReadOnly)
 	}
-	ctx := context.Background()
 	if err := r.seal(ctx, p); err != nil {
 		return fmt.Errorf("saving repository %s: %w", r.Dir, err)
 	}

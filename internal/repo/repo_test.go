@@ -57,7 +57,7 @@ func imageAt(t *testing.T, line, version string, key *sign.Key) string {
 func TestInitOpenAndLines(t *testing.T) {
 	img, key, pub := image(t, "alpha")
 	dir := filepath.Join(t.TempDir(), "repo")
-	r, err := repo.Init(dir, img, key)
+	r, err := repo.Init(context.Background(), dir, img, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +68,10 @@ func TestInitOpenAndLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.Open(dir, trust); err != nil {
+	if _, err := repo.Open(context.Background(), dir, trust); err != nil {
 		t.Fatalf("open with the signing key: %v", err)
 	}
-	if _, err := repo.Init(dir, img, key); !errors.Is(err, repo.ErrExists) {
+	if _, err := repo.Init(context.Background(), dir, img, key); !errors.Is(err, repo.ErrExists) {
 		t.Fatalf("second init of the same line: %v, want ErrExists", err)
 	}
 	// A second line signed by the same key joins the repository.
@@ -83,7 +83,7 @@ func TestInitOpenAndLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err = repo.Init(dir, res.Image, key); err != nil || len(r.Index.Lines) != 2 {
+	if r, err = repo.Init(context.Background(), dir, res.Image, key); err != nil || len(r.Index.Lines) != 2 {
 		t.Fatalf("adding line beta: %v, %d lines", err, len(r.Index.Lines))
 	}
 }
@@ -91,7 +91,7 @@ func TestInitOpenAndLines(t *testing.T) {
 func TestOpenRefusesBadSignaturesAndTampering(t *testing.T) {
 	img, key, _ := image(t, "alpha")
 	dir := filepath.Join(t.TempDir(), "repo")
-	if _, err := repo.Init(dir, img, key); err != nil {
+	if _, err := repo.Init(context.Background(), dir, img, key); err != nil {
 		t.Fatal(err)
 	}
 	_, _, otherPub := image(t, "other")
@@ -99,7 +99,7 @@ func TestOpenRefusesBadSignaturesAndTampering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.Open(dir, other); !errors.Is(err, sign.ErrBadSignature) {
+	if _, err := repo.Open(context.Background(), dir, other); !errors.Is(err, sign.ErrBadSignature) {
 		t.Fatalf("open with a foreign key: %v, want ErrBadSignature", err)
 	}
 	idx := filepath.Join(dir, repo.IndexFile)
@@ -110,7 +110,7 @@ func TestOpenRefusesBadSignaturesAndTampering(t *testing.T) {
 	if err := os.WriteFile(idx, []byte(strings.Replace(string(b), `"1.0.0"`, `"1.0.9"`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.Open(dir, nil); err == nil {
+	if _, err := repo.Open(context.Background(), dir, nil); err == nil {
 		t.Fatal("open accepted an edited index")
 	}
 	if err := os.WriteFile(idx, b, 0o644); err != nil {
@@ -119,7 +119,7 @@ func TestOpenRefusesBadSignaturesAndTampering(t *testing.T) {
 	if err := os.Remove(repo.SigPath(idx)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.Open(dir, nil); !errors.Is(err, sign.ErrUnsigned) {
+	if _, err := repo.Open(context.Background(), dir, nil); !errors.Is(err, sign.ErrUnsigned) {
 		t.Fatalf("open without index signature: %v, want ErrUnsigned", err)
 	}
 	// A valid signature of the same bytes by the same key, made as an
@@ -127,7 +127,7 @@ func TestOpenRefusesBadSignaturesAndTampering(t *testing.T) {
 	if err := os.WriteFile(repo.SigPath(idx), key.Sign(b, sign.OverlayComment("alpha", "1.0.1")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.Open(dir, nil); !errors.Is(err, sign.ErrBadSignature) || !strings.Contains(err.Error(), "strata index") {
+	if _, err := repo.Open(context.Background(), dir, nil); !errors.Is(err, sign.ErrBadSignature) || !strings.Contains(err.Error(), "strata index") {
 		t.Fatalf("open with an index signed as an overlay: %v, want ErrBadSignature naming strata index", err)
 	}
 }
@@ -136,7 +136,7 @@ func TestInitRefusesUntrustedKeyAndChangesNothing(t *testing.T) {
 	img, _, _ := image(t, "alpha")
 	_, stranger, _ := image(t, "other")
 	dir := filepath.Join(t.TempDir(), "repo")
-	if _, err := repo.Init(dir, img, stranger); err == nil || !strings.Contains(err.Error(), "does not trust") {
+	if _, err := repo.Init(context.Background(), dir, img, stranger); err == nil || !strings.Contains(err.Error(), "does not trust") {
 		t.Fatalf("init with a key the image does not trust: %v", err)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
@@ -147,7 +147,7 @@ func TestInitRefusesUntrustedKeyAndChangesNothing(t *testing.T) {
 func TestImageDigestMismatchIsTampering(t *testing.T) {
 	img, key, _ := image(t, "alpha")
 	dir := filepath.Join(t.TempDir(), "repo")
-	r, err := repo.Init(dir, img, key)
+	r, err := repo.Init(context.Background(), dir, img, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestImageDigestMismatchIsTampering(t *testing.T) {
 func TestRefreshMigratesAndSizesBind(t *testing.T) {
 	img, key, _ := image(t, "alpha")
 	dir := filepath.Join(t.TempDir(), "repo")
-	if _, err := repo.Init(dir, img, key); err != nil {
+	if _, err := repo.Init(context.Background(), dir, img, key); err != nil {
 		t.Fatal(err)
 	}
 	idx := filepath.Join(dir, repo.IndexFile)
@@ -188,10 +188,10 @@ func TestRefreshMigratesAndSizesBind(t *testing.T) {
 	if err := os.WriteFile(repo.SigPath(idx), key.Sign(old, sign.IndexComment), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.Open(dir, nil); !errors.Is(err, manifests.ErrInvalid) || !strings.Contains(err.Error(), "repo refresh") {
+	if _, err := repo.Open(context.Background(), dir, nil); !errors.Is(err, manifests.ErrInvalid) || !strings.Contains(err.Error(), "repo refresh") {
 		t.Fatalf("open of an old index: %v, want ErrInvalid naming repo refresh", err)
 	}
-	r, err := repo.Refresh(dir, key, 0)
+	r, err := repo.Refresh(context.Background(), dir, key, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,16 +199,16 @@ func TestRefreshMigratesAndSizesBind(t *testing.T) {
 		t.Fatalf("refreshed index: serial %d, image size %d; want 1 and %d", r.Index.Serial, r.Index.Lines[0].Image.Size, size)
 	}
 	// Past a serial a compromised key published: --serial.
-	if _, err := repo.RefreshTo(dir, key, 0, 1); !errors.Is(err, manifests.ErrInvalid) {
+	if _, err := repo.RefreshTo(context.Background(), dir, key, 0, 1); !errors.Is(err, manifests.ErrInvalid) {
 		t.Fatalf("refresh to the current serial: %v, want ErrInvalid", err)
 	}
-	if r, err = repo.RefreshTo(dir, key, 0, 5000); err != nil || r.Index.Serial != 5000 {
+	if r, err = repo.RefreshTo(context.Background(), dir, key, 0, 5000); err != nil || r.Index.Serial != 5000 {
 		t.Fatalf("refresh to serial 5000: %v, serial %d", err, r.Index.Serial)
 	}
-	if r, err = repo.Open(dir, nil); err != nil || r.Index.Serial != 5000 {
+	if r, err = repo.Open(context.Background(), dir, nil); err != nil || r.Index.Serial != 5000 {
 		t.Fatalf("the index after refresh --serial: %v", err)
 	}
-	r, err = repo.Open(dir, nil)
+	r, err = repo.Open(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestRefreshMigratesAndSizesBind(t *testing.T) {
 	}
 	// Another key cannot refresh it.
 	_, other, _ := image(t, "beta")
-	if _, err := repo.Refresh(dir, other, 0); !errors.Is(err, sign.ErrBadSignature) {
+	if _, err := repo.Refresh(context.Background(), dir, other, 0); !errors.Is(err, sign.ErrBadSignature) {
 		t.Fatalf("refresh with a foreign key: %v, want ErrBadSignature", err)
 	}
 }
@@ -246,7 +246,7 @@ func (c *countingStore) Open(ctx context.Context, name string) (io.ReadCloser, i
 func TestJunkIndexSignatureReadsNothingElse(t *testing.T) {
 	img, key, _ := image(t, "alpha")
 	dir := filepath.Join(t.TempDir(), "repo")
-	if _, err := repo.Init(dir, img, key); err != nil {
+	if _, err := repo.Init(context.Background(), dir, img, key); err != nil {
 		t.Fatal(err)
 	}
 	src := filepath.Join(t.TempDir(), "y")

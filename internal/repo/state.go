@@ -81,20 +81,19 @@ func LoadHead(ctx context.Context, r *Repo, line string) (*Chain, error) {
 // caller appended: its tree, catalog and keys) and saves the index signed
 // with key. The new state is written first; the one it replaces is removed
 // once the index no longer names it; on failure the new one is removed.
-func (r *Repo) SaveWithState(l *manifests.Line, st *manifests.HeadState, key *sign.Key) error {
+func (r *Repo) SaveWithState(ctx context.Context, l *manifests.Line, st *manifests.HeadState, key *sign.Key) error {
 	raw, err := manifests.Encode(st)
 	if err != nil {
 		return err
 	}
 	name := fmt.Sprintf("%s/%s-%s.json", StateDir, l.Name, st.Head.Version)
-	ctx := context.Background()
 	if err := Dir(r.Dir).Put(ctx, name, bytes.NewReader(raw)); err != nil {
 		return err
 	}
 	old := l.State
 	sum := manifests.Digest(raw)
 	l.State = &manifests.StateRef{Version: st.Head.Version, File: name, SHA256: sum[len(manifests.DigestPrefix):], Size: int64(len(raw))}
-	if err := r.Save(key); err != nil {
+	if err := r.Save(ctx, key); err != nil {
 		l.State = old
 		_ = os.Remove(r.Path(name))
 		return err

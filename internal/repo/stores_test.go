@@ -67,7 +67,7 @@ func (b *rebuiltBundle) place(name string, data []byte) error {
 	if err := os.WriteFile(b.path, buf.Bytes(), 0o644); err != nil {
 		return err
 	}
-	next, err := repo.OpenBundle(b.path)
+	next, err := repo.OpenBundle(context.Background(), b.path)
 	if err != nil {
 		return err
 	}

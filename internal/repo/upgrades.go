@@ -39,7 +39,7 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 		return nil, err
 	}
 	defer unlock()
-	r, err := Open(dir, own)
+	r, err := Open(ctx, dir, own)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 		return nil, err
 	}
 	l.Upgrades[len(l.Upgrades)-1] = ref
-	if err := r.Save(key); err != nil {
+	if err := r.Save(ctx, key); err != nil {
 		return nil, err
 	}
 	ok = true

@@ -22,7 +22,7 @@ func TestAddImageAfterRotation(t *testing.T) {
 	ctx := context.Background()
 	img, k1, _ := image(t, "alpha")
 	dir := filepath.Join(t.TempDir(), "repo")
-	if _, err := repo.Init(dir, img, k1); err != nil {
+	if _, err := repo.Init(context.Background(), dir, img, k1); err != nil {
 		t.Fatal(err)
 	}
 	k2, _ := newKey(t)

@@ -112,7 +112,7 @@ func (rl *relay) lineKeys(ctx context.Context, line string) (*sign.KeySet, error
 	if err, ok := rl.absent[line]; ok {
 		return nil, err
 	}
-	r, err := repo.Open(rl.dir, nil)
+	r, err := repo.Open(ctx, rl.dir, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -80,7 +80,7 @@ func newOfflineEnv(t *testing.T) *offlineEnv {
 		t.Fatal(err)
 	}
 	e.repo = filepath.Join(e.dir, "repo")
-	if _, err := repo.Init(e.repo, res.Image, e.key); err != nil {
+	if _, err := repo.Init(context.Background(), e.repo, res.Image, e.key); err != nil {
 		t.Fatal(err)
 	}
 	trust, _ := e.key.PublicKeySet()

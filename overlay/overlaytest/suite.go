@@ -113,7 +113,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.image = res.Image
-	if _, err := repo.Init(e.repo, e.image, e.key); err != nil {
+	if _, err := repo.Init(context.Background(), e.repo, e.image, e.key); err != nil {
 		t.Fatal(err)
 	}
 	return e

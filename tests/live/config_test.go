@@ -33,7 +33,7 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "repo")
-	if _, err := repo.Init(dir, img.Squashfs, key); err != nil {
+	if _, err := repo.Init(context.Background(), dir, img.Squashfs, key); err != nil {
 		t.Fatal(err)
 	}
 	conf, head, err := configedit.Get(ctx, dir, "", "/etc/nginx/nginx.conf", "")

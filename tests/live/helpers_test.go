@@ -77,7 +77,7 @@ func startLab(t *testing.T, name, repoDir string, prepare func(state string)) *l
 	l := &lab{t: t, img: img, key: key, repo: repoDir, state: filepath.Join(dir, "state"), src: filepath.Join(dir, "src")}
 	if repoDir == "" {
 		l.repo = filepath.Join(dir, "repo")
-		if _, err := repo.Init(l.repo, img.Squashfs, key); err != nil {
+		if _, err := repo.Init(context.Background(), l.repo, img.Squashfs, key); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -55,7 +55,7 @@ func newCluster(t *testing.T, prefix string, n int) *cluster {
 	}
 	c := &cluster{t: t, dir: t.TempDir(), img: img, key: key}
 	c.repo = filepath.Join(c.dir, "repo")
-	if _, err := repo.Init(c.repo, img.Squashfs, key); err != nil {
+	if _, err := repo.Init(context.Background(), c.repo, img.Squashfs, key); err != nil {
 		t.Fatal(err)
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)

@@ -86,7 +86,7 @@ func newLine(t *testing.T, recipe string, files map[string]string) *line {
 		t.Fatal(err)
 	}
 	rp := filepath.Join(dir, "repo")
-	if _, err := repo.Init(rp, res.Image, key); err != nil {
+	if _, err := repo.Init(context.Background(), rp, res.Image, key); err != nil {
 		t.Fatal(err)
 	}
 	return &line{dir: dir, key: key, res: res, repo: rp}

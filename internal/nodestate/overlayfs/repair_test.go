@@ -91,7 +91,7 @@ func TestRepairRebuildsDriftedLayers(t *testing.T) {
 	}
 	// A repository with another 1.0.2: refused, nothing rebuilt.
 	other := filepath.Join(l.dir, "other")
-	if _, err := repo.Init(other, l.res.Image, l.key); err != nil {
+	if _, err := repo.Init(context.Background(), other, l.res.Image, l.key); err != nil {
 		t.Fatal(err)
 	}
 	create(other, "1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/share/x", Src: write("x2", "x2\n")}}})
