@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/squashfs"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -28,25 +28,10 @@ const demoRecipe = "../images/demo/recipe.yaml"
 
 func requireTools(t *testing.T) {
 	t.Helper()
-	for _, tool := range []string{"mksquashfs", "sqfs2tar"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is required (run make deps): %v", tool, err)
-		}
-	}
+	testenv.RequireTools(t, testenv.Squashfs)
 }
 
-func testKey(t *testing.T) *sign.Key {
-	t.Helper()
-	prefix := filepath.Join(t.TempDir(), "build")
-	if err := sign.Generate(prefix); err != nil {
-		t.Fatal(err)
-	}
-	k, err := sign.LoadKey(prefix + ".key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
+func testKey(t *testing.T) *sign.Key { return testenv.Key(t) }
 
 func buildDemo(t *testing.T, out string, opts ...builder.Option) *builder.Result {
 	t.Helper()

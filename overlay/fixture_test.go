@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/internal/compress"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
@@ -52,11 +52,7 @@ type fixture struct {
 
 func requireTools(t testing.TB) {
 	t.Helper()
-	for _, tool := range []string{"mksquashfs", "sqfs2tar", "rdsquashfs"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is required (run make deps): %v", tool, err)
-		}
-	}
+	testenv.RequireTools(t, testenv.Squashfs)
 }
 
 func writeFiles(t testing.TB, root string, files map[string]string) {

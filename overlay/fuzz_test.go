@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/internal/compress"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
 )
@@ -23,11 +23,7 @@ import (
 // returns the key and the repository.
 func fuzzRepo(tb testing.TB) (*sign.Key, string) {
 	tb.Helper()
-	for _, tool := range []string{"mksquashfs", "sqfs2tar", "rdsquashfs"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			tb.Fatalf("%s is required (run make deps): %v", tool, err)
-		}
-	}
+	testenv.RequireTools(tb, testenv.Squashfs)
 	dir := tb.TempDir()
 	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
 		tb.Fatal(err)

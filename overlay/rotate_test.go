@@ -13,6 +13,7 @@ import (
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
 	. "github.com/strata-dev/strata/overlay"
@@ -21,22 +22,7 @@ import (
 
 // newKey generates a key pair in dir and returns the secret key and the
 // .pub file's bytes.
-func newKey(t *testing.T, dir, name string) (*sign.Key, []byte) {
-	t.Helper()
-	prefix := filepath.Join(dir, name)
-	if err := sign.Generate(prefix); err != nil {
-		t.Fatal(err)
-	}
-	k, err := sign.LoadKey(prefix + ".key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := os.ReadFile(prefix + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k, pub
-}
+func newKey(t *testing.T, dir, name string) (*sign.Key, []byte) { return testenv.KeyIn(t, dir, name) }
 
 // nodeKeys returns the ids of the keys the node at root trusts.
 func nodeKeys(t *testing.T, root string) []string {

@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay"
@@ -70,11 +71,7 @@ type env struct {
 
 func requireTools(t *testing.T) {
 	t.Helper()
-	for _, tool := range []string{"mksquashfs", "sqfs2tar", "mkfs.ext4", "debugfs", "mcopy", "mdir", disk.DefaultBootEFI} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is required (run make deps): %v", tool, err)
-		}
-	}
+	testenv.RequireTools(t, testenv.Squashfs, testenv.Disk)
 }
 
 func writeFile(t *testing.T, p, content string) {
@@ -87,18 +84,7 @@ func writeFile(t *testing.T, p, content string) {
 	}
 }
 
-func newKey(t *testing.T) *sign.Key {
-	t.Helper()
-	prefix := filepath.Join(t.TempDir(), "k")
-	if err := sign.Generate(prefix); err != nil {
-		t.Fatal(err)
-	}
-	k, err := sign.LoadKey(prefix + ".key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
+func newKey(t *testing.T) *sign.Key { return testenv.Key(t) }
 
 // build builds an image of line at version with key (nil: unsigned);
 // kernel "" leaves the kernel out, extra adds recipe files.

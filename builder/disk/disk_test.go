@@ -17,6 +17,7 @@ import (
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -40,12 +41,7 @@ func TestDiskScanHelper(t *testing.T) {
 
 func requireDiskTools(t *testing.T) {
 	t.Helper()
-	requireTools(t)
-	for _, tool := range []string{"mkfs.ext4", "e2fsck", "debugfs", "fsck.vfat", "unshare", "mount", disk.DefaultBootEFI} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is required (run make deps): %v", tool, err)
-		}
-	}
+	testenv.RequireTools(t, testenv.Squashfs, testenv.Disk)
 }
 
 func TestProvisionDisk(t *testing.T) {

@@ -3,38 +3,17 @@ package disk_test
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/testenv"
 )
 
 // demoRecipe is the repository's demo recipe, relative to this package.
 const demoRecipe = "../../images/demo/recipe.yaml"
 
-func requireTools(t *testing.T) {
-	t.Helper()
-	for _, tool := range []string{"mksquashfs", "sqfs2tar"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is required (run make deps): %v", tool, err)
-		}
-	}
-}
-
-func testKey(t *testing.T) *sign.Key {
-	t.Helper()
-	prefix := filepath.Join(t.TempDir(), "build")
-	if err := sign.Generate(prefix); err != nil {
-		t.Fatal(err)
-	}
-	k, err := sign.LoadKey(prefix + ".key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
+func testKey(t *testing.T) *sign.Key { return testenv.Key(t) }
 
 func buildDemo(t *testing.T, out string, opts ...builder.Option) *builder.Result {
 	t.Helper()

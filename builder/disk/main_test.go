@@ -1,25 +1,10 @@
 package disk_test
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"testing"
 
-	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/internal/testenv"
 )
 
-// TestMain runs the tests again in a private mount namespace, the way
-// strata runs work on an offline disk (disk.Reexec): whatever they mount
-// is gone when the process ends, however it ends.
-func TestMain(m *testing.M) {
-	if !disk.InPrivateNamespace() {
-		code, err := disk.Reexec(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+// TestMain runs the tests in a private mount namespace (testenv).
+func TestMain(m *testing.M) { testenv.PrivateMounts(m) }

@@ -6,34 +6,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/loop"
+	"github.com/strata-dev/strata/internal/testenv"
 )
 
-const privateEnv = "STRATA_TEST_LOOP_PRIVATE"
-
-// TestMain runs the tests in a mount namespace of their own.
-func TestMain(m *testing.M) {
-	if os.Getenv(privateEnv) == "" {
-		cmd := exec.Command(os.Args[0], os.Args[1:]...)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-		cmd.Env = append(os.Environ(), privateEnv+"=1")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Run(); err != nil {
-			if ee, ok := err.(*exec.ExitError); ok {
-				os.Exit(ee.ExitCode())
-			}
-			os.Stderr.WriteString("running the tests in a private mount namespace: " + err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// TestMain runs the tests in a private mount namespace (testenv).
+func TestMain(m *testing.M) { testenv.PrivateMounts(m) }
 
 // A filesystem at an offset of a larger file mounts through its own loop
 // device, read-write or read-only, and the device goes with the mount.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/aptsources"
+	"github.com/strata-dev/strata/internal/testenv"
 )
 
 // This file boots a real systemd as PID 1 of a pid+mount namespace (see
@@ -95,11 +96,7 @@ func bootNode(t *testing.T, root string) (*Systemctl, func(args ...string)) {
 	if os.Geteuid() != 0 {
 		t.Fatal("TestSystemdNode needs root (namespaces and mounts)")
 	}
-	for _, tool := range []string{"unshare", "nsenter", "chroot"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("TestSystemdNode needs %s (make deps): %v", tool, err)
-		}
-	}
+	testenv.RequireTools(t, []string{"unshare", "nsenter", "chroot"})
 	dir := t.TempDir()
 	logf, err := os.Create(filepath.Join(dir, "systemd.log"))
 	if err != nil {

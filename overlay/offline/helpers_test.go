@@ -11,29 +11,15 @@ import (
 
 	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/testenv"
 )
 
 func requireDiskTools(t *testing.T) {
 	t.Helper()
-	for _, tool := range []string{"mksquashfs", "sqfs2tar", "rdsquashfs", "mkfs.ext4", "e2fsck", "debugfs", "fsck.vfat", "mount", disk.DefaultBootEFI} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is required (run make deps): %v", tool, err)
-		}
-	}
+	testenv.RequireTools(t, testenv.Squashfs, testenv.Disk)
 }
 
-func testKey(t *testing.T) *sign.Key {
-	t.Helper()
-	prefix := filepath.Join(t.TempDir(), "k")
-	if err := sign.Generate(prefix); err != nil {
-		t.Fatal(err)
-	}
-	k, err := sign.LoadKey(prefix + ".key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
+func testKey(t *testing.T) *sign.Key { return testenv.Key(t) }
 
 // extract copies partition p of the disk file into a file of its own.
 func extract(t *testing.T, file string, p disk.Partition) string {

@@ -2,41 +2,19 @@ package overlayfs_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
-const privateEnv = "STRATA_TEST_PRIVATE_MOUNTS"
-
-// TestMain runs the tests in a private mount namespace of their own: every
-// mount they make (images, stacks) is gone when the process ends, however
-// it ends.
-func TestMain(m *testing.M) {
-	if os.Getenv(privateEnv) == "" {
-		cmd := exec.Command(os.Args[0], os.Args[1:]...)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-		cmd.Env = append(os.Environ(), privateEnv+"=1")
-		// Go makes / recursively private in the child after unshare.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Run(); err != nil {
-			if ee, ok := err.(*exec.ExitError); ok {
-				os.Exit(ee.ExitCode())
-			}
-			fmt.Fprintln(os.Stderr, "running the tests in a private mount namespace:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// TestMain runs the tests in a private mount namespace (testenv).
+func TestMain(m *testing.M) { testenv.PrivateMounts(m) }
 
 func mount(t *testing.T, args ...string) {
 	t.Helper()
