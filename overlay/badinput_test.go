@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-dev/strata/internal/archive/archivetest"
 	"github.com/strata-dev/strata/internal/compress"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
@@ -37,7 +38,7 @@ func contentEntry(path, content string) manifests.Entry {
 
 // treeMember returns the member Create would write for a non-file entry.
 func treeMember(e manifests.Entry) member {
-	return member{hdr: tree.Header(e, 1700000000)}
+	return member{Hdr: tree.Header(e, 1700000000)}
 }
 
 // hdrMember returns a member with header h and data (h.Size is the
@@ -46,16 +47,16 @@ func hdrMember(h *tar.Header, data string) member {
 	if h.ModTime.IsZero() {
 		h.ModTime = time.Unix(1700000000, 0)
 	}
-	return member{hdr: h, data: []byte(data)}
+	return member{Hdr: h, Data: []byte(data)}
 }
 
 // overlayHead returns the manifest member holding raw and, unless sig is
 // nil, the signature member.
 func overlayHead(raw, sig []byte) []member {
 	mt := time.Unix(1700000000, 0)
-	out := []member{{hdr: &tar.Header{Name: ManifestMember, Mode: 0o644, Typeflag: tar.TypeReg, Size: int64(len(raw)), ModTime: mt}, data: raw}}
+	out := []member{{Hdr: &tar.Header{Name: ManifestMember, Mode: 0o644, Typeflag: tar.TypeReg, Size: int64(len(raw)), ModTime: mt}, Data: raw}}
 	if sig != nil {
-		out = append(out, member{hdr: &tar.Header{Name: SignatureMember, Mode: 0o644, Typeflag: tar.TypeReg, Size: int64(len(sig)), ModTime: mt}, data: sig})
+		out = append(out, member{Hdr: &tar.Header{Name: SignatureMember, Mode: 0o644, Typeflag: tar.TypeReg, Size: int64(len(sig)), ModTime: mt}, Data: sig})
 	}
 	return out
 }
@@ -70,82 +71,11 @@ func signedOverlayHead(tb testing.TB, m *manifests.OverlayManifest, key *sign.Ke
 	return raw, overlayHead(raw, key.Sign(raw, sign.OverlayComment(m.Line, m.Version)))
 }
 
-// writeOverlayTar writes members, in order, as a tar stream compressed with algo
-// to path (when path is not empty) and returns the file's bytes. With open
-// set the stream stops right after the last member's data, with no padding
-// and no end-of-archive marker, which is how a member whose header claims
-// more data than follows is written.
-func writeOverlayTar(tb testing.TB, path string, algo compress.Algorithm, members []member, open bool) []byte {
-	tb.Helper()
-	var buf bytes.Buffer
-	cw, err := compress.NewWriter(&buf, algo)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tw := tar.NewWriter(cw)
-	for _, m := range members {
-		if err := tw.WriteHeader(m.hdr); err != nil {
-			tb.Fatalf("writing header %s: %v", m.hdr.Name, err)
-		}
-		if len(m.data) > 0 {
-			if _, err := tw.Write(m.data); err != nil {
-				tb.Fatalf("writing %s: %v", m.hdr.Name, err)
-			}
-		}
-	}
-	if !open {
-		if err := tw.Close(); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := cw.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	if path != "" {
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	return buf.Bytes()
-}
-
-// overlayMembers decompresses an overlay file into its members, so a valid
-// overlay can be re-emitted with one thing changed.
-func overlayMembers(t *testing.T, path string) []member {
-	t.Helper()
-	fd, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fd.Close()
-	dr, _, err := compress.NewReader(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dr.Close()
-	tr := tar.NewReader(dr)
-	var out []member
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, member{hdr: h, data: data})
-	}
-}
-
 // memberIndex returns the index of the member called name.
 func memberIndex(t *testing.T, ms []member, name string) int {
 	t.Helper()
 	for i, m := range ms {
-		if m.hdr.Name == name {
+		if m.Hdr.Name == name {
 			return i
 		}
 	}
@@ -225,14 +155,14 @@ func (e *badEnv) base(entries ...manifests.Entry) *manifests.OverlayManifest {
 // write signs m with the fixture's key and writes it with members.
 func (e *badEnv) write(m *manifests.OverlayManifest, members ...member) string {
 	_, head := signedOverlayHead(e.t, m, e.f.key)
-	writeOverlayTar(e.t, e.path, compress.Zstd, append(head, members...), false)
+	archivetest.Write(e.t, e.path, compress.Zstd, append(head, members...), false)
 	return e.path
 }
 
 // writeOpen is write with the last member left unfinished.
 func (e *badEnv) writeOpen(m *manifests.OverlayManifest, members ...member) string {
 	_, head := signedOverlayHead(e.t, m, e.f.key)
-	writeOverlayTar(e.t, e.path, compress.Zstd, append(head, members...), true)
+	archivetest.Write(e.t, e.path, compress.Zstd, append(head, members...), true)
 	return e.path
 }
 
@@ -312,7 +242,7 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 			if err != nil {
 				e.t.Fatal(err)
 			}
-			writeOverlayTar(e.t, e.path, compress.Zstd, append(overlayHead(raw, e.f.key.Sign(raw, comment)), fileMember(badConf, []byte(badConfData))), false)
+			archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(raw, e.f.key.Sign(raw, comment)), fileMember(badConf, []byte(badConfData))), false)
 			return e.path
 		}
 	}
@@ -339,7 +269,7 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 			name: "unsigned with payload",
 			build: func(e *badEnv) string {
 				raw, _ := signedOverlayHead(e.t, e.base(), e.f.key)
-				writeOverlayTar(e.t, e.path, compress.Zstd, append(overlayHead(raw, nil), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
+				archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(raw, nil), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
 				return e.path
 			},
 			want:    sign.ErrUnsigned,
@@ -358,7 +288,7 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 			name: "empty signature member",
 			build: func(e *badEnv) string {
 				raw, _ := signedOverlayHead(e.t, e.base(), e.f.key)
-				writeOverlayTar(e.t, e.path, compress.Zstd, append(overlayHead(raw, []byte("\n")), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
+				archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(raw, []byte("\n")), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
 				return e.path
 			},
 			want: sign.ErrUnsigned,
@@ -378,7 +308,7 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 			name: "garbage signature",
 			build: func(e *badEnv) string {
 				raw, _ := signedOverlayHead(e.t, e.base(), e.f.key)
-				writeOverlayTar(e.t, e.path, compress.Zstd, append(overlayHead(raw, []byte("untrusted comment: x\nnot a signature\n")), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
+				archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(raw, []byte("untrusted comment: x\nnot a signature\n")), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
 				return e.path
 			},
 			want:    sign.ErrBadSignature,
@@ -397,7 +327,7 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 				if err != nil {
 					e.t.Fatal(err)
 				}
-				writeOverlayTar(e.t, e.path, compress.Zstd, append(overlayHead(stRaw, e.f.key.Sign(raw, sign.OverlayComment(signed.Line, signed.Version))), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
+				archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(stRaw, e.f.key.Sign(raw, sign.OverlayComment(signed.Line, signed.Version))), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
 				e.mention = []string{e.f.key.ID()}
 				return e.path
 			},
@@ -408,19 +338,19 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 			name: "manifest byte flipped after signing",
 			build: func(e *badEnv) string {
 				c := e.f.create("1.0.1", e.f.change("/etc/app/app.conf", badConfData))
-				ms := overlayMembers(e.t, c.Path)
+				ms := archivetest.Read(e.t, c.Path)
 				i := memberIndex(e.t, ms, ManifestMember)
 				e.mention = []string{e.f.key.ID()}
 				// Flip the last hex digit of tree_digest: the manifest
 				// still decodes and validates, but is not what was signed.
-				raw := ms[i].data
+				raw := ms[i].Data
 				at := bytes.Index(raw, []byte(`"tree_digest": "sha256:`)) + len(`"tree_digest": "sha256:`) + 63
 				if raw[at] == '0' {
 					raw[at] = '1'
 				} else {
 					raw[at] = '0'
 				}
-				writeOverlayTar(e.t, e.path, compress.Zstd, ms, false)
+				archivetest.Write(e.t, e.path, compress.Zstd, ms, false)
 				return e.path
 			},
 			want:    sign.ErrBadSignature,
@@ -537,10 +467,10 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 			name: "payload byte flipped",
 			build: func(e *badEnv) string {
 				c := e.f.create("1.0.1", e.f.change("/etc/app/app.conf", badConfData))
-				ms := overlayMembers(e.t, c.Path)
+				ms := archivetest.Read(e.t, c.Path)
 				i := memberIndex(e.t, ms, "etc/app/app.conf")
-				ms[i].data[len(ms[i].data)-2] ^= 0x01
-				writeOverlayTar(e.t, e.path, compress.Zstd, ms, false)
+				ms[i].Data[len(ms[i].Data)-2] ^= 0x01
+				archivetest.Write(e.t, e.path, compress.Zstd, ms, false)
 				return e.path
 			},
 			want:    ErrPayload,
@@ -674,7 +604,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 			name: "member mode differs from its entry",
 			build: func(e *badEnv) string {
 				h := fileMember(badConf, []byte(badConfData))
-				h.hdr.Mode = 0o4755
+				h.Hdr.Mode = 0o4755
 				return e.write(e.base(), h, fileMember(badMotd, []byte(badMotdData)))
 			},
 			want:    ErrPayload,
@@ -684,7 +614,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 			name: "decompression bomb: 8 GiB member for a small entry",
 			build: func(e *badEnv) string {
 				bomb := fileMember(badLong, []byte(badLongData))
-				bomb.hdr.Size = 8 << 30
+				bomb.Hdr.Size = 8 << 30
 				return e.writeOpen(e.base(badLong), bomb)
 			},
 			want:    tree.ErrLimit,
@@ -694,7 +624,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 			name: "decompression bomb: 3 GiB member for a small entry",
 			build: func(e *badEnv) string {
 				bomb := fileMember(badLong, []byte(badLongData))
-				bomb.hdr.Size = 3 << 30
+				bomb.Hdr.Size = 3 << 30
 				return e.writeOpen(e.base(badLong), bomb)
 			},
 			want:    ErrPayload,
@@ -706,7 +636,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 				big := badConf
 				big.Size = tree.DefaultLimits.MaxFileSize + 1
 				bomb := fileMember(big, []byte(badConfData))
-				bomb.hdr.Size = big.Size
+				bomb.Hdr.Size = big.Size
 				return e.writeOpen(e.base(big), bomb)
 			},
 			want:    tree.ErrLimit,
@@ -772,7 +702,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 			name: "payload before the manifest",
 			build: func(e *badEnv) string {
 				_, head := signedOverlayHead(e.t, e.base(), e.f.key)
-				writeOverlayTar(e.t, e.path, compress.Zstd, append([]member{fileMember(badConf, []byte(badConfData))}, head...), false)
+				archivetest.Write(e.t, e.path, compress.Zstd, append([]member{fileMember(badConf, []byte(badConfData))}, head...), false)
 				return e.path
 			},
 			want:    ErrFormat,

@@ -1,16 +1,13 @@
 package overlay_test
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/strata-dev/strata/builder"
-	"github.com/strata-dev/strata/internal/compress"
+	"github.com/strata-dev/strata/internal/archive/archivetest"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/testenv"
@@ -188,59 +185,14 @@ func apply(root string, files ...string) (*node.ApplyReport, error) {
 	return overlaytest.Apply(context.Background(), root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{})
 }
 
-// member is one tar member of a crafted archive.
-type member struct {
-	hdr  *tar.Header
-	data []byte
-}
+// member is one tar member of an overlay archive.
+type member = archivetest.Member
 
 // fileMember returns a regular-file member for e with data.
 func fileMember(e manifests.Entry, data []byte) member {
 	h := tree.Header(e, 1700000000)
 	h.Size = int64(len(data))
-	return member{hdr: h, data: data}
-}
-
-// craft writes an overlay archive with an arbitrary manifest, signature
-// and members, bypassing Create's checks, so readers can be fed bad input.
-// A nil key writes no signature member.
-func craft(t *testing.T, path string, m *manifests.OverlayManifest, key *sign.Key, members []member) []byte {
-	t.Helper()
-	raw, err := manifests.Encode(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	cw, err := compress.NewWriter(&buf, compress.Zstd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw := tar.NewWriter(cw)
-	head := []member{{hdr: &tar.Header{Name: ManifestMember, Mode: 0644, Typeflag: tar.TypeReg, Size: int64(len(raw)), ModTime: time.Unix(1700000000, 0)}, data: raw}}
-	if key != nil {
-		sig := key.Sign(raw, sign.OverlayComment(m.Line, m.Version))
-		head = append(head, member{hdr: &tar.Header{Name: SignatureMember, Mode: 0644, Typeflag: tar.TypeReg, Size: int64(len(sig)), ModTime: time.Unix(1700000000, 0)}, data: sig})
-	}
-	for _, mem := range append(head, members...) {
-		if err := tw.WriteHeader(mem.hdr); err != nil {
-			t.Fatal(err)
-		}
-		if len(mem.data) > 0 {
-			if _, err := tw.Write(mem.data); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := cw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return raw
+	return member{Hdr: h, Data: data}
 }
 
 // headManifest returns a valid manifest continuing the node at root, for
@@ -294,4 +246,10 @@ func nodeExpected(root string) (string, manifests.Ref, []manifests.Ref, tree.Sta
 		return "", manifests.Ref{}, nil, nil, err
 	}
 	return n.Expected()
+}
+
+// craft writes an overlay archive at path (see archivetest.Craft).
+func craft(t *testing.T, path string, m *manifests.OverlayManifest, key *sign.Key, members []member) []byte {
+	t.Helper()
+	return archivetest.Craft(t, path, m, key, members)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/archive/archivetest"
 	"github.com/strata-dev/strata/internal/compress"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
@@ -118,18 +119,18 @@ func fuzzSeeds(tb testing.TB) (key *sign.Key, good, bad [][]byte) {
 	payload := []member{treeMember(dir), fileMember(file, []byte("fuzz me\n")), treeMember(link)}
 	raw, head := signedOverlayHead(tb, &m, key)
 	good = append(good,
-		writeOverlayTar(tb, "", compress.None, append(head, payload...), false),
-		writeOverlayTar(tb, "", compress.Zstd, append(head, payload...), false),
+		archivetest.Write(tb, "", compress.None, append(head, payload...), false),
+		archivetest.Write(tb, "", compress.Zstd, append(head, payload...), false),
 	)
 	bad = append(bad,
 		// unsigned
-		writeOverlayTar(tb, "", compress.None, append(overlayHead(raw, nil), payload...), false),
+		archivetest.Write(tb, "", compress.None, append(overlayHead(raw, nil), payload...), false),
 		// a member larger than its entry
-		writeOverlayTar(tb, "", compress.None, append(head, payload[0], fileMember(file, []byte("fuzz me more\n")), payload[2]), false),
+		archivetest.Write(tb, "", compress.None, append(head, payload[0], fileMember(file, []byte("fuzz me more\n")), payload[2]), false),
 		// an extra member, and a hard link
-		writeOverlayTar(tb, "", compress.None, append(head, append(payload, hdrMember(&tar.Header{Name: "etc/new/h", Typeflag: tar.TypeLink, Linkname: "etc/new/f"}, ""))...), false),
+		archivetest.Write(tb, "", compress.None, append(head, append(payload, hdrMember(&tar.Header{Name: "etc/new/h", Typeflag: tar.TypeLink, Linkname: "etc/new/f"}, ""))...), false),
 		// a member header claiming far more than follows
-		writeOverlayTar(tb, "", compress.None, append(head, payload[0], fuzzBigHeader(file)), true),
+		archivetest.Write(tb, "", compress.None, append(head, payload[0], fuzzBigHeader(file)), true),
 	)
 	return key, good, bad
 }
@@ -138,7 +139,7 @@ func fuzzSeeds(tb testing.TB) (key *sign.Key, good, bad [][]byte) {
 // e's content.
 func fuzzBigHeader(e manifests.Entry) member {
 	m := fileMember(e, []byte("fuzz me\n"))
-	m.hdr.Size = 1 << 20
+	m.Hdr.Size = 1 << 20
 	return m
 }
 

@@ -245,7 +245,7 @@ func TestRollbackDirectoryMetaChange(t *testing.T) {
 	file := manifests.Entry{Path: "etc/app/meta", Type: manifests.TypeFile, Mode: 0o640, GID: 5, Size: int64(len(data)), SHA256: sqSHA(data)}
 	m := headManifest(t, root, "1.0.1", []manifests.Entry{dirEntry, file}, nil)
 	p := filepath.Join(t.TempDir(), "test-1.0.1.overlay.tar.zst")
-	craft(t, p, m, f.key, []member{{hdr: tree.Header(dirEntry, 1700000000)}, fileMember(file, data)})
+	craft(t, p, m, f.key, []member{{Hdr: tree.Header(dirEntry, 1700000000)}, fileMember(file, data)})
 	sqMustApply(t, root, p)
 	if mode, uid, gid := rbStat(t, filepath.Join(root, "etc/app")); mode&os.ModeSetgid == 0 || mode.Perm() != 0o750 || uid != 0 || gid != 5 {
 		t.Fatalf("applied /etc/app: %v %d:%d", mode, uid, gid)

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-dev/strata/internal/archive/archivetest"
 	"github.com/strata-dev/strata/internal/compress"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
@@ -251,97 +251,28 @@ func strataTimeout(t *testing.T, limit time.Duration, args ...string) (string, i
 }
 
 // member is one tar member of an overlay archive.
-type member struct {
-	hdr  *tar.Header
-	data []byte
-}
-
-// members reads an overlay archive's members.
-func members(t *testing.T, path string) []member {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r, _, err := compress.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	tr := tar.NewReader(r)
-	var out []member
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, member{hdr: h, data: b})
-	}
-}
-
-// pack writes members as an overlay archive compressed with algo.
-func pack(t *testing.T, path string, algo compress.Algorithm, ms []member) {
-	t.Helper()
-	var buf bytes.Buffer
-	cw, err := compress.NewWriter(&buf, algo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw := tar.NewWriter(cw)
-	for _, m := range ms {
-		h := *m.hdr
-		h.Size = int64(len(m.data))
-		if h.Typeflag != tar.TypeReg {
-			h.Size = 0
-		}
-		if err := tw.WriteHeader(&h); err != nil {
-			t.Fatal(err)
-		}
-		if h.Size > 0 {
-			if _, err := tw.Write(m.data); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := cw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+type member = archivetest.Member
 
 // resigned returns the members of overlay src with its manifest's raw
 // JSON replaced by edit(raw) and signed by key with comment (""
 // for the manifest's own), so only what edit did differs.
 func (c *hcase) resigned(src string, key *sign.Key, comment string, edit func(raw []byte) []byte) []member {
 	c.t.Helper()
-	ms := members(c.t, src)
-	raw := edit(ms[0].data)
+	ms := archivetest.Read(c.t, src)
+	raw := edit(ms[0].Data)
 	if comment == "" {
 		// The comment the edited manifest's own signer would write;
 		// an edit strict decoding refuses keeps the original's.
 		var m manifests.OverlayManifest
 		if err := manifests.Decode(raw, &m); err != nil {
-			if err := manifests.Decode(ms[0].data, &m); err != nil {
+			if err := manifests.Decode(ms[0].Data, &m); err != nil {
 				c.t.Fatal(err)
 			}
 		}
 		comment = sign.OverlayComment(m.Line, m.Version)
 	}
-	ms[0].data = raw
-	ms[1].data = key.Sign(raw, comment)
+	ms[0].Data = raw
+	ms[1].Data = key.Sign(raw, comment)
 	return ms
 }
 
@@ -365,7 +296,7 @@ func edited(t *testing.T, fn func(m *manifests.OverlayManifest)) func([]byte) []
 func (c *hcase) write(name string, algo compress.Algorithm, ms []member) string {
 	c.t.Helper()
 	p := filepath.Join(c.scratch, name)
-	pack(c.t, p, algo, ms)
+	archivetest.Pack(c.t, p, algo, ms)
 	return p
 }
 
@@ -415,7 +346,7 @@ func TestHostileInputs(t *testing.T) {
 	cases := []hc{
 		// Signatures and what they say they sign.
 		{"unsigned overlay", 3, []string{"not signed"}, func(c *hcase) []string {
-			ms := members(c.t, c.b.ov1)
+			ms := archivetest.Read(c.t, c.b.ov1)
 			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, append(ms[:1:1], ms[2:]...)))
 		}},
 		{"signed by an untrusted key", 3, []string{"not valid for any trusted key"}, func(c *hcase) []string {
@@ -428,8 +359,8 @@ func TestHostileInputs(t *testing.T) {
 			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, c.resigned(c.b.ov1, c.b.key, sign.OverlayComment("demo", "9.9.9"), func(b []byte) []byte { return b })))
 		}},
 		{"manifest altered after signing", 3, []string{"not valid"}, func(c *hcase) []string {
-			ms := members(c.t, c.b.ov1)
-			ms[0].data = bytes.Replace(ms[0].data, []byte(`"1.0.1"`), []byte(`"1.0.3"`), 1)
+			ms := archivetest.Read(c.t, c.b.ov1)
+			ms[0].Data = bytes.Replace(ms[0].Data, []byte(`"1.0.1"`), []byte(`"1.0.3"`), 1)
 			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, ms))
 		}},
 		// Decoding: strict JSON, bounded decompression.
@@ -443,7 +374,7 @@ func TestHostileInputs(t *testing.T) {
 			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, c.resigned(c.b.ov1, c.b.key, "", replace(`"kind"`, "\"\u212aind\""))))
 		}},
 		{"xz asking for a 1.5 GiB dictionary", 3, []string{"dictionary"}, func(c *hcase) []string {
-			p := c.write("x.overlay.tar.xz", compress.Xz, members(c.t, c.b.ov1))
+			p := c.write("x.overlay.tar.xz", compress.Xz, archivetest.Read(c.t, c.b.ov1))
 			b, _ := os.ReadFile(p)
 			hugeDict(c.t, b)
 			_ = os.WriteFile(p, b, 0o644)
@@ -451,7 +382,7 @@ func TestHostileInputs(t *testing.T) {
 		}},
 		{"zstd asking for a 2 GiB window", 3, []string{"window"}, func(c *hcase) []string {
 			p := filepath.Join(c.scratch, "x.overlay.tar.zst")
-			raw := c.write("x.overlay.tar", compress.None, members(c.t, c.b.ov1))
+			raw := c.write("x.overlay.tar", compress.None, archivetest.Read(c.t, c.b.ov1))
 			// From a pipe: zstd cannot shrink the window to a known size.
 			cmd := exec.Command("sh", "-c", `zstd -q -c --long=31 <"$1" >"$2"`, "sh", raw, p)
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -471,7 +402,7 @@ func TestHostileInputs(t *testing.T) {
 			return c.apply(p)
 		}},
 		{"signature member first", 3, []string{".strata/overlay.json"}, func(c *hcase) []string {
-			ms := members(c.t, c.b.ov1)
+			ms := archivetest.Read(c.t, c.b.ov1)
 			ms[0], ms[1] = ms[1], ms[0]
 			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, ms))
 		}},
@@ -545,24 +476,24 @@ func TestHostileInputs(t *testing.T) {
 		}},
 		// Payload against manifest.
 		{"payload differs from its entry", 3, []string{"sha256"}, func(c *hcase) []string {
-			ms := members(c.t, c.b.ov1)
+			ms := archivetest.Read(c.t, c.b.ov1)
 			last := &ms[len(ms)-1]
-			last.data = bytes.Repeat([]byte("x"), len(last.data))
+			last.Data = bytes.Repeat([]byte("x"), len(last.Data))
 			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, ms))
 		}},
 		{"extra payload member", 3, []string{"extra member"}, func(c *hcase) []string {
-			ms := members(c.t, c.b.ov1)
-			extra := member{hdr: &tar.Header{Name: "etc/demo/extra", Typeflag: tar.TypeReg, Mode: 0o644}, data: []byte("x")}
+			ms := archivetest.Read(c.t, c.b.ov1)
+			extra := member{Hdr: &tar.Header{Name: "etc/demo/extra", Typeflag: tar.TypeReg, Mode: 0o644}, Data: []byte("x")}
 			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, append(ms, extra)))
 		}},
 		{"payload member missing", 3, []string{"ends before"}, func(c *hcase) []string {
-			ms := members(c.t, c.b.ov1)
+			ms := archivetest.Read(c.t, c.b.ov1)
 			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, ms[:2]))
 		}},
 		{"hard link member", 3, nil, func(c *hcase) []string {
-			ms := members(c.t, c.b.ov1)
+			ms := archivetest.Read(c.t, c.b.ov1)
 			last := &ms[len(ms)-1]
-			last.hdr.Typeflag, last.hdr.Linkname, last.data = tar.TypeLink, "etc/shadow", nil
+			last.Hdr.Typeflag, last.Hdr.Linkname, last.Data = tar.TypeLink, "etc/shadow", nil
 			return c.apply(c.write("x.overlay.tar.zst", compress.Zstd, ms))
 		}},
 		// Sequence.
@@ -879,7 +810,7 @@ func TestHostileInputs(t *testing.T) {
 			// index the attacker's key signs listing it.
 			forged := c.write("demo-1.0.3.overlay.tar.zst", compress.Zstd, c.resigned(c.b.ov2, c.b.other, "", edited(c.t, func(m *manifests.OverlayManifest) {
 				rotateTo(c.t, c.b.other)(m)
-				m.Version, m.Parent = "1.0.3", manifests.Ref{Version: "1.0.2", Digest: manifests.Digest(members(c.t, c.b.ov2)[0].data)}
+				m.Version, m.Parent = "1.0.3", manifests.Ref{Version: "1.0.2", Digest: manifests.Digest(archivetest.Read(c.t, c.b.ov2)[0].Data)}
 				m.Lineage = append(m.Lineage, m.Parent)
 			})))
 			data, _ := os.ReadFile(forged)
@@ -887,10 +818,10 @@ func TestHostileInputs(t *testing.T) {
 			raw, _ := os.ReadFile(filepath.Join(c.repo, repo.IndexFile))
 			var x manifests.Index
 			_ = manifests.Decode(raw, &x)
-			ms := members(c.t, forged)
+			ms := archivetest.Read(c.t, forged)
 			sum := sha256.Sum256(data)
 			l := &x.Lines[0]
-			l.Overlays = append(l.Overlays, manifests.OverlayRef{Version: "1.0.3", File: "overlays/" + filepath.Base(forged), Digest: manifests.Digest(ms[0].data), SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), Parent: manifests.Ref{Version: l.Overlays[1].Version, Digest: l.Overlays[1].Digest}})
+			l.Overlays = append(l.Overlays, manifests.OverlayRef{Version: "1.0.3", File: "overlays/" + filepath.Base(forged), Digest: manifests.Digest(ms[0].Data), SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), Parent: manifests.Ref{Version: l.Overlays[1].Version, Digest: l.Overlays[1].Digest}})
 			x.Serial += 10
 			out, _ := manifests.Encode(&x)
 			_ = os.WriteFile(filepath.Join(c.repo, repo.IndexFile), out, 0o644)
