@@ -41,7 +41,7 @@ func TestDependencyRules(t *testing.T) {
 			}
 			// internal packages never reach up into the feature packages.
 			if strings.HasPrefix(pkg, module+"/internal/") &&
-				(imp == module+"/overlay" || imp == module+"/builder" || imp == module+"/cmd/strata") {
+				(imp == module+"/overlay" || imp == module+"/node" || imp == module+"/builder" || imp == module+"/cmd/strata") {
 				t.Errorf("%s imports %s; internal packages sit below the feature packages", pkg, imp)
 			}
 			// The disk package builds on builder, never the other way.
@@ -56,6 +56,36 @@ func TestDependencyRules(t *testing.T) {
 			// Nothing imports the command.
 			if imp == module+"/cmd/strata" {
 				t.Errorf("%s imports the command package", pkg)
+			}
+		}
+	}
+}
+
+// TestLinkRules enforces the seams docs/code-map.md draws, on everything a
+// package links (go list -deps), not only what it imports itself.
+func TestLinkRules(t *testing.T) {
+	for _, rule := range []struct {
+		pkg, why  string
+		forbidden []string
+	}{
+		{"fleet", "the fleet client reads what agents serve through package schema",
+			[]string{module + "/agent", "github.com/prometheus/"}},
+		{"node", "the engine opens nodes through the backends registered with package nodestate, and links neither the publisher nor the squashfs tools",
+			[]string{module + "/internal/nodestate/dirfs", module + "/internal/nodestate/overlayfs", module + "/internal/nodestate/backends", module + "/overlay", module + "/internal/squashfs"}},
+		{"overlay", "the publisher does not link the node engine",
+			[]string{module + "/node", module + "/internal/nodestate/dirfs", module + "/internal/nodestate/overlayfs"}},
+		{"schema", "the documents nodes report depend on formats and signing only",
+			[]string{module + "/overlay", module + "/node", module + "/agent", module + "/internal/nodestate"}},
+	} {
+		out, err := exec.Command("go", "list", "-deps", module+"/"+rule.pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", rule.pkg, err)
+		}
+		for _, d := range strings.Fields(string(out)) {
+			for _, f := range rule.forbidden {
+				if d == f || strings.HasSuffix(f, "/") && strings.HasPrefix(d, f) {
+					t.Errorf("package %s links %s: %s", rule.pkg, d, rule.why)
+				}
 			}
 		}
 	}
