@@ -10,13 +10,12 @@ import (
 )
 
 // Node is a node opened once: its backend, chosen by the name its state
-// gives among the backends registered with package nodestate, and the settings
-// every operation on it shares. The operations are its methods. Those
-// that change the node take its lock for their own duration and settle
-// first whatever a crash left; the handle holds no lock between them, and
-// each operation reads the node's state afresh, since other strata
-// processes may act on the node while the handle is open (an agent keeps
-// one for its whole life).
+// gives among the backends registered with package nodestate, and the
+// settings every operation on it shares. The operations are its methods.
+// Those that change the node take its lock for their own duration and
+// settle first whatever a crash left; the handle holds no lock between
+// them, and each operation reads the node's state afresh, since other
+// strata processes may act on the node while a handle is open.
 type Node struct {
 	root string
 	b    nodestate.Backend
@@ -77,7 +76,7 @@ func (h *Node) Backend() (string, error) { return h.b.Node().Backend() }
 func (h *Node) state() nodestate.Node { return h.b.Node() }
 
 // lock takes the node's lock and settles whatever a crash left, so the
-// operation starts from a settled node (see lockNode). The returned
+// operation starts from a settled node (see lockBackend). The returned
 // function releases the lock.
 func (h *Node) lock(ctx context.Context) (func(), error) {
 	return lockBackend(ctx, h.b, h.root, h.o.LockWait, h.o.Progress)

@@ -40,9 +40,9 @@ type NodeHistory struct {
 
 // History reads the node's ledger (validated, its hash chain checked) as
 // a history. It takes no lock and changes nothing.
-func (hn *Node) History() (*NodeHistory, error) {
-	root := hn.root
-	n := hn.b.Node()
+func (h *Node) History() (*NodeHistory, error) {
+	root := h.root
+	n := h.b.Node()
 	v, err := loadView(n)
 	if err != nil {
 		return nil, err
@@ -52,10 +52,10 @@ func (hn *Node) History() (*NodeHistory, error) {
 		return nil, err
 	}
 	l := v.ledger
-	h := &NodeHistory{Root: root, Line: l.Entries[0].Line, Head: v.head(), Image: v.image.Manifest.Version,
+	hist := &NodeHistory{Root: root, Line: l.Entries[0].Line, Head: v.head(), Image: v.image.Manifest.Version,
 		Entries: make([]HistoryEntry, 0, len(l.Entries)), Pending: l.PendingRestarts(), Staged: v.staged}
-	if h.Pending == nil {
-		h.Pending = []manifests.ServiceAction{}
+	if hist.Pending == nil {
+		hist.Pending = []manifests.ServiceAction{}
 	}
 	// Each overlay in effect was verified, when it was applied, with the
 	// keys its line trusted then: the image's, as the rotations before it
@@ -91,9 +91,9 @@ func (hn *Node) History() (*NodeHistory, error) {
 			id = e.Signer
 		}
 		he := HistoryEntry{LedgerEntry: e, InEffect: inEffect, KeyID: id}
-		h.Entries = append(h.Entries, he)
+		hist.Entries = append(hist.Entries, he)
 	}
-	return h, nil
+	return hist, nil
 }
 
 // storedSigner returns the key that signed the manifest of applied
