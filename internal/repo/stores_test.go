@@ -159,3 +159,13 @@ func TestOCIStoreSuite(t *testing.T) {
 		}}
 	})
 }
+
+// The store suite on the in-memory store: members placed with Put.
+func TestMemStoreSuite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) *storetest.Fixture {
+		m := repo.Mem()
+		return &storetest.Fixture{Store: m, File: func(name string, data []byte) error {
+			return m.Put(context.Background(), name, bytes.NewReader(data))
+		}}
+	})
+}
