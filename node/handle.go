@@ -12,10 +12,12 @@ import (
 // Node is a node opened once: its backend, chosen by the name its state
 // gives among the backends registered with package nodestate, and the
 // settings every operation on it shares. The operations are its methods.
-// Those that change the node take its lock for their own duration and
-// settle first whatever a crash left; the handle holds no lock between
-// them, and each operation reads the node's state afresh, since other
-// strata processes may act on the node while a handle is open.
+// Those that change the node take its lock for their own duration (waiting
+// up to LockWait; the boot-time ones, Activate and SettleUpgrade, take it
+// at once) and, but for SettleUpgrade, settle first whatever a crash
+// left; the handle holds no lock between them, and each operation reads
+// the node's state afresh, since other strata processes may act on the
+// node while a handle is open.
 type Node struct {
 	root string
 	b    nodestate.Backend

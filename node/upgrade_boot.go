@@ -12,7 +12,7 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
-// ConfirmReport says what ConfirmUpgrade found and did.
+// ConfirmReport says what Confirm found and did.
 type ConfirmReport struct {
 	Root string `json:"root"`
 	// Image is the image the node runs.

@@ -78,7 +78,7 @@ func (h *Node) Verify(ctx context.Context, o VerifyOptions) (*schema.Audit, erro
 		prev = e.Head
 	}
 	if trust != nil {
-		auditSignatures(a, v, sign.Union(trust, history))
+		auditSignatures(a, v, sign.WithHistory(trust, history))
 	}
 	if repoDir != "" {
 		if err := auditAgainstRepo(ctx, a, v, repoDir, trust, history); err != nil {

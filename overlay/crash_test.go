@@ -127,13 +127,13 @@ func requireExists(t *testing.T, p string, want bool) {
 	}
 }
 
-// requireInterrupted checks that VerifyNode reports the unfinished
+// requireInterrupted checks that Verify reports the unfinished
 // transaction a crash left.
 func requireInterrupted(t *testing.T, root string) {
 	t.Helper()
 	a := sqAudit(t, root, "", false)
 	if a.OK() {
-		t.Fatal("VerifyNode is OK on a node with an interrupted transaction")
+		t.Fatal("Verify is OK on a node with an interrupted transaction")
 	}
 	found := false
 	for _, f := range sqFindings(a, "chain") {
@@ -288,11 +288,11 @@ func TestCrashAfterLedgerVerifyThenRollbackRecovers(t *testing.T) {
 	root := f.provision()
 	before := snap(t, root)
 	crashHelper(t, root, "after-ledger", "apply", c.Path)
-	// VerifyNode changes nothing, not even a recovery.
+	// Verify changes nothing, not even a recovery.
 	crashed := snap(t, root)
 	requireInterrupted(t, root)
 	if snap(t, root) != crashed {
-		t.Fatal("VerifyNode changed the node")
+		t.Fatal("Verify changed the node")
 	}
 	requireExists(t, txnPath(root), true)
 

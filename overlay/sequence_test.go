@@ -77,12 +77,12 @@ func sqMustApply(t *testing.T, root string, files ...string) *node.ApplyReport {
 	return rep
 }
 
-// sqAudit runs VerifyNode and fails the test if the audit could not run.
+// sqAudit runs Verify and fails the test if the audit could not run.
 func sqAudit(t *testing.T, root, repoDir string, files bool) *schema.Audit {
 	t.Helper()
 	a, err := overlaytest.Verify(context.Background(), root, node.VerifyOptions{Repo: repoDir, Files: files})
 	if err != nil {
-		t.Fatalf("VerifyNode: %v", err)
+		t.Fatalf("Verify: %v", err)
 	}
 	return a
 }

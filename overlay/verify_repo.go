@@ -22,7 +22,7 @@ func VerifyRepo(ctx context.Context, repoDir string, trust *sign.KeySet) (*schem
 }
 
 // VerifyRepoAs is VerifyRepo with history keys besides the auditor's
-// (see VerifyNodeAs): the index must be signed by one of trust, the
+// (see node.VerifyOptions): the index must be signed by one of trust, the
 // lines' images and overlays by trust or history, as rotations change
 // them.
 func VerifyRepoAs(ctx context.Context, repoDir string, trust, history *sign.KeySet) (*schema.Audit, error) {
@@ -37,7 +37,7 @@ func VerifyRepoAs(ctx context.Context, repoDir string, trust, history *sign.KeyS
 		a.Problem("signature", "", "%v", err)
 		return a, nil
 	}
-	trust = sign.Union(trust, history)
+	trust = sign.WithHistory(trust, history)
 	if err := r.Index.CheckFresh(time.Now(), 0); err != nil {
 		a.Problem("freshness", "", "%v", err)
 	}

@@ -63,7 +63,9 @@ start_qemu() {
 	done
 	: >"$LOG"
 	(
-		trap 'exit 0' TERM
+		# Stopped: the qemu it runs goes too ($! is the last one started),
+		# and the next stop_qemu finds no pid to kill.
+		trap 'kill $! 2>/dev/null; rm -f "$WORK/qemu.pid"; exit 0' TERM
 		while :; do
 			qemu-system-x86_64 -machine q35 -m 2048 -smp 2 -nographic -no-reboot \
 				-chardev file,id=console,path="$LOG",append=on -serial chardev:console -monitor none \
@@ -72,8 +74,11 @@ start_qemu() {
 				"${drives[@]}" \
 				-nic user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:"$SSH_PORT"-:22 </dev/null >>"$WORK/qemu.out" 2>&1 &
 			echo $! >"$WORK/qemu.pid"
-			wait $! || exit 1
-			tail -c 4096 "$LOG" | grep -aq 'reboot: Restarting system' || exit 0
+			wait $! || { rm -f "$WORK/qemu.pid"; exit 1; }
+			if ! tail -c 4096 "$LOG" | grep -aq 'reboot: Restarting system'; then
+				rm -f "$WORK/qemu.pid"
+				exit 0
+			fi
 			echo "strata boot test: power cycle after a reboot" >>"$LOG"
 		done
 	) &

@@ -19,5 +19,5 @@
 // fails reboots (the confirm unit's FailureAction, panic=10 on the kernel
 // command line), using up a try; with none left, systemd-boot boots the
 // old root, whose activation records the upgrade as failed
-// (overlay.SettleUpgrade).
+// (node.Node.SettleUpgrade).
 package upgrade

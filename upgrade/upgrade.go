@@ -232,7 +232,7 @@ func readManifest(image string) (raw, sig []byte, err error) {
 }
 
 // checkActive requires the root the node runs to be the one its ledger
-// says it runs (with an upgrade staged, overlay.Upgrade refuses).
+// says it runs (with an upgrade staged, node.Node.Upgrade refuses).
 func checkActive(root string, t *disk.Target) error {
 	n := nodestate.Node{Root: root}
 	if u, err := n.Staged(); err != nil || u != nil {

@@ -19,10 +19,10 @@
 // MountNode mounts the node of a provisioned disk that is not running the
 // way its initramfs does at boot — root A's squashfs read-only, the state
 // partition read-write with its var bound on the root's var, a tmpfs on
-// run, then overlay.Activate — each partition on a fresh loop device
-// (package internal/loop) found from the GPT. Apply and Verify run
-// overlay.Apply and overlay.VerifyNodeWith on that root; restarts are
-// recorded as pending, since nothing runs on the disk. The disk is held
+// run; the node engine then activates it — each partition on a fresh loop
+// device (package internal/loop) found from the GPT. Package
+// overlay/offline applies and audits through the node handle on that
+// root; restarts are recorded as pending, since nothing runs on the disk. The disk is held
 // with an exclusive lock (a running qemu's image lock conflicts with it)
 // and a block device must not be mounted. All of it must run in a
 // private mount namespace, so that no mount outlives the process: Reexec

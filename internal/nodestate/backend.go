@@ -14,8 +14,8 @@ import (
 )
 
 // Backend is the node side of apply and rollback: it owns how the node's
-// tree changes and what a crash leaves behind. The engine (package
-// overlay) keeps what is format and policy: opening and verifying
+// tree changes and what a crash leaves behind. The engine (package node)
+// keeps what is format and policy: opening and verifying
 // overlays, the sequence, the expected trees, restart plans and which
 // records the ledger gets. Backends register themselves by name
 // (RegisterBackend); OpenBackend opens the one a node's state names.
@@ -118,7 +118,7 @@ func OpenBackend(n Node, o BackendOptions) (Backend, error) {
 	open := backends[name]
 	backendsMu.RUnlock()
 	if open == nil {
-		return nil, fmt.Errorf("node %s: backend %s is not built into this program (it has: %s)", n.Root, name, strings.Join(Backends(), ", "))
+		return nil, fmt.Errorf("node %s: backend %s is not built into this program (it has: %s): %w", n.Root, name, strings.Join(Backends(), ", "), manifests.ErrInvalid)
 	}
 	return open(n, o)
 }

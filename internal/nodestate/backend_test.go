@@ -47,7 +47,7 @@ func TestOpenBackendByName(t *testing.T) {
 	// A name no backend registered (this test links none of strata's):
 	// the error names it and what the program has.
 	setBackend("zfs")
-	if _, err := nodestate.OpenBackend(n, nodestate.BackendOptions{}); err == nil || !strings.Contains(err.Error(), "zfs") || !strings.Contains(err.Error(), "test-backend") {
+	if _, err := nodestate.OpenBackend(n, nodestate.BackendOptions{}); !errors.Is(err, manifests.ErrInvalid) || !strings.Contains(err.Error(), "zfs") || !strings.Contains(err.Error(), "test-backend") {
 		t.Errorf("unregistered backend: %v, want an error naming it and the registered ones", err)
 	}
 	// Not a name at all.

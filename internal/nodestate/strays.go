@@ -9,12 +9,12 @@ import (
 	"regexp"
 )
 
-// strayName is how WriteFileAtomic names its temporary file: ".NAME."
+// strayName is how safefile.WriteAtomic names its temporary file: ".NAME."
 // and the digits os.CreateTemp adds.
 var strayName = regexp.MustCompile(`^\.[^/]+\.[0-9]+$`)
 
 // Strays returns the temporary files that interrupted atomic writes
-// (WriteFileAtomic: a kill between create and rename) left in the state
+// (safefile.WriteAtomic: a kill between create and rename) left in the state
 // directory and its overlays directory, as absolute paths. Only regular
 // files are listed; anything else of that name is not a stray but
 // planted state, which the state checks refuse.

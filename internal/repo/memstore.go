@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path"
 	"sync"
 
 	"github.com/strata-dev/strata/manifests"
@@ -33,10 +34,10 @@ func (m *MemStore) String() string { return "memory" }
 // Open opens member name; see Store.
 func (m *MemStore) Open(ctx context.Context, name string) (io.ReadCloser, int64, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, 0, &fs.PathError{Op: "open", Path: name, Err: err}
+		return nil, 0, &fs.PathError{Op: "open", Path: "memory:" + name, Err: err}
 	}
 	if !fs.ValidPath(name) || name == "." {
-		return nil, 0, &fs.PathError{Op: "open", Path: name, Err: manifests.ErrUnsafePath}
+		return nil, 0, &fs.PathError{Op: "open", Path: "memory:" + name, Err: manifests.ErrUnsafePath}
 	}
 	m.mu.RLock()
 	data, ok := m.members[name]
@@ -44,9 +45,9 @@ func (m *MemStore) Open(ctx context.Context, name string) (io.ReadCloser, int64,
 	m.mu.RUnlock()
 	switch {
 	case dir:
-		return nil, 0, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("a directory: %w", ErrNotRegular)}
+		return nil, 0, &fs.PathError{Op: "open", Path: "memory:" + name, Err: fmt.Errorf("a directory: %w", ErrNotRegular)}
 	case !ok:
-		return nil, 0, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		return nil, 0, &fs.PathError{Op: "open", Path: "memory:" + name, Err: fs.ErrNotExist}
 	}
 	// Members are never changed in place (Put replaces the slice), so
 	// a reader keeps the content it opened.
@@ -57,15 +58,24 @@ func (m *MemStore) Open(ctx context.Context, name string) (io.ReadCloser, int64,
 // a reader sees the old member or the new one.
 func (m *MemStore) Put(ctx context.Context, name string, r io.Reader) error {
 	if !fs.ValidPath(name) || name == "." {
-		return &fs.PathError{Op: "put", Path: name, Err: manifests.ErrUnsafePath}
+		return &fs.PathError{Op: "put", Path: "memory:" + name, Err: manifests.ErrUnsafePath}
 	}
 	data, err := io.ReadAll(&member{ctx: ctx, f: r, left: -1})
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	// As in a directory: a member cannot also be a directory of others.
+	if hasMemberBelow(m.members, name) {
+		return &fs.PathError{Op: "put", Path: "memory:" + name, Err: fmt.Errorf("a directory: %w", ErrNotRegular)}
+	}
+	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
+		if _, ok := m.members[dir]; ok {
+			return &fs.PathError{Op: "put", Path: "memory:" + name, Err: fmt.Errorf("%s is a member, not a directory: %w", dir, ErrNotRegular)}
+		}
+	}
 	m.members[name] = data
-	m.mu.Unlock()
 	return nil
 }
 

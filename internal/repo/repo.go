@@ -386,7 +386,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // history keys (keys a rotation revoked, which verify history), the index
 // only by trust. Nil trust means the repository's own keys.
 func OpenAudited(ctx context.Context, s Store, trust, history *sign.KeySet) (*Repo, error) {
-	r, err := OpenStore(ctx, s, sign.Union(trust, history))
+	r, err := OpenStore(ctx, s, sign.WithHistory(trust, history))
 	if err != nil {
 		return nil, err
 	}

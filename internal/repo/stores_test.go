@@ -160,8 +160,19 @@ func TestOCIStoreSuite(t *testing.T) {
 	})
 }
 
-// The store suite on the in-memory store: members placed with Put.
+// The store suite on the in-memory store: members placed with Put, which
+// refuses a member where a directory of others is, and below a member.
 func TestMemStoreSuite(t *testing.T) {
+	m := repo.Mem()
+	ctx := context.Background()
+	if err := m.Put(ctx, "overlays/a", bytes.NewReader([]byte("a"))); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"overlays", "overlays/a/b"} {
+		if err := m.Put(ctx, name, bytes.NewReader(nil)); !errors.Is(err, repo.ErrNotRegular) {
+			t.Errorf("put %s: %v, want ErrNotRegular", name, err)
+		}
+	}
 	storetest.Run(t, func(t *testing.T) *storetest.Fixture {
 		m := repo.Mem()
 		return &storetest.Fixture{Store: m, File: func(name string, data []byte) error {

@@ -488,17 +488,17 @@ func (ks *KeySet) IDs() []string {
 	return out
 }
 
-// Union returns the keys of a and b together; either may be nil (then
-// the other is returned as it is).
-func Union(a, b *KeySet) *KeySet {
-	if a == nil || b == nil {
-		if a == nil {
-			return b
-		}
-		return a
+// WithHistory returns the keys an auditor verifies a line's images and
+// overlays with: its own (trust) and the history keys (keys a rotation
+// revoked since, which still verify what they signed then). Nil trust
+// stays nil, meaning the repository's or node's own keys, whatever
+// history holds.
+func WithHistory(trust, history *KeySet) *KeySet {
+	if trust == nil || history == nil {
+		return trust
 	}
 	all := &KeySet{}
-	_ = all.Merge(a, nil)
-	_ = all.Merge(b, nil)
+	_ = all.Merge(trust, nil)
+	_ = all.Merge(history, nil)
 	return all
 }

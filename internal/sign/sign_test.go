@@ -432,3 +432,29 @@ func TestKeySetAfterRefusesIDCollision(t *testing.T) {
 		t.Fatal("HasKey of another key")
 	}
 }
+
+// An auditor's keys: its own and the history keys together, but no trust
+// of its own stays nil (the repository's keys), whatever history holds.
+func TestWithHistory(t *testing.T) {
+	dir := t.TempDir()
+	_, a := newKey(t, dir, "a")
+	_, b := newKey(t, dir, "b")
+	trust, err := sign.LoadPublicFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	history, err := sign.LoadPublicFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sign.WithHistory(nil, history) != nil {
+		t.Error("no trust of the auditor's own became the history keys")
+	}
+	if got := sign.WithHistory(trust, nil); got != trust {
+		t.Error("trust without history changed")
+	}
+	both := sign.WithHistory(trust, history)
+	if len(both.IDs()) != 2 || len(trust.IDs()) != 1 {
+		t.Errorf("union %v (trust %v): want both keys, trust itself unchanged", both.IDs(), trust.IDs())
+	}
+}

@@ -1,5 +1,5 @@
 package offline_test
 
 // The engine opens nodes through the backends registered with package
-// node; a program registers them by importing package backends.
+// nodestate; a program registers them by importing package backends.
 import _ "github.com/strata-dev/strata/internal/nodestate/backends"

@@ -13,7 +13,7 @@ import (
 )
 
 // Mount mounts the node on diskPath the way its initramfs does
-// (disk.MountNode) and activates it (overlay.Activate: an interrupted
+// (disk.MountNode) and activates it (node.Node.Activate: an interrupted
 // switch is settled, as a boot would). Close the node when done.
 func Mount(ctx context.Context, diskPath string, progress func(string)) (*disk.Node, error) {
 	return mount(ctx, diskPath, disk.MountNode, progress)
