@@ -1,8 +1,8 @@
 package backends
 
 import (
-	// dirfs registers node.BackendDir.
+	// dirfs registers nodestate.BackendDir.
 	_ "github.com/strata-dev/strata/internal/nodestate/dirfs"
-	// overlayfs registers node.BackendOverlayfs.
+	// overlayfs registers nodestate.BackendOverlayfs.
 	_ "github.com/strata-dev/strata/internal/nodestate/overlayfs"
 )
