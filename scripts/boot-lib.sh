@@ -19,19 +19,20 @@ boot_deps() {
 }
 
 # stop_qemu stops the VM, if it runs: the power loop first, so that it
-# starts no qemu again, then the qemu it runs.
+# starts no qemu again (its trap takes its qemu along and removes the pid
+# file), then that qemu, by the pid read before, should it still run.
 stop_qemu() {
+	local q=
+	q=$(cat "$WORK/qemu.pid" 2>/dev/null || true)
 	if [ -n "$QEMU_PID" ] && kill -0 "$QEMU_PID" 2>/dev/null; then
 		kill "$QEMU_PID" 2>/dev/null || true
 	fi
-	if [ -s "$WORK/qemu.pid" ]; then
-		local q
-		q=$(cat "$WORK/qemu.pid")
+	if [ -n "$q" ]; then
 		kill "$q" 2>/dev/null || true
 		sleep 1
 		kill -9 "$q" 2>/dev/null || true
-		rm -f "$WORK/qemu.pid"
 	fi
+	rm -f "$WORK/qemu.pid"
 	QEMU_PID=
 }
 
@@ -65,7 +66,7 @@ start_qemu() {
 	(
 		# Stopped: the qemu it runs goes too ($! is the last one started),
 		# and the next stop_qemu finds no pid to kill.
-		trap 'kill $! 2>/dev/null; rm -f "$WORK/qemu.pid"; exit 0' TERM
+		trap 'kill $! 2>/dev/null || true; rm -f "$WORK/qemu.pid"; exit 0' TERM
 		while :; do
 			qemu-system-x86_64 -machine q35 -m 2048 -smp 2 -nographic -no-reboot \
 				-chardev file,id=console,path="$LOG",append=on -serial chardev:console -monitor none \
