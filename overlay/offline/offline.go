@@ -52,6 +52,16 @@ func openNode(root string, o node.Options, progress func(string)) (*node.Node, e
 	return node.Open(root, o)
 }
 
+// onNode opens the node at root as openNode does and runs fn on it.
+func onNode[T any](root string, o node.Options, progress func(string), fn func(*node.Node) (T, error)) (T, error) {
+	nd, err := openNode(root, o, progress)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return fn(nd)
+}
+
 // Apply applies overlays (src, as node.Node.Apply takes them) to the
 // node on a disk that is not running, mounted with Mount: the same
 // verification, layers and ledger records as on a running node. Nothing
@@ -68,21 +78,15 @@ func openNode(root string, o node.Options, progress func(string)) (*node.Node, e
 // it first, as a boot would, and then decides.
 func Apply(ctx context.Context, diskPath string, src node.Source, o node.ApplyOptions, no node.Options) (rep *node.ApplyReport, err error) {
 	rep, err = onDisk(ctx, diskPath, MountReadOnly, no.Progress, func(root string) (*node.ApplyReport, error) {
-		nd, err := openNode(root, no, no.Progress)
-		if err != nil {
-			return nil, err
-		}
-		return nd.Apply(ctx, src, node.ApplyOptions{DryRun: true})
+		return onNode(root, no, no.Progress, func(nd *node.Node) (*node.ApplyReport, error) {
+			return nd.Apply(ctx, src, node.ApplyOptions{DryRun: true})
+		})
 	})
 	if o.DryRun || err != nil && !errors.Is(err, node.ErrInterrupted) {
 		return rep, err
 	}
 	return onDisk(ctx, diskPath, Mount, no.Progress, func(root string) (*node.ApplyReport, error) {
-		nd, err := openNode(root, no, no.Progress)
-		if err != nil {
-			return nil, err
-		}
-		return nd.Apply(ctx, src, o)
+		return onNode(root, no, no.Progress, func(nd *node.Node) (*node.ApplyReport, error) { return nd.Apply(ctx, src, o) })
 	})
 }
 
@@ -172,11 +176,7 @@ func Status(ctx context.Context, diskPath string) (st *node.Status, err error) {
 // with the disk mounted read-only and nothing changes.
 func SettlePending(ctx context.Context, diskPath string, no node.Options) (*node.SettleReport, error) {
 	rep, err := withNode(ctx, diskPath, MountReadOnly, nil, func(root string) (*node.SettleReport, error) {
-		nd, err := openNode(root, no, nil)
-		if err != nil {
-			return nil, err
-		}
-		return nd.SettlePending(ctx)
+		return onNode(root, no, nil, func(nd *node.Node) (*node.SettleReport, error) { return nd.SettlePending(ctx) })
 	})
 	if err == nil || !errors.Is(err, syscall.EROFS) && !errors.Is(err, node.ErrInterrupted) {
 		if rep != nil {
@@ -185,11 +185,7 @@ func SettlePending(ctx context.Context, diskPath string, no node.Options) (*node
 		return rep, err
 	}
 	rep, err = withNode(ctx, diskPath, Mount, no.Progress, func(root string) (*node.SettleReport, error) {
-		nd, err := openNode(root, no, no.Progress)
-		if err != nil {
-			return nil, err
-		}
-		return nd.SettlePending(ctx)
+		return onNode(root, no, no.Progress, func(nd *node.Node) (*node.SettleReport, error) { return nd.SettlePending(ctx) })
 	})
 	if rep != nil {
 		rep.Root = diskPath
@@ -206,21 +202,13 @@ func SettlePending(ctx context.Context, diskPath string, no node.Options) (*node
 // leaves the disk byte for byte as it was.
 func Rollback(ctx context.Context, diskPath, to string, no node.Options) (*node.RollbackReport, error) {
 	_, err := withNode(ctx, diskPath, MountReadOnly, nil, func(root string) (*node.RollbackReport, error) {
-		nd, err := openNode(root, no, nil)
-		if err != nil {
-			return nil, err
-		}
-		return nd.Rollback(ctx, to)
+		return onNode(root, no, nil, func(nd *node.Node) (*node.RollbackReport, error) { return nd.Rollback(ctx, to) })
 	})
 	if err == nil || !errors.Is(err, syscall.EROFS) && !errors.Is(err, node.ErrInterrupted) {
 		return nil, err
 	}
 	rep, err := withNode(ctx, diskPath, Mount, no.Progress, func(root string) (*node.RollbackReport, error) {
-		nd, err := openNode(root, no, no.Progress)
-		if err != nil {
-			return nil, err
-		}
-		return nd.Rollback(ctx, to)
+		return onNode(root, no, no.Progress, func(nd *node.Node) (*node.RollbackReport, error) { return nd.Rollback(ctx, to) })
 	})
 	if rep != nil {
 		rep.Root = diskPath
