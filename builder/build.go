@@ -194,7 +194,7 @@ func writeImage(ctx context.Context, outDir string, m *manifests.ImageManifest, 
 		return nil, err
 	}
 	s.progress(fmt.Sprintf("writing %s (%d entries, %s)", img, len(l.state), m.Compressor))
-	err = squashfsWrite(ctx, img, m.Compressor, epoch, l.state.Entries(), tree.Opener(l.open), s)
+	err = streamImage(ctx, img, m.Compressor, epoch, l.state.Entries(), tree.Opener(l.open), s)
 	if err != nil {
 		return nil, err
 	}

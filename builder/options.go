@@ -1,6 +1,7 @@
 package builder
 
 import (
+	"github.com/strata-dev/strata/internal/imagefile"
 	"github.com/strata-dev/strata/internal/sign"
 )
 
@@ -15,10 +16,11 @@ type settings struct {
 	epoch    *int64
 	cacheDir string
 	strata   string
+	format   imagefile.Format
 }
 
 func newSettings(opts []Option) *settings {
-	s := &settings{progress: func(string) {}, fraction: func(string, int64, int64) {}}
+	s := &settings{progress: func(string) {}, fraction: func(string, int64, int64) {}, format: imagefile.Squashfs}
 	for _, o := range opts {
 		o(s)
 	}
@@ -60,6 +62,11 @@ func WithCacheDir(dir string) Option { return func(s *settings) { s.cacheDir = d
 // WithStrataBinary sets the strata executable a recipe's strata key bakes
 // in, overriding the recipe's strata.binary.
 func WithStrataBinary(path string) Option { return func(s *settings) { s.strata = path } }
+
+// WithFormat writes the image Build makes in format f instead of
+// squashfs. Tests use imagefile.Tar, which needs no external tool; a
+// regeneration writes the format of the image it starts from.
+func WithFormat(f imagefile.Format) Option { return func(s *settings) { s.format = f } }
 
 // cache returns the cache directory in effect.
 func (s *settings) cache() string {

@@ -10,11 +10,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/strata-dev/strata/internal/imagefile"
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
-	"github.com/strata-dev/strata/internal/squashfs"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -115,7 +115,7 @@ func ExtractImage(ctx context.Context, image string, im *repo.Image, dir string)
 // everything else must equal the manifest's. A disagreement with the
 // manifest wraps ErrImageMismatch; fn's errors are returned as they are.
 func WalkImage(ctx context.Context, image string, im *repo.Image, fn func(e manifests.Entry, r io.Reader) error) error {
-	rd, err := squashfs.Open(ctx, image)
+	rd, err := imagefile.Open(ctx, image)
 	if err != nil {
 		return err
 	}

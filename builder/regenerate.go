@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-dev/strata/internal/imagefile"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/sign"
-	"github.com/strata-dev/strata/internal/squashfs"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -104,7 +104,11 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 			return nil, err
 		}
 	}
-	err = squashfs.Write(ctx, img, squashfs.WriteOptions{Compressor: m.Compressor, Epoch: epoch}, func(w io.Writer) error {
+	format, err := imagefile.Detect(baseImage)
+	if err != nil {
+		return nil, err
+	}
+	err = format.Write(ctx, img, imagefile.WriteOptions{Compressor: m.Compressor, Epoch: epoch}, func(w io.Writer) error {
 		return foldStream(ctx, w, baseImage, c.Fold, raw, epoch)
 	})
 	if err != nil {
@@ -182,7 +186,7 @@ func loadSigned(ctx context.Context, repoDir, line, through string, s *settings)
 // streams once), then the new manifest copy (none when raw is nil).
 func foldStream(ctx context.Context, w io.Writer, baseImage string, fold *tree.Fold, raw []byte, epoch int64) error {
 	tw := tar.NewWriter(w)
-	rd, err := squashfs.Open(ctx, baseImage)
+	rd, err := imagefile.Open(ctx, baseImage)
 	if err != nil {
 		return err
 	}

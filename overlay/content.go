@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/strata-dev/strata/internal/squashfs"
+	"github.com/strata-dev/strata/internal/imagefile"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -61,7 +61,7 @@ func contentBelow(ctx context.Context, c *Chain, n int, path, sum string, depth 
 		}
 		return found, nil
 	}
-	b, err := squashfs.Cat(ctx, c.Repo.Path(c.Line.Image.File), path)
+	b, err := imagefile.Cat(ctx, c.Repo.Path(c.Line.Image.File), path)
 	if err != nil {
 		return nil, err
 	}

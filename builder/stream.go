@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/strata-dev/strata/internal/squashfs"
+	"github.com/strata-dev/strata/internal/imagefile"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -15,14 +15,15 @@ import (
 // progress (every tenth of the content).
 const bigImage = 64 << 20
 
-// squashfsWrite streams entries as a deterministic tar into mksquashfs,
-// reporting progress for big trees.
-func squashfsWrite(ctx context.Context, out, comp string, epoch int64, entries []manifests.Entry, open tree.Opener, s *settings) error {
+// streamImage streams entries as a deterministic tar into the image out
+// (squashfs unless WithFormat says otherwise), reporting progress for big
+// trees.
+func streamImage(ctx context.Context, out, comp string, epoch int64, entries []manifests.Entry, open tree.Opener, s *settings) error {
 	var total int64
 	for _, e := range entries {
 		total += e.Size
 	}
-	return squashfs.Write(ctx, out, squashfs.WriteOptions{Compressor: comp, Epoch: epoch}, func(w io.Writer) error {
+	return s.format.Write(ctx, out, imagefile.WriteOptions{Compressor: comp, Epoch: epoch}, func(w io.Writer) error {
 		if total >= bigImage {
 			w = &progressWriter{w: w, total: total, report: s.progress, fraction: s.fraction}
 		}
