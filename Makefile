@@ -49,6 +49,14 @@ test: deps lint build
 	./scripts/boot-test.sh $(BIN)
 	./scripts/boot-test-upgrade.sh $(BIN)
 
+# The core's tests in seconds: -short, no network, every external tool
+# (squashfs, mount, systemd, ssh, qemu, ...) replaced by one that fails.
+# Images are built in the tar form (internal/imagefile), nodes are
+# directory nodes; tests needing a tool, a kernel mount or systemd skip
+# and `make test` runs them.
+unit:
+	GO=$(GO) ./scripts/unit.sh
+
 # Only the Debian image test, verbose.
 test-debian: deps
 	$(GO) test -count=1 -tags debian -run Debian -timeout 60m -v ./builder

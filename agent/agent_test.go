@@ -26,9 +26,10 @@ import (
 	"github.com/strata-dev/strata/internal/serve"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/nodetest"
 	"github.com/strata-dev/strata/overlay"
-	"github.com/strata-dev/strata/overlay/overlaytest"
 	"github.com/strata-dev/strata/schema"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // world is a line with a repository served over HTTP and a directory node
@@ -38,6 +39,7 @@ type world struct {
 	dir     string
 	key     *sign.Key
 	repo    string
+	image   string // the line's image, for provisioning more nodes
 	root    string
 	srv     *httptest.Server
 	down    atomic.Bool  // the server answers nothing but 503
@@ -48,15 +50,6 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{t: t, dir: t.TempDir(), version: 0}
-	if err := sign.Generate(filepath.Join(w.dir, "k")); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	if w.key, err = sign.LoadKey(filepath.Join(w.dir, "k.key")); err != nil {
-		t.Fatal(err)
-	}
-	recipe := filepath.Join(w.dir, "recipe.yaml")
 	body := `line: demo
 version: 1.0.0
 epoch: 1700000000
@@ -72,19 +65,10 @@ services:
   - unit: app.service
     paths: [/etc/app]
 `
-	if err := os.WriteFile(recipe, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := builder.Build(context.Background(), recipe, filepath.Join(w.dir, "images"), builder.WithKey(w.key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.repo = filepath.Join(w.dir, "repo")
-	if _, err := repo.Init(context.Background(), w.repo, res.Image, w.key); err != nil {
-		t.Fatal(err)
-	}
+	f := fixture.New(t, fixture.WithRecipe(body, nil))
+	w := &world{t: t, dir: f.Dir, key: f.Key, repo: f.Repo, image: f.Image, version: 0}
 	w.root = filepath.Join(w.dir, "node")
-	if _, err := builder.Provision(context.Background(), res.Image, w.root, nil); err != nil {
+	if _, err := builder.Provision(context.Background(), f.Image, w.root, nil); err != nil {
 		t.Fatal(err)
 	}
 	inner := serve.Handler(w.repo, nil)
@@ -134,7 +118,7 @@ func (w *world) publish() string {
 // head returns the node's head version.
 func (w *world) head() string {
 	w.t.Helper()
-	st, err := overlaytest.Status(context.Background(), w.root)
+	st, err := nodetest.Status(context.Background(), w.root)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -385,7 +369,7 @@ func TestAgentBacksOffAndRecovers(t *testing.T) {
 		t.Errorf("after recovering: unreachable since %v (%v s), want cleared", st.UnreachableSince, st.UnreachableSeconds)
 	}
 	// In order: the ledger records 1.0.1 then 1.0.2.
-	st, _ := overlaytest.Status(context.Background(), w.root)
+	st, _ := nodetest.Status(context.Background(), w.root)
 	if strings.Join(st.Layers, ",") != "1.0.1,1.0.2" {
 		t.Errorf("layers %v, want 1.0.1,1.0.2", st.Layers)
 	}

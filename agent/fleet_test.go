@@ -19,6 +19,7 @@ import (
 	"github.com/strata-dev/strata/fleet"
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/schema"
 )
@@ -37,7 +38,7 @@ func TestFleetStatusOverAgents(t *testing.T) {
 	eventually(t, "the node at "+v, func() bool { return w.head() == v })
 
 	idle := filepath.Join(t.TempDir(), "idle") // a second node of the same image, never configured
-	if _, err := builder.Provision(ctx, filepath.Join(w.dir, "images", "demo-1.0.0.squashfs"), idle, nil); err != nil {
+	if _, err := builder.Provision(ctx, w.image, idle, nil); err != nil {
 		t.Fatal(err)
 	}
 	b := agent.New(agent.Options{Root: idle, ConfigPath: filepath.Join(t.TempDir(), "none.yaml"), Log: func(string) {}})
@@ -105,9 +106,10 @@ func TestFleetStatusOverAgents(t *testing.T) {
 // by scripts/deps.sh) and returns the DOM it rendered.
 func renderPage(t *testing.T, url string) string {
 	t.Helper()
+	testenv.RequireTools(t, []string{"chromium"})
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Fatalf("chromium is required (make test installs it: scripts/deps.sh): %v", err)
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -136,7 +138,7 @@ func TestSignedHealth(t *testing.T) {
 	}
 	real := nodeAgent(w.root)
 	other := filepath.Join(t.TempDir(), "other")
-	if _, err := builder.Provision(ctx, filepath.Join(w.dir, "images", "demo-1.0.0.squashfs"), other, nil); err != nil {
+	if _, err := builder.Provision(ctx, w.image, other, nil); err != nil {
 		t.Fatal(err)
 	}
 	impostor := nodeAgent(other)

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/strata-dev/strata/internal/testenv"
 )
 
 // freePort returns a loopback port nobody listens on now.
@@ -29,9 +31,10 @@ func freePort(t *testing.T) int {
 // every second; it is killed when the test ends.
 func startPrometheus(t *testing.T, targets ...string) string {
 	t.Helper()
+	testenv.RequireTools(t, []string{"prometheus"})
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
-		t.Fatalf("prometheus is required (make test installs it: scripts/deps.sh): %v", err)
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	quoted := make([]string, len(targets))

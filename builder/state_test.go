@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -33,6 +34,7 @@ func TestProvisionState(t *testing.T) {
 		}
 	}
 	write("")
+	testenv.RequireTools(t, testenv.Squashfs)
 	key := testKey(t)
 	res, err := builder.Build(context.Background(), recipe, filepath.Join(dir, "out"), builder.WithKey(key))
 	if err != nil {

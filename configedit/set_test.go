@@ -8,26 +8,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/configedit"
-	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // newRepo builds a small image with one service and starts a repository
 // at it.
 func newRepo(t *testing.T) (string, *sign.Key) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
-		t.Fatal(err)
-	}
-	key, err := sign.LoadKey(filepath.Join(dir, "k.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	recipe := filepath.Join(dir, "recipe.yaml")
 	body := `line: demo
 version: 1.0.0
 epoch: 1700000000
@@ -45,18 +35,8 @@ services:
   - unit: app.service
     paths: [/etc/app]
 `
-	if err := os.WriteFile(recipe, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := builder.Build(context.Background(), recipe, filepath.Join(dir, "images"), builder.WithKey(key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := filepath.Join(dir, "repo")
-	if _, err := repo.Init(context.Background(), r, res.Image, key); err != nil {
-		t.Fatal(err)
-	}
-	return r, key
+	f := fixture.New(t, fixture.WithRecipe(body, nil))
+	return f.Repo, f.Key
 }
 
 // TestSetRefusesMovedHead: a publication while the plan awaits

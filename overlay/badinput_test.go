@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -22,19 +20,14 @@ import (
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
+	"github.com/strata-dev/strata/node/nodetest"
 	. "github.com/strata-dev/strata/overlay"
-	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // Bad input: every way an overlay can be malformed, forged or hostile must
 // be refused with the right sentinel error, a message naming the problem,
 // and a node left exactly as it was.
-
-// contentEntry is a root-owned 0644 file entry holding content.
-func contentEntry(path, content string) manifests.Entry {
-	sum := sha256.Sum256([]byte(content))
-	return manifests.Entry{Path: path, Type: manifests.TypeFile, Mode: 0o644, Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])}
-}
 
 // treeMember returns the member Create would write for a non-file entry.
 func treeMember(e manifests.Entry) member {
@@ -134,7 +127,7 @@ func wantRefusal(t *testing.T, what string, err, sentinel error, scrub []string,
 // and node, and a place for checks that run after Apply.
 type badEnv struct {
 	t     *testing.T
-	f     *fixture
+	f     *fixture.Fixture
 	root  string
 	path  string // where the case writes its overlay
 	after []func()
@@ -149,19 +142,19 @@ func (e *badEnv) base(entries ...manifests.Entry) *manifests.OverlayManifest {
 	if entries == nil {
 		entries = []manifests.Entry{badConf, badMotd}
 	}
-	return headManifest(e.t, e.root, "1.0.1", entries, nil)
+	return fixture.HeadManifest(e.t, e.root, "1.0.1", entries, nil)
 }
 
 // write signs m with the fixture's key and writes it with members.
 func (e *badEnv) write(m *manifests.OverlayManifest, members ...member) string {
-	_, head := signedOverlayHead(e.t, m, e.f.key)
+	_, head := signedOverlayHead(e.t, m, e.f.Key)
 	archivetest.Write(e.t, e.path, compress.Zstd, append(head, members...), false)
 	return e.path
 }
 
 // writeOpen is write with the last member left unfinished.
 func (e *badEnv) writeOpen(m *manifests.OverlayManifest, members ...member) string {
-	_, head := signedOverlayHead(e.t, m, e.f.key)
+	_, head := signedOverlayHead(e.t, m, e.f.Key)
 	archivetest.Write(e.t, e.path, compress.Zstd, append(head, members...), true)
 	return e.path
 }
@@ -172,18 +165,18 @@ const (
 )
 
 var (
-	badConf = contentEntry("etc/app/app.conf", badConfData)
-	badMotd = contentEntry("etc/motd", badMotdData)
+	badConf = fixture.ContentEntry("etc/app/app.conf", badConfData)
+	badMotd = fixture.ContentEntry("etc/motd", badMotdData)
 	// badLong is badConf with 2234 bytes, a size no other number in a message
 	// is likely to contain.
 	badLongData = strings.Repeat("# padding\n", 223) + "port 81\n"[4:]
-	badLong     = contentEntry("etc/app/app.conf", badLongData)
+	badLong     = fixture.ContentEntry("etc/app/app.conf", badLongData)
 )
 
 type badCase struct {
 	name string
 	// build writes the overlay (to e.path, or elsewhere) and returns its
-	// path; it may change the node first (before the snapshot).
+	// path; it may change the node first (before the fixture.Snapshot).
 	build func(e *badEnv) string
 	// want is the sentinel Apply's error must match; mention lists strings
 	// its message must contain.
@@ -198,16 +191,16 @@ type badCase struct {
 func runBadCases(t *testing.T, cases []badCase) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t)
-			e := &badEnv{t: t, f: f, root: f.provision(), path: filepath.Join(t.TempDir(), "bad.overlay.tar.zst")}
+			f := fixture.New(t)
+			e := &badEnv{t: t, f: f, root: f.Provision(), path: filepath.Join(t.TempDir(), "bad.overlay.tar.zst")}
 			path := c.build(e)
 			// Every temporary directory of the subtest shares this parent.
 			scrub := []string{path, e.root, filepath.Dir(filepath.Dir(path))}
-			before := snap(t, e.root)
+			before := fixture.Snap(t, e.root)
 			_, err := apply(e.root, path)
 			mention := append(append([]string{}, c.mention...), e.mention...)
 			wantRefusal(t, "Apply", err, c.want, scrub, mention...)
-			assertUnchanged(t, e.root, before)
+			fixture.AssertUnchanged(t, e.root, before)
 			for _, check := range e.after {
 				check()
 			}
@@ -217,7 +210,7 @@ func runBadCases(t *testing.T, cases []badCase) {
 				t.Fatal(err)
 			}
 			defer fd.Close()
-			a, err := ReadArchive(fd, trustOnly(t, f.key))
+			a, err := ReadArchive(fd, trustOnly(t, f.Key))
 			switch {
 			case !c.sound:
 				wantRefusal(t, "ReadArchive", err, c.want, scrub, mention...)
@@ -242,7 +235,7 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 			if err != nil {
 				e.t.Fatal(err)
 			}
-			archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(raw, e.f.key.Sign(raw, comment)), fileMember(badConf, []byte(badConfData))), false)
+			archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(raw, e.f.Key.Sign(raw, comment)), fixture.FileMember(badConf, []byte(badConfData))), false)
 			return e.path
 		}
 	}
@@ -268,8 +261,8 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 		{
 			name: "unsigned with payload",
 			build: func(e *badEnv) string {
-				raw, _ := signedOverlayHead(e.t, e.base(), e.f.key)
-				archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(raw, nil), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
+				raw, _ := signedOverlayHead(e.t, e.base(), e.f.Key)
+				archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(raw, nil), fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData))), false)
 				return e.path
 			},
 			want:    sign.ErrUnsigned,
@@ -287,8 +280,8 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 		{
 			name: "empty signature member",
 			build: func(e *badEnv) string {
-				raw, _ := signedOverlayHead(e.t, e.base(), e.f.key)
-				archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(raw, []byte("\n")), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
+				raw, _ := signedOverlayHead(e.t, e.base(), e.f.Key)
+				archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(raw, []byte("\n")), fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData))), false)
 				return e.path
 			},
 			want: sign.ErrUnsigned,
@@ -297,8 +290,8 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 			name: "signed by an untrusted key",
 			build: func(e *badEnv) string {
 				other := untrustedKey(e.t)
-				e.mention = []string{other.ID(), e.f.key.ID()}
-				craft(e.t, e.path, e.base(), other, []member{fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))})
+				e.mention = []string{other.ID(), e.f.Key.ID()}
+				craft(e.t, e.path, e.base(), other, []member{fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData))})
 				return e.path
 			},
 			want:    sign.ErrBadSignature,
@@ -307,8 +300,8 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 		{
 			name: "garbage signature",
 			build: func(e *badEnv) string {
-				raw, _ := signedOverlayHead(e.t, e.base(), e.f.key)
-				archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(raw, []byte("untrusted comment: x\nnot a signature\n")), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
+				raw, _ := signedOverlayHead(e.t, e.base(), e.f.Key)
+				archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(raw, []byte("untrusted comment: x\nnot a signature\n")), fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData))), false)
 				return e.path
 			},
 			want:    sign.ErrBadSignature,
@@ -327,8 +320,8 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 				if err != nil {
 					e.t.Fatal(err)
 				}
-				archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(stRaw, e.f.key.Sign(raw, sign.OverlayComment(signed.Line, signed.Version))), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData))), false)
-				e.mention = []string{e.f.key.ID()}
+				archivetest.Write(e.t, e.path, compress.Zstd, append(overlayHead(stRaw, e.f.Key.Sign(raw, sign.OverlayComment(signed.Line, signed.Version))), fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData))), false)
+				e.mention = []string{e.f.Key.ID()}
 				return e.path
 			},
 			want:    sign.ErrBadSignature,
@@ -337,10 +330,10 @@ func TestApplyRefusesBadSignature(t *testing.T) {
 		{
 			name: "manifest byte flipped after signing",
 			build: func(e *badEnv) string {
-				c := e.f.create("1.0.1", e.f.change("/etc/app/app.conf", badConfData))
+				c := e.f.Create("1.0.1", e.f.Change("/etc/app/app.conf", badConfData))
 				ms := archivetest.Read(e.t, c.Path)
 				i := memberIndex(e.t, ms, ManifestMember)
-				e.mention = []string{e.f.key.ID()}
+				e.mention = []string{e.f.Key.ID()}
 				// Flip the last hex digit of tree_digest: the manifest
 				// still decodes and validates, but is not what was signed.
 				raw := ms[i].Data
@@ -368,7 +361,7 @@ func TestApplyRefusesBadManifest(t *testing.T) {
 			build: func(e *badEnv) string {
 				m := e.base()
 				m.Version = m.Parent.Version
-				return e.write(m, fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData)))
+				return e.write(m, fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData)))
 			},
 			want:    manifests.ErrVersion,
 			mention: []string{"version 1.0.0 is not greater than its parent 1.0.0"},
@@ -378,7 +371,7 @@ func TestApplyRefusesBadManifest(t *testing.T) {
 			build: func(e *badEnv) string {
 				m := e.base()
 				m.Version = "0.9.0"
-				return e.write(m, fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData)))
+				return e.write(m, fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData)))
 			},
 			want:    manifests.ErrVersion,
 			mention: []string{"0.9.0", "1.0.0"},
@@ -388,7 +381,7 @@ func TestApplyRefusesBadManifest(t *testing.T) {
 			build: func(e *badEnv) string {
 				m := e.base()
 				m.Version = "v1.0.1"
-				return e.write(m, fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData)))
+				return e.write(m, fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData)))
 			},
 			want:    manifests.ErrVersion,
 			mention: []string{"v1.0.1"},
@@ -396,8 +389,8 @@ func TestApplyRefusesBadManifest(t *testing.T) {
 		{
 			name: "entry path with dot-dot",
 			build: func(e *badEnv) string {
-				x := contentEntry("etc/../etc/x", "x\n")
-				return e.write(e.base(x), fileMember(x, []byte("x\n")))
+				x := fixture.ContentEntry("etc/../etc/x", "x\n")
+				return e.write(e.base(x), fixture.FileMember(x, []byte("x\n")))
 			},
 			want:    manifests.ErrUnsafePath,
 			mention: []string{"etc/../etc/x"},
@@ -405,8 +398,8 @@ func TestApplyRefusesBadManifest(t *testing.T) {
 		{
 			name: "absolute entry path",
 			build: func(e *badEnv) string {
-				x := contentEntry("/etc/x", "x\n")
-				return e.write(e.base(x), fileMember(x, []byte("x\n")))
+				x := fixture.ContentEntry("/etc/x", "x\n")
+				return e.write(e.base(x), fixture.FileMember(x, []byte("x\n")))
 			},
 			want:    manifests.ErrUnsafePath,
 			mention: []string{"/etc/x"},
@@ -414,8 +407,8 @@ func TestApplyRefusesBadManifest(t *testing.T) {
 		{
 			name: "entry in node state",
 			build: func(e *badEnv) string {
-				x := contentEntry(manifests.LedgerPath, "{}\n")
-				return e.write(e.base(x), fileMember(x, []byte("{}\n")))
+				x := fixture.ContentEntry(manifests.LedgerPath, "{}\n")
+				return e.write(e.base(x), fixture.FileMember(x, []byte("{}\n")))
 			},
 			want:    manifests.ErrUnsafePath,
 			mention: []string{manifests.LedgerPath},
@@ -441,7 +434,7 @@ func TestApplyRefusesBadManifest(t *testing.T) {
 		{
 			name: "duplicate entry",
 			build: func(e *badEnv) string {
-				return e.write(e.base(badConf, badConf), fileMember(badConf, []byte(badConfData)), fileMember(badConf, []byte(badConfData)))
+				return e.write(e.base(badConf, badConf), fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badConf, []byte(badConfData)))
 			},
 			want:    manifests.ErrInvalid,
 			mention: []string{"duplicate", "etc/app/app.conf"},
@@ -449,8 +442,8 @@ func TestApplyRefusesBadManifest(t *testing.T) {
 		{
 			name: "duplicate entry with different content",
 			build: func(e *badEnv) string {
-				other := contentEntry(badConf.Path, "port 99\n")
-				return e.write(e.base(badConf, other), fileMember(badConf, []byte(badConfData)), fileMember(other, []byte("port 99\n")))
+				other := fixture.ContentEntry(badConf.Path, "port 99\n")
+				return e.write(e.base(badConf, other), fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(other, []byte("port 99\n")))
 			},
 			want:    manifests.ErrInvalid,
 			mention: []string{"duplicate", "etc/app/app.conf"},
@@ -461,12 +454,12 @@ func TestApplyRefusesBadManifest(t *testing.T) {
 // TestApplyRefusesBadPayload covers signed, valid manifests whose payload
 // members disagree with them or are hostile.
 func TestApplyRefusesBadPayload(t *testing.T) {
-	x := contentEntry("etc/x", "")
+	x := fixture.ContentEntry("etc/x", "")
 	runBadCases(t, []badCase{
 		{
 			name: "payload byte flipped",
 			build: func(e *badEnv) string {
-				c := e.f.create("1.0.1", e.f.change("/etc/app/app.conf", badConfData))
+				c := e.f.Create("1.0.1", e.f.Change("/etc/app/app.conf", badConfData))
 				ms := archivetest.Read(e.t, c.Path)
 				i := memberIndex(e.t, ms, "etc/app/app.conf")
 				ms[i].Data[len(ms[i].Data)-2] ^= 0x01
@@ -479,7 +472,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "payload content differs, same size",
 			build: func(e *badEnv) string {
-				return e.write(e.base(), fileMember(badConf, []byte("port 82\n")), fileMember(badMotd, []byte(badMotdData)))
+				return e.write(e.base(), fixture.FileMember(badConf, []byte("port 82\n")), fixture.FileMember(badMotd, []byte(badMotdData)))
 			},
 			want:    ErrPayload,
 			mention: []string{"etc/app/app.conf", "sha256"},
@@ -487,7 +480,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "second member tampered",
 			build: func(e *badEnv) string {
-				return e.write(e.base(), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte("byf\n")))
+				return e.write(e.base(), fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte("byf\n")))
 			},
 			want:    ErrPayload,
 			mention: []string{"etc/motd", "sha256"},
@@ -495,7 +488,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "member name with dot-dot",
 			build: func(e *badEnv) string {
-				f := contentEntry("etc/x", "x\n")
+				f := fixture.ContentEntry("etc/x", "x\n")
 				h := tree.Header(f, 1700000000)
 				h.Name = "etc/../etc/x"
 				return e.write(e.base(f), hdrMember(h, "x\n"))
@@ -506,7 +499,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "member name climbing out",
 			build: func(e *badEnv) string {
-				f := contentEntry("etc/x", "x\n")
+				f := fixture.ContentEntry("etc/x", "x\n")
 				h := tree.Header(f, 1700000000)
 				h.Name = "../../etc/x"
 				return e.write(e.base(f), hdrMember(h, "x\n"))
@@ -517,7 +510,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "absolute member name",
 			build: func(e *badEnv) string {
-				f := contentEntry("etc/x", "x\n")
+				f := fixture.ContentEntry("etc/x", "x\n")
 				h := tree.Header(f, 1700000000)
 				h.Name = "/etc/x"
 				return e.write(e.base(f), hdrMember(h, "x\n"))
@@ -587,7 +580,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "member larger than its entry",
 			build: func(e *badEnv) string {
-				return e.write(e.base(badLong), fileMember(badLong, []byte(badLongData+strings.Repeat("y", 1111))))
+				return e.write(e.base(badLong), fixture.FileMember(badLong, []byte(badLongData+strings.Repeat("y", 1111))))
 			},
 			want:    ErrPayload,
 			mention: []string{"etc/app/app.conf", "3345", "2234"},
@@ -595,7 +588,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "member smaller than its entry",
 			build: func(e *badEnv) string {
-				return e.write(e.base(badLong), fileMember(badLong, []byte(badLongData[:1117])))
+				return e.write(e.base(badLong), fixture.FileMember(badLong, []byte(badLongData[:1117])))
 			},
 			want:    ErrPayload,
 			mention: []string{"etc/app/app.conf", "1117", "2234"},
@@ -603,9 +596,9 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "member mode differs from its entry",
 			build: func(e *badEnv) string {
-				h := fileMember(badConf, []byte(badConfData))
+				h := fixture.FileMember(badConf, []byte(badConfData))
 				h.Hdr.Mode = 0o4755
-				return e.write(e.base(), h, fileMember(badMotd, []byte(badMotdData)))
+				return e.write(e.base(), h, fixture.FileMember(badMotd, []byte(badMotdData)))
 			},
 			want:    ErrPayload,
 			mention: []string{"etc/app/app.conf", "4755", "0644"},
@@ -613,7 +606,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "decompression bomb: 8 GiB member for a small entry",
 			build: func(e *badEnv) string {
-				bomb := fileMember(badLong, []byte(badLongData))
+				bomb := fixture.FileMember(badLong, []byte(badLongData))
 				bomb.Hdr.Size = 8 << 30
 				return e.writeOpen(e.base(badLong), bomb)
 			},
@@ -623,7 +616,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "decompression bomb: 3 GiB member for a small entry",
 			build: func(e *badEnv) string {
-				bomb := fileMember(badLong, []byte(badLongData))
+				bomb := fixture.FileMember(badLong, []byte(badLongData))
 				bomb.Hdr.Size = 3 << 30
 				return e.writeOpen(e.base(badLong), bomb)
 			},
@@ -635,7 +628,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 			build: func(e *badEnv) string {
 				big := badConf
 				big.Size = tree.DefaultLimits.MaxFileSize + 1
-				bomb := fileMember(big, []byte(badConfData))
+				bomb := fixture.FileMember(big, []byte(badConfData))
 				bomb.Hdr.Size = big.Size
 				return e.writeOpen(e.base(big), bomb)
 			},
@@ -645,7 +638,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "same member twice",
 			build: func(e *badEnv) string {
-				return e.write(e.base(badConf), fileMember(badConf, []byte(badConfData)), fileMember(badConf, []byte(badConfData)))
+				return e.write(e.base(badConf), fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badConf, []byte(badConfData)))
 			},
 			want:    tree.ErrDuplicate,
 			mention: []string{"etc/app/app.conf"},
@@ -653,7 +646,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "same member twice instead of the next entry",
 			build: func(e *badEnv) string {
-				return e.write(e.base(), fileMember(badConf, []byte(badConfData)), fileMember(badConf, []byte(badConfData)))
+				return e.write(e.base(), fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badConf, []byte(badConfData)))
 			},
 			want:    tree.ErrDuplicate,
 			mention: []string{"etc/app/app.conf"},
@@ -661,7 +654,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "extra member after the last entry",
 			build: func(e *badEnv) string {
-				return e.write(e.base(), fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData)), fileMember(contentEntry("etc/zzz", "z\n"), []byte("z\n")))
+				return e.write(e.base(), fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData)), fixture.FileMember(fixture.ContentEntry("etc/zzz", "z\n"), []byte("z\n")))
 			},
 			want:    ErrPayload,
 			mention: []string{"etc/zzz"},
@@ -669,7 +662,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "extra member between entries",
 			build: func(e *badEnv) string {
-				return e.write(e.base(), fileMember(badConf, []byte(badConfData)), fileMember(contentEntry("etc/extra", "e\n"), []byte("e\n")), fileMember(badMotd, []byte(badMotdData)))
+				return e.write(e.base(), fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(fixture.ContentEntry("etc/extra", "e\n"), []byte("e\n")), fixture.FileMember(badMotd, []byte(badMotdData)))
 			},
 			want:    ErrPayload,
 			mention: []string{"etc/extra", "etc/motd"},
@@ -677,7 +670,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "missing member",
 			build: func(e *badEnv) string {
-				return e.write(e.base(), fileMember(badConf, []byte(badConfData)))
+				return e.write(e.base(), fixture.FileMember(badConf, []byte(badConfData)))
 			},
 			want:    ErrPayload,
 			mention: []string{"etc/motd"},
@@ -693,7 +686,7 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "members out of order",
 			build: func(e *badEnv) string {
-				return e.write(e.base(), fileMember(badMotd, []byte(badMotdData)), fileMember(badConf, []byte(badConfData)))
+				return e.write(e.base(), fixture.FileMember(badMotd, []byte(badMotdData)), fixture.FileMember(badConf, []byte(badConfData)))
 			},
 			want:    ErrPayload,
 			mention: []string{"etc/app/app.conf", "etc/motd"},
@@ -701,8 +694,8 @@ func TestApplyRefusesBadPayload(t *testing.T) {
 		{
 			name: "payload before the manifest",
 			build: func(e *badEnv) string {
-				_, head := signedOverlayHead(e.t, e.base(), e.f.key)
-				archivetest.Write(e.t, e.path, compress.Zstd, append([]member{fileMember(badConf, []byte(badConfData))}, head...), false)
+				_, head := signedOverlayHead(e.t, e.base(), e.f.Key)
+				archivetest.Write(e.t, e.path, compress.Zstd, append([]member{fixture.FileMember(badConf, []byte(badConfData))}, head...), false)
 				return e.path
 			},
 			want:    ErrFormat,
@@ -721,7 +714,7 @@ func TestApplyRefusesAtTheNode(t *testing.T) {
 			build: func(e *badEnv) string {
 				m := e.base()
 				m.Requires.Image = "^2.0.0"
-				return e.write(m, fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData)))
+				return e.write(m, fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData)))
 			},
 			want:    ErrConstraint,
 			mention: []string{"^2.0.0", "1.0.0"},
@@ -732,7 +725,7 @@ func TestApplyRefusesAtTheNode(t *testing.T) {
 			build: func(e *badEnv) string {
 				m := e.base()
 				m.TreeDigest = manifests.Digest([]byte("some other tree"))
-				return e.write(m, fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData)))
+				return e.write(m, fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData)))
 			},
 			want:    ErrPayload,
 			mention: []string{manifests.Digest([]byte("some other tree"))},
@@ -744,12 +737,12 @@ func TestApplyRefusesAtTheNode(t *testing.T) {
 				m := e.base()
 				m.Version = "1.0.1-rc.1"
 				for _, v := range []string{"1.0.1", "1.0.2"} {
-					c := e.f.create(v, e.f.change("/etc/motd", v+"\n"))
+					c := e.f.Create(v, e.f.Change("/etc/motd", v+"\n"))
 					if _, err := apply(e.root, c.Path); err != nil {
 						e.t.Fatal(err)
 					}
 				}
-				return e.write(m, fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData)))
+				return e.write(m, fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData)))
 			},
 			want:    ErrSequence,
 			mention: []string{"1.0.1-rc.1", "1.0.2"},
@@ -759,11 +752,11 @@ func TestApplyRefusesAtTheNode(t *testing.T) {
 			sound: true,
 			build: func(e *badEnv) string {
 				m := e.base()
-				c := e.f.create("1.0.1", e.f.change("/etc/motd", "real\n"))
+				c := e.f.Create("1.0.1", e.f.Change("/etc/motd", "real\n"))
 				if _, err := apply(e.root, c.Path); err != nil {
 					e.t.Fatal(err)
 				}
-				return e.write(m, fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData)))
+				return e.write(m, fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData)))
 			},
 			want:    ErrSequence,
 			mention: []string{"1.0.1", "fork"},
@@ -772,9 +765,9 @@ func TestApplyRefusesAtTheNode(t *testing.T) {
 			name:  "skips a version",
 			sound: true,
 			build: func(e *badEnv) string {
-				c := e.f.create("1.0.1", e.f.change("/etc/motd", "one\n"))
-				e.f.create("1.0.2", e.f.change("/etc/motd", "two\n"))
-				c3 := e.f.create("1.0.3", e.f.change("/etc/motd", "three\n"))
+				c := e.f.Create("1.0.1", e.f.Change("/etc/motd", "one\n"))
+				e.f.Create("1.0.2", e.f.Change("/etc/motd", "two\n"))
+				c3 := e.f.Create("1.0.3", e.f.Change("/etc/motd", "three\n"))
 				_ = c
 				return c3.Path
 			},
@@ -785,7 +778,7 @@ func TestApplyRefusesAtTheNode(t *testing.T) {
 			name:  "write through a directory symlinked out of the root",
 			sound: true,
 			build: func(e *badEnv) string {
-				c := e.f.create("1.0.1", e.f.change("/etc/app/app.conf", badConfData))
+				c := e.f.Create("1.0.1", e.f.Change("/etc/app/app.conf", badConfData))
 				outside := symlinkOut(e, "etc/app", func(out string) string { return out })
 				e.after = append(e.after, func() { assertNothingWritten(e.t, outside) })
 				return c.Path
@@ -797,7 +790,7 @@ func TestApplyRefusesAtTheNode(t *testing.T) {
 			name:  "write through a directory symlinked relatively out of the root",
 			sound: true,
 			build: func(e *badEnv) string {
-				c := e.f.create("1.0.1", e.f.change("/etc/app/app.conf", badConfData))
+				c := e.f.Create("1.0.1", e.f.Change("/etc/app/app.conf", badConfData))
 				outside := symlinkOut(e, "etc/app", func(out string) string {
 					rel, err := filepath.Rel(filepath.Join(e.root, "etc"), out)
 					if err != nil {
@@ -815,7 +808,7 @@ func TestApplyRefusesAtTheNode(t *testing.T) {
 			name:  "write through a grandparent symlinked out of the root",
 			sound: true,
 			build: func(e *badEnv) string {
-				c := e.f.create("1.0.1", e.f.change("/etc/app/conf.d/a.conf", "b\n"))
+				c := e.f.Create("1.0.1", e.f.Change("/etc/app/conf.d/a.conf", "b\n"))
 				outside := symlinkOut(e, "etc/app", func(out string) string { return out })
 				if err := os.Mkdir(filepath.Join(outside, "conf.d"), 0o755); err != nil {
 					e.t.Fatal(err)
@@ -830,7 +823,7 @@ func TestApplyRefusesAtTheNode(t *testing.T) {
 			name:  "delete through a directory symlinked out of the root",
 			sound: true,
 			build: func(e *badEnv) string {
-				c := e.f.create("1.0.1", Change{Deletes: []string{"/etc/app/conf.d/a.conf"}})
+				c := e.f.Create("1.0.1", Change{Deletes: []string{"/etc/app/conf.d/a.conf"}})
 				outside := symlinkOut(e, "etc/app", func(out string) string { return out })
 				if err := os.Mkdir(filepath.Join(outside, "conf.d"), 0o755); err != nil {
 					e.t.Fatal(err)
@@ -854,9 +847,9 @@ func TestApplyRefusesAtTheNode(t *testing.T) {
 			build: func(e *badEnv) string {
 				outside := e.t.TempDir()
 				l := manifests.Entry{Path: "etc/app", Type: manifests.TypeSymlink, Mode: 0o777, Target: outside}
-				evil := contentEntry("etc/app/evil", "pwned\n")
+				evil := fixture.ContentEntry("etc/app/evil", "pwned\n")
 				e.after = append(e.after, func() { assertNothingWritten(e.t, outside) })
-				return e.write(e.base(l, evil), treeMember(l), fileMember(evil, []byte("pwned\n")))
+				return e.write(e.base(l, evil), treeMember(l), fixture.FileMember(evil, []byte("pwned\n")))
 			},
 			// The fold over the node's expected tree refuses it before
 			// anything is staged.
@@ -897,16 +890,16 @@ func assertNothingWritten(t *testing.T, dir string) {
 // TestCraftedBaseApplies shows the crafted cases start from an overlay the
 // node accepts, so each refusal above is down to the one thing it breaks.
 func TestCraftedBaseApplies(t *testing.T) {
-	f := newFixture(t)
-	e := &badEnv{t: t, f: f, root: f.provision(), path: filepath.Join(t.TempDir(), "ok.overlay.tar.zst")}
+	f := fixture.New(t)
+	e := &badEnv{t: t, f: f, root: f.Provision(), path: filepath.Join(t.TempDir(), "ok.overlay.tar.zst")}
 	m := e.base()
-	path := e.write(m, fileMember(badConf, []byte(badConfData)), fileMember(badMotd, []byte(badMotdData)))
+	path := e.write(m, fixture.FileMember(badConf, []byte(badConfData)), fixture.FileMember(badMotd, []byte(badMotdData)))
 	fd, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fd.Close()
-	if _, err := ReadArchive(fd, trustOnly(t, f.key)); err != nil {
+	if _, err := ReadArchive(fd, trustOnly(t, f.Key)); err != nil {
 		t.Fatalf("ReadArchive: %v", err)
 	}
 	if _, err := apply(e.root, path); err != nil {
@@ -917,7 +910,7 @@ func TestCraftedBaseApplies(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", p, b, err, want)
 		}
 	}
-	a, err := overlaytest.Verify(context.Background(), e.root, node.VerifyOptions{Files: true})
+	a, err := nodetest.Verify(context.Background(), e.root, node.VerifyOptions{Files: true})
 	if err != nil || !a.OK() {
 		t.Fatalf("verify: %v %+v", err, a)
 	}
@@ -971,22 +964,22 @@ func tarSpans(t *testing.T, b []byte) []memberSpan {
 // every cut is refused as not an overlay (in the head) or as a payload
 // that does not match its manifest (after it), and the node is unchanged.
 func TestApplyRefusesTruncatedArchive(t *testing.T) {
-	f := newFixture(t)
+	f := fixture.New(t)
 	big := make([]byte, 300<<10) // incompressible: several zstd blocks
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range big {
 		big[i] = byte(rng.Uint32())
 	}
 	ch := Change{Adds: []Add{
-		{Dest: "/etc/app/app.conf", Src: f.hostFile(badConfData)},
-		{Dest: "/usr/share/doc/big", Src: f.hostFile(string(big))},
+		{Dest: "/etc/app/app.conf", Src: f.HostFile(badConfData)},
+		{Dest: "/usr/share/doc/big", Src: f.HostFile(string(big))},
 	}}
-	zst := f.create("1.0.1", ch)
+	zst := f.Create("1.0.1", ch)
 	// The same overlay uncompressed, from a second fixture so it also
 	// continues a fresh node.
-	f2 := newFixture(t)
-	ch.Adds[0].Src, ch.Adds[1].Src = f2.hostFile(badConfData), f2.hostFile(string(big))
-	plain, err := Create(t.Context(), f2.repo, f2.key, ch, CreateOptions{Version: "1.0.1", Compression: "none"})
+	f2 := fixture.New(t)
+	ch.Adds[0].Src, ch.Adds[1].Src = f2.HostFile(badConfData), f2.HostFile(string(big))
+	plain, err := Create(t.Context(), f2.Repo, f2.Key, ch, CreateOptions{Version: "1.0.1", Compression: "none"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1046,18 +1039,18 @@ func TestApplyRefusesTruncatedArchive(t *testing.T) {
 
 // checkTruncated applies a truncated archive to a fresh node and checks
 // the refusal; a nil want accepts ErrFormat or ErrPayload.
-func checkTruncated(t *testing.T, f *fixture, b []byte, want error) {
+func checkTruncated(t *testing.T, f *fixture.Fixture, b []byte, want error) {
 	t.Helper()
-	root := f.provision()
+	root := f.Provision()
 	path := filepath.Join(t.TempDir(), "cut.overlay.tar")
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("cut at %d", len(b))
-	before := snap(t, root)
+	before := fixture.Snap(t, root)
 	_, err := apply(root, path)
-	assertUnchanged(t, root, before)
-	_, rerr := ReadArchive(bytes.NewReader(b), trustOnly(t, f.key))
+	fixture.AssertUnchanged(t, root, before)
+	_, rerr := ReadArchive(bytes.NewReader(b), trustOnly(t, f.Key))
 	for _, got := range []struct {
 		what string
 		err  error

@@ -13,8 +13,8 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/node"
+	"github.com/strata-dev/strata/node/nodetest"
 	. "github.com/strata-dev/strata/overlay"
-	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // benchLine builds a line with an image of files files and one overlay
@@ -119,7 +119,7 @@ func benchApply(b *testing.B, node0 string, src node.Source) {
 			b.Fatalf("cp: %v %s", err, out)
 		}
 		b.StartTimer()
-		if _, err := overlaytest.Apply(context.Background(), work, src, node.ApplyOptions{}, node.Options{}); err != nil {
+		if _, err := nodetest.Apply(context.Background(), work, src, node.ApplyOptions{}, node.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -138,7 +138,7 @@ func BenchmarkVerifyFiles(b *testing.B) {
 	node0, _ := benchLine(b, 4000, 200)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		a, err := overlaytest.Verify(context.Background(), node0, node.VerifyOptions{Files: true})
+		a, err := nodetest.Verify(context.Background(), node0, node.VerifyOptions{Files: true})
 		if err != nil || !a.OK() {
 			b.Fatalf("verify: %v %+v", err, a)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // BenchmarkCreateAtDepth measures publishing one small overlay at the
@@ -29,16 +30,16 @@ func BenchmarkCreateAtDepth(b *testing.B) {
 	}
 	for _, depth := range depths {
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
-			f := newFixture(b)
+			f := fixture.New(b)
 			for i := 1; i <= depth; i++ {
-				f.create("1.0."+strconv.Itoa(i), f.change("/etc/app/conf.d/v.conf", "v "+strconv.Itoa(i)+"\n"))
+				f.Create("1.0."+strconv.Itoa(i), f.Change("/etc/app/conf.d/v.conf", "v "+strconv.Itoa(i)+"\n"))
 			}
 			next := depth
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				next++
-				ch := f.change("/etc/app/conf.d/v.conf", "v "+strconv.Itoa(next)+"\n")
-				if _, err := Create(context.Background(), f.repo, f.key, ch, CreateOptions{Version: "1.0." + strconv.Itoa(next)}); err != nil {
+				ch := f.Change("/etc/app/conf.d/v.conf", "v "+strconv.Itoa(next)+"\n")
+				if _, err := Create(context.Background(), f.Repo, f.Key, ch, CreateOptions{Version: "1.0." + strconv.Itoa(next)}); err != nil {
 					b.Fatal(err)
 				}
 			}

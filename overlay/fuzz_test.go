@@ -9,65 +9,20 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/archive/archivetest"
 	"github.com/strata-dev/strata/internal/compress"
-	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
-	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/manifests"
 	. "github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
-// fuzzRepo builds what newFixture builds (the same recipe, key and
-// repository) for a fuzz target, which has no *testing.T to give it, and
-// returns the key and the repository.
+// fuzzRepo builds the shared fixture for a fuzz target and returns its
+// key and repository.
 func fuzzRepo(tb testing.TB) (*sign.Key, string) {
 	tb.Helper()
-	testenv.RequireTools(tb, testenv.Squashfs)
-	dir := tb.TempDir()
-	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
-		tb.Fatal(err)
-	}
-	key, err := sign.LoadKey(filepath.Join(dir, "k.key"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	rdir := filepath.Join(dir, "recipe")
-	for p, content := range map[string]string{
-		"etc/app/app.conf":                     "port 80\n",
-		"etc/app/conf.d/a.conf":                "a\n",
-		"etc/motd":                             "hello\n",
-		"usr/bin/app":                          "#!/bin/sh\nexec sleep infinity\n",
-		"usr/lib/systemd/system/app.service":   "[Service]\nExecStart=/usr/bin/app\n",
-		"usr/lib/systemd/system/other.service": "[Service]\nExecStart=/usr/bin/other\n",
-		"usr/bin/other":                        "#!/bin/sh\nexec sleep infinity\n",
-		"usr/share/doc/readme":                 "docs\n",
-	} {
-		full := filepath.Join(rdir, "rootfs", p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-		mode := os.FileMode(0o644)
-		if filepath.Dir(p) == "usr/bin" {
-			mode = 0o755
-		}
-		if err := os.WriteFile(full, []byte(content), mode); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(rdir, "recipe.yaml"), []byte(fixtureRecipe), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	res, err := builder.Build(context.Background(), filepath.Join(rdir, "recipe.yaml"), filepath.Join(dir, "images"), builder.WithKey(key))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	repoDir := filepath.Join(dir, "repo")
-	if _, err := repo.Init(context.Background(), repoDir, res.Image, key); err != nil {
-		tb.Fatal(err)
-	}
-	return key, repoDir
+	f := fixture.New(tb)
+	return f.Key, f.Repo
 }
 
 // fuzzSeeds returns the key whose public half the fuzz targets trust and
@@ -113,10 +68,10 @@ func fuzzSeeds(tb testing.TB) (key *sign.Key, good, bad [][]byte) {
 	// the first real overlay otherwise.
 	m := *first.Manifest
 	dir := manifests.Entry{Path: "etc/new", Type: manifests.TypeDir, Mode: 0o755}
-	file := contentEntry("etc/new/f", "fuzz me\n")
+	file := fixture.ContentEntry("etc/new/f", "fuzz me\n")
 	link := manifests.Entry{Path: "etc/new/l", Type: manifests.TypeSymlink, Mode: 0o777, Target: "f"}
 	m.Entries = []manifests.Entry{dir, file, link}
-	payload := []member{treeMember(dir), fileMember(file, []byte("fuzz me\n")), treeMember(link)}
+	payload := []member{treeMember(dir), fixture.FileMember(file, []byte("fuzz me\n")), treeMember(link)}
 	raw, head := signedOverlayHead(tb, &m, key)
 	good = append(good,
 		archivetest.Write(tb, "", compress.None, append(head, payload...), false),
@@ -126,7 +81,7 @@ func fuzzSeeds(tb testing.TB) (key *sign.Key, good, bad [][]byte) {
 		// unsigned
 		archivetest.Write(tb, "", compress.None, append(overlayHead(raw, nil), payload...), false),
 		// a member larger than its entry
-		archivetest.Write(tb, "", compress.None, append(head, payload[0], fileMember(file, []byte("fuzz me more\n")), payload[2]), false),
+		archivetest.Write(tb, "", compress.None, append(head, payload[0], fixture.FileMember(file, []byte("fuzz me more\n")), payload[2]), false),
 		// an extra member, and a hard link
 		archivetest.Write(tb, "", compress.None, append(head, append(payload, hdrMember(&tar.Header{Name: "etc/new/h", Typeflag: tar.TypeLink, Linkname: "etc/new/f"}, ""))...), false),
 		// a member header claiming far more than follows
@@ -138,7 +93,7 @@ func fuzzSeeds(tb testing.TB) (key *sign.Key, good, bad [][]byte) {
 // fuzzBigHeader is e's member with a header claiming 1 MiB, followed by only
 // e's content.
 func fuzzBigHeader(e manifests.Entry) member {
-	m := fileMember(e, []byte("fuzz me\n"))
+	m := fixture.FileMember(e, []byte("fuzz me\n"))
 	m.Hdr.Size = 1 << 20
 	return m
 }
@@ -200,7 +155,7 @@ func fuzzManifest() *manifests.OverlayManifest {
 		Requires: manifests.Requires{Image: "^1.0.0"},
 		Entries: []manifests.Entry{
 			{Path: "etc", Type: manifests.TypeDir, Mode: 0o755},
-			contentEntry("etc/a", "a\n"),
+			fixture.ContentEntry("etc/a", "a\n"),
 			{Path: "etc/l", Type: manifests.TypeSymlink, Mode: 0o777, Target: "../usr/bin"},
 		},
 		Deletes:   []string{"usr/share/doc"},

@@ -18,8 +18,9 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
+	"github.com/strata-dev/strata/node/nodetest"
 	. "github.com/strata-dev/strata/overlay"
-	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // library returns n bytes that compress about as well as a shared
@@ -36,15 +37,6 @@ func library(seed uint64, n int) []byte {
 	return b
 }
 
-func (f *fixture) hostBytes(b []byte) string {
-	f.t.Helper()
-	p := filepath.Join(f.t.TempDir(), "src")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		f.t.Fatal(err)
-	}
-	return p
-}
-
 func fileSize(t *testing.T, p string) int64 {
 	t.Helper()
 	fi, err := os.Stat(p)
@@ -57,18 +49,25 @@ func fileSize(t *testing.T, p string) int64 {
 // TestPatchedOverlays follows one large file through a line: added whole,
 // then changed twice (each change a patch, the second against content the
 // first patch rebuilt), applied on a node, audited, and folded into a
-// regenerated image.
+// regenerated image. It runs on both image forms: the real squashfs one
+// proves that bases read from the image (rdsquashfs) and the fold
+// (sqfs2tar, mksquashfs) work with the real tools.
 func TestPatchedOverlays(t *testing.T) {
+	t.Run("tar", func(t *testing.T) { patchedOverlays(t) })
+	t.Run("squashfs", func(t *testing.T) { patchedOverlays(t, fixture.Squashfs()) })
+}
+
+func patchedOverlays(t *testing.T, opts ...fixture.Option) {
 	ctx := context.Background()
-	f := newFixture(t)
+	f := fixture.New(t, opts...)
 	const dest = "/usr/lib/libbig.so"
 	v1 := library(1, 400<<10)
 	v2 := append(append([]byte(nil), v1...), 'x') // one byte appended
 	v3 := append([]byte(nil), v2...)
 	copy(v3[200<<10:], "an edit in the middle of the file")
-	c1 := f.create("1.0.1", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(v1)}}})
-	c2 := f.create("1.0.2", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(v2)}}})
-	c3 := f.create("1.0.3", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(v3)}}})
+	c1 := f.Create("1.0.1", Change{Adds: []Add{{Dest: dest, Src: f.HostFile(string(v1))}}})
+	c2 := f.Create("1.0.2", Change{Adds: []Add{{Dest: dest, Src: f.HostFile(string(v2))}}})
+	c3 := f.Create("1.0.3", Change{Adds: []Add{{Dest: dest, Src: f.HostFile(string(v3))}}})
 	if len(c1.Manifest.Patches) != 0 {
 		t.Fatalf("a new file shipped as a patch: %+v", c1.Manifest.Patches)
 	}
@@ -86,7 +85,7 @@ func TestPatchedOverlays(t *testing.T) {
 		t.Errorf("1.0.3's patch is not made against 1.0.2's content")
 	}
 
-	root := f.provision()
+	root := f.Provision()
 	if _, err := apply(root, c1.Path, c2.Path, c3.Path); err != nil {
 		t.Fatal(err)
 	}
@@ -94,13 +93,13 @@ func TestPatchedOverlays(t *testing.T) {
 	if err != nil || !bytes.Equal(got, v3) {
 		t.Fatalf("the node's %s is not the content of 1.0.3 (%v)", dest, err)
 	}
-	if a, err := overlaytest.Verify(ctx, root, node.VerifyOptions{Repo: f.repo, Files: true}); err != nil || !a.OK() {
+	if a, err := nodetest.Verify(ctx, root, node.VerifyOptions{Repo: f.Repo, Files: true}); err != nil || !a.OK() {
 		t.Fatalf("verify: %v %+v", err, a)
 	}
 
 	// The regenerated image carries the rebuilt file, and a node
 	// provisioned from it is at the head.
-	res, err := builder.Regenerate(ctx, f.repo, "", "", filepath.Join(f.dir, "regen"), builder.WithKey(f.key))
+	res, err := builder.Regenerate(ctx, f.Repo, "", "", filepath.Join(f.Dir, "regen"), builder.WithKey(f.Key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +117,7 @@ func TestPatchedOverlays(t *testing.T) {
 	// A small file made large is not patched: a 5-byte base shares
 	// nothing worth a patch (patches against files of the image itself
 	// are the conformance suite's PatchedFile).
-	c4 := f.create("1.0.4", Change{Adds: []Add{{Dest: "/usr/share/doc/readme", Src: f.hostBytes(append(library(2, 100<<10), "docs\n"...))}}})
+	c4 := f.Create("1.0.4", Change{Adds: []Add{{Dest: "/usr/share/doc/readme", Src: f.HostFile(string(append(library(2, 100<<10), "docs\n"...)))}}})
 	if len(c4.Manifest.Patches) != 0 {
 		t.Fatalf("a 5-byte file was patched into 100 KiB: %+v", c4.Manifest.Patches)
 	}
@@ -127,15 +126,15 @@ func TestPatchedOverlays(t *testing.T) {
 // TestPatchAgainstDriftedFile: a node whose copy of the file drifted
 // cannot rebuild it; the apply says so and changes nothing.
 func TestPatchAgainstDriftedFile(t *testing.T) {
-	f := newFixture(t)
+	f := fixture.New(t)
 	const dest = "/usr/lib/libbig.so"
 	v1 := library(3, 300<<10)
-	c1 := f.create("1.0.1", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(v1)}}})
-	c2 := f.create("1.0.2", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(append(append([]byte(nil), v1...), "more"...))}}})
+	c1 := f.Create("1.0.1", Change{Adds: []Add{{Dest: dest, Src: f.HostFile(string(v1))}}})
+	c2 := f.Create("1.0.2", Change{Adds: []Add{{Dest: dest, Src: f.HostFile(string(append(append([]byte(nil), v1...), "more"...)))}}})
 	if len(c2.Manifest.Patches) != 1 {
 		t.Fatalf("no patch: %+v", c2.Manifest.Patches)
 	}
-	root := f.provision()
+	root := f.Provision()
 	if _, err := apply(root, c1.Path); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +143,7 @@ func TestPatchAgainstDriftedFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, dest), drifted, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	before := snap(t, root)
+	before := fixture.Snap(t, root)
 	_, err := apply(root, c2.Path)
 	if !errors.Is(err, ErrNoBase) || !strings.Contains(err.Error(), "drifted") || !strings.Contains(err.Error(), dest) {
 		t.Fatalf("apply onto a drifted file = %v, want ErrNoBase naming %s", err, dest)
@@ -152,30 +151,30 @@ func TestPatchAgainstDriftedFile(t *testing.T) {
 	if !errors.Is(err, manifests.ErrRejected) {
 		t.Errorf("not a rejection (exit 3): %v", err)
 	}
-	assertUnchanged(t, root, before)
+	fixture.AssertUnchanged(t, root, before)
 	// A planted symlink in its place is not followed either.
 	if err := os.Remove(filepath.Join(root, dest)); err != nil {
 		t.Fatal(err)
 	}
-	outside := f.hostBytes(v1) // the right content, but outside the root
+	outside := f.HostFile(string(v1)) // the right content, but outside the root
 	if err := os.Symlink(outside, filepath.Join(root, dest)); err != nil {
 		t.Fatal(err)
 	}
-	before = snap(t, root)
+	before = fixture.Snap(t, root)
 	if _, err := apply(root, c2.Path); !errors.Is(err, ErrNoBase) {
 		t.Fatalf("apply through a planted link = %v, want ErrNoBase", err)
 	}
-	assertUnchanged(t, root, before)
+	fixture.AssertUnchanged(t, root, before)
 }
 
 // TestCraftedPatchesRefused feeds a node signed overlays whose patches
 // lie: each is refused and the node is unchanged.
 func TestCraftedPatchesRefused(t *testing.T) {
-	f := newFixture(t)
+	f := fixture.New(t)
 	const rel = "usr/lib/libbig.so"
 	v1 := library(4, 300<<10)
-	c1 := f.create("1.0.1", Change{Adds: []Add{{Dest: "/" + rel, Src: f.hostBytes(v1)}}})
-	root := f.provision()
+	c1 := f.Create("1.0.1", Change{Adds: []Add{{Dest: "/" + rel, Src: f.HostFile(string(v1))}}})
+	root := f.Provision()
 	if _, err := apply(root, c1.Path); err != nil {
 		t.Fatal(err)
 	}
@@ -201,28 +200,28 @@ func TestCraftedPatchesRefused(t *testing.T) {
 		{"member longer than the patch", manifests.Patch{Path: rel, Base: sha(v1), Size: int64(len(good)), SHA256: sha(good)}, append(append([]byte(nil), good...), 0), ErrPayload},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := headManifest(t, root, "1.0.2", []manifests.Entry{entry}, nil)
+			m := fixture.HeadManifest(t, root, "1.0.2", []manifests.Entry{entry}, nil)
 			m.Patches = []manifests.Patch{tc.patch}
 			p := filepath.Join(t.TempDir(), "bad.overlay.tar.zst")
 			me := entry
 			me.Size = int64(len(tc.data))
-			craft(t, p, m, f.key, []member{fileMember(me, tc.data)})
-			before := snap(t, root)
+			craft(t, p, m, f.Key, []member{fixture.FileMember(me, tc.data)})
+			before := fixture.Snap(t, root)
 			_, err := apply(root, p)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("apply = %v, want %v", err, tc.want)
 			}
 			t.Log(err)
-			assertUnchanged(t, root, before)
+			fixture.AssertUnchanged(t, root, before)
 		})
 	}
 	// The honest version of the same overlay applies.
-	m := headManifest(t, root, "1.0.2", []manifests.Entry{entry}, nil)
+	m := fixture.HeadManifest(t, root, "1.0.2", []manifests.Entry{entry}, nil)
 	m.Patches = []manifests.Patch{{Path: rel, Base: sha(v1), Size: int64(len(good)), SHA256: sha(good)}}
 	p := filepath.Join(t.TempDir(), "good.overlay.tar.zst")
 	me := entry
 	me.Size = int64(len(good))
-	craft(t, p, m, f.key, []member{fileMember(me, good)})
+	craft(t, p, m, f.Key, []member{fixture.FileMember(me, good)})
 	a, err := Open(p, sign.AnyKey())
 	if err == nil {
 		err = a.Verify(context.Background())
@@ -252,16 +251,16 @@ func sha(b []byte) string {
 // TestPatchInBatchChecksBaseFirst: a batch whose second overlay patches a
 // file that drifted on the node is refused before the first one commits.
 func TestPatchInBatchChecksBaseFirst(t *testing.T) {
-	f := newFixture(t)
+	f := fixture.New(t)
 	const dest = "/usr/lib/libbig.so"
 	v1 := library(5, 300<<10)
-	c1 := f.create("1.0.1", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(v1)}}})
-	c2 := f.create("1.0.2", f.change("/etc/motd", "unrelated\n"))
-	c3 := f.create("1.0.3", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(append(append([]byte(nil), v1...), "tail"...))}}})
+	c1 := f.Create("1.0.1", Change{Adds: []Add{{Dest: dest, Src: f.HostFile(string(v1))}}})
+	c2 := f.Create("1.0.2", f.Change("/etc/motd", "unrelated\n"))
+	c3 := f.Create("1.0.3", Change{Adds: []Add{{Dest: dest, Src: f.HostFile(string(append(append([]byte(nil), v1...), "tail"...)))}}})
 	if len(c3.Manifest.Patches) != 1 {
 		t.Fatalf("no patch: %+v", c3.Manifest.Patches)
 	}
-	root := f.provision()
+	root := f.Provision()
 	if _, err := apply(root, c1.Path); err != nil {
 		t.Fatal(err)
 	}
@@ -270,18 +269,18 @@ func TestPatchInBatchChecksBaseFirst(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, dest), drifted, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	before := snap(t, root)
+	before := fixture.Snap(t, root)
 	if _, err := apply(root, c2.Path, c3.Path); !errors.Is(err, ErrNoBase) {
 		t.Fatalf("batch onto a drifted file = %v, want ErrNoBase", err)
 	}
-	assertUnchanged(t, root, before)
+	fixture.AssertUnchanged(t, root, before)
 	// Restored, the same batch applies, and within a batch a patch may
 	// build on what an earlier overlay of it writes.
 	if err := os.WriteFile(filepath.Join(root, dest), v1, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	v4 := append(append([]byte(nil), v1...), "tail and more"...)
-	c4 := f.create("1.0.4", Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(v4)}}})
+	c4 := f.Create("1.0.4", Change{Adds: []Add{{Dest: dest, Src: f.HostFile(string(v4))}}})
 	if _, err := apply(root, c2.Path, c3.Path, c4.Path); err != nil {
 		t.Fatal(err)
 	}
@@ -294,14 +293,14 @@ func TestPatchInBatchChecksBaseFirst(t *testing.T) {
 // its content is more than a few patches deep, so publishing never reads
 // back a line's whole history of it.
 func TestPatchChainBounded(t *testing.T) {
-	f := newFixture(t)
+	f := fixture.New(t)
 	const dest = "/usr/lib/libbig.so"
 	content := library(6, 100<<10)
 	var whole []string
 	for i := 1; i <= 12; i++ {
 		content = append(content, byte('a'+i))
 		v := "1.0." + strconv.Itoa(i)
-		c := f.create(v, Change{Adds: []Add{{Dest: dest, Src: f.hostBytes(content)}}})
+		c := f.Create(v, Change{Adds: []Add{{Dest: dest, Src: f.HostFile(string(content))}}})
 		if len(c.Manifest.Patches) == 0 {
 			whole = append(whole, v)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,6 +32,11 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("tests: the end-to-end tests run the strata binary with the real tools; make test runs them, make unit does not")
+		return 0
+	}
 	// Files the scripts create, and trees laid over images with
 	// --tree, take their modes from the umask: pin it.
 	syscall.Umask(0o022)

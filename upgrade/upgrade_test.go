@@ -16,6 +16,7 @@ import (
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/builder/disk/disktest"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/testenv"
@@ -71,7 +72,7 @@ type env struct {
 
 func requireTools(t *testing.T) {
 	t.Helper()
-	testenv.RequireTools(t, testenv.Squashfs, testenv.Disk)
+	testenv.RequireTools(t, testenv.Squashfs, disktest.Tools)
 }
 
 func writeFile(t *testing.T, p, content string) {

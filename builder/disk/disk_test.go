@@ -17,6 +17,7 @@ import (
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/builder/disk/disktest"
 	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -41,7 +42,7 @@ func TestDiskScanHelper(t *testing.T) {
 
 func requireDiskTools(t *testing.T) {
 	t.Helper()
-	testenv.RequireTools(t, testenv.Squashfs, testenv.Disk)
+	testenv.RequireTools(t, testenv.Squashfs, disktest.Tools)
 }
 
 func TestProvisionDisk(t *testing.T) {

@@ -10,12 +10,15 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/strata-dev/strata/internal/testenv"
 )
 
 // xzOf compresses data with the xz command-line tool (args: preset,
 // block size, check), the producer of most xz streams in the wild.
 func xzOf(t *testing.T, data []byte, args ...string) []byte {
 	t.Helper()
+	testenv.RequireTools(t, []string{"xz"})
 	cmd := exec.Command("xz", append([]string{"-c", "-T1"}, args...)...)
 	cmd.Stdin = bytes.NewReader(data)
 	out, err := cmd.Output()
@@ -151,6 +154,7 @@ func FuzzXzReader(f *testing.F) {
 // A zstd frame asking for a window over MaxZstdWindow is refused before
 // the decoder allocates it; strata's own frames and zstd --long=26 pass.
 func TestZstdWindowCap(t *testing.T) {
+	testenv.RequireTools(t, []string{"zstd"})
 	data := bytes.Repeat([]byte("strata "), 1000)
 	frame := func(args ...string) []byte {
 		cmd := exec.Command("zstd", append([]string{"-c", "-q"}, args...)...)

@@ -10,19 +10,19 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-dev/strata/builder/disk/disktest"
 	"github.com/strata-dev/strata/internal/loop"
 	"github.com/strata-dev/strata/internal/testenv"
 )
 
 // TestMain runs the tests in a private mount namespace (testenv).
-func TestMain(m *testing.M) { testenv.PrivateMounts(m) }
+func TestMain(m *testing.M) { disktest.PrivateMounts(m) }
 
 // A filesystem at an offset of a larger file mounts through its own loop
 // device, read-write or read-only, and the device goes with the mount.
 func TestMountRange(t *testing.T) {
-	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
-		t.Fatalf("mkfs.ext4 is required (run make deps): %v", err)
-	}
+	testenv.RequireKernel(t)
+	testenv.RequireTools(t, []string{"mkfs.ext4", "losetup"})
 	dir := t.TempDir()
 	file := filepath.Join(dir, "disk.img")
 	const off, size = 1 << 20, 8 << 20

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/strata-dev/strata/internal/testenv"
 )
 
 // content returns n bytes of compressible but varied data.
@@ -61,6 +63,7 @@ func TestRoundTrip(t *testing.T) {
 // TestZstdReadsIt checks the format is what `zstd --patch-from` reads, so
 // an operator can rebuild a file by hand.
 func TestZstdReadsIt(t *testing.T) {
+	testenv.RequireTools(t, []string{"zstd"})
 	old := content(2, 300<<10)
 	next := append(append([]byte(nil), old...), "appended"...)
 	p, err := Make(old, next)

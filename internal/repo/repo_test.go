@@ -10,10 +10,12 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/imagefile"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // image builds a one-file image of line line signed by a new key.
@@ -42,16 +44,8 @@ func newKey(t *testing.T) (*sign.Key, string) {
 func imageAt(t *testing.T, line, version string, key *sign.Key) string {
 	t.Helper()
 	dir := t.TempDir()
-	recipe := filepath.Join(dir, "recipe.yaml")
 	body := "line: " + line + "\nversion: " + version + "\nfiles:\n  - path: /etc/x\n    content: \"" + version + "\\n\"\n"
-	if err := os.WriteFile(recipe, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := builder.Build(context.Background(), recipe, filepath.Join(dir, "out"), builder.WithKey(key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Image
+	return fixture.Image(t, dir, body, nil, imagefile.Tar, builder.WithKey(key))
 }
 
 func TestInitOpenAndLines(t *testing.T) {
@@ -75,15 +69,8 @@ func TestInitOpenAndLines(t *testing.T) {
 		t.Fatalf("second init of the same line: %v, want ErrExists", err)
 	}
 	// A second line signed by the same key joins the repository.
-	dir2 := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir2, "recipe.yaml"), []byte("line: beta\nversion: 2.0.0\nfiles:\n  - path: /etc/y\n    content: \"y\\n\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := builder.Build(context.Background(), filepath.Join(dir2, "recipe.yaml"), filepath.Join(dir2, "out"), builder.WithKey(key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, err = repo.Init(context.Background(), dir, res.Image, key); err != nil || len(r.Index.Lines) != 2 {
+	beta := fixture.Image(t, t.TempDir(), "line: beta\nversion: 2.0.0\nfiles:\n  - path: /etc/y\n    content: \"y\\n\"\n", nil, imagefile.Tar, builder.WithKey(key))
+	if r, err = repo.Init(context.Background(), dir, beta, key); err != nil || len(r.Index.Lines) != 2 {
 		t.Fatalf("adding line beta: %v, %d lines", err, len(r.Index.Lines))
 	}
 }

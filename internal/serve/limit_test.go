@@ -77,6 +77,9 @@ func getStatus(ctx context.Context, url string) (int, error) {
 // for their 2-minute idle timeout. Now the longest-idle one is closed for
 // it.
 func TestIdleConnectionsYieldTheirSlots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (waits out the real idle timeout): make test runs it")
+	}
 	addr := start(t, serve.Limits{Conns: 4})
 	var idle []net.Conn
 	for range 4 {

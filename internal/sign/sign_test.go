@@ -311,6 +311,9 @@ func TestAnyKey(t *testing.T) {
 }
 
 func TestLoadKeyEncrypted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (scrypt at the real cost takes seconds): make test runs it")
+	}
 	bin, err := exec.LookPath("minisign")
 	if err != nil {
 		t.Fatalf("minisign is required: %v", err)

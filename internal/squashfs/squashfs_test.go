@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/internal/squashfs"
+	"github.com/strata-dev/strata/internal/testenv"
 )
 
 func writeTar(w io.Writer, files map[string]string) error {
@@ -31,6 +32,7 @@ func writeTar(w io.Writer, files map[string]string) error {
 }
 
 func TestWriteOpenCatRoundTrip(t *testing.T) {
+	testenv.RequireTools(t, testenv.Squashfs)
 	ctx := context.Background()
 	img := filepath.Join(t.TempDir(), "x.squashfs")
 	files := map[string]string{"etc/a": "alpha\n", "etc/b": "beta\n"}
@@ -71,6 +73,7 @@ func TestWriteOpenCatRoundTrip(t *testing.T) {
 }
 
 func TestWriteFailureLeavesNothing(t *testing.T) {
+	testenv.RequireTools(t, testenv.Squashfs)
 	dir := t.TempDir()
 	img := filepath.Join(dir, "x.squashfs")
 	boom := errors.New("producer failed")

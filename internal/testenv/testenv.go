@@ -1,50 +1,47 @@
 package testenv
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/sign"
 )
 
-// PrivateMounts runs the package's tests again in a private mount
-// namespace, the way strata runs work on an offline disk (disk.Reexec):
-// whatever they mount is gone when the process ends, however it ends. A
-// package's TestMain is
-//
-//	func TestMain(m *testing.M) { testenv.PrivateMounts(m) }
-func PrivateMounts(m *testing.M) {
-	if !disk.InPrivateNamespace() {
-		code, err := disk.Reexec(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "running the tests in a private mount namespace:", err)
-			os.Exit(1)
-		}
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+// Squashfs are the tools building, provisioning and regenerating images
+// in the squashfs form run (make deps installs them; package disktest
+// lists the disk tools).
+var Squashfs = []string{"mksquashfs", "sqfs2tar", "rdsquashfs"}
 
-// The tools groups of tests need (make deps installs them all).
-var (
-	// Squashfs are what building, provisioning and regenerating images
-	// run.
-	Squashfs = []string{"mksquashfs", "sqfs2tar", "rdsquashfs"}
-	// Disk are what writing and mounting node disks run.
-	Disk = []string{"mkfs.ext4", "e2fsck", "debugfs", "fsck.vfat", "mcopy", "mdir", "mount", "unshare", disk.DefaultBootEFI}
-)
+// RequireKernel is for a test that mounts filesystems, makes loop devices
+// or namespaces, or runs systemd: it fails unless the test runs as root,
+// and under -short (make unit) skips, as RequireTools does.
+func RequireKernel(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs root and kernel mounts: not a unit test (make test runs it)")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (kernel mounts); make test runs as root")
+	}
+}
 
 // RequireTools fails the test, naming what is missing, unless every tool
 // of every group is on PATH (or, for a path, exists): a missing tool is
-// a missing install step, never a reason to skip.
+// a missing install step, never a reason to skip. Under -short (make
+// unit, which proves the core with no external tool) the test is skipped
+// instead, whether the tools are there or not: `make test` runs it.
 func RequireTools(t testing.TB, groups ...[]string) {
 	t.Helper()
+	if testing.Short() {
+		var all []string
+		for _, g := range groups {
+			all = append(all, g...)
+		}
+		t.Skipf("needs %s: not a unit test (make test runs it)", strings.Join(all, ", "))
+	}
 	var missing []string
 	for _, g := range groups {
 		for _, tool := range g {

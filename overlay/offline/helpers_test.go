@@ -10,13 +10,14 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/builder/disk/disktest"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/testenv"
 )
 
 func requireDiskTools(t *testing.T) {
 	t.Helper()
-	testenv.RequireTools(t, testenv.Squashfs, testenv.Disk)
+	testenv.RequireTools(t, testenv.Squashfs, disktest.Tools)
 }
 
 func testKey(t *testing.T) *sign.Key { return testenv.Key(t) }

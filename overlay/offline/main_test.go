@@ -3,8 +3,8 @@ package offline_test
 import (
 	"testing"
 
-	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/builder/disk/disktest"
 )
 
 // TestMain runs the tests in a private mount namespace (testenv).
-func TestMain(m *testing.M) { testenv.PrivateMounts(m) }
+func TestMain(m *testing.M) { disktest.PrivateMounts(m) }

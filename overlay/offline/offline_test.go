@@ -20,9 +20,9 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
+	"github.com/strata-dev/strata/node/nodetest"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/offline"
-	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // nodeRecipe is a small image with the layout a disk node needs: /state,
@@ -373,7 +373,7 @@ func TestOfflineAuditIgnoresMountsOnStacks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, err := overlaytest.Verify(ctx, n.Root, node.VerifyOptions{Files: true})
+	a, err := nodetest.Verify(ctx, n.Root, node.VerifyOptions{Files: true})
 	if err != nil {
 		t.Fatal(err)
 	}

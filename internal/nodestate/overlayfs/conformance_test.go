@@ -8,13 +8,15 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/builder/disk/disktest"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/testenv"
-	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // TestMain runs the tests in a private mount namespace (testenv).
-func TestMain(m *testing.M) { testenv.PrivateMounts(m) }
+func TestMain(m *testing.M) { disktest.PrivateMounts(m) }
 
 func mount(t *testing.T, args ...string) {
 	t.Helper()
@@ -27,6 +29,7 @@ func mount(t *testing.T, args ...string) {
 // squashfs read-only as the root, a state directory with the node's
 // ledger bound on /var, a tmpfs on /run, then strata activate.
 func newNode(t *testing.T, image string) string {
+	testenv.RequireKernel(t)
 	dir := t.TempDir()
 	root, state := filepath.Join(dir, "root"), filepath.Join(dir, "state")
 	for _, d := range []string{root, state} {
@@ -52,12 +55,12 @@ func boot(t *testing.T, image, state, root string) {
 	t.Cleanup(func() { _ = exec.Command("umount", "-R", "-l", root).Run() })
 	mount(t, "--bind", filepath.Join(state, "var"), filepath.Join(root, "var"))
 	mount(t, "-t", "tmpfs", "tmpfs", filepath.Join(root, "run"))
-	if _, err := overlaytest.Activate(context.Background(), root, ""); err != nil {
+	if _, err := nodetest.Activate(context.Background(), root, ""); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // The overlayfs backend passes the shared conformance suite unchanged.
 func TestConformance(t *testing.T) {
-	overlaytest.Run(t, newNode)
+	nodetest.Run(t, newNode, fixture.Squashfs())
 }

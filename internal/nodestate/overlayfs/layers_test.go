@@ -17,10 +17,11 @@ import (
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
+	"github.com/strata-dev/strata/node/nodetest"
 	"github.com/strata-dev/strata/overlay"
-	"github.com/strata-dev/strata/overlay/overlaytest"
 )
 
 // stackOf returns the fstype and source of the top mount at dir.
@@ -58,6 +59,8 @@ type line struct {
 // repository at it.
 func newLine(t *testing.T, recipe string, files map[string]string) *line {
 	t.Helper()
+	testenv.RequireKernel(t)
+	testenv.RequireTools(t, testenv.Squashfs)
 	dir := t.TempDir()
 	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
 		t.Fatal(err)
@@ -111,7 +114,7 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	}
 	root := newNode(t, res.Image)
 	state := filepath.Join(filepath.Dir(root), "state")
-	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
+	if _, err := nodetest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	layer := filepath.Join(state, "var", manifests.StateDir[len("var/"):], "layers", "1.0.1")
@@ -138,7 +141,7 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	want := c.Manifest.TreeDigest
 	check := func(when string) {
 		t.Helper()
-		a, err := overlaytest.Verify(context.Background(), root, node.VerifyOptions{Repo: rp, Files: true})
+		a, err := nodetest.Verify(context.Background(), root, node.VerifyOptions{Repo: rp, Files: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +171,7 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(sub, "marker"), []byte("kept\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); err != nil {
+	if _, err := nodetest.Rollback(context.Background(), root, "", node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(sub, "marker")); err != nil || string(b) != "kept\n" {
@@ -210,7 +213,7 @@ func TestPlantedLayersSymlinkRefused(t *testing.T) {
 	if err := os.Symlink(victim, layers); err != nil {
 		t.Fatal(err)
 	}
-	_, err = overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{})
+	_, err = nodetest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{})
 	if !errors.Is(err, nodestate.ErrBadState) || !strings.Contains(err.Error(), "layers is not a directory (symlink)") {
 		t.Fatalf("apply with a planted layers symlink: %v, want a refusal naming it", err)
 	}
@@ -237,14 +240,14 @@ func TestDeepStackAndRelativeRoot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
+		if _, err := nodetest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
 			t.Fatalf("applying layer %d: %v", i, err)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "etc/motd")); err != nil || string(b) != strconv.Itoa(n)+"\n" {
 		t.Fatalf("etc/motd after %d layers = %q, %v", n, b, err)
 	}
-	a, err := overlaytest.Verify(context.Background(), root, node.VerifyOptions{Repo: rp, Files: true})
+	a, err := nodetest.Verify(context.Background(), root, node.VerifyOptions{Repo: rp, Files: true})
 	if err != nil || !a.OK() {
 		t.Fatalf("audit after %d layers: %v %+v", n, err, a)
 	}
@@ -259,7 +262,7 @@ func TestDeepStackAndRelativeRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"root", link} {
-		if _, err := overlaytest.Activate(context.Background(), name, ""); err != nil {
+		if _, err := nodetest.Activate(context.Background(), name, ""); err != nil {
 			t.Fatalf("activate %s: %v", name, err)
 		}
 	}
@@ -276,7 +279,7 @@ func TestDeepStackAndRelativeRoot(t *testing.T) {
 	if clones != 1 {
 		t.Fatalf("%d image clones mounted after activating the node by other names, want 1", clones)
 	}
-	st, err := overlaytest.Status(context.Background(), "root")
+	st, err := nodetest.Status(context.Background(), "root")
 	if err != nil || st.Active == nil || !*st.Active || len(st.Layers) != n {
 		t.Fatalf("status by a relative name: %+v, %v", st, err)
 	}

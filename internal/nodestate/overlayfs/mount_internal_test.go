@@ -7,12 +7,14 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/strata-dev/strata/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
 // The mount(2) path for kernels before 6.8 stacks like the mount API does
 // and leaves no staging mount behind.
 func TestMountStackLegacy(t *testing.T) {
+	testenv.RequireKernel(t)
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	for p, content := range map[string]string{filepath.Join(a, "x"): "top\n", filepath.Join(b, "x"): "bottom\n", filepath.Join(b, "y"): "y\n"} {

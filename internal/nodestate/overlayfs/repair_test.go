@@ -16,8 +16,8 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
+	"github.com/strata-dev/strata/node/nodetest"
 	"github.com/strata-dev/strata/overlay"
-	"github.com/strata-dev/strata/overlay/overlaytest"
 	"github.com/strata-dev/strata/schema"
 )
 
@@ -45,10 +45,10 @@ func TestRepairRebuildsDriftedLayers(t *testing.T) {
 	create(l.repo, "1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/share/x", Src: write("x2", "x2\n")}}})
 	create(l.repo, "1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app/app.conf", Src: write("c", "port 81\n")}}, Deletes: []string{"/etc/motd"}})
 	root := newNode(t, l.res.Image)
-	if _, err := overlaytest.Apply(ctx, root, node.Source{Repo: l.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
+	if _, err := nodetest.Apply(ctx, root, node.Source{Repo: l.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := overlaytest.Repair(ctx, root, node.Source{Repo: l.repo}, node.Options{})
+	rep, err := nodetest.Repair(ctx, root, node.Source{Repo: l.repo}, node.Options{})
 	if err != nil || len(rep.Drift) != 0 || len(rep.Layers) != 0 {
 		t.Fatalf("repair of a clean node: %+v, %v", rep, err)
 	}
@@ -80,7 +80,7 @@ func TestRepairRebuildsDriftedLayers(t *testing.T) {
 	}
 	audit := func() *schema.Audit {
 		t.Helper()
-		a, err := overlaytest.Verify(ctx, root, node.VerifyOptions{Repo: l.repo, Files: true})
+		a, err := nodetest.Verify(ctx, root, node.VerifyOptions{Repo: l.repo, Files: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,13 +96,13 @@ func TestRepairRebuildsDriftedLayers(t *testing.T) {
 	}
 	create(other, "1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/share/x", Src: write("x2", "x2\n")}}})
 	create(other, "1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app/app.conf", Src: write("c3", "port 82\n")}}, Deletes: []string{"/etc/motd"}})
-	if _, err := overlaytest.Repair(ctx, root, node.Source{Repo: other}, node.Options{}); !errors.Is(err, overlay.ErrSequence) {
+	if _, err := nodetest.Repair(ctx, root, node.Source{Repo: other}, node.Options{}); !errors.Is(err, overlay.ErrSequence) {
 		t.Fatalf("repair from a repository with another 1.0.2: %v, want ErrSequence", err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(l2, "etc/app/app.conf")); string(b) != "port 9999\n" {
 		t.Fatalf("the refused repair changed the layer: %q", b)
 	}
-	rep, err = overlaytest.Repair(ctx, root, node.Source{Repo: l.repo}, node.Options{})
+	rep, err = nodetest.Repair(ctx, root, node.Source{Repo: l.repo}, node.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestRepairInterruptedAfterExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := newNode(t, l.res.Image)
-	if _, err := overlaytest.Apply(ctx, root, node.Source{Repo: l.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
+	if _, err := nodetest.Apply(ctx, root, node.Source{Repo: l.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	layers := filepath.Join(filepath.Dir(root), "state", "var", manifests.StateDir[len("var/"):], "layers")
@@ -186,12 +186,12 @@ func TestRepairInterruptedAfterExchange(t *testing.T) {
 	if err := unix.Renameat2(unix.AT_FDCWD, fresh, unix.AT_FDCWD, layer, unix.RENAME_EXCHANGE); err != nil {
 		t.Fatal(err)
 	}
-	st, err := overlaytest.Status(ctx, root)
+	st, err := nodetest.Status(ctx, root)
 	if err != nil || !strings.Contains(st.Interrupted, "interrupted repair of layer 1.0.1") {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
 	// The next run settles it: the live stack shows the rebuilt layer.
-	rep, err := overlaytest.Repair(ctx, root, node.Source{Repo: l.repo}, node.Options{})
+	rep, err := nodetest.Repair(ctx, root, node.Source{Repo: l.repo}, node.Options{})
 	if err != nil || len(rep.Drift) != 0 {
 		t.Fatalf("repair after the interruption: %+v, %v", rep, err)
 	}

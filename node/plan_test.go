@@ -1,4 +1,4 @@
-package overlay_test
+package node_test
 
 import (
 	"context"
@@ -9,16 +9,17 @@ import (
 
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
-	. "github.com/strata-dev/strata/overlay"
-	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // Removing a unit stops it (after a daemon-reload); rolling the removal
 // back restarts it. Restarting a unit that no longer exists would fail and
 // make every removal roll itself back.
 func TestRemovedUnitIsStoppedAndRollbackRestartsIt(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", Change{Deletes: []string{"/usr/lib/systemd/system/other.service"}})
+	f := fixture.New(t)
+	c := f.Create("1.0.1", overlay.Change{Deletes: []string{"/usr/lib/systemd/system/other.service"}})
 	var got []manifests.ServiceAction
 	for _, s := range c.Manifest.Services {
 		if s.Unit == "other.service" {
@@ -28,13 +29,13 @@ func TestRemovedUnitIsStoppedAndRollbackRestartsIt(t *testing.T) {
 	if len(got) != 1 || got[0].Action != manifests.ActionStop || !got[0].DaemonReload {
 		t.Fatalf("plan for a removed unit = %+v, want stop after daemon-reload", c.Manifest.Services)
 	}
-	root := f.provision()
+	root := f.Provision()
 	log := filepath.Join(t.TempDir(), "log")
 	r := node.Exec{Template: "echo {unit} {action} >> " + log}
-	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Restarter: r}); err != nil {
+	if _, err := nodetest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Restarter: r}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{Restarter: r}); err != nil {
+	if _, err := nodetest.Rollback(context.Background(), root, "", node.Options{Restarter: r}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(log)
@@ -50,8 +51,8 @@ func TestRemovedUnitIsStoppedAndRollbackRestartsIt(t *testing.T) {
 // A drop-in directory replaced by a file still counts its old drop-ins as
 // changed, so the unit is daemon-reloaded and restarted.
 func TestReplacedDirectoryChildrenCountAsChanged(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/app/conf.d", "not a directory any more\n"))
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/app/conf.d", "not a directory any more\n"))
 	var reasons []string
 	for _, s := range c.Manifest.Services {
 		if s.Unit == "app.service" {
@@ -67,11 +68,11 @@ func TestReplacedDirectoryChildrenCountAsChanged(t *testing.T) {
 // boot, say) keeps it a restart: only units whose definition the change
 // removes are stopped.
 func TestForcedRestartOfExternalUnitStaysRestart(t *testing.T) {
-	f := newFixture(t)
-	ch := f.change("/etc/motd", "hi\n")
+	f := fixture.New(t)
+	ch := f.Change("/etc/motd", "hi\n")
 	ch.Restart = []string{"generated.service", "getty@tty1.service"}
 	ch.AllowUnknownUnits = true // generated at boot: the catalog cannot know it
-	c := f.create("1.0.1", ch)
+	c := f.Create("1.0.1", ch)
 	for _, s := range c.Manifest.Services {
 		if s.Action != manifests.ActionRestart {
 			t.Errorf("%s: %s, want restart", s.Unit, s.Action)

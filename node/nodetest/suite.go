@@ -1,4 +1,4 @@
-package overlaytest
+package nodetest
 
 import (
 	"context"
@@ -14,12 +14,11 @@ import (
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/fault"
-	"github.com/strata-dev/strata/internal/repo"
-	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/schema"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // Factory makes a fresh node of the backend under test from the signed
@@ -75,61 +74,11 @@ func library(seed uint64, n int) string {
 }
 
 // env is one run's image, key and repository.
-type env struct {
-	dir, image, repo string
-	key              *sign.Key
-}
+type env struct{ *fixture.Fixture }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts []fixture.Option) *env {
 	t.Helper()
-	dir := t.TempDir()
-	e := &env{dir: dir, repo: filepath.Join(dir, "repo")}
-	if err := sign.Generate(filepath.Join(dir, "k")); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	if e.key, err = sign.LoadKey(filepath.Join(dir, "k.key")); err != nil {
-		t.Fatal(err)
-	}
-	rdir := filepath.Join(dir, "recipe")
-	for p, content := range rootfs {
-		full := filepath.Join(rdir, "rootfs", p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		mode := os.FileMode(0o644)
-		if strings.HasPrefix(p, "usr/bin/") {
-			mode = 0o755
-		}
-		if err := os.WriteFile(full, []byte(content), mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(rdir, "recipe.yaml"), []byte(recipe), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := builder.Build(context.Background(), filepath.Join(rdir, "recipe.yaml"), filepath.Join(dir, "images"), builder.WithKey(e.key))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.image = res.Image
-	if _, err := repo.Init(context.Background(), e.repo, e.image, e.key); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
-func (e *env) file(t *testing.T, content string) string {
-	t.Helper()
-	f, err := os.CreateTemp(e.dir, "src-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(content); err != nil {
-		t.Fatal(err)
-	}
-	return f.Name()
+	return &env{fixture.New(t, append([]fixture.Option{fixture.WithRecipe(recipe, rootfs)}, opts...)...)}
 }
 
 // rich is a change of every kind: a modified file, a new nested
@@ -137,21 +86,12 @@ func (e *env) file(t *testing.T, content string) string {
 func (e *env) rich(t *testing.T) overlay.Change {
 	return overlay.Change{
 		Adds: []overlay.Add{
-			{Dest: "/etc/app/app.conf", Src: e.file(t, "port 81\n")},
-			{Dest: "/etc/new/deep/x", Src: e.file(t, "new\n")},
-			{Dest: "/usr/bin/app", Src: e.file(t, "#!/bin/sh\nexec sleep 1000\n")},
+			{Dest: "/etc/app/app.conf", Src: e.HostFile("port 81\n")},
+			{Dest: "/etc/new/deep/x", Src: e.HostFile("new\n")},
+			{Dest: "/usr/bin/app", Src: e.HostFile("#!/bin/sh\nexec sleep 1000\n")},
 		},
 		Deletes: []string{"/etc/motd", "/etc/app/old.d"},
 	}
-}
-
-func (e *env) create(t *testing.T, version string, ch overlay.Change) *overlay.Created {
-	t.Helper()
-	c, err := overlay.Create(context.Background(), e.repo, e.key, ch, overlay.CreateOptions{Version: version})
-	if err != nil {
-		t.Fatalf("creating %s: %v", version, err)
-	}
-	return c
 }
 
 // state is what a test compares: the audit's view of the tree and the
@@ -198,21 +138,23 @@ func apply(t *testing.T, root string, files ...string) (*node.ApplyReport, error
 	return open(t, root, node.Options{}).Apply(context.Background(), node.Source{Files: files}, node.ApplyOptions{})
 }
 
-// Run runs every case of the suite against nodes newFactory makes.
-func Run(t *testing.T, newNode Factory) {
+// Run runs every case of the suite against nodes newNode makes. opts
+// shape the fixture's image: a backend that mounts the image passes
+// fixture.Squashfs(); the default tar form needs no external tool.
+func Run(t *testing.T, newNode Factory, opts ...fixture.Option) {
 	if root := os.Getenv(helperRootEnv); root != "" {
 		helper(t, root)
 		return
 	}
 	t.Run("Apply", func(t *testing.T) {
-		e := newEnv(t)
-		root := newNode(t, e.image)
+		e := newEnv(t, opts)
+		root := newNode(t, e.Image)
 		before := snap(t, root)
-		c := e.create(t, "1.0.1", e.rich(t))
+		c := e.Create("1.0.1", e.rich(t))
 		if _, err := apply(t, root, c.Path); err != nil {
 			t.Fatal(err)
 		}
-		a := requireAudit(t, root, e.repo)
+		a := requireAudit(t, root, e.Repo)
 		if a.TreeDigest != c.Manifest.TreeDigest || a.TreeDigest == before.digest {
 			t.Fatalf("tree digest %s, want the overlay's %s", a.TreeDigest, c.Manifest.TreeDigest)
 		}
@@ -242,7 +184,7 @@ func Run(t *testing.T, newNode Factory) {
 			if _, err := open(t, root, node.Options{}).Rollback(context.Background(), ""); err != nil {
 				t.Fatal(err)
 			}
-			a := requireAudit(t, root, e.repo)
+			a := requireAudit(t, root, e.Repo)
 			if a.TreeDigest != before.digest {
 				t.Fatalf("tree digest after rollback %s, want the image's %s", a.TreeDigest, before.digest)
 			}
@@ -252,12 +194,12 @@ func Run(t *testing.T, newNode Factory) {
 		// A change to a large file ships as a patch against the image's
 		// copy, the next as a patch against that; the node rebuilds both
 		// from the file it has.
-		e := newEnv(t)
-		root := newNode(t, e.image)
+		e := newEnv(t, opts)
+		root := newNode(t, e.Image)
 		v2 := rootfs["usr/lib/libbig.so"] + "one more line\n"
 		v3 := v2[:1000] + "an edit near the start" + v2[1022:]
-		c1 := e.create(t, "1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/lib/libbig.so", Src: e.file(t, v2)}}})
-		c2 := e.create(t, "1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/lib/libbig.so", Src: e.file(t, v3)}}})
+		c1 := e.Create("1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/lib/libbig.so", Src: e.HostFile(v2)}}})
+		c2 := e.Create("1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/usr/lib/libbig.so", Src: e.HostFile(v3)}}})
 		for _, c := range []*overlay.Created{c1, c2} {
 			if len(c.Manifest.Patches) != 1 {
 				t.Fatalf("%s ships no patch: %+v", c.Manifest.Version, c.Manifest.Patches)
@@ -269,10 +211,10 @@ func Run(t *testing.T, newNode Factory) {
 		if got, err := os.ReadFile(filepath.Join(root, "usr/lib/libbig.so")); err != nil || string(got) != v3 {
 			t.Fatalf("usr/lib/libbig.so is not 1.0.2's content (%v)", err)
 		}
-		requireAudit(t, root, e.repo)
+		requireAudit(t, root, e.Repo)
 		// Folded into a fresh image, the first patch's base comes from
 		// the image's own tree as it streams by.
-		res, err := builder.Regenerate(context.Background(), e.repo, "", "", filepath.Join(e.dir, "regen"), builder.WithKey(e.key))
+		res, err := builder.Regenerate(context.Background(), e.Repo, "", "", filepath.Join(e.Dir, "regen"), builder.WithKey(e.Key))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,10 +227,10 @@ func Run(t *testing.T, newNode Factory) {
 		}
 	})
 	t.Run("GapRefusedNodeUntouched", func(t *testing.T) {
-		e := newEnv(t)
-		root := newNode(t, e.image)
-		e.create(t, "1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/motd", Src: e.file(t, "one\n")}}})
-		c2 := e.create(t, "1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/motd", Src: e.file(t, "two\n")}}})
+		e := newEnv(t, opts)
+		root := newNode(t, e.Image)
+		e.Create("1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/motd", Src: e.HostFile("one\n")}}})
+		c2 := e.Create("1.0.2", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/motd", Src: e.HostFile("two\n")}}})
 		before := snap(t, root)
 		_, err := apply(t, root, c2.Path)
 		if !errors.Is(err, overlay.ErrSequence) || !strings.Contains(err.Error(), "1.0.1") {
@@ -297,17 +239,17 @@ func Run(t *testing.T, newNode Factory) {
 		if after := snap(t, root); after != before {
 			t.Fatal("a refused gap changed the node")
 		}
-		if _, err := open(t, root, node.Options{}).Apply(context.Background(), node.Source{Repo: e.repo}, node.ApplyOptions{}); err != nil {
+		if _, err := open(t, root, node.Options{}).Apply(context.Background(), node.Source{Repo: e.Repo}, node.ApplyOptions{}); err != nil {
 			t.Fatalf("catching up from the repository: %v", err)
 		}
-		if a := requireAudit(t, root, e.repo); a.Behind != 0 || a.TreeDigest != c2.Manifest.TreeDigest {
+		if a := requireAudit(t, root, e.Repo); a.Behind != 0 || a.TreeDigest != c2.Manifest.TreeDigest {
 			t.Fatalf("after catching up: behind %d, digest %s, want 0 and %s", a.Behind, a.TreeDigest, c2.Manifest.TreeDigest)
 		}
 	})
 	t.Run("TamperedPayloadRefused", func(t *testing.T) {
-		e := newEnv(t)
-		root := newNode(t, e.image)
-		c := e.create(t, "1.0.1", e.rich(t))
+		e := newEnv(t, opts)
+		root := newNode(t, e.Image)
+		c := e.Create("1.0.1", e.rich(t))
 		bad := filepath.Join(t.TempDir(), "bad.overlay.tar.zst")
 		raw, err := os.ReadFile(c.Path)
 		if err != nil {
@@ -326,9 +268,9 @@ func Run(t *testing.T, newNode Factory) {
 		}
 	})
 	t.Run("AuditFindsTampering", func(t *testing.T) {
-		e := newEnv(t)
-		root := newNode(t, e.image)
-		c := e.create(t, "1.0.1", e.rich(t))
+		e := newEnv(t, opts)
+		root := newNode(t, e.Image)
+		c := e.Create("1.0.1", e.rich(t))
 		if _, err := apply(t, root, c.Path); err != nil {
 			t.Fatal(err)
 		}
@@ -345,7 +287,7 @@ func Run(t *testing.T, newNode Factory) {
 			t.Fatalf("audit after tampering with etc/app/app.conf: %+v", a.Findings)
 		}
 	})
-	t.Run("CrashAtEveryPoint", func(t *testing.T) { crashes(t, newEnv(t), newNode) })
+	t.Run("CrashAtEveryPoint", func(t *testing.T) { crashes(t, newEnv(t, opts), newNode) })
 }
 
 // tamper changes the content of rel where the node keeps it: in the tree,
@@ -386,12 +328,12 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // reaches, in a helper process, and checks that the next run leaves the
 // node at the old or the new head, never a mix, with a clean audit.
 func crashes(t *testing.T, e *env, newNode Factory) {
-	c := e.create(t, "1.0.1", e.rich(t))
+	c := e.Create("1.0.1", e.rich(t))
 	nops := len(c.Manifest.Entries) + len(c.Manifest.Deletes)
 	fired := map[string]int{}
 	for _, op := range []string{"apply", "rollback"} {
 		for _, p := range points(min(nops, 10)) {
-			root := newNode(t, e.image)
+			root := newNode(t, e.Image)
 			base := snap(t, root)
 			if op == "rollback" {
 				if _, err := apply(t, root, c.Path); err != nil {
@@ -412,7 +354,7 @@ func crashes(t *testing.T, e *env, newNode Factory) {
 			if _, err := open(t, root, node.Options{Restarter: node.Exec{Template: "true"}}).SettlePending(context.Background()); err != nil {
 				t.Fatalf("%s crashed at %s: the next run: %v", op, p, err)
 			}
-			a := requireAudit(t, root, e.repo)
+			a := requireAudit(t, root, e.Repo)
 			after := snap(t, root)
 			switch {
 			case op == "apply" && a.TreeDigest == base.digest, op == "apply" && a.TreeDigest == c.Manifest.TreeDigest:

@@ -1,4 +1,4 @@
-package overlay_test
+package node_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,7 +15,8 @@ import (
 
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
-	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // Crash tests re-execute the test binary as a helper process that runs
@@ -38,9 +40,9 @@ func TestHelperApply(t *testing.T) {
 		helperMain(t, root)
 		return
 	}
-	f := newFixture(t)
-	c := f.create("1.0.1", sqRichChange(f))
-	root := f.provision()
+	f := fixture.New(t)
+	c := f.Create("1.0.1", sqRichChange(f))
+	root := f.Provision()
 	if code, out := runHelper(t, root, "", "apply", c.Path); code != 0 {
 		t.Fatalf("helper exited %d:\n%s", code, out)
 	}
@@ -48,8 +50,8 @@ func TestHelperApply(t *testing.T) {
 	if sqCount(l, manifests.LedgerApply, "1.0.1") != 1 {
 		t.Fatalf("helper did not apply 1.0.1: %v", sqActions(l))
 	}
-	a := sqAudit(t, root, f.repo, true)
-	sqRequireOK(t, a)
+	a := fixture.Audit(t, root, f.Repo, true)
+	fixture.RequireOK(t, a)
 	if a.TreeDigest != c.Manifest.TreeDigest {
 		t.Fatalf("tree digest %s, want %s", a.TreeDigest, c.Manifest.TreeDigest)
 	}
@@ -61,15 +63,15 @@ func helperMain(t *testing.T, root string) {
 	switch op := os.Getenv(helperOpEnv); op {
 	case "apply":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = overlaytest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{})
+		_, err = nodetest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{})
 	case "apply-restart":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = overlaytest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{Restarter: node.Exec{Template: "true"}})
+		_, err = nodetest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{Restarter: node.Exec{Template: "true"}})
 	case "apply-failing":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = overlaytest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{Restarter: node.Exec{Template: "exit 1"}})
+		_, err = nodetest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{Restarter: node.Exec{Template: "exit 1"}})
 	case "rollback":
-		_, err = overlaytest.Rollback(ctx, root, "", node.Options{})
+		_, err = nodetest.Rollback(ctx, root, "", node.Options{})
 	default:
 		t.Fatalf("unknown helper op %q", op)
 	}
@@ -131,7 +133,7 @@ func requireExists(t *testing.T, p string, want bool) {
 // transaction a crash left.
 func requireInterrupted(t *testing.T, root string) {
 	t.Helper()
-	a := sqAudit(t, root, "", false)
+	a := fixture.Audit(t, root, "", false)
 	if a.OK() {
 		t.Fatal("Verify is OK on a node with an interrupted transaction")
 	}
@@ -145,45 +147,45 @@ func requireInterrupted(t *testing.T, root string) {
 }
 
 func TestCrashBeforeLedgerNextApplyRollsBackThenApplies(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", sqRichChange(f))
-	root := f.provision()
-	before := snap(t, root)
+	f := fixture.New(t)
+	c := f.Create("1.0.1", sqRichChange(f))
+	root := f.Provision()
+	before := fixture.Snap(t, root)
 
 	crashHelper(t, root, "before-ledger", "apply", c.Path)
 	// The ops ran, the ledger was not written: the tree is half-way.
-	crashed := snap(t, root)
-	if crashed.digest == before.digest {
+	crashed := fixture.Snap(t, root)
+	if crashed.Digest == before.Digest {
 		t.Fatal("the crash left the tree untouched; the crash point is not after the ops")
 	}
-	if crashed.ledger != before.ledger {
+	if crashed.Ledger != before.Ledger {
 		t.Fatal("the ledger changed before the before-ledger crash point")
 	}
 	requireExists(t, txnPath(root), true)
 	requireInterrupted(t, root)
 
 	// The next apply must first restore the pre-apply tree, then apply.
-	var atStart *snapshot
+	var atStart *fixture.Snapshot
 	progress := func(msg string) {
 		if atStart == nil && strings.HasPrefix(msg, "applying") {
-			s := snap(t, root)
+			s := fixture.Snap(t, root)
 			atStart = &s
 			if _, err := os.Stat(txnPath(root)); err == nil {
 				t.Error("the interrupted transaction is still there when the new apply starts")
 			}
 		}
 	}
-	rep, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Progress: progress})
+	rep, err := nodetest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Progress: progress})
 	if err != nil {
 		t.Fatalf("apply after crash: %v", err)
 	}
 	if atStart == nil {
 		t.Fatal("apply reported no progress")
 	}
-	if atStart.digest != before.digest {
-		t.Errorf("tree before re-apply %s, want the pre-apply %s", atStart.digest, before.digest)
+	if atStart.Digest != before.Digest {
+		t.Errorf("tree before re-apply %s, want the pre-apply %s", atStart.Digest, before.Digest)
 	}
-	if atStart.ledger != before.ledger {
+	if atStart.Ledger != before.Ledger {
 		t.Error("ledger changed by the recovery")
 	}
 	if len(rep.Plans) != 1 || rep.Plans[0].AlreadyApplied {
@@ -193,59 +195,59 @@ func TestCrashBeforeLedgerNextApplyRollsBackThenApplies(t *testing.T) {
 	if sqCount(l, manifests.LedgerApply, "1.0.1") != 1 || len(l.Entries) != 2 {
 		t.Fatalf("ledger = %v, want provision + one apply", sqActions(l))
 	}
-	a := sqAudit(t, root, f.repo, true)
-	sqRequireOK(t, a)
+	a := fixture.Audit(t, root, f.Repo, true)
+	fixture.RequireOK(t, a)
 	if a.TreeDigest != c.Manifest.TreeDigest {
 		t.Errorf("tree digest %s, want %s", a.TreeDigest, c.Manifest.TreeDigest)
 	}
 	requireExists(t, txnPath(root), false)
 
 	// The recovered apply's undo data is sound.
-	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); err != nil {
+	if _, err := nodetest.Rollback(context.Background(), root, "", node.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := snap(t, root).digest; got != before.digest {
-		t.Errorf("after rollback digest %s, want %s", got, before.digest)
+	if got := fixture.Snap(t, root).Digest; got != before.Digest {
+		t.Errorf("after rollback digest %s, want %s", got, before.Digest)
 	}
 }
 
 // A dry run never finishes an interrupted transaction: it refuses and
 // changes nothing.
 func TestCrashDryRunDoesNotRecover(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", sqRichChange(f))
-	root := f.provision()
+	f := fixture.New(t)
+	c := f.Create("1.0.1", sqRichChange(f))
+	root := f.Provision()
 	crashHelper(t, root, "before-ledger", "apply", c.Path)
-	crashed := snap(t, root)
-	_, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{DryRun: true}, node.Options{})
-	sqErr(t, err, node.ErrDrift, "interrupted")
-	if snap(t, root) != crashed {
+	crashed := fixture.Snap(t, root)
+	_, err := nodetest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{DryRun: true}, node.Options{})
+	fixture.ErrIs(t, err, node.ErrDrift, "interrupted")
+	if fixture.Snap(t, root) != crashed {
 		t.Error("the dry run changed the node")
 	}
 	requireExists(t, txnPath(root), true)
 }
 
 func TestCrashBeforeLedgerRollbackRecovers(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", sqRichChange(f))
-	root := f.provision()
-	before := snap(t, root)
+	f := fixture.New(t)
+	c := f.Create("1.0.1", sqRichChange(f))
+	root := f.Provision()
+	before := fixture.Snap(t, root)
 	crashHelper(t, root, "before-ledger", "apply", c.Path)
 
-	_, err := overlaytest.Rollback(context.Background(), root, "", node.Options{})
-	sqErr(t, err, node.ErrNothingToRollback)
-	assertUnchanged(t, root, before)
-	sqRequireOK(t, sqAudit(t, root, f.repo, true))
+	_, err := nodetest.Rollback(context.Background(), root, "", node.Options{})
+	fixture.ErrIs(t, err, node.ErrNothingToRollback)
+	fixture.AssertUnchanged(t, root, before)
+	fixture.RequireOK(t, fixture.Audit(t, root, f.Repo, true))
 }
 
 func TestCrashAfterLedgerRollsForward(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", sqRichChange(f))
-	root := f.provision()
-	before := snap(t, root)
+	f := fixture.New(t)
+	c := f.Create("1.0.1", sqRichChange(f))
+	root := f.Provision()
+	before := fixture.Snap(t, root)
 
 	crashHelper(t, root, "after-ledger", "apply", c.Path)
-	crashed := snap(t, root)
+	crashed := fixture.Snap(t, root)
 	l := sqLedger(t, root)
 	if sqCount(l, manifests.LedgerApply, "1.0.1") != 1 {
 		t.Fatalf("ledger after the after-ledger crash = %v, want the apply record", sqActions(l))
@@ -262,63 +264,63 @@ func TestCrashAfterLedgerRollsForward(t *testing.T) {
 	if len(rep.Plans) != 1 || !rep.Plans[0].AlreadyApplied {
 		t.Fatalf("plans = %+v, want 1.0.1 already applied", rep.Plans)
 	}
-	assertUnchanged(t, root, crashed)
-	a := sqAudit(t, root, f.repo, true)
-	sqRequireOK(t, a)
+	fixture.AssertUnchanged(t, root, crashed)
+	a := fixture.Audit(t, root, f.Repo, true)
+	fixture.RequireOK(t, a)
 	if a.TreeDigest != c.Manifest.TreeDigest {
 		t.Errorf("tree digest %s, want the overlay's %s", a.TreeDigest, c.Manifest.TreeDigest)
 	}
 	requireExists(t, filepath.Join(undoPath(root, "1.0.1"), "journal.json"), true)
 
-	rb, err := overlaytest.Rollback(context.Background(), root, "", node.Options{})
+	rb, err := nodetest.Rollback(context.Background(), root, "", node.Options{})
 	if err != nil {
 		t.Fatalf("rollback after roll-forward: %v", err)
 	}
 	if rb.Reverted.Version != "1.0.1" || rb.Head.Version != "1.0.0" {
 		t.Errorf("rollback %v -> %v", rb.Reverted, rb.Head)
 	}
-	if got := snap(t, root).digest; got != before.digest {
-		t.Errorf("after rollback digest %s, want %s", got, before.digest)
+	if got := fixture.Snap(t, root).Digest; got != before.Digest {
+		t.Errorf("after rollback digest %s, want %s", got, before.Digest)
 	}
 }
 
 func TestCrashAfterLedgerVerifyThenRollbackRecovers(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", sqRichChange(f))
-	root := f.provision()
-	before := snap(t, root)
+	f := fixture.New(t)
+	c := f.Create("1.0.1", sqRichChange(f))
+	root := f.Provision()
+	before := fixture.Snap(t, root)
 	crashHelper(t, root, "after-ledger", "apply", c.Path)
 	// Verify changes nothing, not even a recovery.
-	crashed := snap(t, root)
+	crashed := fixture.Snap(t, root)
 	requireInterrupted(t, root)
-	if snap(t, root) != crashed {
+	if fixture.Snap(t, root) != crashed {
 		t.Fatal("Verify changed the node")
 	}
 	requireExists(t, txnPath(root), true)
 
 	// Rollback first finishes the interrupted apply, then reverts it.
-	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); err != nil {
+	if _, err := nodetest.Rollback(context.Background(), root, "", node.Options{}); err != nil {
 		t.Fatalf("rollback after crash: %v", err)
 	}
-	if got := snap(t, root).digest; got != before.digest {
-		t.Errorf("after rollback digest %s, want %s", got, before.digest)
+	if got := fixture.Snap(t, root).Digest; got != before.Digest {
+		t.Errorf("after rollback digest %s, want %s", got, before.Digest)
 	}
 	l := sqLedger(t, root)
-	if got := sqActions(l); !sqEqual(got, []string{"provision 1.0.0", "apply 1.0.1", "rollback 1.0.1"}) {
+	if got := sqActions(l); !slices.Equal(got, []string{"provision 1.0.0", "apply 1.0.1", "rollback 1.0.1"}) {
 		t.Errorf("ledger = %v", got)
 	}
-	sqRequireOK(t, sqAudit(t, root, f.repo, true))
+	fixture.RequireOK(t, fixture.Audit(t, root, f.Repo, true))
 }
 
 func TestCrashDuringRollbackBeforeLedger(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", sqRichChange(f))
-	root := f.provision()
-	sqMustApply(t, root, c.Path)
-	applied := snap(t, root)
+	f := fixture.New(t)
+	c := f.Create("1.0.1", sqRichChange(f))
+	root := f.Provision()
+	fixture.MustApply(t, root, c.Path)
+	applied := fixture.Snap(t, root)
 
 	crashHelper(t, root, "before-ledger", "rollback")
-	if snap(t, root).digest == applied.digest {
+	if fixture.Snap(t, root).Digest == applied.Digest {
 		t.Fatal("the crash left the tree untouched")
 	}
 	requireInterrupted(t, root)
@@ -331,14 +333,14 @@ func TestCrashDuringRollbackBeforeLedger(t *testing.T) {
 	if len(rep.Plans) != 1 || !rep.Plans[0].AlreadyApplied {
 		t.Fatalf("plans = %+v, want 1.0.1 already applied", rep.Plans)
 	}
-	assertUnchanged(t, root, applied)
-	a := sqAudit(t, root, f.repo, true)
-	sqRequireOK(t, a)
+	fixture.AssertUnchanged(t, root, applied)
+	a := fixture.Audit(t, root, f.Repo, true)
+	fixture.RequireOK(t, a)
 	if a.TreeDigest != c.Manifest.TreeDigest {
 		t.Errorf("tree digest %s, want %s", a.TreeDigest, c.Manifest.TreeDigest)
 	}
 	// The undo data survived the interrupted rollback.
-	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); err != nil {
+	if _, err := nodetest.Rollback(context.Background(), root, "", node.Options{}); err != nil {
 		t.Fatalf("rollback: %v", err)
 	}
 	if got := sqApplied(t, root); len(got) != 0 {
@@ -347,11 +349,11 @@ func TestCrashDuringRollbackBeforeLedger(t *testing.T) {
 }
 
 func TestCrashDuringRollbackAfterLedger(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", sqRichChange(f))
-	root := f.provision()
-	before := snap(t, root)
-	sqMustApply(t, root, c.Path)
+	f := fixture.New(t)
+	c := f.Create("1.0.1", sqRichChange(f))
+	root := f.Provision()
+	before := fixture.Snap(t, root)
+	fixture.MustApply(t, root, c.Path)
 
 	crashHelper(t, root, "after-ledger", "rollback")
 	if got := sqApplied(t, root); len(got) != 0 {
@@ -360,20 +362,20 @@ func TestCrashDuringRollbackAfterLedger(t *testing.T) {
 	requireInterrupted(t, root)
 
 	// The next run finishes the rollback, so nothing is left to roll back.
-	_, err := overlaytest.Rollback(context.Background(), root, "", node.Options{})
-	sqErr(t, err, node.ErrNothingToRollback)
-	if got := snap(t, root).digest; got != before.digest {
-		t.Errorf("digest %s, want the pre-apply %s", got, before.digest)
+	_, err := nodetest.Rollback(context.Background(), root, "", node.Options{})
+	fixture.ErrIs(t, err, node.ErrNothingToRollback)
+	if got := fixture.Snap(t, root).Digest; got != before.Digest {
+		t.Errorf("digest %s, want the pre-apply %s", got, before.Digest)
 	}
 	requireExists(t, txnPath(root), false)
 	requireExists(t, undoPath(root, "1.0.1"), false)
 	requireExists(t, filepath.Join(root, manifests.StateDir, "overlays", "1.0.1.json"), false)
-	sqRequireOK(t, sqAudit(t, root, f.repo, true))
+	fixture.RequireOK(t, fixture.Audit(t, root, f.Repo, true))
 
 	// And the overlay can be applied again.
-	sqMustApply(t, root, c.Path)
-	a := sqAudit(t, root, f.repo, true)
-	sqRequireOK(t, a)
+	fixture.MustApply(t, root, c.Path)
+	a := fixture.Audit(t, root, f.Repo, true)
+	fixture.RequireOK(t, a)
 	if a.TreeDigest != c.Manifest.TreeDigest {
 		t.Errorf("tree digest %s, want %s", a.TreeDigest, c.Manifest.TreeDigest)
 	}
@@ -383,38 +385,38 @@ func TestCrashDuringRollbackAfterLedger(t *testing.T) {
 // and no ledger record: the next apply must restore the pre-apply tree
 // before it applies the overlay again.
 func TestCrashMidOpsApplyRollsBack(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", sqRichChange(f))
+	f := fixture.New(t)
+	c := f.Create("1.0.1", sqRichChange(f))
 	nops := len(c.Manifest.Deletes) + len(c.Manifest.Entries)
 	for i := range nops {
 		t.Run("op-"+strconv.Itoa(i), func(t *testing.T) {
-			root := f.provision()
-			before := snap(t, root)
+			root := f.Provision()
+			before := fixture.Snap(t, root)
 			crashHelper(t, root, "op-"+strconv.Itoa(i), "apply", c.Path)
-			crashed := snap(t, root)
-			if crashed.digest == before.digest {
+			crashed := fixture.Snap(t, root)
+			if crashed.Digest == before.Digest {
 				t.Fatal("the crash left the tree untouched")
 			}
-			if crashed.ledger != before.ledger {
+			if crashed.Ledger != before.Ledger {
 				t.Fatal("the ledger changed before the commit point")
 			}
 			requireInterrupted(t, root)
 
-			var atStart *snapshot
+			var atStart *fixture.Snapshot
 			progress := func(msg string) {
 				if atStart == nil && strings.HasPrefix(msg, "applying") {
-					s := snap(t, root)
+					s := fixture.Snap(t, root)
 					atStart = &s
 				}
 			}
-			if _, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Progress: progress}); err != nil {
+			if _, err := nodetest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Progress: progress}); err != nil {
 				t.Fatalf("apply after crash: %v", err)
 			}
-			if atStart == nil || atStart.digest != before.digest || atStart.ledger != before.ledger {
-				t.Fatalf("recovery did not restore the pre-apply node (digest %v, want %s)", atStart, before.digest)
+			if atStart == nil || atStart.Digest != before.Digest || atStart.Ledger != before.Ledger {
+				t.Fatalf("recovery did not restore the pre-apply node (digest %v, want %s)", atStart, before.Digest)
 			}
-			a := sqAudit(t, root, f.repo, true)
-			sqRequireOK(t, a)
+			a := fixture.Audit(t, root, f.Repo, true)
+			fixture.RequireOK(t, a)
 			if a.TreeDigest != c.Manifest.TreeDigest {
 				t.Errorf("tree digest %s, want %s", a.TreeDigest, c.Manifest.TreeDigest)
 			}
@@ -422,8 +424,8 @@ func TestCrashMidOpsApplyRollsBack(t *testing.T) {
 				t.Errorf("ledger = %v, want provision + apply", sqActions(l))
 			}
 			rollback(t, root)
-			if got := snap(t, root).digest; got != before.digest {
-				t.Errorf("after rollback digest %s, want %s", got, before.digest)
+			if got := fixture.Snap(t, root).Digest; got != before.Digest {
+				t.Errorf("after rollback digest %s, want %s", got, before.Digest)
 			}
 		})
 	}
@@ -432,17 +434,17 @@ func TestCrashMidOpsApplyRollsBack(t *testing.T) {
 // The same for a rollback interrupted after any op: the next run undoes
 // the half rollback and the overlay stays applied.
 func TestCrashMidOpsRollbackUndone(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", sqRichChange(f))
+	f := fixture.New(t)
+	c := f.Create("1.0.1", sqRichChange(f))
 	nops := len(c.Manifest.Deletes) + len(c.Manifest.Entries)
 	for i := range nops {
 		t.Run("op-"+strconv.Itoa(i), func(t *testing.T) {
-			root := f.provision()
-			before := snap(t, root)
-			sqMustApply(t, root, c.Path)
-			applied := snap(t, root)
+			root := f.Provision()
+			before := fixture.Snap(t, root)
+			fixture.MustApply(t, root, c.Path)
+			applied := fixture.Snap(t, root)
 			crashHelper(t, root, "op-"+strconv.Itoa(i), "rollback")
-			if snap(t, root).digest == applied.digest {
+			if fixture.Snap(t, root).Digest == applied.Digest {
 				t.Fatal("the crash left the tree untouched")
 			}
 			requireInterrupted(t, root)
@@ -454,10 +456,10 @@ func TestCrashMidOpsRollbackUndone(t *testing.T) {
 			if len(rep.Plans) != 1 || !rep.Plans[0].AlreadyApplied {
 				t.Fatalf("plans = %+v, want 1.0.1 already applied", rep.Plans)
 			}
-			assertUnchanged(t, root, applied)
+			fixture.AssertUnchanged(t, root, applied)
 			rollback(t, root)
-			if got := snap(t, root).digest; got != before.digest {
-				t.Errorf("after rollback digest %s, want %s", got, before.digest)
+			if got := fixture.Snap(t, root).Digest; got != before.Digest {
+				t.Errorf("after rollback digest %s, want %s", got, before.Digest)
 			}
 		})
 	}
@@ -467,40 +469,40 @@ func TestCrashMidOpsRollbackUndone(t *testing.T) {
 // takes the change back and, since the services may have seen it, records
 // a failed attempt with the restarts due.
 func TestCrashDuringRestartsRecordsFailedAttempt(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
-	root := f.provision()
-	before := snap(t, root)
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 81\n"))
+	root := f.Provision()
+	before := fixture.Snap(t, root)
 	crashHelper(t, root, "restarting", "apply-restart", c.Path)
-	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); !errors.Is(err, node.ErrNothingToRollback) {
+	if _, err := nodetest.Rollback(context.Background(), root, "", node.Options{}); !errors.Is(err, node.ErrNothingToRollback) {
 		t.Fatalf("rollback after the crash: %v, want node.ErrNothingToRollback (the change was never committed)", err)
 	}
-	if got := snap(t, root).digest; got != before.digest {
-		t.Errorf("digest %s after recovery, want the old %s", got, before.digest)
+	if got := fixture.Snap(t, root).Digest; got != before.Digest {
+		t.Errorf("digest %s after recovery, want the old %s", got, before.Digest)
 	}
 	l := sqLedger(t, root)
-	if got := sqActions(l); !sqEqual(got, []string{"provision 1.0.0", "failed 1.0.1"}) {
+	if got := sqActions(l); !slices.Equal(got, []string{"provision 1.0.0", "failed 1.0.1"}) {
 		t.Fatalf("ledger = %v, want the failed attempt", got)
 	}
 	if p := l.PendingRestarts(); len(p) != 1 || p[0].Unit != "app.service" {
 		t.Errorf("pending = %+v, want app.service due", p)
 	}
 	requireExists(t, filepath.Join(root, manifests.StateDir, "restarting"), false)
-	sqRequireOK(t, sqAudit(t, root, f.repo, true))
+	fixture.RequireOK(t, fixture.Audit(t, root, f.Repo, true))
 }
 
 // A crash inside a replacing op, after the old object moved away and
 // before the new one moved in (the path is missing then): the next run
 // restores the old tree exactly and the apply then succeeds.
 func TestCrashInsideOpApplyRollsBack(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", sqRichChange(f))
+	f := fixture.New(t)
+	c := f.Create("1.0.1", sqRichChange(f))
 	nops := len(c.Manifest.Deletes) + len(c.Manifest.Entries)
 	fired := 0
 	for i := range nops {
 		point := "op-" + strconv.Itoa(i) + "-half"
-		root := f.provision()
-		before := snap(t, root)
+		root := f.Provision()
+		before := fixture.Snap(t, root)
 		code, out := runHelper(t, root, point, "apply", c.Path)
 		switch code {
 		case 0:
@@ -511,16 +513,16 @@ func TestCrashInsideOpApplyRollsBack(t *testing.T) {
 			t.Fatalf("%s: helper exited %d:\n%s", point, code, out)
 		}
 		requireInterrupted(t, root)
-		if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); !errors.Is(err, node.ErrNothingToRollback) {
+		if _, err := nodetest.Rollback(context.Background(), root, "", node.Options{}); !errors.Is(err, node.ErrNothingToRollback) {
 			t.Fatalf("%s: rollback after the crash: %v, want node.ErrNothingToRollback", point, err)
 		}
-		if got := snap(t, root); got.digest != before.digest || got.ledger != before.ledger {
-			t.Fatalf("%s: recovery left digest %s, want the pre-apply %s (ledger unchanged)", point, got.digest, before.digest)
+		if got := fixture.Snap(t, root); got.Digest != before.Digest || got.Ledger != before.Ledger {
+			t.Fatalf("%s: recovery left digest %s, want the pre-apply %s (ledger unchanged)", point, got.Digest, before.Digest)
 		}
-		if _, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
+		if _, err := nodetest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
 			t.Fatalf("%s: apply after recovery: %v", point, err)
 		}
-		sqRequireOK(t, sqAudit(t, root, f.repo, true))
+		fixture.RequireOK(t, fixture.Audit(t, root, f.Repo, true))
 	}
 	if fired == 0 {
 		t.Fatal("no op of the change has a point inside it: the test covers nothing")
@@ -532,20 +534,20 @@ func TestCrashInsideOpApplyRollsBack(t *testing.T) {
 // restarts on the old tree ran: the failed attempt is recorded with its
 // restarts still due.
 func TestCrashWhileTakingBackKeepsDebt(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
-	root := f.provision()
-	before := snap(t, root)
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 81\n"))
+	root := f.Provision()
+	before := fixture.Snap(t, root)
 	crashHelper(t, root, "taken-back", "apply-failing", c.Path)
-	if got := snap(t, root).digest; got != before.digest {
-		t.Errorf("digest %s after the crash, want the old %s", got, before.digest)
+	if got := fixture.Snap(t, root).Digest; got != before.Digest {
+		t.Errorf("digest %s after the crash, want the old %s", got, before.Digest)
 	}
 	l := sqLedger(t, root)
-	if got := sqActions(l); !sqEqual(got, []string{"provision 1.0.0", "failed 1.0.1"}) {
+	if got := sqActions(l); !slices.Equal(got, []string{"provision 1.0.0", "failed 1.0.1"}) {
 		t.Fatalf("ledger = %v, want the failed attempt", got)
 	}
 	if p := l.PendingRestarts(); len(p) != 1 || p[0].Unit != "app.service" {
 		t.Errorf("pending = %+v, want app.service still due", p)
 	}
-	sqRequireOK(t, sqAudit(t, root, f.repo, true))
+	fixture.RequireOK(t, fixture.Audit(t, root, f.Repo, true))
 }

@@ -1,14 +1,16 @@
-package overlay_test
+package node_test
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
-	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // resolving is a restarter of the test's own: it resolves every plan to
@@ -48,12 +50,12 @@ func (r *resolving) Undo(_ context.Context, _ node.RestartPlan, fwd *systemd.Res
 }
 
 func TestRestarterOfYourOwn(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 82\n"))
-	root := f.provision()
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 82\n"))
+	root := f.Provision()
 
 	r := &resolving{}
-	dry, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{DryRun: true}, node.Options{Restarter: r})
+	dry, err := nodetest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{DryRun: true}, node.Options{Restarter: r})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func TestRestarterOfYourOwn(t *testing.T) {
 	}
 
 	r.fail = true
-	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Restarter: r}); !errors.Is(err, node.ErrRestart) {
+	if _, err := nodetest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Restarter: r}); !errors.Is(err, node.ErrRestart) {
 		t.Fatalf("apply with a failing restarter: %v, want node.ErrRestart", err)
 	}
 	if r.undid == nil || r.undid.Steps[0].Unit != "resolved-app.service" {
@@ -70,11 +72,11 @@ func TestRestarterOfYourOwn(t *testing.T) {
 	}
 
 	r.fail = false
-	rep, err := overlaytest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Restarter: r})
+	rep, err := nodetest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Restarter: r})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rsDescribe(rep.Plans[0].Restarted); !sqEqual(got, []string{"resolved-app.service restart"}) {
+	if got := rsDescribe(rep.Plans[0].Restarted); !slices.Equal(got, []string{"resolved-app.service restart"}) {
 		t.Errorf("restarted %q, want what the restarter resolved", got)
 	}
 	rsRequireNoDebt(t, root)

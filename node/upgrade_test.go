@@ -1,4 +1,4 @@
-package overlay_test
+package node_test
 
 import (
 	"context"
@@ -14,44 +14,39 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/internal/imagefile"
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
-	. "github.com/strata-dev/strata/overlay"
-	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // stagedNode is a node with overlay 1.0.1 applied and an upgrade to an
 // image 1.1.0 of its line staged (as strata upgrade leaves it, minus the
 // disk), and that image's manifest.
-func stagedNode(t *testing.T, f *fixture, bootID string) (root string, next []byte) {
+func stagedNode(t *testing.T, f *fixture.Fixture, bootID string) (root string, next []byte) {
 	t.Helper()
-	root = f.provision()
+	root = f.Provision()
 	// 1.0.1 adds a unit: it carries the line's catalog with it.
-	ch := f.change("/etc/app/app.conf", "port 81\n")
-	ch.Adds = append(ch.Adds, Add{Dest: "/etc/systemd/system/ov.service", Src: f.hostFile("[Service]\nExecStart=/usr/bin/app\n")})
-	c1 := f.create("1.0.1", ch)
+	ch := f.Change("/etc/app/app.conf", "port 81\n")
+	ch.Adds = append(ch.Adds, overlay.Add{Dest: "/etc/systemd/system/ov.service", Src: f.HostFile("[Service]\nExecStart=/usr/bin/app\n")})
+	c1 := f.Create("1.0.1", ch)
 	if c1.Manifest.Catalog == nil {
 		t.Fatal("overlay 1.0.1 carries no catalog")
 	}
 	if _, err := apply(root, c1.Path); err != nil {
 		t.Fatal(err)
 	}
-	rdir := filepath.Join(f.dir, "recipe")
 	// 1.1.0 has a service of its own.
-	recipe := strings.Replace(fixtureRecipe, "version: 1.0.0", "version: 1.1.0", 1)
+	recipe := strings.Replace(fixture.Recipe, "version: 1.0.0", "version: 1.1.0", 1)
 	recipe = strings.Replace(recipe, "files:\n", "files:\n  - path: /usr/lib/systemd/system/extra.service\n    content: \"[Service]\\nExecStart=/usr/bin/app\\n\"\n", 1)
-	if err := os.WriteFile(filepath.Join(rdir, "recipe-1.1.0.yaml"), []byte(recipe), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := builder.Build(context.Background(), filepath.Join(rdir, "recipe-1.1.0.yaml"), filepath.Join(f.dir, "images-1.1.0"), builder.WithKey(f.key))
-	if err != nil {
-		t.Fatal(err)
-	}
+	img110 := fixture.Image(t, filepath.Join(f.Dir, "recipe-1.1.0"), recipe, fixture.Files, imagefile.Tar, builder.WithKey(f.Key))
 	n := nodestate.Node{Root: root}
-	for _, img := range []string{f.image, res.Image} {
+	for _, img := range []string{f.Image, img110} {
 		raw, err := os.ReadFile(repo.ManifestPath(img))
 		if err != nil {
 			t.Fatal(err)
@@ -93,36 +88,36 @@ func healthy(context.Context, manifests.Catalog) error { return nil }
 // unhealthy commits nothing, a healthy one commits the upgrade record,
 // which keeps the layers in effect and names the new image.
 func TestUpgradeTrialConfirm(t *testing.T) {
-	f := newFixture(t)
+	f := fixture.New(t)
 	ctx := context.Background()
 	root, next := stagedNode(t, f, thisBoot)
-	c2 := f.create("1.0.2", f.change("/etc/app/app.conf", "port 82\n"))
-	before := snap(t, root)
+	c2 := f.Create("1.0.2", f.Change("/etc/app/app.conf", "port 82\n"))
+	before := fixture.Snap(t, root)
 	if _, err := apply(root, c2.Path); !errors.Is(err, node.ErrUpgradeStaged) {
 		t.Fatalf("apply while staged: %v", err)
 	}
-	if _, err := overlaytest.Rollback(ctx, root, "", node.Options{}); !errors.Is(err, node.ErrUpgradeStaged) {
+	if _, err := nodetest.Rollback(ctx, root, "", node.Options{}); !errors.Is(err, node.ErrUpgradeStaged) {
 		t.Fatalf("rollback while staged: %v", err)
 	}
-	assertUnchanged(t, root, before)
-	st, err := overlaytest.Status(ctx, root)
+	fixture.AssertUnchanged(t, root, before)
+	st, err := nodetest.Status(ctx, root)
 	if err != nil || st.Upgrade == nil || st.Upgrade.State != "staged" || st.Upgrade.Image.Version != "1.1.0" {
 		t.Fatalf("status while staged: %+v %v", st, err)
 	}
 	// The same boot: nothing to settle, nothing to confirm.
-	if fb, err := overlaytest.SettleUpgrade(ctx, root, thisBoot); err != nil || fb.Failed != nil {
+	if fb, err := nodetest.SettleUpgrade(ctx, root, thisBoot); err != nil || fb.Failed != nil {
 		t.Fatalf("settle in the staging boot: %+v %v", fb, err)
 	}
-	if rep, err := overlaytest.Confirm(ctx, root, healthy, node.Options{}); err != nil || rep.Confirmed || rep.Trial {
+	if rep, err := nodetest.Confirm(ctx, root, healthy, node.Options{}); err != nil || rep.Confirmed || rep.Trial {
 		t.Fatalf("confirm without a trial: %+v %v", rep, err)
 	}
-	assertUnchanged(t, root, before)
+	fixture.AssertUnchanged(t, root, before)
 
 	// The trial boot: the tree carries image 1.1.0.
 	if err := os.WriteFile(filepath.Join(root, manifests.ImageManifestPath), next, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, err = overlaytest.Status(ctx, root)
+	st, err = nodetest.Status(ctx, root)
 	if err != nil || st.Upgrade == nil || st.Upgrade.State != "trial" || strings.Join(st.Layers, " ") != "1.0.1" {
 		t.Fatalf("status on trial: %+v %v", st, err)
 	}
@@ -130,7 +125,7 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 		t.Fatalf("apply on a trial boot: %v", err)
 	}
 	sick := errors.New("nginx.service failed")
-	_, err = overlaytest.Confirm(ctx, root, func(context.Context, manifests.Catalog) error { return sick }, node.Options{})
+	_, err = nodetest.Confirm(ctx, root, func(context.Context, manifests.Catalog) error { return sick }, node.Options{})
 	if !errors.Is(err, node.ErrUnhealthy) || !errors.Is(err, sick) {
 		t.Fatalf("unhealthy trial: %v", err)
 	}
@@ -139,7 +134,7 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	}
 	// The health check sees the new image's units and the layers'.
 	var units []string
-	rep, err := overlaytest.Confirm(ctx, root, func(_ context.Context, cat manifests.Catalog) error {
+	rep, err := nodetest.Confirm(ctx, root, func(_ context.Context, cat manifests.Catalog) error {
 		for _, s := range cat.Services {
 			units = append(units, s.Unit)
 		}
@@ -164,7 +159,7 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	if len(ents) != 4 {
 		t.Fatalf("image store after the confirmation: %d files", len(ents))
 	}
-	if st, err := overlaytest.Status(ctx, root); err != nil || st.Upgrade != nil || st.Running == nil || st.Running.Version != "1.1.0" || st.Slot != "b" {
+	if st, err := nodetest.Status(ctx, root); err != nil || st.Upgrade != nil || st.Running == nil || st.Running.Version != "1.1.0" || st.Slot != "b" {
 		t.Fatalf("status after the confirmation: %+v %v", st, err)
 	}
 	// A confirmation that stopped between its commit and removing the
@@ -173,14 +168,14 @@ func TestUpgradeTrialConfirm(t *testing.T) {
 	u := stagedOf(t, root, next)
 	for i, settle := range []func() error{
 		func() error {
-			fb, err := overlaytest.SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000")
+			fb, err := nodetest.SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000")
 			if err == nil && fb.Failed != nil {
 				return fmt.Errorf("recorded as failed: %+v", fb.Failed)
 			}
 			return err
 		},
 		func() error {
-			rep, err := overlaytest.Confirm(ctx, root, healthy, node.Options{})
+			rep, err := nodetest.Confirm(ctx, root, healthy, node.Options{})
 			if err == nil && !rep.Confirmed {
 				return fmt.Errorf("not confirmed: %+v", rep)
 			}
@@ -230,11 +225,11 @@ func joinedVersions(es []manifests.LedgerEntry) string {
 func TestUpgradeFallback(t *testing.T) {
 	for name, staged := range map[string]string{"live": thisBoot, "offline": ""} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
+			f := fixture.New(t)
 			ctx := context.Background()
 			root, _ := stagedNode(t, f, staged)
-			before := snap(t, root)
-			fb, err := overlaytest.SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000")
+			before := fixture.Snap(t, root)
+			fb, err := nodetest.SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000")
 			if err != nil || fb.Failed == nil || fb.Failed.Slot != manifests.SlotB || fb.Failed.Version != "1.1.0" ||
 				fb.Failed.Head.Version != "1.0.1" || !strings.Contains(fb.Failed.Error, "did not boot to health") {
 				t.Fatalf("fallback: %+v %v", fb, err)
@@ -243,15 +238,15 @@ func TestUpgradeFallback(t *testing.T) {
 			if u, err := n.Staged(); u != nil || err != nil {
 				t.Fatalf("staged upgrade left: %+v %v", u, err)
 			}
-			st, err := overlaytest.Status(ctx, root)
+			st, err := nodetest.Status(ctx, root)
 			if err != nil || st.LastFailure == nil || st.LastFailure.Slot != "b" || st.Head.Version != "1.0.1" || st.Upgrade != nil {
 				t.Fatalf("status after the fallback: %+v %v", st, err)
 			}
-			if snap(t, root).digest != before.digest {
+			if fixture.Snap(t, root).Digest != before.Digest {
 				t.Fatal("the fallback changed the tree")
 			}
 			// Settled once: a second run finds nothing.
-			if fb, err := overlaytest.SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000"); err != nil || fb.Failed != nil {
+			if fb, err := nodetest.SettleUpgrade(ctx, root, "1a2b3c4d-0000-4000-8000-000000000000"); err != nil || fb.Failed != nil {
 				t.Fatalf("second settle: %+v %v", fb, err)
 			}
 		})
@@ -261,8 +256,8 @@ func TestUpgradeFallback(t *testing.T) {
 // Planted upgrade state is refused, not followed: a symlink, garbage, an
 // entry name that is a path.
 func TestUpgradeHostileStaged(t *testing.T) {
-	f := newFixture(t)
-	root := f.provision()
+	f := fixture.New(t)
+	root := f.Provision()
 	p := filepath.Join(root, manifests.UpgradePath)
 	target := filepath.Join(t.TempDir(), "upgrade.json")
 	if err := os.WriteFile(target, []byte("{}"), 0o644); err != nil {
@@ -283,7 +278,7 @@ func TestUpgradeHostileStaged(t *testing.T) {
 		if _, err := (nodestate.Node{Root: root}).Staged(); err == nil {
 			t.Errorf("%s: planted upgrade.json accepted", name)
 		}
-		if _, err := overlaytest.Status(context.Background(), root); err == nil {
+		if _, err := nodetest.Status(context.Background(), root); err == nil {
 			t.Errorf("%s: status accepted the planted upgrade.json", name)
 		}
 	}

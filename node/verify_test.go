@@ -1,9 +1,10 @@
-package overlay_test
+package node_test
 
 import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -11,9 +12,10 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
-	. "github.com/strata-dev/strata/overlay"
-	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/schema"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // vfRequireFinding fails unless a finding of kind and severity exists
@@ -37,30 +39,30 @@ next:
 }
 
 func TestVerifyNodeClean(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/motd", "v1\n"))
-	root := f.provision()
-	a := sqAudit(t, root, f.repo, true)
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/motd", "v1\n"))
+	root := f.Provision()
+	a := fixture.Audit(t, root, f.Repo, true)
 	if !a.OK() || !a.FilesChecked || a.Head == nil || a.Head.Version != "1.0.0" || a.Behind != 1 {
 		t.Fatalf("fresh node audit = %+v", a)
 	}
-	sqMustApply(t, root, c.Path)
-	before := snap(t, root)
-	a = sqAudit(t, root, f.repo, true)
-	assertUnchanged(t, root, before)
+	fixture.MustApply(t, root, c.Path)
+	before := fixture.Snap(t, root)
+	a = fixture.Audit(t, root, f.Repo, true)
+	fixture.AssertUnchanged(t, root, before)
 	if !a.OK() || len(a.Findings) != 0 {
 		t.Fatalf("clean node audit findings = %+v", a.Findings)
 	}
-	if a.Head.Version != "1.0.1" || a.Behind != 0 || !sqEqual(a.Applied, []string{"1.0.1"}) || a.TreeDigest != c.Manifest.TreeDigest {
+	if a.Head.Version != "1.0.1" || a.Behind != 0 || !slices.Equal(a.Applied, []string{"1.0.1"}) || a.TreeDigest != c.Manifest.TreeDigest {
 		t.Errorf("audit = %+v", a)
 	}
 }
 
 func TestVerifyNodeFilesDrift(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/motd", "v1\n"))
-	root := f.provision()
-	sqMustApply(t, root, c.Path)
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/motd", "v1\n"))
+	root := f.Provision()
+	fixture.MustApply(t, root, c.Path)
 	mustDo := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -74,9 +76,9 @@ func TestVerifyNodeFilesDrift(t *testing.T) {
 	mustDo(os.WriteFile(filepath.Join(root, "etc/extra"), []byte("extra\n"), 0o644)) // added
 
 	// Without files the drift is invisible.
-	sqRequireOK(t, sqAudit(t, root, f.repo, false))
+	fixture.RequireOK(t, fixture.Audit(t, root, f.Repo, false))
 
-	a := sqAudit(t, root, f.repo, true)
+	a := fixture.Audit(t, root, f.Repo, true)
 	if a.OK() {
 		t.Fatal("audit with files is OK on a drifted node")
 	}
@@ -108,16 +110,16 @@ func TestVerifyNodeFilesDrift(t *testing.T) {
 		wantPaths = append(wantPaths, p)
 	}
 	sort.Strings(wantPaths)
-	if !sqEqual(got, wantPaths) {
+	if !slices.Equal(got, wantPaths) {
 		t.Errorf("drifted paths = %v, want %v", got, wantPaths)
 	}
 }
 
 func TestVerifyNodeLedgerTampered(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/motd", "v1\n"))
-	root := f.provision()
-	sqMustApply(t, root, c.Path)
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/motd", "v1\n"))
+	root := f.Provision()
+	fixture.MustApply(t, root, c.Path)
 	lp := filepath.Join(root, manifests.LedgerPath)
 	raw, err := os.ReadFile(lp)
 	if err != nil {
@@ -135,26 +137,26 @@ func TestVerifyNodeLedgerTampered(t *testing.T) {
 	if err := os.WriteFile(lp, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a := sqAudit(t, root, f.repo, false)
+	a := fixture.Audit(t, root, f.Repo, false)
 	if a.OK() {
 		t.Fatal("audit is OK with a tampered ledger")
 	}
 	vfRequireFinding(t, a, "problem", "chain", "record 1", "altered")
 
 	// Apply and Rollback refuse the node too.
-	before := snap(t, root)
+	before := fixture.Snap(t, root)
 	_, err = apply(root, c.Path)
-	sqErr(t, err, manifests.ErrInvalid, "record 1")
-	_, err = overlaytest.Rollback(t.Context(), root, "", node.Options{})
-	sqErr(t, err, manifests.ErrInvalid, "record 1")
-	assertUnchanged(t, root, before)
+	fixture.ErrIs(t, err, manifests.ErrInvalid, "record 1")
+	_, err = nodetest.Rollback(t.Context(), root, "", node.Options{})
+	fixture.ErrIs(t, err, manifests.ErrInvalid, "record 1")
+	fixture.AssertUnchanged(t, root, before)
 }
 
 func TestVerifyNodeStoredManifestTampered(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/motd", "v1\n"))
-	root := f.provision()
-	sqMustApply(t, root, c.Path)
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/motd", "v1\n"))
+	root := f.Provision()
+	fixture.MustApply(t, root, c.Path)
 	p := filepath.Join(root, manifests.StateDir, "overlays", "1.0.1.json")
 	raw, err := os.ReadFile(p)
 	if err != nil {
@@ -163,17 +165,17 @@ func TestVerifyNodeStoredManifestTampered(t *testing.T) {
 	if err := os.WriteFile(p, append(raw, ' '), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a := sqAudit(t, root, f.repo, false)
+	a := fixture.Audit(t, root, f.Repo, false)
 	vfRequireFinding(t, a, "problem", "chain", "1.0.1", c.Digest)
 }
 
 func TestVerifyNodeBehind(t *testing.T) {
-	f := newFixture(t)
+	f := fixture.New(t)
 	cs := sqChain(f, 3)
-	root := f.provision()
-	sqMustApply(t, root, cs[0].Path)
-	a := sqAudit(t, root, f.repo, false)
-	sqRequireOK(t, a)
+	root := f.Provision()
+	fixture.MustApply(t, root, cs[0].Path)
+	a := fixture.Audit(t, root, f.Repo, false)
+	fixture.RequireOK(t, a)
 	if a.Behind != 2 || a.RepoHead == nil || a.RepoHead.Version != "1.0.3" {
 		t.Errorf("audit behind %d, repo head %v; want 2 and 1.0.3", a.Behind, a.RepoHead)
 	}
@@ -182,45 +184,45 @@ func TestVerifyNodeBehind(t *testing.T) {
 
 func TestVerifyNodeUnknownOverlay(t *testing.T) {
 	t.Run("repo has no overlays", func(t *testing.T) {
-		f := newFixture(t)
+		f := fixture.New(t)
 		repo2 := sqSecondRepo(f)
-		c := sqCreateIn(f, repo2, "1.0.1", f.change("/etc/motd", "theirs\n"))
-		root := f.provision()
-		sqMustApply(t, root, c.Path)
-		sqRequireOK(t, sqAudit(t, root, repo2, true))
-		a := sqAudit(t, root, f.repo, false)
+		c := sqCreateIn(f, repo2, "1.0.1", f.Change("/etc/motd", "theirs\n"))
+		root := f.Provision()
+		fixture.MustApply(t, root, c.Path)
+		fixture.RequireOK(t, fixture.Audit(t, root, repo2, true))
+		a := fixture.Audit(t, root, f.Repo, false)
 		vfRequireFinding(t, a, "problem", "unknown", "1.0.1", c.Digest)
 	})
 	t.Run("repo has another version there", func(t *testing.T) {
-		f := newFixture(t)
-		f.create("1.0.1", f.change("/etc/motd", "ours\n"))
+		f := fixture.New(t)
+		f.Create("1.0.1", f.Change("/etc/motd", "ours\n"))
 		repo2 := sqSecondRepo(f)
-		c := sqCreateIn(f, repo2, "1.0.5", f.change("/etc/motd", "theirs\n"))
-		root := f.provision()
-		sqMustApply(t, root, c.Path)
-		a := sqAudit(t, root, f.repo, false)
+		c := sqCreateIn(f, repo2, "1.0.5", f.Change("/etc/motd", "theirs\n"))
+		root := f.Provision()
+		fixture.MustApply(t, root, c.Path)
+		a := fixture.Audit(t, root, f.Repo, false)
 		vfRequireFinding(t, a, "problem", "unknown", "1.0.5", c.Digest)
 	})
 	t.Run("repo has the same version with another digest", func(t *testing.T) {
-		f := newFixture(t)
-		ours := f.create("1.0.1", f.change("/etc/motd", "ours\n"))
+		f := fixture.New(t)
+		ours := f.Create("1.0.1", f.Change("/etc/motd", "ours\n"))
 		repo2 := sqSecondRepo(f)
-		c := sqCreateIn(f, repo2, "1.0.1", f.change("/etc/motd", "theirs\n"))
-		root := f.provision()
-		sqMustApply(t, root, c.Path)
-		a := sqAudit(t, root, f.repo, false)
+		c := sqCreateIn(f, repo2, "1.0.1", f.Change("/etc/motd", "theirs\n"))
+		root := f.Provision()
+		fixture.MustApply(t, root, c.Path)
+		a := fixture.Audit(t, root, f.Repo, false)
 		vfRequireFinding(t, a, "problem", "tampered", "1.0.1", c.Digest, ours.Digest)
 	})
 }
 
 func TestVerifyRepo(t *testing.T) {
-	setup := func(t *testing.T) (*fixture, []*Created) {
-		f := newFixture(t)
+	setup := func(t *testing.T) (*fixture.Fixture, []*overlay.Created) {
+		f := fixture.New(t)
 		return f, sqChain(f, 2)
 	}
 	t.Run("good", func(t *testing.T) {
 		f, _ := setup(t)
-		a, err := VerifyRepo(context.Background(), f.repo, nil)
+		a, err := overlay.VerifyRepo(context.Background(), f.Repo, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +238,7 @@ func TestVerifyRepo(t *testing.T) {
 		if err := os.WriteFile(cs[0].Path, []byte("not an overlay"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		a, err := VerifyRepo(context.Background(), f.repo, nil)
+		a, err := overlay.VerifyRepo(context.Background(), f.Repo, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +256,7 @@ func TestVerifyRepo(t *testing.T) {
 		if err := os.WriteFile(cs[0].Path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		a, err := VerifyRepo(context.Background(), f.repo, nil)
+		a, err := overlay.VerifyRepo(context.Background(), f.Repo, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,10 +264,10 @@ func TestVerifyRepo(t *testing.T) {
 	})
 	t.Run("index signature deleted", func(t *testing.T) {
 		f, _ := setup(t)
-		if err := os.Remove(repo.SigPath(filepath.Join(f.repo, repo.IndexFile))); err != nil {
+		if err := os.Remove(repo.SigPath(filepath.Join(f.Repo, repo.IndexFile))); err != nil {
 			t.Fatal(err)
 		}
-		a, err := VerifyRepo(context.Background(), f.repo, nil)
+		a, err := overlay.VerifyRepo(context.Background(), f.Repo, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,14 +278,14 @@ func TestVerifyRepo(t *testing.T) {
 	})
 	t.Run("stray overlay file", func(t *testing.T) {
 		f, _ := setup(t)
-		if err := os.WriteFile(filepath.Join(f.repo, "overlays", "stray.overlay.tar.zst"), []byte("x"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(f.Repo, "overlays", "stray.overlay.tar.zst"), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		a, err := VerifyRepo(context.Background(), f.repo, nil)
+		a, err := overlay.VerifyRepo(context.Background(), f.Repo, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sqRequireOK(t, a)
+		fixture.RequireOK(t, a)
 		vfRequireFinding(t, a, "warning", "unknown", "stray.overlay.tar.zst")
 	})
 }

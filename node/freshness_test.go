@@ -1,4 +1,4 @@
-package overlay_test
+package node_test
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
-	. "github.com/strata-dev/strata/overlay"
-	"github.com/strata-dev/strata/overlay/overlaytest"
-	"github.com/strata-dev/strata/schema"
+	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // indexFiles returns the repository's index and its signature.
@@ -47,12 +47,12 @@ func putIndex(t *testing.T, dir string, raw, sig []byte) {
 // one by every node (freeze); each refusal says which and changes
 // nothing, and the audits report it. A refresh makes the index current.
 func TestIndexFreshness(t *testing.T) {
-	f := newFixture(t)
-	f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
-	oldRaw, oldSig := indexFiles(t, f.repo) // serial 2: init, then 1.0.1
-	f.create("1.0.2", f.change("/etc/app/app.conf", "port 82\n"))
-	root := f.provision()
-	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo, Through: "1.0.1"}, node.ApplyOptions{}, node.Options{}); err != nil {
+	f := fixture.New(t)
+	f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 81\n"))
+	oldRaw, oldSig := indexFiles(t, f.Repo) // serial 2: init, then 1.0.1
+	f.Create("1.0.2", f.Change("/etc/app/app.conf", "port 82\n"))
+	root := f.Provision()
+	if _, err := nodetest.Apply(context.Background(), root, node.Source{Repo: f.Repo, Through: "1.0.1"}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	serial := func() string {
@@ -65,20 +65,20 @@ func TestIndexFreshness(t *testing.T) {
 
 	// Rollback: the index of serial 2, replayed. It lists 1.0.1 only, so
 	// the node would look current.
-	newRaw, newSig := indexFiles(t, f.repo)
-	putIndex(t, f.repo, oldRaw, oldSig)
-	before := snap(t, root)
-	_, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
-	sqErr(t, err, manifests.ErrIndexRollback, "serial 2", "serial 3")
-	assertUnchanged(t, root, before)
-	a, err := overlaytest.Verify(context.Background(), root, node.VerifyOptions{Repo: f.repo})
+	newRaw, newSig := indexFiles(t, f.Repo)
+	putIndex(t, f.Repo, oldRaw, oldSig)
+	before := fixture.Snap(t, root)
+	_, err := nodetest.Apply(context.Background(), root, node.Source{Repo: f.Repo}, node.ApplyOptions{}, node.Options{})
+	fixture.ErrIs(t, err, manifests.ErrIndexRollback, "serial 2", "serial 3")
+	fixture.AssertUnchanged(t, root, before)
+	a, err := nodetest.Verify(context.Background(), root, node.VerifyOptions{Repo: f.Repo})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.OK() || !hasFinding(a, "freshness", "rollback") {
+	if a.OK() || !fixture.HasFinding(a, "freshness", "rollback") {
 		t.Errorf("audit against the replayed index: %+v, want a freshness problem", a.Findings)
 	}
-	putIndex(t, f.repo, newRaw, newSig)
+	putIndex(t, f.Repo, newRaw, newSig)
 
 	// Freeze: an authentic index, newer, but past its expiry.
 	var x manifests.Index
@@ -91,42 +91,33 @@ func TestIndexFreshness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	putIndex(t, f.repo, expired, f.key.Sign(expired, sign.IndexComment))
-	before = snap(t, root)
-	_, err = overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
-	sqErr(t, err, manifests.ErrIndexExpired, "expired at", "serial "+strconv.FormatUint(x.Serial, 10))
-	assertUnchanged(t, root, before)
-	if ra, err := VerifyRepo(context.Background(), f.repo, nil); err != nil || ra.OK() || !hasFinding(ra, "freshness", "expired") {
+	putIndex(t, f.Repo, expired, f.Key.Sign(expired, sign.IndexComment))
+	before = fixture.Snap(t, root)
+	_, err = nodetest.Apply(context.Background(), root, node.Source{Repo: f.Repo}, node.ApplyOptions{}, node.Options{})
+	fixture.ErrIs(t, err, manifests.ErrIndexExpired, "expired at", "serial "+strconv.FormatUint(x.Serial, 10))
+	fixture.AssertUnchanged(t, root, before)
+	if ra, err := overlay.VerifyRepo(context.Background(), f.Repo, nil); err != nil || ra.OK() || !fixture.HasFinding(ra, "freshness", "expired") {
 		t.Errorf("repository audit of an expired index: %+v, %v", ra, err)
 	}
 
 	// A refresh publishes it again, current; the node catches up.
-	if _, err := repo.Refresh(context.Background(), f.repo, f.key, time.Hour); err != nil {
+	if _, err := repo.Refresh(context.Background(), f.Repo, f.Key, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
+	if _, err := nodetest.Apply(context.Background(), root, node.Source{Repo: f.Repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatalf("apply after the refresh: %v", err)
 	}
 	if got, want := serial(), strconv.FormatUint(x.Serial+1, 10); got != want {
 		t.Errorf("the node recorded serial %s, want %s", got, want)
 	}
 	// A dry run records nothing.
-	if _, err := repo.Refresh(context.Background(), f.repo, f.key, 0); err != nil {
+	if _, err := repo.Refresh(context.Background(), f.Repo, f.Key, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := overlaytest.Apply(context.Background(), root, node.Source{Repo: f.repo}, node.ApplyOptions{DryRun: true}, node.Options{}); err != nil {
+	if _, err := nodetest.Apply(context.Background(), root, node.Source{Repo: f.Repo}, node.ApplyOptions{DryRun: true}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := serial(), strconv.FormatUint(x.Serial+1, 10); got != want {
 		t.Errorf("a dry run recorded serial %s, want %s kept", got, want)
 	}
-}
-
-func hasFinding(a *schema.Audit, kind, text string) bool {
-	for _, f := range a.Findings {
-		if f.Kind == kind && strings.Contains(f.Message, text) {
-			return true
-		}
-	}
-	return false
 }

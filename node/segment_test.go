@@ -1,4 +1,4 @@
-package overlay_test
+package node_test
 
 import (
 	"context"
@@ -11,21 +11,25 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
-	. "github.com/strata-dev/strata/overlay"
-	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // TestSegmentedIndex grows a line past two sealed segments and reads it
 // back every way a reader does: the index stays small, publishing reads
 // no segment, and nodes, audits and bundles see the whole line.
 func TestSegmentedIndex(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (publishes a line long enough to segment): make test runs it")
+	}
 	ctx := context.Background()
-	f := newFixture(t)
+	f := fixture.New(t)
 	total := 2*manifests.SegmentSize + manifests.LineageWindow + 10
 	for i := 1; i <= total; i++ {
-		f.create("1.0."+strconv.Itoa(i), f.change("/etc/app/conf.d/v.conf", "v "+strconv.Itoa(i)+"\n"))
+		f.Create("1.0."+strconv.Itoa(i), f.Change("/etc/app/conf.d/v.conf", "v "+strconv.Itoa(i)+"\n"))
 	}
-	r, err := repo.Open(context.Background(), f.repo, nil)
+	r, err := repo.Open(context.Background(), f.Repo, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,21 +40,21 @@ func TestSegmentedIndex(t *testing.T) {
 	if l.Head().Version != "1.0."+strconv.Itoa(total) {
 		t.Fatalf("head %s", l.Head().Version)
 	}
-	if fi, err := os.Stat(filepath.Join(f.repo, "index.json")); err != nil || fi.Size() > 128<<10 {
+	if fi, err := os.Stat(filepath.Join(f.Repo, "index.json")); err != nil || fi.Size() > 128<<10 {
 		t.Fatalf("index of %d bytes (%v)", fi.Size(), err)
 	}
 
 	// The whole line: an audit of the repository, and a node at the
 	// image (before every segment) catching up part of the way.
-	if a, err := VerifyRepo(ctx, f.repo, nil); err != nil || !a.OK() {
+	if a, err := overlay.VerifyRepo(ctx, f.Repo, nil); err != nil || !a.OK() {
 		t.Fatalf("verify-sequence --repo: %v %+v", err, a)
 	}
-	root := f.provision()
+	root := f.Provision()
 	through := "1.0." + strconv.Itoa(manifests.SegmentSize+3) // inside the second segment
-	if _, err := overlaytest.Apply(ctx, root, node.Source{Repo: f.repo, Through: through}, node.ApplyOptions{}, node.Options{}); err != nil {
+	if _, err := nodetest.Apply(ctx, root, node.Source{Repo: f.Repo, Through: through}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := overlaytest.Verify(ctx, root, node.VerifyOptions{Repo: f.repo, Files: true})
+	a, err := nodetest.Verify(ctx, root, node.VerifyOptions{Repo: f.Repo, Files: true})
 	if err != nil || !a.OK() || a.Behind != total-manifests.SegmentSize-3 {
 		t.Fatalf("node audit: %v behind %d %+v", err, a.Behind, a)
 	}
@@ -67,19 +71,19 @@ func TestSegmentedIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bs.Close()
-	rep, err := overlaytest.Apply(ctx, root, node.Source{Repo: out, Store: bs, Through: bs.Info.To}, node.ApplyOptions{}, node.Options{})
+	rep, err := nodetest.Apply(ctx, root, node.Source{Repo: out, Store: bs, Through: bs.Info.To}, node.ApplyOptions{}, node.Options{})
 	if err != nil || len(rep.Plans) != 3 {
 		t.Fatalf("apply --bundle: %v", err)
 	}
 
-	// The command's path: the line verified whole (LoadChain loads the
+	// The command's path: the line verified whole (overlay.LoadChain loads the
 	// segments into the index it holds), then a bundle for a fresh node
 	// at the image, which must carry the segments the index names.
-	r3, err := repo.Open(context.Background(), f.repo, nil)
+	r3, err := repo.Open(context.Background(), f.Repo, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadChain(ctx, r3, "", "", nil); err != nil {
+	if _, err := overlay.LoadChain(ctx, r3, "", "", nil); err != nil {
 		t.Fatal(err)
 	}
 	out2 := filepath.Join(t.TempDir(), "fresh.tar")
@@ -91,21 +95,21 @@ func TestSegmentedIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bs2.Close()
-	if _, err := overlaytest.Apply(ctx, f.provision(), node.Source{Repo: out2, Store: bs2, Through: bs2.Info.To}, node.ApplyOptions{}, node.Options{}); err != nil {
+	if _, err := nodetest.Apply(ctx, f.Provision(), node.Source{Repo: out2, Store: bs2, Through: bs2.Info.To}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatalf("a fresh node applying a bundle from the image: %v", err)
 	}
 
 	// Sealing is deterministic and never rewrites: a save of the whole
 	// line (refresh reads it whole to follow rotations) leaves every
 	// segment file as it was.
-	segDir := filepath.Join(f.repo, repo.SegmentDir)
+	segDir := filepath.Join(f.Repo, repo.SegmentDir)
 	seen := map[string]int64{}
 	des, _ := os.ReadDir(segDir)
 	for _, de := range des {
 		fi, _ := de.Info()
 		seen[de.Name()] = fi.ModTime().UnixNano()
 	}
-	if _, err := repo.Refresh(context.Background(), f.repo, f.key, 0); err != nil {
+	if _, err := repo.Refresh(context.Background(), f.Repo, f.Key, 0); err != nil {
 		t.Fatalf("repo refresh: %v", err)
 	}
 	des, _ = os.ReadDir(segDir)
@@ -118,14 +122,14 @@ func TestSegmentedIndex(t *testing.T) {
 	if len(des) != 2 {
 		t.Errorf("%d segment files after refresh, want 2", len(des))
 	}
-	r2, err := repo.Open(context.Background(), f.repo, nil)
+	r2, err := repo.Open(context.Background(), f.Repo, nil)
 	if err != nil || len(r2.Index.Lines[0].Segments) != 2 {
 		t.Fatalf("after refresh: %v", err)
 	}
 
 	// A tampered segment: readers that need it refuse it; publishing at
 	// the head, which never reads one, goes on.
-	seg := filepath.Join(f.repo, r2.Index.Lines[0].Segments[0].File)
+	seg := filepath.Join(f.Repo, r2.Index.Lines[0].Segments[0].File)
 	b, err := os.ReadFile(seg)
 	if err != nil {
 		t.Fatal(err)
@@ -134,16 +138,16 @@ func TestSegmentedIndex(t *testing.T) {
 	if err := os.WriteFile(seg, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fresh := f.provision()
-	before := snap(t, fresh)
-	if _, err := overlaytest.Apply(ctx, fresh, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); !errors.Is(err, repo.ErrTampered) {
+	fresh := f.Provision()
+	before := fixture.Snap(t, fresh)
+	if _, err := nodetest.Apply(ctx, fresh, node.Source{Repo: f.Repo}, node.ApplyOptions{}, node.Options{}); !errors.Is(err, repo.ErrTampered) {
 		t.Fatalf("apply through a tampered segment = %v, want ErrTampered", err)
 	}
-	assertUnchanged(t, fresh, before)
-	if a, err := VerifyRepo(ctx, f.repo, nil); err != nil || a.OK() {
+	fixture.AssertUnchanged(t, fresh, before)
+	if a, err := overlay.VerifyRepo(ctx, f.Repo, nil); err != nil || a.OK() {
 		t.Fatalf("verify-sequence --repo passed a tampered segment: %v", err)
 	}
-	f.create("1.0."+strconv.Itoa(total+1), f.change("/etc/app/conf.d/v.conf", "next\n"))
+	f.Create("1.0."+strconv.Itoa(total+1), f.Change("/etc/app/conf.d/v.conf", "next\n"))
 }
 
 // TestSegmentsSurviveRotation: after a key rotation the index is signed
@@ -151,23 +155,26 @@ func TestSegmentedIndex(t *testing.T) {
 // through the whole line; the index the reader gets still names its
 // segments (bundles and pushes carry them), and publishing goes on.
 func TestSegmentsSurviveRotation(t *testing.T) {
-	ctx := context.Background()
-	f := newFixture(t)
-	for i := 1; i <= manifests.SealAt; i++ {
-		f.create("1.0."+strconv.Itoa(i), f.change("/etc/app/conf.d/v.conf", "v "+strconv.Itoa(i)+"\n"))
+	if testing.Short() {
+		t.Skip("slow (publishes a line long enough to segment): make test runs it")
 	}
-	b, bPub := newKey(t, f.dir, "b")
-	if _, err := RotateKeys(ctx, f.repo, f.key, RotateOptions{Add: [][]byte{bPub}, Revoke: []string{f.key.ID()}, IndexKey: b}); err != nil {
+	ctx := context.Background()
+	f := fixture.New(t)
+	for i := 1; i <= manifests.SealAt; i++ {
+		f.Create("1.0."+strconv.Itoa(i), f.Change("/etc/app/conf.d/v.conf", "v "+strconv.Itoa(i)+"\n"))
+	}
+	b, bPub := newKey(t, f.Dir, "b")
+	if _, err := overlay.RotateKeys(ctx, f.Repo, f.Key, overlay.RotateOptions{Add: [][]byte{bPub}, Revoke: []string{f.Key.ID()}, IndexKey: b}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := repo.Open(context.Background(), f.repo, nil)
+	r, err := repo.Open(context.Background(), f.Repo, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := len(r.Index.Lines[0].Segments); n != 1 {
 		t.Fatalf("the opened index names %d segments, want 1", n)
 	}
-	if _, err := Create(ctx, f.repo, b, f.change("/etc/app/conf.d/v.conf", "after\n"), CreateOptions{Version: "2.0.0"}); err != nil {
+	if _, err := overlay.Create(ctx, f.Repo, b, f.Change("/etc/app/conf.d/v.conf", "after\n"), overlay.CreateOptions{Version: "2.0.0"}); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "b.tar")

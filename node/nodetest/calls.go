@@ -1,4 +1,4 @@
-package overlaytest
+package nodetest
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package overlay_test
+package node_test
 
 import (
 	"context"
@@ -16,8 +16,9 @@ import (
 	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
-	. "github.com/strata-dev/strata/overlay"
-	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // newKey generates a key pair in dir and returns the secret key and the
@@ -36,7 +37,7 @@ func nodeKeys(t *testing.T, root string) []string {
 
 func nodeHead(t *testing.T, root string) string {
 	t.Helper()
-	_, head, _, _, err := nodeExpected(root)
+	_, head, _, _, err := fixture.Expected(t, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,30 +51,30 @@ func nodeHead(t *testing.T, root string) string {
 // image trusts B only.
 func TestKeyRotation(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t)
-	a := f.key
-	b, bPub := newKey(t, f.dir, "b")
-	f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
-	fromImage := f.provision()
-	mid := f.provision()
-	if _, err := overlaytest.Apply(ctx, mid, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
+	f := fixture.New(t)
+	a := f.Key
+	b, bPub := newKey(t, f.Dir, "b")
+	f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 81\n"))
+	fromImage := f.Provision()
+	mid := f.Provision()
+	if _, err := nodetest.Apply(ctx, mid, node.Source{Repo: f.Repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
 
 	// Revoking the key that signs needs the new key for the index.
-	before := repoSnap(t, f.repo)
-	_, err := RotateKeys(ctx, f.repo, a, RotateOptions{Add: [][]byte{bPub}, Revoke: []string{a.ID()}})
-	sqErr(t, err, ErrRotation, "--index-key", a.ID())
-	repoUnchanged(t, f.repo, before)
+	before := repoSnap(t, f.Repo)
+	_, err := overlay.RotateKeys(ctx, f.Repo, a, overlay.RotateOptions{Add: [][]byte{bPub}, Revoke: []string{a.ID()}})
+	fixture.ErrIs(t, err, overlay.ErrRotation, "--index-key", a.ID())
+	repoUnchanged(t, f.Repo, before)
 
-	rot, err := RotateKeys(ctx, f.repo, a, RotateOptions{Add: [][]byte{bPub}, Revoke: []string{a.ID()}, IndexKey: b})
+	rot, err := overlay.RotateKeys(ctx, f.Repo, a, overlay.RotateOptions{Add: [][]byte{bPub}, Revoke: []string{a.ID()}, IndexKey: b})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rot.Manifest.Version != "1.0.2" || len(rot.Manifest.Entries) != 1 || len(rot.Manifest.Deletes) != 1 {
 		t.Fatalf("rotation manifest %s: %d entries, %d deletes; want 1.0.2 writing B's key file and deleting A's", rot.Manifest.Version, len(rot.Manifest.Entries), len(rot.Manifest.Deletes))
 	}
-	r, err := repo.Open(context.Background(), f.repo, nil)
+	r, err := repo.Open(context.Background(), f.Repo, nil)
 	if err != nil {
 		t.Fatalf("opening the rotated repository with its image's keys: %v", err)
 	}
@@ -82,13 +83,13 @@ func TestKeyRotation(t *testing.T) {
 	}
 
 	// A is no longer trusted to sign; B is.
-	_, err = Create(ctx, f.repo, a, f.change("/etc/motd", "a\n"), CreateOptions{Version: "1.0.3"})
-	sqErr(t, err, sign.ErrBadSignature, a.ID(), "1.0.2")
-	f.key = b
-	f.create("1.0.3", f.change("/etc/motd", "b\n"))
+	_, err = overlay.Create(ctx, f.Repo, a, f.Change("/etc/motd", "a\n"), overlay.CreateOptions{Version: "1.0.3"})
+	fixture.ErrIs(t, err, sign.ErrBadSignature, a.ID(), "1.0.2")
+	f.Key = b
+	f.Create("1.0.3", f.Change("/etc/motd", "b\n"))
 
 	for name, root := range map[string]string{"from the image": fromImage, "from 1.0.1": mid} {
-		if _, err := overlaytest.Apply(ctx, root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
+		if _, err := nodetest.Apply(ctx, root, node.Source{Repo: f.Repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 			t.Fatalf("node %s catching up through the rotation: %v", name, err)
 		}
 		if got := nodeHead(t, root); got != "1.0.3" {
@@ -97,7 +98,7 @@ func TestKeyRotation(t *testing.T) {
 		if got := nodeKeys(t, root); !slices.Equal(got, []string{b.ID()}) {
 			t.Errorf("node %s trusts %v, want only %s", name, got, b.ID())
 		}
-		au, err := overlaytest.Verify(ctx, root, node.VerifyOptions{Repo: f.repo, Files: true})
+		au, err := nodetest.Verify(ctx, root, node.VerifyOptions{Repo: f.Repo, Files: true})
 		if err != nil || !au.OK() {
 			t.Errorf("audit of node %s: %v %+v", name, err, au)
 		}
@@ -106,21 +107,21 @@ func TestKeyRotation(t *testing.T) {
 	// before the rotation; A alone, or B alone, does not pass.
 	aOnly, _ := a.PublicKeySet()
 	bOnly, _ := b.PublicKeySet()
-	if au, err := VerifyRepoAs(ctx, f.repo, bOnly, aOnly); err != nil || !au.OK() {
+	if au, err := overlay.VerifyRepoAs(ctx, f.Repo, bOnly, aOnly); err != nil || !au.OK() {
 		t.Errorf("repository audit with B and A's history: %v %+v", err, au)
 	}
-	if au, err := overlaytest.Verify(ctx, fromImage, node.VerifyOptions{Repo: f.repo, Files: true, Trust: bOnly, History: aOnly}); err != nil || !au.OK() {
+	if au, err := nodetest.Verify(ctx, fromImage, node.VerifyOptions{Repo: f.Repo, Files: true, Trust: bOnly, History: aOnly}); err != nil || !au.OK() {
 		t.Errorf("node audit with B and A's history: %v %+v", err, au)
 	}
-	if au, err := VerifyRepo(ctx, f.repo, aOnly); err != nil || au.OK() || !hasFinding(au, "signature", "not by the auditor's key") {
+	if au, err := overlay.VerifyRepo(ctx, f.Repo, aOnly); err != nil || au.OK() || !fixture.HasFinding(au, "signature", "not by the auditor's key") {
 		t.Errorf("repository audit with A alone: %v %+v, want the index refused", err, au)
 	}
-	if au, err := overlaytest.Verify(ctx, fromImage, node.VerifyOptions{Repo: f.repo, Trust: bOnly}); err != nil || au.OK() || !hasFinding(au, "signature", "image manifest") {
+	if au, err := nodetest.Verify(ctx, fromImage, node.VerifyOptions{Repo: f.Repo, Trust: bOnly}); err != nil || au.OK() || !fixture.HasFinding(au, "signature", "image manifest") {
 		t.Errorf("node audit with B alone: %v %+v, want the image's signature refused", err, au)
 	}
 
 	// Files in order work too, on a node that never saw the repository.
-	byFiles := f.provision()
+	byFiles := f.Provision()
 	var files []string
 	for _, o := range r.Index.Lines[0].Overlays {
 		files = append(files, r.Path(o.File))
@@ -133,10 +134,10 @@ func TestKeyRotation(t *testing.T) {
 	}
 
 	// Rolling the rotation back on a node brings A back, as it was.
-	if _, err := overlaytest.Rollback(ctx, mid, "", node.Options{}); err != nil { // 1.0.3
+	if _, err := nodetest.Rollback(ctx, mid, "", node.Options{}); err != nil { // 1.0.3
 		t.Fatal(err)
 	}
-	if _, err := overlaytest.Rollback(ctx, mid, "", node.Options{}); err != nil { // 1.0.2
+	if _, err := nodetest.Rollback(ctx, mid, "", node.Options{}); err != nil { // 1.0.2
 		t.Fatal(err)
 	}
 	if got := nodeKeys(t, mid); !slices.Equal(got, []string{a.ID()}) {
@@ -145,17 +146,17 @@ func TestKeyRotation(t *testing.T) {
 
 	// A regenerated head trusts B only; signed by B, it verifies the
 	// line with A's key added for what came before the rotation.
-	_, err = builder.Regenerate(ctx, f.repo, "", "", filepath.Join(f.dir, "regen-bad"), builder.WithKey(b))
-	sqErr(t, err, sign.ErrBadSignature, a.ID())
-	res, err := builder.Regenerate(ctx, f.repo, "", "", filepath.Join(f.dir, "regen"), builder.WithKey(b), builder.WithTrust(aOnly))
+	_, err = builder.Regenerate(ctx, f.Repo, "", "", filepath.Join(f.Dir, "regen-bad"), builder.WithKey(b))
+	fixture.ErrIs(t, err, sign.ErrBadSignature, a.ID())
+	res, err := builder.Regenerate(ctx, f.Repo, "", "", filepath.Join(f.Dir, "regen"), builder.WithKey(b), builder.WithTrust(aOnly))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.ManifestData.Keys) != 1 || !slices.Equal(keyIDs(t, res.ManifestData.Keys), []string{b.ID()}) {
 		t.Errorf("regenerated image keys %v, want %s", res.ManifestData.Keys, b.ID())
 	}
-	_, err = builder.Regenerate(ctx, f.repo, "", "", filepath.Join(f.dir, "regen-a"), builder.WithKey(a))
-	sqErr(t, err, sign.ErrBadSignature, a.ID(), "not by --key")
+	_, err = builder.Regenerate(ctx, f.Repo, "", "", filepath.Join(f.Dir, "regen-a"), builder.WithKey(a))
+	fixture.ErrIs(t, err, sign.ErrBadSignature, a.ID(), "not by --key")
 	fresh := filepath.Join(t.TempDir(), "node")
 	if _, err := builder.Provision(ctx, res.Image, fresh, nil); err != nil {
 		t.Fatal(err)
@@ -163,8 +164,8 @@ func TestKeyRotation(t *testing.T) {
 	if got := nodeKeys(t, fresh); !slices.Equal(got, []string{b.ID()}) {
 		t.Errorf("node from the regenerated image trusts %v, want %s", got, b.ID())
 	}
-	f.create("1.0.4", f.change("/etc/motd", "c\n"))
-	if _, err := overlaytest.Apply(ctx, fresh, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
+	f.Create("1.0.4", f.Change("/etc/motd", "c\n"))
+	if _, err := nodetest.Apply(ctx, fresh, node.Source{Repo: f.Repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatalf("node from the regenerated image applying 1.0.4: %v", err)
 	}
 }
@@ -175,97 +176,97 @@ func TestKeyRotation(t *testing.T) {
 // own key signs.
 func TestRevokedKeyRefused(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t)
-	a := f.key
-	b, bPub := newKey(t, f.dir, "b")
-	x, xPub := newKey(t, f.dir, "x")
-	behind := f.provision()
-	if _, err := RotateKeys(ctx, f.repo, a, RotateOptions{Add: [][]byte{bPub}, Revoke: []string{a.ID()}, IndexKey: b}); err != nil {
+	f := fixture.New(t)
+	a := f.Key
+	b, bPub := newKey(t, f.Dir, "b")
+	x, xPub := newKey(t, f.Dir, "x")
+	behind := f.Provision()
+	if _, err := overlay.RotateKeys(ctx, f.Repo, a, overlay.RotateOptions{Add: [][]byte{bPub}, Revoke: []string{a.ID()}, IndexKey: b}); err != nil {
 		t.Fatal(err)
 	}
-	root := f.provision()
-	if _, err := overlaytest.Apply(ctx, root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
+	root := f.Provision()
+	if _, err := nodetest.Apply(ctx, root, node.Source{Repo: f.Repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	good := repoSnap(t, f.repo)
+	good := repoSnap(t, f.Repo)
 
 	// An overlay A signs, continuing the head, listed by an index B signs.
-	m := headManifest(t, root, "1.0.2", []manifests.Entry{contentEntry("etc/motd", "evil\n")}, nil)
+	m := fixture.HeadManifest(t, root, "1.0.2", []manifests.Entry{fixture.ContentEntry("etc/motd", "evil\n")}, nil)
 	m.Unclaimed = []string{"etc/motd"}
-	evil := filepath.Join(f.repo, "overlays", "evil.overlay.tar.zst")
-	raw := craft(t, evil, m, a, []member{fileMember(m.Entries[0], []byte("evil\n"))})
-	addToIndex(t, f.repo, b, m, raw, evil)
-	before := snap(t, root)
-	_, err := overlaytest.Apply(ctx, root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
-	sqErr(t, err, sign.ErrBadSignature, a.ID())
-	assertUnchanged(t, root, before)
+	evil := filepath.Join(f.Repo, "overlays", "evil.overlay.tar.zst")
+	raw := craft(t, evil, m, a, []member{fixture.FileMember(m.Entries[0], []byte("evil\n"))})
+	addToIndex(t, f.Repo, b, m, raw, evil)
+	before := fixture.Snap(t, root)
+	_, err := nodetest.Apply(ctx, root, node.Source{Repo: f.Repo}, node.ApplyOptions{}, node.Options{})
+	fixture.ErrIs(t, err, sign.ErrBadSignature, a.ID())
+	fixture.AssertUnchanged(t, root, before)
 	_, err = apply(root, evil)
-	sqErr(t, err, sign.ErrBadSignature, a.ID())
-	assertUnchanged(t, root, before)
+	fixture.ErrIs(t, err, sign.ErrBadSignature, a.ID())
+	fixture.AssertUnchanged(t, root, before)
 
 	// The same index, signed by A.
-	idx, _ := indexFiles(t, f.repo)
-	putIndex(t, f.repo, idx, a.Sign(idx, sign.IndexComment))
-	_, err = overlaytest.Apply(ctx, root, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
-	sqErr(t, err, sign.ErrBadSignature, a.ID())
-	assertUnchanged(t, root, before)
-	restoreRepo(t, f.repo, good)
+	idx, _ := indexFiles(t, f.Repo)
+	putIndex(t, f.Repo, idx, a.Sign(idx, sign.IndexComment))
+	_, err = nodetest.Apply(ctx, root, node.Source{Repo: f.Repo}, node.ApplyOptions{}, node.Options{})
+	fixture.ErrIs(t, err, sign.ErrBadSignature, a.ID())
+	fixture.AssertUnchanged(t, root, before)
+	restoreRepo(t, f.Repo, good)
 
 	// X signs a rotation of its own making (adding X) and an index: a
 	// node behind the real rotation still trusts A only, and refuses.
 	os.Remove(evil)
-	xr := headManifest(t, behind, "1.0.1", nil, nil)
+	xr := fixture.HeadManifest(t, behind, "1.0.1", nil, nil)
 	text, _ := manifests.KeyFile(pubString(t, xPub))
-	xr.Entries = []manifests.Entry{contentEntry(manifests.KeyPath(x.ID()), string(text))}
+	xr.Entries = []manifests.Entry{fixture.ContentEntry(manifests.KeyPath(x.ID()), string(text))}
 	xr.Keys = &manifests.Rotation{Add: []string{pubString(t, xPub)}, Revoke: []string{}}
 	xr.TreeDigest = treeAfter(t, behind, xr)
-	xfile := filepath.Join(f.repo, "overlays", "x.overlay.tar.zst")
-	raw = craft(t, xfile, xr, x, []member{fileMember(xr.Entries[0], text)})
-	replaceIndex(t, f.repo, x, xr, raw, xfile)
-	before = snap(t, behind)
-	_, err = overlaytest.Apply(ctx, behind, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
-	sqErr(t, err, sign.ErrBadSignature, x.ID(), "key rotations")
-	assertUnchanged(t, behind, before)
+	xfile := filepath.Join(f.Repo, "overlays", "x.overlay.tar.zst")
+	raw = craft(t, xfile, xr, x, []member{fixture.FileMember(xr.Entries[0], text)})
+	replaceIndex(t, f.Repo, x, xr, raw, xfile)
+	before = fixture.Snap(t, behind)
+	_, err = nodetest.Apply(ctx, behind, node.Source{Repo: f.Repo}, node.ApplyOptions{}, node.Options{})
+	fixture.ErrIs(t, err, sign.ErrBadSignature, x.ID(), "key rotations")
+	fixture.AssertUnchanged(t, behind, before)
 }
 
 // Rotations that cannot be made are refused before anything is written.
 func TestKeyRotationRefusals(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t)
-	a := f.key
-	_, bPub := newKey(t, f.dir, "b")
-	aPub, err := os.ReadFile(filepath.Join(f.dir, "k.pub"))
+	f := fixture.New(t)
+	a := f.Key
+	_, bPub := newKey(t, f.Dir, "b")
+	aPub, err := os.ReadFile(filepath.Join(f.Dir, "k.pub"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret, err := os.ReadFile(filepath.Join(f.dir, "b.key"))
+	secret, err := os.ReadFile(filepath.Join(f.Dir, "b.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _ := newKey(t, f.dir, "other")
+	other, _ := newKey(t, f.Dir, "other")
 	for _, tc := range []struct {
 		name string
 		key  *sign.Key
-		o    RotateOptions
+		o    overlay.RotateOptions
 		want error
 		says string
 	}{
-		{"nothing", a, RotateOptions{}, ErrRotation, "nothing to do"},
-		{"already trusted", a, RotateOptions{Add: [][]byte{aPub}}, ErrRotation, "trusted already"},
-		{"added twice", a, RotateOptions{Add: [][]byte{bPub, bPub}}, ErrRotation, "named twice"},
-		{"secret key", a, RotateOptions{Add: [][]byte{secret}}, ErrRotation, "public key"},
-		{"revoke unknown", a, RotateOptions{Revoke: []string{"0123456789ABCDEF"}}, ErrRotation, "not one the line trusts"},
-		{"revoke garbage", a, RotateOptions{Revoke: []string{"../../etc/passwd"}}, ErrRotation, "not one the line trusts"},
-		{"revoke every key", a, RotateOptions{Revoke: []string{a.ID()}}, ErrRotation, "no key would be left"},
-		{"untrusted signer", other, RotateOptions{Add: [][]byte{bPub}}, sign.ErrBadSignature, other.ID()},
-		{"untrusted index key", a, RotateOptions{Add: [][]byte{bPub}, IndexKey: other}, ErrRotation, other.ID()},
-		{"version not greater", a, RotateOptions{Add: [][]byte{bPub}, Version: "1.0.0"}, manifests.ErrRejected, "1.0.0"},
+		{"nothing", a, overlay.RotateOptions{}, overlay.ErrRotation, "nothing to do"},
+		{"already trusted", a, overlay.RotateOptions{Add: [][]byte{aPub}}, overlay.ErrRotation, "trusted already"},
+		{"added twice", a, overlay.RotateOptions{Add: [][]byte{bPub, bPub}}, overlay.ErrRotation, "named twice"},
+		{"secret key", a, overlay.RotateOptions{Add: [][]byte{secret}}, overlay.ErrRotation, "public key"},
+		{"revoke unknown", a, overlay.RotateOptions{Revoke: []string{"0123456789ABCDEF"}}, overlay.ErrRotation, "not one the line trusts"},
+		{"revoke garbage", a, overlay.RotateOptions{Revoke: []string{"../../etc/passwd"}}, overlay.ErrRotation, "not one the line trusts"},
+		{"revoke every key", a, overlay.RotateOptions{Revoke: []string{a.ID()}}, overlay.ErrRotation, "no key would be left"},
+		{"untrusted signer", other, overlay.RotateOptions{Add: [][]byte{bPub}}, sign.ErrBadSignature, other.ID()},
+		{"untrusted index key", a, overlay.RotateOptions{Add: [][]byte{bPub}, IndexKey: other}, overlay.ErrRotation, other.ID()},
+		{"version not greater", a, overlay.RotateOptions{Add: [][]byte{bPub}, Version: "1.0.0"}, manifests.ErrRejected, "1.0.0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := repoSnap(t, f.repo)
-			_, err := RotateKeys(ctx, f.repo, tc.key, tc.o)
-			sqErr(t, err, tc.want, tc.says)
-			repoUnchanged(t, f.repo, before)
+			before := repoSnap(t, f.Repo)
+			_, err := overlay.RotateKeys(ctx, f.Repo, tc.key, tc.o)
+			fixture.ErrIs(t, err, tc.want, tc.says)
+			repoUnchanged(t, f.Repo, before)
 		})
 	}
 }
@@ -295,7 +296,7 @@ func pubString(t *testing.T, pub []byte) string {
 // treeAfter returns the digest of the node's expected tree after m.
 func treeAfter(t *testing.T, root string, m *manifests.OverlayManifest) string {
 	t.Helper()
-	_, _, _, state, err := nodeExpected(root)
+	_, _, _, state, err := fixture.Expected(t, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,48 +398,48 @@ func restoreRepo(t *testing.T, dir string, snap map[string]string) {
 // behind the rotation.
 func TestRotationForgeries(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t)
-	a := f.key
-	b, bPub := newKey(t, f.dir, "b")
-	behind := f.provision()
-	forged := filepath.Join(f.dir, "forged")
-	if out, err := exec.Command("cp", "-a", f.repo, forged).CombinedOutput(); err != nil {
+	f := fixture.New(t)
+	a := f.Key
+	b, bPub := newKey(t, f.Dir, "b")
+	behind := f.Provision()
+	forged := filepath.Join(f.Dir, "forged")
+	if out, err := exec.Command("cp", "-a", f.Repo, forged).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if _, err := RotateKeys(ctx, f.repo, a, RotateOptions{Add: [][]byte{bPub}, Revoke: []string{a.ID()}, IndexKey: b}); err != nil {
+	if _, err := overlay.RotateKeys(ctx, f.Repo, a, overlay.RotateOptions{Add: [][]byte{bPub}, Revoke: []string{a.ID()}, IndexKey: b}); err != nil {
 		t.Fatal(err)
 	}
-	f.key = b
-	f.create("1.0.2", f.change("/etc/motd", "b\n"))
+	f.Key = b
+	f.Create("1.0.2", f.Change("/etc/motd", "b\n"))
 
 	// Whoever holds A forges a history: an evil overlay, then a rotation
 	// adding B that keeps A, the index signed by A.
-	if _, err := Create(ctx, forged, a, f.change("/etc/motd", "evil\n"), CreateOptions{Version: "1.0.1"}); err != nil {
+	if _, err := overlay.Create(ctx, forged, a, f.Change("/etc/motd", "evil\n"), overlay.CreateOptions{Version: "1.0.1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := RotateKeys(ctx, forged, a, RotateOptions{Add: [][]byte{bPub}}); err != nil {
+	if _, err := overlay.RotateKeys(ctx, forged, a, overlay.RotateOptions{Add: [][]byte{bPub}}); err != nil {
 		t.Fatal(err)
 	}
 	aOnly, _ := a.PublicKeySet()
-	_, err := builder.Regenerate(ctx, forged, "", "", filepath.Join(f.dir, "laundered"), builder.WithKey(b), builder.WithTrust(aOnly))
-	sqErr(t, err, sign.ErrBadSignature, "not by --key")
+	_, err := builder.Regenerate(ctx, forged, "", "", filepath.Join(f.Dir, "laundered"), builder.WithKey(b), builder.WithTrust(aOnly))
+	fixture.ErrIs(t, err, sign.ErrBadSignature, "not by --key")
 
 	// The real index, re-signed with the revoked A.
-	raw, _ := indexFiles(t, f.repo)
-	putIndex(t, f.repo, raw, a.Sign(raw, sign.IndexComment))
-	before := repoSnap(t, f.repo)
-	_, err = Create(ctx, f.repo, b, f.change("/etc/motd", "c\n"), CreateOptions{Version: "1.0.3"})
-	sqErr(t, err, sign.ErrBadSignature, a.ID(), "no longer trusts")
-	_, err = repo.Refresh(context.Background(), f.repo, a, 0)
-	sqErr(t, err, sign.ErrBadSignature, a.ID(), "no longer trusts")
-	repoUnchanged(t, f.repo, before)
-	if au, err := VerifyRepo(ctx, f.repo, nil); err != nil || au.OK() || !hasFinding(au, "signature", "no longer trusts") {
+	raw, _ := indexFiles(t, f.Repo)
+	putIndex(t, f.Repo, raw, a.Sign(raw, sign.IndexComment))
+	before := repoSnap(t, f.Repo)
+	_, err = overlay.Create(ctx, f.Repo, b, f.Change("/etc/motd", "c\n"), overlay.CreateOptions{Version: "1.0.3"})
+	fixture.ErrIs(t, err, sign.ErrBadSignature, a.ID(), "no longer trusts")
+	_, err = repo.Refresh(context.Background(), f.Repo, a, 0)
+	fixture.ErrIs(t, err, sign.ErrBadSignature, a.ID(), "no longer trusts")
+	repoUnchanged(t, f.Repo, before)
+	if au, err := overlay.VerifyRepo(ctx, f.Repo, nil); err != nil || au.OK() || !fixture.HasFinding(au, "signature", "no longer trusts") {
 		t.Errorf("audit of an index signed by the revoked key: %v %+v", err, au)
 	}
 	// A node behind the rotation still trusts A, so A's signature
 	// verifies; at the head its keys are B's, and it refuses.
-	snapBefore := snap(t, behind)
-	_, err = overlaytest.Apply(ctx, behind, node.Source{Repo: f.repo}, node.ApplyOptions{}, node.Options{})
-	sqErr(t, err, sign.ErrBadSignature, a.ID(), "no longer trusts")
-	assertUnchanged(t, behind, snapBefore)
+	snapBefore := fixture.Snap(t, behind)
+	_, err = nodetest.Apply(ctx, behind, node.Source{Repo: f.Repo}, node.ApplyOptions{}, node.Options{})
+	fixture.ErrIs(t, err, sign.ErrBadSignature, a.ID(), "no longer trusts")
+	fixture.AssertUnchanged(t, behind, snapBefore)
 }

@@ -1,4 +1,4 @@
-package overlay_test
+package node_test
 
 import (
 	"context"
@@ -14,8 +14,9 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
-	. "github.com/strata-dev/strata/overlay"
-	"github.com/strata-dev/strata/overlay/overlaytest"
+	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/tests/fixture"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,9 +47,9 @@ func assertHostIntact(t *testing.T, dir, victim string) {
 }
 
 func TestForgedJournalCannotReachOutsideTheRoot(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
-	root := f.provision()
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 81\n"))
+	root := f.Provision()
 	dir, victim := outside(t)
 	rel, err := filepath.Rel(root, victim)
 	if err != nil {
@@ -71,16 +72,16 @@ func TestForgedJournalCannotReachOutsideTheRoot(t *testing.T) {
 		t.Fatalf("apply over a forged journal: %v, want ErrUnsafePath", err)
 	}
 	assertHostIntact(t, dir, victim)
-	a, err := overlaytest.Verify(context.Background(), root, node.VerifyOptions{})
+	a, err := nodetest.Verify(context.Background(), root, node.VerifyOptions{})
 	if err != nil || a.OK() {
 		t.Fatalf("audit of a node with a forged journal: %v, OK=%v; want a problem", err, a != nil && a.OK())
 	}
 }
 
 func TestRollbackRefusesSymlinkPlantedAfterApply(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
-	root := f.provision()
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 81\n"))
+	root := f.Provision()
 	if _, err := apply(root, c.Path); err != nil {
 		t.Fatal(err)
 	}
@@ -92,19 +93,19 @@ func TestRollbackRefusesSymlinkPlantedAfterApply(t *testing.T) {
 	if err := os.Symlink(dir, app); err != nil {
 		t.Fatal(err)
 	}
-	before := snap(t, root)
-	_, err := overlaytest.Rollback(context.Background(), root, "", node.Options{})
-	if !errors.Is(err, ErrSymlinkPath) || !strings.Contains(err.Error(), "etc/app") {
-		t.Fatalf("rollback through a planted symlink: %v, want ErrSymlinkPath naming etc/app", err)
+	before := fixture.Snap(t, root)
+	_, err := nodetest.Rollback(context.Background(), root, "", node.Options{})
+	if !errors.Is(err, overlay.ErrSymlinkPath) || !strings.Contains(err.Error(), "etc/app") {
+		t.Fatalf("rollback through a planted symlink: %v, want overlay.ErrSymlinkPath naming etc/app", err)
 	}
 	assertHostIntact(t, dir, victim)
-	assertUnchanged(t, root, before)
+	fixture.AssertUnchanged(t, root, before)
 }
 
 func TestStateDirectoryThroughSymlinkIsRefused(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
-	root := f.provision()
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 81\n"))
+	root := f.Provision()
 	dir, victim := outside(t)
 	// Move the state away and point /var/lib at the host.
 	lib := filepath.Join(root, "var/lib")
@@ -119,31 +120,31 @@ func TestStateDirectoryThroughSymlinkIsRefused(t *testing.T) {
 	if !errors.Is(err, nodestate.ErrBadState) || !errors.Is(err, manifests.ErrRejected) {
 		t.Fatalf("apply with /var/lib a symlink: %v, want ErrBadState", err)
 	}
-	if _, err := overlaytest.Rollback(context.Background(), root, "", node.Options{}); !errors.Is(err, nodestate.ErrBadState) {
+	if _, err := nodetest.Rollback(context.Background(), root, "", node.Options{}); !errors.Is(err, nodestate.ErrBadState) {
 		t.Fatalf("rollback with /var/lib a symlink: %v, want ErrBadState", err)
 	}
 	assertHostIntact(t, dir, victim)
 }
 
 func TestStrataDirectoriesStayDirectories(t *testing.T) {
-	f := newFixture(t)
+	f := fixture.New(t)
 	// An overlay may not delete what holds strata's own files.
 	for _, p := range []string{"/usr", "/usr/lib", "/usr/lib/strata", "/usr/lib/strata/keys", "/usr/lib/strata/image.json"} {
-		_, err := Create(context.Background(), f.repo, f.key, Change{Deletes: []string{p}}, CreateOptions{Version: "1.0.1"})
+		_, err := overlay.Create(context.Background(), f.Repo, f.Key, overlay.Change{Deletes: []string{p}}, overlay.CreateOptions{Version: "1.0.1"})
 		if !errors.Is(err, manifests.ErrUnsafePath) {
 			t.Errorf("create --delete %s: %v, want ErrUnsafePath", p, err)
 		}
 	}
 	// Nor may a crafted, signed one, and the node stays as it was.
-	root := f.provision()
-	before := snap(t, root)
-	m := headManifest(t, root, "1.0.1", nil, []string{"usr"})
+	root := f.Provision()
+	before := fixture.Snap(t, root)
+	m := fixture.HeadManifest(t, root, "1.0.1", nil, []string{"usr"})
 	p := filepath.Join(t.TempDir(), "bad.overlay.tar.zst")
-	craft(t, p, m, f.key, nil)
+	craft(t, p, m, f.Key, nil)
 	if _, err := apply(root, p); !errors.Is(err, manifests.ErrUnsafePath) {
 		t.Fatalf("apply of an overlay deleting /usr: %v, want ErrUnsafePath", err)
 	}
-	assertUnchanged(t, root, before)
+	fixture.AssertUnchanged(t, root, before)
 	// An image cannot make /var a symlink either.
 	dir := t.TempDir()
 	recipe := filepath.Join(dir, "recipe.yaml")
@@ -151,14 +152,14 @@ func TestStrataDirectoriesStayDirectories(t *testing.T) {
 	if err := os.WriteFile(recipe, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := builder.Build(context.Background(), recipe, filepath.Join(dir, "out"), builder.WithKey(f.key)); !errors.Is(err, manifests.ErrUnsafePath) {
+	if _, err := builder.Build(context.Background(), recipe, filepath.Join(dir, "out"), builder.WithKey(f.Key)); !errors.Is(err, manifests.ErrUnsafePath) {
 		t.Fatalf("building an image whose /var is a symlink: %v, want ErrUnsafePath", err)
 	}
 }
 
 func TestRegenerateTrustsOnlyItsSigningKey(t *testing.T) {
-	f := newFixture(t)
-	f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
+	f := fixture.New(t)
+	f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 81\n"))
 	dir := t.TempDir()
 	if err := sign.Generate(filepath.Join(dir, "op")); err != nil {
 		t.Fatal(err)
@@ -168,14 +169,14 @@ func TestRegenerateTrustsOnlyItsSigningKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	_, err = builder.Regenerate(context.Background(), f.repo, "", "", out, builder.WithKey(op))
+	_, err = builder.Regenerate(context.Background(), f.Repo, "", "", out, builder.WithKey(op))
 	if !errors.Is(err, sign.ErrBadSignature) {
 		t.Fatalf("regenerating a repository signed by another key: %v, want ErrBadSignature", err)
 	}
 	if ents, _ := os.ReadDir(out); len(ents) != 0 {
 		t.Fatalf("refused regenerate wrote %d files", len(ents))
 	}
-	if _, err := builder.Regenerate(context.Background(), f.repo, "", "", out, builder.WithKey(f.key)); err != nil {
+	if _, err := builder.Regenerate(context.Background(), f.Repo, "", "", out, builder.WithKey(f.Key)); err != nil {
 		t.Fatalf("regenerating with the line's own key: %v", err)
 	}
 }
@@ -185,9 +186,9 @@ func TestRegenerateTrustsOnlyItsSigningKey(t *testing.T) {
 // goes, so the rename into place fails with EBUSY), the change stays: a
 // committed change is never taken back, and the error says it committed.
 func TestCommittedChangeNeverTakenBack(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
-	root := f.provision()
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 81\n"))
+	root := f.Provision()
 	busy := filepath.Join(root, manifests.StateDir, "undo", "1.0.1")
 	if err := os.MkdirAll(busy, 0o700); err != nil {
 		t.Fatal(err)
@@ -214,9 +215,9 @@ func TestCommittedChangeNeverTakenBack(t *testing.T) {
 // and leaves nothing behind in the manifest store; manifests no applied
 // overlay owns (left by a crash) are pruned by the next run's recovery.
 func TestDiskFullLeavesNoStoredManifest(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
-	root := f.provision()
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 81\n"))
+	root := f.Provision()
 	store := filepath.Join(root, manifests.StateDir, "overlays")
 	if err := os.MkdirAll(store, 0o755); err != nil {
 		t.Fatal(err)
@@ -226,14 +227,14 @@ func TestDiskFullLeavesNoStoredManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(store, unix.MNT_DETACH) })
-	before := snap(t, root)
+	before := fixture.Snap(t, root)
 	if _, err := apply(root, c.Path); !errors.Is(err, unix.ENOSPC) {
 		t.Fatalf("apply onto a full disk: %v, want ENOSPC", err)
 	}
 	if ents, _ := os.ReadDir(store); len(ents) != 0 {
 		t.Fatalf("the failed apply left %d files in the manifest store: %v", len(ents), ents)
 	}
-	assertUnchanged(t, root, before)
+	fixture.AssertUnchanged(t, root, before)
 	if err := unix.Unmount(store, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -257,21 +258,21 @@ func TestDiskFullLeavesNoStoredManifest(t *testing.T) {
 
 // The trust store is not tree content: an overlay may not add, replace or
 // delete a trusted key, nor hand strata's directories to anyone (issue 7,
-// class 3). Create refuses before anything is signed or written.
+// class 3). overlay.Create refuses before anything is signed or written.
 func TestTrustStoreIsNotTreeContent(t *testing.T) {
-	f := newFixture(t)
-	pub := f.hostFile("untrusted comment: x\nRWQ\n")
-	for name, ch := range map[string]Change{
-		"add a key":     {Adds: []Add{{Dest: "/" + manifests.KeysDir + "/attacker.pub", Src: pub}}},
-		"delete a key":  {Deletes: []string{"/" + manifests.KeysDir + "/" + f.key.ID() + ".pub"}},
-		"replace a key": {Adds: []Add{{Dest: "/" + manifests.KeysDir + "/" + f.key.ID() + ".pub", Src: pub}}},
+	f := fixture.New(t)
+	pub := f.HostFile("untrusted comment: x\nRWQ\n")
+	for name, ch := range map[string]overlay.Change{
+		"add a key":     {Adds: []overlay.Add{{Dest: "/" + manifests.KeysDir + "/attacker.pub", Src: pub}}},
+		"delete a key":  {Deletes: []string{"/" + manifests.KeysDir + "/" + f.Key.ID() + ".pub"}},
+		"replace a key": {Adds: []overlay.Add{{Dest: "/" + manifests.KeysDir + "/" + f.Key.ID() + ".pub", Src: pub}}},
 	} {
-		before, _ := os.ReadDir(filepath.Join(f.repo, "overlays"))
-		_, err := Create(context.Background(), f.repo, f.key, ch, CreateOptions{Version: "1.0.1"})
+		before, _ := os.ReadDir(filepath.Join(f.Repo, "overlays"))
+		_, err := overlay.Create(context.Background(), f.Repo, f.Key, ch, overlay.CreateOptions{Version: "1.0.1"})
 		if !errors.Is(err, manifests.ErrUnsafePath) || !strings.Contains(err.Error(), "key") {
 			t.Errorf("%s: %v, want ErrUnsafePath about keys", name, err)
 		}
-		if after, _ := os.ReadDir(filepath.Join(f.repo, "overlays")); len(after) != len(before) {
+		if after, _ := os.ReadDir(filepath.Join(f.Repo, "overlays")); len(after) != len(before) {
 			t.Errorf("%s: the refused create wrote to the repository", name)
 		}
 	}
@@ -281,9 +282,9 @@ func TestTrustStoreIsNotTreeContent(t *testing.T) {
 // refused at once (it is never opened for reading, so it cannot block the
 // node lock or feed endless bytes); a symlink to a real overlay is fine.
 func TestOverlayFileMustBeRegular(t *testing.T) {
-	f := newFixture(t)
-	c := f.create("1.0.1", f.change("/etc/app/app.conf", "port 81\n"))
-	root := f.provision()
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 81\n"))
+	root := f.Provision()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo.overlay.tar.zst")
 	if err := unix.Mkfifo(fifo, 0o644); err != nil {
