@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -317,21 +317,28 @@ func publish(ctx context.Context, r *repo.Repo, c *Chain, m *manifests.OverlayMa
 		return nil, err
 	}
 	name := fmt.Sprintf("%s-%s.overlay.tar%s", m.Line, m.Version, algo.Ext())
-	rel := filepath.ToSlash(filepath.Join("overlays", name))
+	rel := path.Join("overlays", name)
 	out := r.Path(rel)
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return nil, fmt.Errorf("creating overlay: %w", err)
+	p, ok := r.Store.(repo.Putter)
+	if !ok {
+		return nil, fmt.Errorf("creating overlay %s: %w", out, repo.ErrReadOnly)
 	}
-	if _, err := os.Stat(out); err == nil {
-		return nil, fmt.Errorf("creating overlay %s: %w", out, repo.ErrExists)
+	// The version is newer than the head, so nothing the index names is
+	// here; something that is (left by hand, or a link) is not written
+	// over.
+	if there, err := repo.Exists(ctx, r.Store, rel); err != nil || there {
+		if err == nil {
+			err = fmt.Errorf("%s exists already and the index does not name it: %w", rel, repo.ErrExists)
+		}
+		return nil, fmt.Errorf("creating overlay %s: %w", out, err)
 	}
 	sig := key.Sign(raw, sign.OverlayComment(m.Line, m.Version))
-	if err := writeArchive(out, raw, sig, m, open, algo); err != nil {
-		return nil, err
-	}
-	sum, size, err := tree.HashFile(out)
+	// Hashed as it is written: the archive is not read back.
+	sum, size, err := repo.PutWritten(ctx, p, rel, func(w io.Writer) error {
+		return writeArchive(w, raw, sig, m, open, algo)
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("writing overlay %s: %w", out, err)
 	}
 	digest := manifests.Digest(raw)
 	c.Line.Overlays = append(c.Line.Overlays, manifests.OverlayRef{Version: m.Version, File: rel, Digest: digest, SHA256: sum, Size: size, Parent: head})
@@ -342,7 +349,7 @@ func publish(ctx context.Context, r *repo.Repo, c *Chain, m *manifests.OverlayMa
 		TreeDigest: m.TreeDigest, Keys: keys.Strings(), Catalog: cat, Files: next.Entries(),
 	}
 	if err := r.SaveWithState(ctx, c.Line, st, indexKey); err != nil {
-		_ = os.Remove(out)
+		_ = p.Remove(context.WithoutCancel(ctx), rel) // also when ctx ended it
 		return nil, err
 	}
 	return &Created{Path: out, Manifest: m, Digest: digest}, nil

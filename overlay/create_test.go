@@ -3,6 +3,7 @@ package overlay_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -327,5 +328,72 @@ func TestHeadState(t *testing.T) {
 	fixture.ErrIs(t, err, repo.ErrTampered, "head state")
 	if a, err := VerifyRepo(ctx, f.Repo, nil); err != nil || a.OK() || !fixture.HasFinding(a, "state", "head state") {
 		t.Errorf("audit of a tampered state: %v %+v", err, a)
+	}
+}
+
+// Create publishes through the repository's store: it writes over
+// nothing the index does not name, and takes its archive back when the
+// index cannot be saved.
+func TestCreatePublishesThroughTheStore(t *testing.T) {
+	f := fixture.New(t)
+	c := f.Create("1.0.1", Change{Adds: []Add{{Dest: "/etc/motd", Src: f.HostFile("one\n")}}})
+	next := filepath.Join(filepath.Dir(c.Path), strings.Replace(filepath.Base(c.Path), "1.0.1", "1.0.2", 1))
+	add := Change{Adds: []Add{{Dest: "/etc/motd", Src: f.HostFile("two\n")}}}
+
+	// Something in the way, by hand or a link: refused, left as it was.
+	idx := crIndex(t, f)
+	if err := os.WriteFile(next, []byte("by hand"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Create(context.Background(), f.Repo, f.Key, add, CreateOptions{Version: "1.0.2"})
+	fixture.ErrIs(t, err, repo.ErrExists, filepath.Base(next), "the index does not name it")
+	if b, _ := os.ReadFile(next); string(b) != "by hand" || string(crIndex(t, f)) != string(idx) {
+		t.Error("a refused create changed the file in the way or the index")
+	}
+	if err := os.Remove(next); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(c.Path, next); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Create(context.Background(), f.Repo, f.Key, add, CreateOptions{Version: "1.0.2"})
+	fixture.ErrIs(t, err, repo.ErrExists, filepath.Base(next))
+	if err := os.Remove(next); err != nil {
+		t.Fatal(err)
+	}
+
+	// The index cannot be written (a directory where its temporary file
+	// goes): the archive already put is removed again.
+	block := filepath.Join(f.Repo, repo.SigPath(repo.IndexFile)+".tmp")
+	if err := os.MkdirAll(filepath.Join(block, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Create(context.Background(), f.Repo, f.Key, add, CreateOptions{Version: "1.0.2"}); err == nil {
+		t.Fatal("create with an unwritable index succeeded")
+	}
+	if _, err := os.Lstat(next); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the archive of a create whose index failed is still there: %v", err)
+	}
+	if string(crIndex(t, f)) != string(idx) {
+		t.Error("the failed create changed the index")
+	}
+	if err := os.RemoveAll(block); err != nil {
+		t.Fatal(err)
+	}
+
+	// Published, hashed as written: the index's size and SHA-256 are the
+	// file's.
+	c2 := f.Create("1.0.2", add)
+	sum, size, err := tree.HashFile(c2.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := repo.Open(context.Background(), f.Repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ovs := x.Index.Lines[0].Overlays
+	if last := ovs[len(ovs)-1]; last.Version != "1.0.2" || last.SHA256 != sum || last.Size != size {
+		t.Errorf("index records %+v, the file is %s, %d bytes", last, sum, size)
 	}
 }

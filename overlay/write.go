@@ -3,10 +3,7 @@ package overlay
 import (
 	"archive/tar"
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/strata-dev/strata/internal/compress"
@@ -15,63 +12,42 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
-// writeArchive writes a complete overlay archive to path atomically: the
-// manifest, its signature, then each entry of m with content from open
-// (for a file m ships as a patch, open gets the member's entry, whose
-// size and SHA-256 are the patch's, and returns the patch).
-func writeArchive(path string, raw, sig []byte, m *manifests.OverlayManifest, open tree.Opener, algo compress.Algorithm) error {
+// writeArchive writes a complete overlay archive to w: the manifest, its
+// signature, then each entry of m with content from open (for a file m
+// ships as a patch, open gets the member's entry, whose size and SHA-256
+// are the patch's, and returns the patch).
+func writeArchive(w io.Writer, raw, sig []byte, m *manifests.OverlayManifest, open tree.Opener, algo compress.Algorithm) error {
 	created, _ := time.Parse(time.RFC3339, m.Created)
 	mtime := created.Unix()
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	f, err := os.Create(tmp)
+	cw, err := compress.NewWriter(w, algo)
 	if err != nil {
-		return fmt.Errorf("writing overlay: %w", err)
+		return err
 	}
-	err = func() error {
-		cw, err := compress.NewWriter(f, algo)
-		if err != nil {
+	tw := tar.NewWriter(cw)
+	for _, mem := range []struct {
+		name string
+		data []byte
+	}{{ManifestMember, raw}, {SignatureMember, sig}} {
+		h := &tar.Header{Name: mem.name, Mode: 0644, Size: int64(len(mem.data)), Typeflag: tar.TypeReg, ModTime: created, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}
-		tw := tar.NewWriter(cw)
-		for _, mem := range []struct {
-			name string
-			data []byte
-		}{{ManifestMember, raw}, {SignatureMember, sig}} {
-			h := &tar.Header{Name: mem.name, Mode: 0644, Size: int64(len(mem.data)), Typeflag: tar.TypeReg, ModTime: created, Format: tar.FormatPAX}
-			if err := tw.WriteHeader(h); err != nil {
-				return err
-			}
-			if _, err := tw.Write(mem.data); err != nil {
-				return err
-			}
-		}
-		for _, e := range m.Entries {
-			if p, ok := m.PatchFor(e.Path); ok {
-				e.Size, e.SHA256 = p.Size, p.SHA256
-			}
-			if err := tree.WriteEntry(tw, e, open, mtime); err != nil {
-				return err
-			}
-		}
-		if err := tw.Close(); err != nil {
+		if _, err := tw.Write(mem.data); err != nil {
 			return err
 		}
-		if err := cw.Close(); err != nil {
+	}
+	for _, e := range m.Entries {
+		if p, ok := m.PatchFor(e.Path); ok {
+			e.Size, e.SHA256 = p.Size, p.SHA256
+		}
+		if err := tree.WriteEntry(tw, e, open, mtime); err != nil {
 			return err
 		}
-		return f.Sync()
-	}()
-	if cerr := f.Close(); err == nil {
-		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
+	if err := tw.Close(); err != nil {
+		return err
 	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("writing overlay %s: %w", path, err)
-	}
-	return nil
+	return cw.Close()
 }
 
 // cancellable wraps open so that reading what it opens stops with ctx's

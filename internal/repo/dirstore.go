@@ -126,6 +126,29 @@ func (d *DirStore) Put(ctx context.Context, name string, r io.Reader) error {
 	return safefile.SyncDir(filepath.Dir(dst))
 }
 
+// Remove deletes member name, a regular file; anything else there (a
+// directory, a symlink) is refused with ErrNotRegular and left.
+func (d *DirStore) Remove(ctx context.Context, name string) error {
+	if !fs.ValidPath(name) || name == "." {
+		return &fs.PathError{Op: "remove", Path: d.Path(name), Err: manifests.ErrUnsafePath}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p := d.Path(name)
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return fmt.Errorf("removing %s: %w", p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return &fs.PathError{Op: "remove", Path: p, Err: ErrNotRegular}
+	}
+	if err := os.Remove(p); err != nil {
+		return fmt.Errorf("removing %s: %w", p, err)
+	}
+	return safefile.SyncDir(filepath.Dir(p))
+}
+
 // member reads at most left bytes of f (no bound when left < 0) and stops
 // when ctx is done.
 type member struct {

@@ -81,3 +81,23 @@ func (m *MemStore) Put(ctx context.Context, name string, r io.Reader) error {
 
 // Rereadable reports that a member read again costs nothing.
 func (m *MemStore) Rereadable() bool { return true }
+
+// Remove deletes member name.
+func (m *MemStore) Remove(ctx context.Context, name string) error {
+	if !fs.ValidPath(name) || name == "." {
+		return &fs.PathError{Op: "remove", Path: "memory:" + name, Err: manifests.ErrUnsafePath}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.members[name]; !ok {
+		if hasMemberBelow(m.members, name) {
+			return &fs.PathError{Op: "remove", Path: "memory:" + name, Err: fmt.Errorf("a directory: %w", ErrNotRegular)}
+		}
+		return &fs.PathError{Op: "remove", Path: "memory:" + name, Err: fs.ErrNotExist}
+	}
+	delete(m.members, name)
+	return nil
+}

@@ -3,11 +3,8 @@ package repo
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -361,24 +358,11 @@ func putFile(ctx context.Context, s Putter, name, src string) (string, int64, er
 		return "", 0, fmt.Errorf("copying %s: %w", src, err)
 	}
 	defer in.Close()
-	h := sha256.New()
-	cr := &countingReader{r: in}
-	if err := s.Put(ctx, name, io.TeeReader(cr, h)); err != nil {
+	sum, n, err := PutHashed(ctx, s, name, in)
+	if err != nil {
 		return "", 0, fmt.Errorf("copying %s: %w", src, err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), cr.n, nil
-}
-
-// countingReader counts what passes through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
+	return sum, n, nil
 }
 
 // OpenAudited opens the repository in s as an auditor does, with keys of

@@ -38,6 +38,76 @@ type Putter interface {
 	// Put stores the content of r as member name, replacing it
 	// atomically: a reader sees the old member or the new one.
 	Put(ctx context.Context, name string, r io.Reader) error
+	// Remove deletes member name; a missing one is fs.ErrNotExist. A
+	// publisher takes back with it what it put before a later step
+	// failed.
+	Remove(ctx context.Context, name string) error
+}
+
+// Exists reports whether s has something at member name: a member, or
+// anything a store refuses to read there (a directory, a symlink, a
+// device), which a publisher must not write over either.
+func Exists(ctx context.Context, s Store, name string) (bool, error) {
+	rc, _, err := s.Open(ctx, name)
+	switch {
+	case err == nil:
+		rc.Close()
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case errors.Is(err, ErrNotRegular):
+		return true, nil
+	}
+	return false, err
+}
+
+// PutHashed is p.Put of member name with the content of r, hashing it as
+// it is written: the hex SHA-256 and the length of what was stored.
+func PutHashed(ctx context.Context, p Putter, name string, r io.Reader) (string, int64, error) {
+	h := sha256.New()
+	cr := &countingReader{r: r}
+	if err := p.Put(ctx, name, io.TeeReader(cr, h)); err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), cr.n, nil
+}
+
+// PutWritten is PutHashed with content that write produces as it goes
+// (an archive compressed on the fly): nothing is staged in between, and a
+// write that fails fails the Put, so the member is not replaced.
+func PutWritten(ctx context.Context, p Putter, name string, write func(io.Writer) error) (string, int64, error) {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := write(pw)
+		pw.CloseWithError(err) // nil: the reader sees io.EOF
+		done <- err
+	}()
+	sum, n, err := PutHashed(ctx, p, name, pr)
+	// A Put that stopped early leaves the writer blocked on the pipe.
+	pr.CloseWithError(errPutEnded)
+	if werr := <-done; werr != nil && !errors.Is(werr, errPutEnded) {
+		err = werr
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	return sum, n, nil
+}
+
+// errPutEnded is what a writer of PutWritten sees once Put returned.
+var errPutEnded = errors.New("repo: put ended before the content did")
+
+// countingReader counts what passes through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // ErrNotRegular reports a repository member that is not a regular file

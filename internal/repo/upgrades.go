@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/strata-dev/strata/internal/safefile"
@@ -75,8 +74,11 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 	ref.File = path.Join("images", fmt.Sprintf("%s-%s.squashfs", m.Line, m.Version))
 	mp := ManifestPath(ref.File)
 	written := []string{ref.File, mp, SigPath(mp)}
+	st := Dir(dir)
 	for _, f := range written {
-		if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(f))); err == nil {
+		if there, err := Exists(ctx, st, f); err != nil {
+			return nil, fmt.Errorf("adding image %s: %w", image, err)
+		} else if there {
 			return nil, fmt.Errorf("adding image %s: %s exists already and the index does not name it: %w", image, f, ErrExists)
 		}
 	}
@@ -93,12 +95,11 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 	if err := r.Index.Validate(); err != nil {
 		return nil, fmt.Errorf("adding image %s: %w", image, err)
 	}
-	st := Dir(dir)
 	ok := false
 	defer func() {
 		if !ok {
 			for _, f := range written {
-				_ = os.Remove(filepath.Join(dir, filepath.FromSlash(f)))
+				_ = st.Remove(context.WithoutCancel(ctx), f)
 			}
 		}
 	}()

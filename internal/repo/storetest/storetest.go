@@ -3,6 +3,8 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"io/fs"
@@ -161,6 +163,84 @@ func Run(t *testing.T, newFixture func(t *testing.T) *Fixture) {
 		}
 		if _, err := repo.ReadMember(ctx, f.Store, "overlays/new.overlay.tar", 3); !errors.Is(err, manifests.ErrTooLarge) {
 			t.Errorf("read over the limit: %v, want manifests.ErrTooLarge", err)
+		}
+
+		// Written as it is produced and hashed on the way.
+		want := bytes.Repeat([]byte("strata "), 40<<10)
+		sum, n, err := repo.PutWritten(ctx, p, "overlays/written.tar", func(w io.Writer) error {
+			for i := 0; i < len(want); i += 4096 {
+				if _, err := w.Write(want[i:min(i+4096, len(want))]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		wantSum := sha256.Sum256(want)
+		if err != nil || n != int64(len(want)) || sum != hex.EncodeToString(wantSum[:]) {
+			t.Fatalf("PutWritten: %s %d %v; want %x %d", sum, n, err, wantSum, len(want))
+		}
+		if got, err := repo.ReadMember(ctx, f.Store, "overlays/written.tar", 1<<20); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("after PutWritten: %d bytes, %v", len(got), err)
+		}
+		// A writer that fails half way replaces nothing.
+		boom := errors.New("boom")
+		if _, _, err := repo.PutWritten(ctx, p, "overlays/written.tar", func(w io.Writer) error {
+			if _, err := w.Write([]byte("half")); err != nil {
+				return err
+			}
+			return boom
+		}); !errors.Is(err, boom) {
+			t.Errorf("PutWritten with a failing writer: %v, want its error", err)
+		}
+		if got, err := repo.ReadMember(ctx, f.Store, "overlays/written.tar", 1<<20); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("a failed PutWritten changed the member: %d bytes, %v", len(got), err)
+		}
+		// Nor does one cancelled.
+		cctx, cancel := context.WithCancel(ctx)
+		if _, _, err := repo.PutWritten(cctx, p, "overlays/written.tar", func(w io.Writer) error {
+			if _, err := w.Write([]byte("half")); err != nil {
+				return err
+			}
+			cancel()
+			for {
+				if _, err := w.Write(want[:4096]); err != nil {
+					return err
+				}
+			}
+		}); !errors.Is(err, context.Canceled) {
+			t.Errorf("PutWritten cancelled: %v, want context.Canceled", err)
+		}
+		if got, err := repo.ReadMember(ctx, f.Store, "overlays/written.tar", 1<<20); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("a cancelled PutWritten changed the member: %d bytes, %v", len(got), err)
+		}
+
+		for _, name := range []string{"overlays/written.tar", "overlays/new.overlay.tar"} {
+			if ok, err := repo.Exists(ctx, f.Store, name); !ok || err != nil {
+				t.Fatalf("Exists %s: %v %v, want true", name, ok, err)
+			}
+			if err := p.Remove(ctx, name); err != nil {
+				t.Fatalf("remove %s: %v", name, err)
+			}
+			if ok, err := repo.Exists(ctx, f.Store, name); ok || err != nil {
+				t.Errorf("Exists %s after remove: %v %v, want false", name, ok, err)
+			}
+			if err := p.Remove(ctx, name); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("remove %s twice: %v, want fs.ErrNotExist", name, err)
+			}
+		}
+		if err := p.Remove(ctx, "../escape"); !errors.Is(err, manifests.ErrUnsafePath) {
+			t.Errorf("remove ../escape: %v, want manifests.ErrUnsafePath", err)
+		}
+		// Something a store refuses to read is there all the same, and
+		// stays.
+		if err := p.Put(ctx, "overlays/sub/member", bytes.NewReader([]byte("x"))); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := repo.Exists(ctx, f.Store, "overlays/sub"); !ok || err != nil {
+			t.Errorf("Exists on a directory of members: %v %v, want true", ok, err)
+		}
+		if err := p.Remove(ctx, "overlays/sub"); !errors.Is(err, repo.ErrNotRegular) {
+			t.Errorf("remove a directory of members: %v, want repo.ErrNotRegular", err)
 		}
 	})
 }
