@@ -16,6 +16,7 @@ import (
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/node/restarter"
 	"github.com/strata-dev/strata/tests/fixture"
 )
 
@@ -66,10 +67,10 @@ func helperMain(t *testing.T, root string) {
 		_, err = nodetest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{})
 	case "apply-restart":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = nodetest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{Restarter: node.Exec{Template: "true"}})
+		_, err = nodetest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{Restarter: restarter.Exec{Template: "true"}})
 	case "apply-failing":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = nodetest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{Restarter: node.Exec{Template: "exit 1"}})
+		_, err = nodetest.Apply(ctx, root, node.Source{Files: files}, node.ApplyOptions{}, node.Options{Restarter: restarter.Exec{Template: "exit 1"}})
 	case "rollback":
 		_, err = nodetest.Rollback(ctx, root, "", node.Options{})
 	default:

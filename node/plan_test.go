@@ -10,6 +10,7 @@ import (
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/node/restarter"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/tests/fixture"
 )
@@ -31,7 +32,7 @@ func TestRemovedUnitIsStoppedAndRollbackRestartsIt(t *testing.T) {
 	}
 	root := f.Provision()
 	log := filepath.Join(t.TempDir(), "log")
-	r := node.Exec{Template: "echo {unit} {action} >> " + log}
+	r := restarter.Exec{Template: "echo {unit} {action} >> " + log}
 	if _, err := nodetest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{Restarter: r}); err != nil {
 		t.Fatal(err)
 	}

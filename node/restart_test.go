@@ -11,16 +11,17 @@ import (
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/node/restarter"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // rsLogger returns an Exec restarter that appends "{unit} {action}" to a
 // log file, running prefix (shell) first, and the log's path.
-func rsLogger(t *testing.T, prefix string) (node.Exec, string) {
+func rsLogger(t *testing.T, prefix string) (restarter.Exec, string) {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "restarts.log")
-	return node.Exec{Template: prefix + "echo {unit} {action} >> '" + log + "'"}, log
+	return restarter.Exec{Template: prefix + "echo {unit} {action} >> '" + log + "'"}, log
 }
 
 // rsLines reads the restart log; a missing log is no lines.

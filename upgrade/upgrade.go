@@ -16,6 +16,7 @@ import (
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
+	"github.com/strata-dev/strata/node/restarter"
 	"github.com/strata-dev/strata/overlay/offline"
 )
 
@@ -313,7 +314,7 @@ func cancel(ctx context.Context, nd *node.Node, t *disk.Target) (*manifests.Stag
 }
 
 // Confirm is the health check and commit of a trial boot on the running
-// node (see node.Node.Confirm), with node.BootHealth through
+// node (see node.Node.Confirm), with restarter.BootHealth through
 // systemctl: no enabled catalog service failed or still starting after
 // settle, the checks of the active ones passing.
 func Confirm(ctx context.Context, root string, settle, lockWait time.Duration) (*node.ConfirmReport, error) {
@@ -321,5 +322,5 @@ func Confirm(ctx context.Context, root string, settle, lockWait time.Duration) (
 	if err != nil {
 		return nil, err
 	}
-	return nd.Confirm(ctx, node.BootHealth(systemd.NewSystemctl(), root, settle, manifests.ConfirmUnit))
+	return nd.Confirm(ctx, restarter.BootHealth(systemd.NewSystemctl(), root, settle, manifests.ConfirmUnit))
 }

@@ -50,7 +50,7 @@ SIGTERM stop it, exit 0.`,
 				return usageError{fmt.Errorf("--channel: %w", err)}
 			}
 			base.Jitter, base.Interval = p, agent.Duration(interval)
-			r, err := restarter(restartWith, root)
+			r, err := restarterFor(restartWith, root)
 			if err != nil {
 				return err
 			}

@@ -11,23 +11,24 @@ import (
 
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/node"
+	"github.com/strata-dev/strata/node/restarter"
 )
 
-// restarter parses --restart-with.
-func restarter(spec string, root string) (node.Restarter, error) {
+// restarterFor parses --restart-with.
+func restarterFor(spec string, root string) (node.Restarter, error) {
 	switch {
 	case spec == "" && root == "/":
-		return node.Systemd{Root: root}, nil
+		return restarter.Systemd{Root: root}, nil
 	case spec == "" || spec == "none":
 		return nil, nil
 	case spec == "systemd":
-		return node.Systemd{Root: root}, nil
+		return restarter.Systemd{Root: root}, nil
 	case strings.HasPrefix(spec, "exec:"):
 		tmpl := strings.TrimPrefix(spec, "exec:")
 		if strings.TrimSpace(tmpl) == "" {
 			return nil, usageError{fmt.Errorf("--restart-with exec: needs a command")}
 		}
-		return node.Exec{Template: tmpl}, nil
+		return restarter.Exec{Template: tmpl}, nil
 	}
 	return nil, usageError{fmt.Errorf("--restart-with %q: want systemd, none or exec:'CMD {unit} {action}'", spec)}
 }
@@ -91,7 +92,7 @@ pending.`,
 			if diskPath != "" {
 				return applyDisk(c, g, diskPath, src, o, node.Options{LockWait: wait, Progress: g.progress()}, a)
 			}
-			r, err := restarter(restartWith, root)
+			r, err := restarterFor(restartWith, root)
 			if err != nil {
 				return err
 			}
@@ -218,7 +219,7 @@ disk byte for byte as it was.`,
 					return err
 				}
 			} else {
-				if r, err = restarter(restartWith, root); err != nil {
+				if r, err = restarterFor(restartWith, root); err != nil {
 					return err
 				}
 				var n *node.Node
@@ -301,7 +302,7 @@ debt is read with the disk mounted read-only and not a byte changes.`,
 				if restartWith != "" && restartWith != "systemd" && !strings.HasPrefix(restartWith, "exec:") {
 					return usageError{fmt.Errorf("--restart-with %q: want systemd or exec:'CMD {unit} {action}'", restartWith)}
 				}
-				r, rerr := restarter(restartWith, root)
+				r, rerr := restarterFor(restartWith, root)
 				if rerr != nil {
 					return rerr
 				}

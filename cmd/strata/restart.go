@@ -52,7 +52,7 @@ restarted, failed, unreachable or skipped; exit 3 unless all restarted.`,
 						return usageError{fmt.Errorf("--%s goes with --inventory, not --root", name)}
 					}
 				}
-				r, err := restarter(restartWith, root)
+				r, err := restarterFor(restartWith, root)
 				if err != nil {
 					return err
 				}

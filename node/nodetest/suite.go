@@ -16,6 +16,7 @@ import (
 	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
+	"github.com/strata-dev/strata/node/restarter"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/schema"
 	"github.com/strata-dev/strata/tests/fixture"
@@ -351,7 +352,7 @@ func crashes(t *testing.T, e *env, newNode Factory) {
 			fired[op]++
 			// The next run settles the node: an audit must then find
 			// either the old head or the new one, exactly.
-			if _, err := open(t, root, node.Options{Restarter: node.Exec{Template: "true"}}).SettlePending(context.Background()); err != nil {
+			if _, err := open(t, root, node.Options{Restarter: restarter.Exec{Template: "true"}}).SettlePending(context.Background()); err != nil {
 				t.Fatalf("%s crashed at %s: the next run: %v", op, p, err)
 			}
 			a := requireAudit(t, root, e.Repo)
@@ -406,7 +407,7 @@ func helper(t *testing.T, root string) {
 	switch op := os.Getenv(helperOpEnv); op {
 	case "apply":
 		files := strings.Split(os.Getenv(helperFilesEnv), string(os.PathListSeparator))
-		_, err = open(t, root, node.Options{Restarter: node.Exec{Template: "true"}}).Apply(context.Background(), node.Source{Files: files}, node.ApplyOptions{})
+		_, err = open(t, root, node.Options{Restarter: restarter.Exec{Template: "true"}}).Apply(context.Background(), node.Source{Files: files}, node.ApplyOptions{})
 	case "rollback":
 		_, err = open(t, root, node.Options{}).Rollback(context.Background(), "")
 	default:

@@ -21,6 +21,7 @@ import (
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/node/restarter"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/overlay/offline"
 )
@@ -171,7 +172,7 @@ func TestOfflineDisk(t *testing.T) {
 
 	var steps []string
 	rep, err := offline.Apply(ctx, e.disk, node.Source{Files: []string{c1.Path, c2.Path, c3.Path}},
-		node.ApplyOptions{}, node.Options{Progress: func(s string) { steps = append(steps, s) }, Restarter: node.Systemd{}})
+		node.ApplyOptions{}, node.Options{Progress: func(s string) { steps = append(steps, s) }, Restarter: restarter.Systemd{}})
 	if err != nil {
 		t.Fatal(err)
 	}

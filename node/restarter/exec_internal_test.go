@@ -1,4 +1,4 @@
-package node
+package restarter
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 )
 
 // Whatever quoting an exec: template puts around {unit}, the value is
@@ -49,7 +50,7 @@ func TestExecTemplateNeverParsesValues(t *testing.T) {
 		unit   string
 		action manifests.Action
 	}{{hostile, manifests.ActionRestart}, {"--host=evil", manifests.ActionRestart}, {"a.service", "kill"}} {
-		if err := (Exec{Template: "true"}).act(context.Background(), c.unit, c.action); !errors.Is(err, ErrRestart) {
+		if err := (Exec{Template: "true"}).act(context.Background(), c.unit, c.action); !errors.Is(err, node.ErrRestart) {
 			t.Errorf("Act(%q, %q) = %v, want a refusal", c.unit, c.action, err)
 		}
 	}

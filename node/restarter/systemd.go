@@ -1,4 +1,4 @@
-package node
+package restarter
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/strata-dev/strata/internal/sandbox"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 )
 
 // Systemd drives the node's own systemd. A plan is resolved against the
@@ -38,7 +39,7 @@ const DefaultSettle = 2 * time.Second
 // checkTimeout bounds a service's health-check command.
 const checkTimeout = time.Minute
 
-var _ Restarter = Systemd{}
+var _ node.Restarter = Systemd{}
 
 func (s Systemd) ctl() *systemd.Systemctl {
 	if len(s.Command) > 0 {
@@ -48,10 +49,10 @@ func (s Systemd) ctl() *systemd.Systemctl {
 }
 
 // Resolve decides what the plan means on the running system.
-func (s Systemd) Resolve(ctx context.Context, plan RestartPlan) (*systemd.Resolved, error) {
+func (s Systemd) Resolve(ctx context.Context, plan node.RestartPlan) (*systemd.Resolved, error) {
 	units, err := s.ctl().Units(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading the running units: %w", ErrRestart, err)
+		return nil, fmt.Errorf("%w: reading the running units: %w", node.ErrRestart, err)
 	}
 	r := systemd.Resolve(systemd.Request{Actions: plan.Actions, Catalog: plan.Catalog, Changed: plan.Changed}, units)
 	return &r, nil
@@ -59,7 +60,7 @@ func (s Systemd) Resolve(ctx context.Context, plan RestartPlan) (*systemd.Resolv
 
 // Run carries out a resolved plan (res nil: resolved first) and checks the
 // health of what acted.
-func (s Systemd) Run(ctx context.Context, plan RestartPlan, res *systemd.Resolved, report func(manifests.ServiceAction)) error {
+func (s Systemd) Run(ctx context.Context, plan node.RestartPlan, res *systemd.Resolved, report func(manifests.ServiceAction)) error {
 	if res == nil {
 		var err error
 		if res, err = s.Resolve(ctx, plan); err != nil {
@@ -71,7 +72,7 @@ func (s Systemd) Run(ctx context.Context, plan RestartPlan, res *systemd.Resolve
 		report(manifests.ServiceAction{Unit: st.Unit, Action: manifests.Action(st.Action), Because: st.Because})
 	}, systemd.WithStepTimeout(restartTimeout))
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrRestart, err)
+		return fmt.Errorf("%w: %w", node.ErrRestart, err)
 	}
 	return s.health(ctx, ctl, res, plan.Catalog)
 }
@@ -80,7 +81,7 @@ func (s Systemd) Run(ctx context.Context, plan RestartPlan, res *systemd.Resolve
 // unit steps were tried) acted on to the old tree: restarted whatever
 // their state, then checked like any restart. With no forward run it
 // runs the plan afresh.
-func (s Systemd) Undo(ctx context.Context, plan RestartPlan, fwd *systemd.Resolved, reached int, report func(manifests.ServiceAction)) error {
+func (s Systemd) Undo(ctx context.Context, plan node.RestartPlan, fwd *systemd.Resolved, reached int, report func(manifests.ServiceAction)) error {
 	if fwd == nil {
 		return s.Run(ctx, plan, nil, report)
 	}
@@ -113,11 +114,11 @@ func (s Systemd) health(ctx context.Context, ctl *systemd.Systemctl, res *system
 	}
 	shown, err := ctl.Show(ctx, units...)
 	if err != nil {
-		return fmt.Errorf("%w: health check: %w", ErrRestart, err)
+		return fmt.Errorf("%w: health check: %w", node.ErrRestart, err)
 	}
 	for _, u := range shown {
 		if u.ActiveState != "active" {
-			return fmt.Errorf("%w: health check: %s is %s (%s) after its restart", ErrRestart, u.ID, u.ActiveState, u.SubState)
+			return fmt.Errorf("%w: health check: %s is %s (%s) after its restart", node.ErrRestart, u.ID, u.ActiveState, u.SubState)
 		}
 	}
 	for _, u := range units {
@@ -126,7 +127,7 @@ func (s Systemd) health(ctx context.Context, ctl *systemd.Systemctl, res *system
 			continue
 		}
 		if out, err := runCommand(ctx, cmd, checkTimeout, s.Root); err != nil {
-			return fmt.Errorf("%w: health check of %s: %s: %w: %s", ErrRestart, u, strings.Join(cmd, " "), err, out)
+			return fmt.Errorf("%w: health check of %s: %s: %w: %s", node.ErrRestart, u, strings.Join(cmd, " "), err, out)
 		}
 	}
 	return nil
