@@ -15,6 +15,7 @@ import (
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/view"
 )
 
 // Source says which overlays to apply: Files in the order given, or every
@@ -115,7 +116,7 @@ func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *Appl
 	} else if err := refuseStaged(n, "applying overlays"); err != nil {
 		return nil, err
 	}
-	v, err := loadView(n)
+	v, err := view.Load(n)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +137,7 @@ func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *Appl
 		return nil, err
 	}
 	archives, heldBack := holdPrereleases(archives, src)
-	rep = &ApplyReport{Root: root, DryRun: o.DryRun, From: v.head(), To: v.head(), HeldBack: heldBack}
+	rep = &ApplyReport{Root: root, DryRun: o.DryRun, From: v.Head(), To: v.Head(), HeldBack: heldBack}
 	if !o.DryRun && serial > 0 {
 		// The index is authentic and current: once the apply has
 		// succeeded, or committed an overlay before a later step failed,
@@ -153,7 +154,7 @@ func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *Appl
 		return nil, err
 	}
 	if o.DryRun {
-		rep.Pending = v.ledger.PendingRestarts()
+		rep.Pending = v.Ledger.PendingRestarts()
 		return rep, resolveDry(ctx, h.o.Restarter, v, todo, states, rep)
 	}
 	// Staging verifies each payload just before its overlay commits; the
@@ -186,8 +187,8 @@ func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *Appl
 		if err := h.applyOne(ctx, v, a, states[a.Manifest.Version], plan); err != nil {
 			// An overlay can commit and a step after it fail: the
 			// report says where the node is.
-			if cur, lerr := loadView(n); lerr == nil {
-				rep.To = cur.head()
+			if cur, lerr := view.Load(n); lerr == nil {
+				rep.To = cur.Head()
 			}
 			return rep, err
 		}
@@ -195,12 +196,12 @@ func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *Appl
 		if h.o.Restarter == nil {
 			progress(fmt.Sprintf("restarts of %s left pending: %s", a.Manifest.Version, describe(plan.Actions)))
 		}
-		if v, err = loadView(n); err != nil {
+		if v, err = view.Load(n); err != nil {
 			return rep, err
 		}
 	}
-	if v, err = loadView(n); err == nil {
-		rep.Pending = v.ledger.PendingRestarts()
+	if v, err = view.Load(n); err == nil {
+		rep.Pending = v.Ledger.PendingRestarts()
 	}
 	return rep, err
 }
@@ -230,8 +231,8 @@ func describe(as []manifests.ServiceAction) string {
 // (and, for a repository, file digests against its index, which must be
 // fresh: not older than one the node accepted, not expired). It returns
 // the index serial (0 for files).
-func gather(ctx context.Context, v *nodeView, src Source, st repo.Store, trust *sign.KeySet) ([]*archive.Archive, uint64, error) {
-	head := v.head()
+func gather(ctx context.Context, v *view.View, src Source, st repo.Store, trust *sign.KeySet) ([]*archive.Archive, uint64, error) {
+	head := v.Head()
 	if src.Repo == "" {
 		var out []*archive.Archive
 		for _, f := range src.Files {
@@ -251,18 +252,18 @@ func gather(ctx context.Context, v *nodeView, src Source, st repo.Store, trust *
 		}
 		return out, 0, nil
 	}
-	r, err := repo.OpenAt(ctx, st, trust, repo.Position{Line: v.ledger.Entries[0].Line, Head: head})
+	r, err := repo.OpenAt(ctx, st, trust, repo.Position{Line: v.Ledger.Entries[0].Line, Head: head})
 	if err != nil {
 		return nil, 0, err
 	}
-	accepted, err := v.n.IndexSerial()
+	accepted, err := v.N.IndexSerial()
 	if err != nil {
 		return nil, 0, err
 	}
 	if err := r.Index.CheckFresh(time.Now(), accepted); err != nil {
 		return nil, 0, fmt.Errorf("repository %s: %w", src.Repo, err)
 	}
-	l, err := r.Index.Find(v.ledger.Entries[0].Line)
+	l, err := r.Index.Find(v.Ledger.Entries[0].Line)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -339,19 +340,19 @@ func isPrerelease(v string) bool {
 // checkSequence checks the overlays continue the node's head one after the
 // other, fills in their plans and returns those not yet applied, with the
 // expected trees before and after each (by version).
-func checkSequence(v *nodeView, archives []*archive.Archive, rep *ApplyReport) ([]*archive.Archive, map[string][2]tree.State, error) {
+func checkSequence(v *view.View, archives []*archive.Archive, rep *ApplyReport) ([]*archive.Archive, map[string][2]tree.State, error) {
 	applied := map[string]string{}
-	for _, e := range v.applied {
+	for _, e := range v.Applied {
 		applied[e.Version] = e.Digest
 	}
-	cur := v.head()
-	known := []manifests.Ref{v.ledger.Canonical().Head}
-	for _, e := range v.applied {
+	cur := v.Head()
+	known := []manifests.Ref{v.Ledger.Canonical().Head}
+	for _, e := range v.Applied {
 		known = append(known, manifests.Ref{Version: e.Version, Digest: e.Digest})
 	}
-	image := v.ledger.Last().Image
-	cat := v.catalog()
-	fold := v.fold(len(v.overlays))
+	image := v.Ledger.Last().Image
+	cat := v.Catalog()
+	fold := v.Fold(len(v.Overlays))
 	state, err := fold.State()
 	if err != nil {
 		return nil, nil, err
@@ -359,15 +360,15 @@ func checkSequence(v *nodeView, archives []*archive.Archive, rep *ApplyReport) (
 	// On a node that runs an image of a new recipe the overlays' tree
 	// digests are checked against the line's tree, folded alongside.
 	var canon *tree.Fold
-	if v.rebased() {
-		canon = v.canonFold(len(v.overlays))
+	if v.Rebased() {
+		canon = v.CanonFold(len(v.Overlays))
 	}
 	var todo []*archive.Archive
 	states := map[string][2]tree.State{}
 	for _, a := range archives {
 		m := a.Manifest
-		if m.Line != v.ledger.Entries[0].Line {
-			return nil, nil, fmt.Errorf("overlay %s belongs to line %s, node is on line %s: %w", m.Version, m.Line, v.ledger.Entries[0].Line, ErrSequence)
+		if m.Line != v.Ledger.Entries[0].Line {
+			return nil, nil, fmt.Errorf("overlay %s belongs to line %s, node is on line %s: %w", m.Version, m.Line, v.Ledger.Entries[0].Line, ErrSequence)
 		}
 		if d, ok := applied[m.Version]; ok && len(todo) == 0 {
 			if d != a.Digest {
@@ -489,11 +490,11 @@ func lineageVersions(refs []manifests.Ref) string {
 
 // resolveDry shows what each plan would do on the node, as its restarter
 // resolves it (for the running systemd: against the units running now).
-func resolveDry(ctx context.Context, r Restarter, v *nodeView, todo []*archive.Archive, states map[string][2]tree.State, rep *ApplyReport) error {
+func resolveDry(ctx context.Context, r Restarter, v *view.View, todo []*archive.Archive, states map[string][2]tree.State, rep *ApplyReport) error {
 	if r == nil {
 		return nil
 	}
-	cat := v.catalog()
+	cat := v.Catalog()
 	for _, a := range todo {
 		m := a.Manifest
 		if m.Catalog != nil {

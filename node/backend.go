@@ -7,6 +7,7 @@ import (
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/view"
 )
 
 // managedOf reads the managed hierarchies of the node's image.
@@ -15,7 +16,7 @@ func managedOf(n nodestate.Node) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node %s: reading image manifest: %w", n.Root, err)
 	}
-	m, err := decodeImage(raw, manifests.Digest(raw))
+	m, err := view.DecodeImage(raw, manifests.Digest(raw))
 	if err != nil {
 		return nil, fmt.Errorf("node %s: image manifest: %w", n.Root, err)
 	}

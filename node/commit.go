@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/view"
 )
 
 // stagedRunner is a backend that can run a command against a staged
@@ -87,13 +88,13 @@ const validationTimeout = time.Minute
 // and only then commit. When a restart or the health check fails the
 // change is taken back, the same units are restarted on the old tree, and
 // the ledger records the failed attempt.
-func (h *Node) applyOne(ctx context.Context, v *nodeView, a *archive.Archive, states [2]tree.State, plan *Plan) error {
+func (h *Node) applyOne(ctx context.Context, v *view.View, a *archive.Archive, states [2]tree.State, plan *Plan) error {
 	b, r, progress := h.b, h.o.Restarter, h.o.Progress
 	n := b.Node()
 	m := a.Manifest
-	last := v.ledger.Last()
+	last := v.Ledger.Last()
 	rec := manifests.LedgerEntry{
-		Seq:        len(v.ledger.Entries),
+		Seq:        len(v.Ledger.Entries),
 		Action:     manifests.LedgerApply,
 		Line:       m.Line,
 		Version:    m.Version,
@@ -112,7 +113,7 @@ func (h *Node) applyOne(ctx context.Context, v *nodeView, a *archive.Archive, st
 	if err != nil {
 		return err
 	}
-	cat := v.catalog()
+	cat := v.Catalog()
 	if m.Catalog != nil {
 		cat = *m.Catalog
 	}
@@ -158,11 +159,11 @@ func (h *Node) applyOne(ctx context.Context, v *nodeView, a *archive.Archive, st
 			if res == nil || !(res.DaemonReexec || res.DaemonReload) || daemonDone {
 				reached++
 			}
-			back := RestartPlan{Actions: plan.Actions, Catalog: v.catalog(), Changed: req.Changed}
-			return takeBack(ctx, n, t, v.ledger, rec, r, back, res, reached, err, progress)
+			back := RestartPlan{Actions: plan.Actions, Catalog: v.Catalog(), Changed: req.Changed}
+			return takeBack(ctx, n, t, v.Ledger, rec, r, back, res, reached, err, progress)
 		}
 	}
-	l, err := t.Commit(ctx, v.ledger)
+	l, err := t.Commit(ctx, v.Ledger)
 	if l == nil {
 		// The ledger does not hold the record: nothing committed.
 		return abort(err)

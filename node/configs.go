@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/view"
 	"github.com/strata-dev/strata/schema"
 )
 
@@ -26,18 +27,18 @@ const maxConfigFile = 64 << 20
 // on disk, without following a symlink. It changes nothing.
 func (h *Node) Configs(ctx context.Context) (*schema.Configs, error) {
 	b, root := h.b, h.root
-	v, err := loadView(b.Node())
+	v, err := view.Load(b.Node())
 	if err != nil {
 		return nil, err
 	}
-	state, err := v.expected()
+	state, err := v.Expected()
 	if err != nil {
 		return nil, err
 	}
 	entries := state.Entries()
 	claims := map[string][]string{}
 	out := &schema.Configs{Services: []string{}, Files: []schema.ConfigFile{}}
-	for _, s := range v.catalog().Services {
+	for _, s := range v.Catalog().Services {
 		out.Services = append(out.Services, s.Unit)
 		var paths []string
 		paths = append(paths, s.Paths...)

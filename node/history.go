@@ -8,6 +8,7 @@ import (
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/view"
 )
 
 // HistoryEntry is one ledger record as strata node history shows it.
@@ -43,7 +44,7 @@ type NodeHistory struct {
 func (h *Node) History() (*NodeHistory, error) {
 	root := h.root
 	n := h.b.Node()
-	v, err := loadView(n)
+	v, err := view.Load(n)
 	if err != nil {
 		return nil, err
 	}
@@ -51,9 +52,9 @@ func (h *Node) History() (*NodeHistory, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := v.ledger
-	hist := &NodeHistory{Root: root, Line: l.Entries[0].Line, Head: v.head(), Image: v.image.Manifest.Version,
-		Entries: make([]HistoryEntry, 0, len(l.Entries)), Pending: l.PendingRestarts(), Staged: v.staged}
+	l := v.Ledger
+	hist := &NodeHistory{Root: root, Line: l.Entries[0].Line, Head: v.Head(), Image: v.Image.Manifest.Version,
+		Entries: make([]HistoryEntry, 0, len(l.Entries)), Pending: l.PendingRestarts(), Staged: v.Staged}
 	if hist.Pending == nil {
 		hist.Pending = []manifests.ServiceAction{}
 	}
@@ -61,11 +62,11 @@ func (h *Node) History() (*NodeHistory, error) {
 	// keys its line trusted then: the image's, as the rotations before it
 	// changed them. An overlay signed by a key revoked since is named too.
 	signers := map[int]string{}
-	then, err := v.canon.Trust()
+	then, err := v.Canon.Trust()
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", root, err)
 	}
-	for _, e := range v.applied {
+	for _, e := range v.Applied {
 		var m *manifests.OverlayManifest
 		signers[e.Seq], m = storedSigner(n, then, e)
 		if signers[e.Seq] == "" {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/view"
 )
 
 // SettleReport describes a restart-pending run.
@@ -47,8 +48,8 @@ func (h *Node) SettlePending(ctx context.Context) (*SettleReport, error) {
 	}
 	rep := &SettleReport{Root: root, Pending: l.PendingRestarts(), Restarted: []manifests.ServiceAction{}}
 	cat := manifests.Catalog{}
-	if v, err := loadView(n); err == nil {
-		cat = v.catalog()
+	if v, err := view.Load(n); err == nil {
+		cat = v.Catalog()
 	}
 	res, runErr := runPlan(ctx, r, RestartPlan{Actions: rep.Pending, Catalog: cat}, func(a manifests.ServiceAction) {
 		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))

@@ -15,6 +15,8 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/audit"
+	"github.com/strata-dev/strata/node/internal/view"
 )
 
 // ErrRepair reports drift a repair cannot undo.
@@ -57,11 +59,11 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 		return nil, fmt.Errorf("repairing %s: %w: only nodes on a read-only image (backend overlayfs) can be repaired", root, errors.ErrUnsupported)
 	}
 	n := b.Node()
-	v, err := loadView(n)
+	v, err := view.Load(n)
 	if err != nil {
 		return nil, err
 	}
-	want, err := v.expected()
+	want, err := v.Expected()
 	if err != nil {
 		return nil, err
 	}
@@ -70,9 +72,9 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 		return nil, err
 	}
 	rep := &RepairReport{Root: root, Drift: []string{}, Layers: []string{}}
-	drift := driftOf(want, got)
+	drift := audit.Drift(want, got)
 	for _, d := range drift {
-		rep.Drift = append(rep.Drift, d.msg)
+		rep.Drift = append(rep.Drift, d.Msg)
 	}
 	if len(drift) == 0 {
 		return rep, nil
@@ -81,11 +83,11 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 	// drifted path (or a parent of it), and those holding one.
 	var todo []int
 	claimed := map[string]bool{}
-	for i, m := range v.overlays {
+	for i, m := range v.Overlays {
 		hit := false
 		for _, d := range drift {
-			if touches(m, d.path) || lr.LayerHas(m.Version, d.path) {
-				hit, claimed[d.path] = true, true
+			if touches(m, d.Path) || lr.LayerHas(m.Version, d.Path) {
+				hit, claimed[d.Path] = true, true
 			}
 		}
 		if hit {
@@ -94,8 +96,8 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 	}
 	var orphans []string
 	for _, d := range drift {
-		if !claimed[d.path] {
-			orphans = append(orphans, "/"+d.path)
+		if !claimed[d.Path] {
+			orphans = append(orphans, "/"+d.Path)
 		}
 	}
 	if len(orphans) > 0 {
@@ -118,7 +120,7 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 	// first layer changes: a repository that cannot serve them all
 	// changes nothing.
 	for _, i := range todo {
-		progress(fmt.Sprintf("verifying overlay %s", v.overlays[i].Version))
+		progress(fmt.Sprintf("verifying overlay %s", v.Overlays[i].Version))
 		a, err := arcs.at(ctx, i)
 		if err != nil {
 			return rep, err
@@ -128,13 +130,13 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 		}
 	}
 	for _, i := range todo {
-		m := v.overlays[i]
+		m := v.Overlays[i]
 		progress(fmt.Sprintf("rebuilding layer %s", m.Version))
-		before, err := v.expectedAfter(i)
+		before, err := v.ExpectedAfter(i)
 		if err != nil {
 			return rep, err
 		}
-		after, err := v.expectedAfter(i + 1)
+		after, err := v.ExpectedAfter(i + 1)
 		if err != nil {
 			return rep, err
 		}
@@ -146,7 +148,7 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 		payload := func(ctx context.Context, fn func(manifests.Entry, io.Reader) error) error {
 			return a.Payload(ctx, bases, fn)
 		}
-		if err := lr.RebuildLayer(ctx, &nodestate.Change{Manifest: m, Payload: payload, Record: v.applied[i], Before: before, After: after}); err != nil {
+		if err := lr.RebuildLayer(ctx, &nodestate.Change{Manifest: m, Payload: payload, Record: v.Applied[i], Before: before, After: after}); err != nil {
 			return rep, err
 		}
 		rep.Layers = append(rep.Layers, m.Version)
@@ -154,10 +156,10 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 	if got, err = b.Scan(ctx); err != nil {
 		return rep, err
 	}
-	left := driftOf(want, got)
+	left := audit.Drift(want, got)
 	// The ledger says what was rebuilt, whether or not it was enough.
-	last := v.ledger.Last()
-	if _, err := n.Commit(v.ledger, manifests.LedgerEntry{
+	last := v.Ledger.Last()
+	if _, err := n.Commit(v.Ledger, manifests.LedgerEntry{
 		Action: manifests.LedgerRepair, Line: last.Line, Version: last.Version, Digest: last.Digest,
 		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest, Repaired: rep.Layers,
 		Time: time.Now().UTC().Format(time.RFC3339),
@@ -167,7 +169,7 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 	if len(left) > 0 {
 		var msgs []string
 		for _, d := range left {
-			msgs = append(msgs, d.msg)
+			msgs = append(msgs, d.Msg)
 		}
 		return rep, fmt.Errorf("repairing %s: %w: still drifted after rebuilding layers %v: %s", root, ErrRepair, rep.Layers, strings.Join(msgs, "; "))
 	}
@@ -192,7 +194,7 @@ func touches(m *manifests.OverlayManifest, p string) bool {
 // appliedSet is the node's applied overlays as the repository has them,
 // each opened on first use.
 type appliedSet struct {
-	v     *nodeView
+	v     *view.View
 	r     *repo.Repo
 	refs  map[string]manifests.OverlayRef
 	trust *sign.KeySet
@@ -202,9 +204,9 @@ type appliedSet struct {
 
 // appliedArchives opens the repository in st for the node of v and indexes
 // its line's overlays by version.
-func appliedArchives(ctx context.Context, v *nodeView, st repo.Store, loc string, trust *sign.KeySet) (*appliedSet, error) {
-	line := v.ledger.Entries[0].Line
-	r, err := repo.OpenAt(ctx, st, trust, repo.Position{Line: line, Head: v.head()})
+func appliedArchives(ctx context.Context, v *view.View, st repo.Store, loc string, trust *sign.KeySet) (*appliedSet, error) {
+	line := v.Ledger.Entries[0].Line
+	r, err := repo.OpenAt(ctx, st, trust, repo.Position{Line: line, Head: v.Head()})
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +230,7 @@ func (s *appliedSet) at(ctx context.Context, i int) (*archive.Archive, error) {
 	if a := s.open[i]; a != nil {
 		return a, nil
 	}
-	e := s.v.applied[i]
+	e := s.v.Applied[i]
 	ref, ok := s.refs[e.Version]
 	if !ok {
 		return nil, fmt.Errorf("repository %s has no overlay %s, which the node applied: %w", s.loc, e.Version, ErrRepair)
@@ -250,7 +252,7 @@ func (s *appliedSet) at(ctx context.Context, i int) (*archive.Archive, error) {
 func (s *appliedSet) bases(i int, image string) tree.Bases {
 	return func(ctx context.Context, path, sum string) ([]byte, error) {
 		for j := i - 1; j >= 0; j-- {
-			if s.v.overlays[j].Carries(path) {
+			if s.v.Overlays[j].Carries(path) {
 				a, err := s.at(ctx, j)
 				if err != nil {
 					return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/view"
 )
 
 // RollbackReport describes a rollback.
@@ -61,15 +62,15 @@ func (h *Node) Rollback(ctx context.Context, to string) (*RollbackReport, error)
 
 // stepsTo returns how many applied overlays are above version to.
 func stepsTo(n nodestate.Node, to string) (int, error) {
-	v, err := loadView(n)
+	v, err := view.Load(n)
 	if err != nil {
 		return 0, err
 	}
-	if len(v.applied) == 0 {
-		return 0, fmt.Errorf("node %s is at its image %s: %w", n.Root, v.head().Version, ErrNothingToRollback)
+	if len(v.Applied) == 0 {
+		return 0, fmt.Errorf("node %s is at its image %s: %w", n.Root, v.Head().Version, ErrNothingToRollback)
 	}
-	versions := []string{v.ledger.Canonical().Head.Version}
-	for _, e := range v.applied {
+	versions := []string{v.Ledger.Canonical().Head.Version}
+	for _, e := range v.Applied {
 		versions = append(versions, e.Version)
 	}
 	for i, ver := range versions {
@@ -122,11 +123,11 @@ func rollbackLocked(ctx context.Context, b nodestate.Backend, r Restarter, steps
 	}
 	sort.Slice(rep.Actions, func(i, j int) bool { return rep.Actions[i].Unit < rep.Actions[j].Unit })
 	// The restarts run against the catalog of the tree the node ends at.
-	v, err := loadView(n)
+	v, err := view.Load(n)
 	if err != nil {
 		return rep, err
 	}
-	cat = v.catalog()
+	cat = v.Catalog()
 	if r == nil {
 		return rep, nil
 	}
@@ -148,12 +149,12 @@ func rollbackLocked(ctx context.Context, b nodestate.Backend, r Restarter, steps
 // checkSteps checks that the node's last steps applied overlays can each
 // be taken back (nodestate.Backend.CheckRevert), newest first.
 func checkSteps(ctx context.Context, b nodestate.Backend, steps int) error {
-	v, err := loadView(b.Node())
+	v, err := view.Load(b.Node())
 	if err != nil {
 		return err
 	}
-	for i := 0; i < steps && i < len(v.overlays); i++ {
-		if err := b.CheckRevert(ctx, &nodestate.Change{Manifest: v.overlays[len(v.overlays)-1-i]}); err != nil {
+	for i := 0; i < steps && i < len(v.Overlays); i++ {
+		if err := b.CheckRevert(ctx, &nodestate.Change{Manifest: v.Overlays[len(v.Overlays)-1-i]}); err != nil {
 			return err
 		}
 	}
@@ -172,31 +173,31 @@ type rolledBack struct {
 // leaving its restarts pending.
 func rollbackStep(ctx context.Context, b nodestate.Backend, progress func(string)) (*rolledBack, error) {
 	n := b.Node()
-	v, err := loadView(n)
+	v, err := view.Load(n)
 	if err != nil {
 		return nil, err
 	}
-	if len(v.applied) == 0 {
-		return nil, fmt.Errorf("node %s is at its image %s: %w", n.Root, v.head().Version, ErrNothingToRollback)
+	if len(v.Applied) == 0 {
+		return nil, fmt.Errorf("node %s is at its image %s: %w", n.Root, v.Head().Version, ErrNothingToRollback)
 	}
-	last := v.applied[len(v.applied)-1]
-	m := v.overlays[len(v.overlays)-1]
-	prev := v.ledger.Canonical()
-	if len(v.applied) > 1 {
-		prev = v.applied[len(v.applied)-2]
+	last := v.Applied[len(v.Applied)-1]
+	m := v.Overlays[len(v.Overlays)-1]
+	prev := v.Ledger.Canonical()
+	if len(v.Applied) > 1 {
+		prev = v.Applied[len(v.Applied)-2]
 	}
-	before, err := v.expectedAfter(len(v.overlays) - 1)
+	before, err := v.ExpectedAfter(len(v.Overlays) - 1)
 	if err != nil {
 		return nil, err
 	}
-	after, err := v.expected()
+	after, err := v.Expected()
 	if err != nil {
 		return nil, err
 	}
 	// Rolling back changes the tree from after the overlay to before it.
-	plan := planFor(m, v.catalog(), after, before)
+	plan := planFor(m, v.Catalog(), after, before)
 	rec := manifests.LedgerEntry{
-		Seq:        len(v.ledger.Entries),
+		Seq:        len(v.Ledger.Entries),
 		Action:     manifests.LedgerRollback,
 		Line:       last.Line,
 		Version:    last.Version,
@@ -215,7 +216,7 @@ func rollbackStep(ctx context.Context, b nodestate.Backend, progress func(string
 	if err := t.Switch(ctx); err != nil {
 		return nil, err
 	}
-	l, err := t.Commit(ctx, v.ledger)
+	l, err := t.Commit(ctx, v.Ledger)
 	if l == nil {
 		return nil, errors.Join(err, t.Abort(ctx))
 	}

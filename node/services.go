@@ -7,6 +7,7 @@ import (
 	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/view"
 )
 
 // RestartReport describes a restart of a node's services.
@@ -28,11 +29,11 @@ type RestartReport struct {
 // not have; it changes nothing (restart --repair checks before it
 // repairs).
 func (h *Node) CheckUnits(units []string) error {
-	v, err := loadView(h.state())
+	v, err := view.Load(h.state())
 	if err != nil {
 		return err
 	}
-	return catalog.KnownUnits(v.catalog(), units)
+	return catalog.KnownUnits(v.Catalog(), units)
 }
 
 // Restart restarts units of the node (default: the catalog's managed
@@ -55,11 +56,11 @@ func (h *Node) Restart(ctx context.Context, units []string) (*RestartReport, err
 		return nil, err
 	}
 	n := b.Node()
-	v, err := loadView(n)
+	v, err := view.Load(n)
 	if err != nil {
 		return nil, err
 	}
-	cat := v.catalog()
+	cat := v.Catalog()
 	if len(units) == 0 {
 		units = catalog.Managed(cat)
 	}
@@ -82,7 +83,7 @@ func (h *Node) Restart(ctx context.Context, units []string) (*RestartReport, err
 	if runErr != nil {
 		done = nil
 	}
-	if err := recordRestarts(n, v.ledger, done, rebootDue(res)); err != nil {
+	if err := recordRestarts(n, v.Ledger, done, rebootDue(res)); err != nil {
 		return rep, err
 	}
 	return rep, runErr

@@ -14,6 +14,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/view"
 )
 
 // Errors of whole-image upgrades.
@@ -114,7 +115,7 @@ func (h *Node) Upgrade(ctx context.Context, req UpgradeRequest) (*UpgradeReport,
 	if err := refuseStaged(n, "upgrade"); err != nil {
 		return nil, err
 	}
-	v, err := loadView(n)
+	v, err := view.Load(n)
 	if err != nil {
 		return nil, err
 	}
@@ -137,8 +138,8 @@ func (h *Node) Upgrade(ctx context.Context, req UpgradeRequest) (*UpgradeReport,
 	if err := n.StoreImage(plan.Image.Digest, plan.Image.Raw, plan.Sig); err != nil {
 		return rep, err
 	}
-	if !plan.Compact && v.canon == v.image {
-		if err := n.StoreImage(v.image.Digest, v.image.Raw, v.imageSig); err != nil {
+	if !plan.Compact && v.Canon == v.Image {
+		if err := n.StoreImage(v.Image.Digest, v.Image.Raw, v.ImageSig); err != nil {
 			return rep, err
 		}
 	}
@@ -163,7 +164,7 @@ func (h *Node) Upgrade(ctx context.Context, req UpgradeRequest) (*UpgradeReport,
 }
 
 // upgradeRecord is the ledger record of plan.
-func upgradeRecord(v *nodeView, plan *UpgradePlan, slot string) manifests.LedgerEntry {
+func upgradeRecord(v *view.View, plan *UpgradePlan, slot string) manifests.LedgerEntry {
 	m := plan.Image.Manifest
 	image := m.Version
 	if m.Base != nil {
@@ -184,8 +185,8 @@ func upgradeRecord(v *nodeView, plan *UpgradePlan, slot string) manifests.Ledger
 // trusts, of its line, newer than the image it runs (or, to compact, a
 // regenerated image of its head whose tree is the node's), and able to
 // carry the node's layers.
-func planUpgrade(v *nodeView, raw, sig []byte, o UpgradeOptions) (*UpgradePlan, error) {
-	n := v.n
+func planUpgrade(v *view.View, raw, sig []byte, o UpgradeOptions) (*UpgradePlan, error) {
+	n := v.N
 	if name, err := n.Backend(); err != nil {
 		return nil, err
 	} else if name != nodestate.BackendOverlayfs {
@@ -200,14 +201,14 @@ func planUpgrade(v *nodeView, raw, sig []byte, o UpgradeOptions) (*UpgradePlan, 
 		return nil, fmt.Errorf("upgrade refused: %w", err)
 	}
 	m := im.Manifest
-	line := v.ledger.Entries[0].Line
+	line := v.Ledger.Entries[0].Line
 	plan := &UpgradePlan{Root: n.Root, Image: im, Sig: sig, Compact: o.Compact, Hierarchies: m.Managed(), Layers: []string{},
-		From: manifests.Ref{Version: v.image.Manifest.Version, Digest: v.image.Digest},
+		From: manifests.Ref{Version: v.Image.Manifest.Version, Digest: v.Image.Digest},
 		To:   manifests.Ref{Version: m.Version, Digest: im.Digest}}
 	switch {
 	case m.Line != line:
 		return nil, fmt.Errorf("image %s %s is of line %s, the node is on line %s: %w", m.Line, m.Version, m.Line, line, ErrUpgrade)
-	case im.Digest == v.image.Digest:
+	case im.Digest == v.Image.Digest:
 		return nil, fmt.Errorf("image %s %s is the image the node runs: %w", m.Line, m.Version, ErrUpgrade)
 	}
 	if !hasFile(m, manifests.ConfirmUnitPath) || !hasFile(m, manifests.ConfirmUnitLink) {
@@ -220,8 +221,8 @@ func planUpgrade(v *nodeView, raw, sig []byte, o UpgradeOptions) (*UpgradePlan, 
 	if m.Head != nil {
 		return nil, fmt.Errorf("image %s %s is a regenerated image (line %s through %s): switching to one is compaction, --compact: %w", m.Line, m.Version, line, m.Head.Version, ErrUpgrade)
 	}
-	if manifests.CompareVersions(m.Version, v.image.Manifest.Version) <= 0 {
-		return nil, fmt.Errorf("image %s %s is not newer than the image the node runs, %s: %w", m.Line, m.Version, v.image.Manifest.Version, ErrUpgrade)
+	if manifests.CompareVersions(m.Version, v.Image.Manifest.Version) <= 0 {
+		return nil, fmt.Errorf("image %s %s is not newer than the image the node runs, %s: %w", m.Line, m.Version, v.Image.Manifest.Version, ErrUpgrade)
 	}
 	// The layers the new image can carry: each in order must accept its
 	// version and fit its tree. The first that does not is dropped with
@@ -231,7 +232,7 @@ func planUpgrade(v *nodeView, raw, sig []byte, o UpgradeOptions) (*UpgradePlan, 
 	if err != nil {
 		return nil, fmt.Errorf("image %s %s: %w", m.Line, m.Version, err)
 	}
-	for i, om := range v.overlays {
+	for i, om := range v.Overlays {
 		if len(plan.Dropped) > 0 {
 			plan.Dropped = append(plan.Dropped, LayerRefusal{Version: om.Version, Reason: "above a dropped layer"})
 			continue
@@ -255,14 +256,14 @@ func planUpgrade(v *nodeView, raw, sig []byte, o UpgradeOptions) (*UpgradePlan, 
 			plan.Dropped = append(plan.Dropped, LayerRefusal{Version: om.Version, Reason: why})
 			continue
 		}
-		plan.Layers = append(plan.Layers, v.applied[i].Version)
+		plan.Layers = append(plan.Layers, v.Applied[i].Version)
 	}
 	// A node that runs (or compacted onto) a regenerated image has
 	// overlays folded into it that no layer holds: an image of a recipe
 	// does not have them.
-	if h := v.canon.Manifest.Head; h != nil {
+	if h := v.Canon.Manifest.Head; h != nil {
 		return nil, fmt.Errorf("the node's image %s folds the line's overlays through %s into its tree, and image %s %s does not carry them (no layer holds them any more): upgrade it to a regenerated image of the line (--compact), or provision it afresh: %w",
-			v.canon.Manifest.Version, h.Version, m.Line, m.Version, ErrUpgrade)
+			v.Canon.Manifest.Version, h.Version, m.Line, m.Version, ErrUpgrade)
 	}
 	if len(plan.Dropped) > 0 && !o.DropLayers {
 		var what []string
@@ -271,9 +272,9 @@ func planUpgrade(v *nodeView, raw, sig []byte, o UpgradeOptions) (*UpgradePlan, 
 		}
 		return nil, fmt.Errorf("image %s %s cannot carry the node's layers %s; --drop-layers takes them off (the node's head then goes back to the last layer kept): %w", m.Line, m.Version, strings.Join(what, "; "), ErrUpgrade)
 	}
-	plan.Head = v.ledger.Canonical().Head
+	plan.Head = v.Ledger.Canonical().Head
 	if k := len(plan.Layers); k > 0 {
-		plan.Head = v.applied[k-1].Head
+		plan.Head = v.Applied[k-1].Head
 	}
 	plan.TreeDigest = state.Digest()
 	return plan, nil
@@ -282,14 +283,14 @@ func planUpgrade(v *nodeView, raw, sig []byte, o UpgradeOptions) (*UpgradePlan, 
 // planCompact checks a switch to a regenerated image of the node's head:
 // built from the line's image, through the node's head, with the node's
 // tree. Every layer is folded into it.
-func planCompact(v *nodeView, plan *UpgradePlan) (*UpgradePlan, error) {
+func planCompact(v *view.View, plan *UpgradePlan) (*UpgradePlan, error) {
 	m := plan.Image.Manifest
-	head := v.head()
-	lineImage := v.canon.Digest
-	if b := v.canon.Manifest.Base; b != nil {
+	head := v.Head()
+	lineImage := v.Canon.Digest
+	if b := v.Canon.Manifest.Base; b != nil {
 		lineImage = b.Digest
 	}
-	want := v.ledger.Last().TreeDigest
+	want := v.Ledger.Last().TreeDigest
 	switch {
 	case m.Head == nil || m.Base == nil:
 		return nil, fmt.Errorf("image %s %s is not a regenerated image (strata regenerate --through %s makes one): --compact switches to one: %w", m.Line, m.Version, head.Version, ErrUpgrade)
@@ -297,8 +298,8 @@ func planCompact(v *nodeView, plan *UpgradePlan) (*UpgradePlan, error) {
 		return nil, fmt.Errorf("image %s %s was regenerated from image %s (%s), not the line's image the node started from (%s): %w", m.Line, m.Version, m.Base.Version, m.Base.Digest, lineImage, ErrUpgrade)
 	case *m.Head != head:
 		return nil, fmt.Errorf("image %s %s folds the line through %s (%s), the node's head is %s (%s): regenerate through the node's head: %w", m.Line, m.Version, m.Head.Version, m.Head.Digest, head.Version, head.Digest, ErrUpgrade)
-	case v.rebased():
-		return nil, fmt.Errorf("the node runs image %s, not the line's image: its tree is not the line's and no regenerated image has it: %w", v.image.Manifest.Version, ErrUpgrade)
+	case v.Rebased():
+		return nil, fmt.Errorf("the node runs image %s, not the line's image: its tree is not the line's and no regenerated image has it: %w", v.Image.Manifest.Version, ErrUpgrade)
 	case m.TreeDigest != want:
 		return nil, fmt.Errorf("image %s %s has tree %s, the node's expected tree is %s: %w", m.Line, m.Version, m.TreeDigest, want, ErrUpgrade)
 	}

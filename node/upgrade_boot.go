@@ -7,6 +7,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/view"
 )
 
 // ConfirmReport says what Confirm found and did.
@@ -45,26 +46,26 @@ func (h *Node) Confirm(ctx context.Context, health HealthCheck) (*ConfirmReport,
 	}
 	defer unlock()
 	n := b.Node()
-	v, err := loadView(n)
+	v, err := view.Load(n)
 	if err != nil {
 		return nil, err
 	}
-	run := v.ledger.Running()
-	rep := &ConfirmReport{Root: root, Image: manifests.Ref{Version: run.Version, Digest: run.Digest}, Trial: v.trial}
+	run := v.Ledger.Running()
+	rep := &ConfirmReport{Root: root, Image: manifests.Ref{Version: run.Version, Digest: run.Digest}, Trial: v.Trial}
 	switch {
-	case v.staged == nil:
+	case v.Staged == nil:
 		rep.Note = "no upgrade is staged"
 		return rep, nil
-	case !v.trial && run.Digest == v.staged.Record.Digest:
+	case !v.Trial && run.Digest == v.Staged.Record.Digest:
 		// Committed by a run that stopped before it removed the staged
 		// state: finish that.
 		rep.Confirmed, rep.Note = true, "the upgrade was committed before; its staged state is removed now"
 		if err := n.ClearStaged(); err != nil {
 			return rep, err
 		}
-		return rep, tidyImages(ctx, b, v.ledger)
-	case !v.trial:
-		rep.Note = fmt.Sprintf("the node runs image %s, not the staged image %s", run.Version, v.staged.Record.Version)
+		return rep, tidyImages(ctx, b, v.Ledger)
+	case !v.Trial:
+		rep.Note = fmt.Sprintf("the node runs image %s, not the staged image %s", run.Version, v.Staged.Record.Version)
 		return rep, nil
 	}
 	// A trial whose boot activation failed runs the plain image: its
@@ -76,14 +77,14 @@ func (h *Node) Confirm(ctx context.Context, health HealthCheck) (*ConfirmReport,
 			return rep, fmt.Errorf("node %s on a trial boot of image %s: %w: its layers are not stacked (boot activation failed or was skipped)", root, run.Version, ErrUnhealthy)
 		}
 	}
-	if err := health(ctx, v.catalog()); err != nil {
+	if err := health(ctx, v.Catalog()); err != nil {
 		return rep, fmt.Errorf("node %s on a trial boot of image %s: %w: %w", root, run.Version, ErrUnhealthy, err)
 	}
 	l, err := n.ReadLedger()
 	if err != nil {
 		return rep, err
 	}
-	rec := v.staged.Record
+	rec := v.Staged.Record
 	rec.Time = time.Now().UTC().Format(time.RFC3339)
 	if l, err = n.Commit(l, rec); err != nil {
 		return rep, err

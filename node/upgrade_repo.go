@@ -9,6 +9,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/view"
 )
 
 // UpgradeFromRepo opens the repository at loc as the node trusts
@@ -23,7 +24,7 @@ func (h *Node) UpgradeFromRepo(ctx context.Context, loc string, compact bool, fe
 	if err := refuseStaged(n, "another upgrade"); err != nil {
 		return err
 	}
-	v, err := loadView(n)
+	v, err := view.Load(n)
 	if err != nil {
 		return err
 	}
@@ -36,7 +37,7 @@ func (h *Node) UpgradeFromRepo(ctx context.Context, loc string, compact bool, fe
 		return err
 	}
 	defer done()
-	line, head := v.ledger.Entries[0].Line, v.head()
+	line, head := v.Ledger.Entries[0].Line, v.Head()
 	r, err := repo.OpenAt(ctx, st, trust, repo.Position{Line: line, Head: head})
 	if err != nil {
 		return err
@@ -66,7 +67,7 @@ func (h *Node) UpgradeFromRepo(ctx context.Context, loc string, compact bool, fe
 	if !keys.Has(r.KeyID) {
 		return fmt.Errorf("repository %s: the index is signed by key %s, which line %s no longer trusts at its head (trusted: %s): %w", loc, r.KeyID, l.Name, strings.Join(keys.IDs(), ", "), sign.ErrBadSignature)
 	}
-	ref, err := pickUpgrade(l, v.image.Manifest.Version, head, compact)
+	ref, err := pickUpgrade(l, v.Image.Manifest.Version, head, compact)
 	if err != nil {
 		return fmt.Errorf("repository %s: %w", loc, err)
 	}

@@ -70,8 +70,8 @@ func TestLinkRules(t *testing.T) {
 	}{
 		{"fleet", "the fleet client reads what agents serve through package schema",
 			[]string{module + "/agent", "github.com/prometheus/"}},
-		{"node", "the engine opens nodes through the backends registered with package nodestate, and links neither the publisher nor the squashfs tools",
-			[]string{module + "/internal/nodestate/dirfs", module + "/internal/nodestate/overlayfs", module + "/internal/nodestate/backends", module + "/overlay", module + "/internal/squashfs"}},
+		{"node", "the engine opens nodes through the backends registered with package nodestate and restarts through the Restarter it is given, and links neither the publisher nor the squashfs tools",
+			[]string{module + "/internal/nodestate/dirfs", module + "/internal/nodestate/overlayfs", module + "/internal/nodestate/backends", module + "/node/restarter", module + "/overlay", module + "/internal/squashfs"}},
 		{"overlay", "the publisher does not link the node engine",
 			[]string{module + "/node", module + "/internal/nodestate/dirfs", module + "/internal/nodestate/overlayfs"}},
 		{"schema", "the documents nodes report depend on formats and signing only",
