@@ -12,6 +12,7 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/node/nodetest"
@@ -186,6 +187,7 @@ func TestRegenerateTrustsOnlyItsSigningKey(t *testing.T) {
 // goes, so the rename into place fails with EBUSY), the change stays: a
 // committed change is never taken back, and the error says it committed.
 func TestCommittedChangeNeverTakenBack(t *testing.T) {
+	testenv.RequireRoot(t)
 	f := fixture.New(t)
 	c := f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 81\n"))
 	root := f.Provision()
@@ -215,6 +217,7 @@ func TestCommittedChangeNeverTakenBack(t *testing.T) {
 // and leaves nothing behind in the manifest store; manifests no applied
 // overlay owns (left by a crash) are pruned by the next run's recovery.
 func TestDiskFullLeavesNoStoredManifest(t *testing.T) {
+	testenv.RequireRoot(t)
 	f := fixture.New(t)
 	c := f.Create("1.0.1", f.Change("/etc/app/app.conf", "port 81\n"))
 	root := f.Provision()

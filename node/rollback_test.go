@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
@@ -49,6 +50,7 @@ func rollback(t *testing.T, root string) *node.RollbackReport {
 }
 
 func TestRollbackRestoresExactTree(t *testing.T) {
+	testenv.RequireRoot(t)
 	f := fixture.New(t)
 	// 1.0.1 adds a setuid binary owned by 1234:1234.
 	suidTree := rbTree(t, map[string]string{"usr/bin/suid": "#!/bin/sh\n"}, 0o755|os.ModeSetuid, 1234, 1234)
@@ -227,6 +229,7 @@ func TestRollbackNewTreeThenReapply(t *testing.T) {
 // them back. overlay.Create keeps head directory metadata, so the overlay is
 // crafted.
 func TestRollbackDirectoryMetaChange(t *testing.T) {
+	testenv.RequireRoot(t)
 	f := fixture.New(t)
 	root := f.Provision()
 	before := fixture.Snap(t, root)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/node/nodetest"
@@ -59,6 +60,7 @@ func TestVerifyNodeClean(t *testing.T) {
 }
 
 func TestVerifyNodeFilesDrift(t *testing.T) {
+	testenv.RequireRoot(t)
 	f := fixture.New(t)
 	c := f.Create("1.0.1", f.Change("/etc/motd", "v1\n"))
 	root := f.Provision()

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
@@ -105,6 +106,7 @@ func TestCreateTreeIdenticalIsEmpty(t *testing.T) {
 }
 
 func TestCreateAddKeepsHeadModeAndOwner(t *testing.T) {
+	testenv.RequireRoot(t)
 	f := fixture.New(t)
 	secret := f.HostFile("new secret\n")
 	if err := os.Chmod(secret, 0o644); err != nil {

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/mountinfo"
+	"github.com/strata-dev/strata/internal/testenv"
 )
 
 var (
@@ -30,9 +31,7 @@ var (
 // probe builds testdata/probe as a static binary, once.
 func probe(t testing.TB) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("the sandbox needs root to set up: run the tests as root")
-	}
+	testenv.RequireRoot(t)
 	probeOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "strata-probe-")
 		if err != nil {
@@ -492,6 +491,7 @@ func TestPrivateTmpdir(t *testing.T) {
 // Started under the child's name in the host's namespaces (by mistake or
 // on purpose), the binary stops before it touches a mount.
 func TestChildOutsideSandbox(t *testing.T) {
+	testenv.RequireRoot(t)
 	cfg := filepath.Join(t.TempDir(), "cfg.json")
 	if err := os.WriteFile(cfg, []byte(`{"root":"/nonexistent","argv":["/bin/true"]}`), 0o644); err != nil {
 		t.Fatal(err)

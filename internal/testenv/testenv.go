@@ -28,6 +28,36 @@ func RequireKernel(t testing.TB) {
 	}
 }
 
+// RequireRoot is for a test that needs the real root: device nodes, files
+// owned by other users, the sandbox (its namespaces and control groups).
+// make unit run by another user runs as root of a user namespace of its
+// own (its uid mapped to 0), where such tests are skipped; anywhere else
+// a test that is not the real root fails.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if RealRoot() {
+		return
+	}
+	if testing.Short() {
+		t.Skip("needs the real root (devices, other owners, the sandbox): make test runs it")
+	}
+	t.Fatal("this test needs root; make test runs as root")
+}
+
+// RealRoot reports whether the process is root of the initial user
+// namespace (uid 0, every uid mapped to itself), not root of a user
+// namespace that maps one uid.
+func RealRoot() bool {
+	if os.Geteuid() != 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return false
+	}
+	return strings.Join(strings.Fields(string(b)), " ") == "0 0 4294967295"
+}
+
 // RequireTools fails the test, naming what is missing, unless every tool
 // of every group is on PATH (or, for a path, exists): a missing tool is
 // a missing install step, never a reason to skip. Under -short (make

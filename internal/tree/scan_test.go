@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -36,6 +37,7 @@ func mustWrite(t *testing.T, p, content string, mode fs.FileMode) {
 }
 
 func TestScan(t *testing.T) {
+	testenv.RequireRoot(t)
 	root := t.TempDir()
 	mustWrite(t, filepath.Join(root, "usr/bin/su"), "su\n", 0o755|fs.ModeSetuid)
 	mustWrite(t, filepath.Join(root, "usr/bin/wall"), "wall\n", 0o755|fs.ModeSetgid)
@@ -152,6 +154,7 @@ func TestModeConversions(t *testing.T) {
 }
 
 func TestCreateSetMeta(t *testing.T) {
+	testenv.RequireRoot(t)
 	dir := t.TempDir()
 	content := "#!/bin/sh\n"
 	file := manifests.Entry{Path: "su", Type: manifests.TypeFile, Mode: 04755, UID: 1234, GID: 5678, Size: int64(len(content)), SHA256: sum(content)}

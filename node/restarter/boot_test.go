@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/systemd"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node/restarter"
 )
@@ -40,6 +41,7 @@ func (f *fakeUnits) Show(_ context.Context, names ...string) ([]systemd.Unit, er
 // one still starting is waited for; disabled units, templates and the
 // caller's own unit are not looked at; an active unit's check must pass.
 func TestBootHealth(t *testing.T) {
+	testenv.RequireRoot(t)
 	ctx := context.Background()
 	cat := manifests.Catalog{Services: []manifests.Service{
 		{Unit: "web.service", Check: []string{"/bin/true"}},

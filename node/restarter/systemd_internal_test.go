@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/sandbox"
+	"github.com/strata-dev/strata/internal/testenv"
 )
 
 // A service's check command runs in a sandbox rooted at the node's root:
 // a program the host has but the node does not is not found, and one the
 // node has runs.
 func TestRunCommandInNodeRoot(t *testing.T) {
+	testenv.RequireRoot(t)
 	ctx := context.Background()
 	if _, err := runCommand(ctx, []string{"/bin/true"}, time.Minute, "/"); err != nil {
 		t.Fatalf("/bin/true on the running system: %v", err)

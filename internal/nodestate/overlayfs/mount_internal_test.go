@@ -56,6 +56,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // and later have it; before 6.5 overlayfs parsed through the legacy
 // parser, which the probe must see (the boot test's 6.1 guest needs it).
 func TestHasLowerdirPlus(t *testing.T) {
+	testenv.RequireKernel(t)
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
 		t.Fatal(err)

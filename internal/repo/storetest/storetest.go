@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -110,6 +111,7 @@ func Run(t *testing.T, newFixture func(t *testing.T) *Fixture) {
 		}
 	})
 	t.Run("Device", func(t *testing.T) {
+		testenv.RequireRoot(t) // mknod
 		f := newFixture(t)
 		if !place(t, f.Device, "images/dev.squashfs") {
 			t.Skip("store cannot hold a device here")
