@@ -53,7 +53,8 @@ test: deps lint build
 # (squashfs, mount, systemd, ssh, qemu, ...) replaced by one that fails.
 # Images are built in the tar form (internal/imagefile), nodes are
 # directory nodes; tests needing a tool, a kernel mount or systemd skip
-# and `make test` runs them.
+# and `make test` runs them. No root needed: another user's run goes into
+# a user namespace of its own, where tests needing the real root skip.
 unit:
 	GO=$(GO) ./scripts/unit.sh
 
