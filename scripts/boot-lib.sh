@@ -1,5 +1,5 @@
-# Shared by the boot tests (scripts/boot-test.sh, boot-test-upgrade.sh):
-# sourced, not run. Needs $WORK (work directory) and $BIN (strata).
+# Shared by the boot test (scripts/boot-test.sh): sourced, not run.
+# Needs $WORK (work directory), $BIN (strata) and $TIMEOUT (seconds).
 
 LOG=$WORK/console.log
 QEMU_PID=
@@ -85,3 +85,78 @@ start_qemu() {
 	) &
 	QEMU_PID=$!
 }
+
+# MARK is the console line a phase starts at: wait_for and no_failure
+# look at the console from there on.
+MARK=1
+
+fail() {
+	echo "FAIL: $*"
+	echo "-- console (strata, failures):"
+	console | grep -aE '\[FAILED\]|FAILED|Kernel panic|strata: |strata\[|STRATA-|bless|drift' | tail -n 60 || true
+	echo "-- last lines:"
+	console | tail -n 30
+	exit 1
+}
+
+# mark starts a phase.
+mark() { MARK=$(($(console | wc -l) + 1)); }
+
+# wait_for WHAT TEXT...: waits until the console since the mark has every
+# TEXT (fixed strings); a kernel panic or a stopped VM fails at once.
+wait_for() {
+	local what=$1 deadline=$(($(date +%s) + TIMEOUT)) text p ok
+	shift
+	while :; do
+		text=$(console | tail -n +"$MARK")
+		ok=1
+		for p in "$@"; do
+			grep -aqF -- "$p" <<<"$text" || { ok=0; break; }
+		done
+		[ $ok = 1 ] && return 0
+		grep -aq 'Kernel panic' <<<"$text" && fail "$what: kernel panic"
+		kill -0 "$QEMU_PID" 2>/dev/null || fail "$what: the VM stopped"
+		[ "$(date +%s)" -lt "$deadline" ] || fail "$what: no \"$p\" on the console after ${TIMEOUT}s"
+		sleep 5
+	done
+}
+
+# no_failure WHAT: no unit, audit or activation failed since the mark.
+no_failure() {
+	if console | tail -n +"$MARK" | grep -aE '\[FAILED\]|FAILED:'; then
+		fail "$1: a unit failed"
+	fi
+}
+
+# boot DISK...: a fresh firmware, a free port, qemu; a new phase.
+boot() {
+	stop_qemu
+	cp /usr/share/OVMF/OVMF_VARS.fd "$WORK/vars.fd"
+	free_port
+	MARK=1
+	start_qemu "$@"
+	echo "   (console in $LOG; sshd on 127.0.0.1:$SSH_PORT)"
+}
+
+# on_node CMD...: runs CMD as root on the booted node over SSH (its host
+# key pinned by ssh_up, root's key given at provisioning).
+on_node() {
+	ssh -q -i "$WORK/id" -o UserKnownHostsFile="$WORK/known_hosts" -o StrictHostKeyChecking=yes \
+		-o BatchMode=yes -o ConnectTimeout=30 -p "$SSH_PORT" root@127.0.0.1 "$@"
+}
+
+# ssh_up waits for the node's sshd, with the host key its check unit
+# printed on the console (made at first boot) as the only one known.
+ssh_up() {
+	local key deadline=$(($(date +%s) + TIMEOUT))
+	key=$(console | sed -n 's/.*STRATA-HOSTKEY \(ssh-ed25519 [A-Za-z0-9+/=]*\).*/\1/p' | tail -n1)
+	[ -n "$key" ] || fail "no host key on the console"
+	printf '[127.0.0.1]:%s %s\n' "$SSH_PORT" "$key" >"$WORK/known_hosts"
+	until on_node true; do
+		[ "$(date +%s)" -lt "$deadline" ] || fail "no SSH to the node"
+		sleep 5
+	done
+}
+
+# json_field NAME reads "NAME": "VALUE" from stdin (the first).
+json_field() { sed -n "s/.*\"$1\": \"\([^\"]*\)\".*/\1/p" | head -n1; }
