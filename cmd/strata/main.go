@@ -155,9 +155,21 @@ func run(ctx context.Context, args []string) int {
 		b, _ := json.Marshal(map[string]any{"error": err.Error(), "exit_code": code})
 		fmt.Fprintln(os.Stderr, string(b))
 	} else {
-		fmt.Fprintln(os.Stderr, "strata:", escapeControl(err.Error()))
+		fmt.Fprintln(os.Stderr, "strata:", errorLines(err.Error()))
 	}
 	return code
+}
+
+// errorLines is an error message as the terminal shows it: its lines
+// (a command's output quoted in a refusal has several) each with its
+// control characters escaped (escapeControl), every line after the first
+// indented, so no line of it can pass for one of strata's own.
+func errorLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = escapeControl(l)
+	}
+	return strings.Join(lines, "\n  ")
 }
 
 // escapeControl writes the control and format characters of s (which
