@@ -9,20 +9,16 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
-	"github.com/strata-dev/strata/builder"
-	"github.com/strata-dev/strata/internal/repo"
-	"github.com/strata-dev/strata/internal/sandbox"
 	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/sign"
-	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
 )
 
-// ErrValidation reports an edit a service's validation command refused.
-var ErrValidation = manifests.Rejection("config: the service's validation refused the change")
+// ErrValidation reports an edit a service's validation command refused
+// (overlay.ErrValidation: the same refusal overlay create makes).
+var ErrValidation = overlay.ErrValidation
 
 // Edit is a file's new content at an absolute image path.
 type Edit struct {
@@ -89,7 +85,7 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 	if len(edits) == 0 {
 		return nil, errors.New("config: no file to set")
 	}
-	r, c, err := open(ctx, repoDir, o.Line, "")
+	_, c, err := open(ctx, repoDir, o.Line, "")
 	if err != nil {
 		return nil, err
 	}
@@ -178,79 +174,26 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 		}
 		ch.Adds = append(ch.Adds, overlay.Add{Dest: "/" + rel, Src: src})
 	}
-	// The plan is the one the overlay will carry: computed as publishing
-	// computes it (a new or changed unit file rebuilds the catalog).
-	m, err := overlay.Preview(ctx, repoDir, ch, overlay.CreateOptions{Version: plan.To, Line: c.Line.Name, Parent: head})
+	// The plan is the one the overlay will carry, computed and validated
+	// as publishing computes and validates it (a new or changed unit file
+	// rebuilds the catalog); the create below finds the validation done.
+	co := overlay.CreateOptions{Version: plan.To, Line: c.Line.Name, Parent: head, Progress: progress}
+	p, err := overlay.Preview(ctx, repoDir, ch, co)
 	if err != nil {
 		return plan, err
 	}
-	cat := c.Catalog
-	if m.Catalog != nil {
-		cat = *m.Catalog
-	}
-	plan.setServices(m.Services)
-	if err := validate(ctx, r, c.Line.Name, cat, plan, byPath, next, progress); err != nil {
-		return plan, err
-	}
+	plan.setServices(p.Manifest.Services)
+	plan.Validated = p.Validation.Validated
 	if o.Confirm != nil && !o.Confirm(plan) {
 		return plan, nil
 	}
 	progress(fmt.Sprintf("publishing %s %s", c.Line.Name, plan.To))
-	created, err := overlay.Create(ctx, repoDir, o.Key, ch, overlay.CreateOptions{Version: plan.To, Line: c.Line.Name, Parent: head})
+	created, err := overlay.Create(ctx, repoDir, o.Key, ch, co)
 	if err != nil {
 		return plan, err
 	}
 	plan.Published = created
 	return plan, nil
-}
-
-// validate runs the validation command of every service the plan touches
-// that has one, in the line's head tree with the edits in place.
-func validate(ctx context.Context, r *repo.Repo, line string, cat manifests.Catalog, plan *Plan, byPath map[string][]byte, next map[string]manifests.Entry, progress func(string)) error {
-	var cmds []manifests.Service
-	for _, a := range plan.Services {
-		for _, s := range cat.Services {
-			if s.Unit == a.Unit && len(s.Validate) > 0 {
-				cmds = append(cmds, s)
-			}
-		}
-	}
-	if len(cmds) == 0 {
-		return nil
-	}
-	progress(fmt.Sprintf("staging the tree of %s %s to validate", line, plan.From))
-	full, err := overlay.LoadChain(ctx, r, line, "", nil)
-	if err != nil {
-		return err
-	}
-	dirDir, err := scratch.MkdirTemp("stage")
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	defer dirDir.RemoveAll()
-	dir := dirDir.Path
-	if err := builder.Stage(ctx, full, dir); err != nil {
-		return err
-	}
-	for rel, content := range byPath {
-		host := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
-			return fmt.Errorf("config: staging /%s: %w", rel, err)
-		}
-		_ = os.Remove(host)
-		if err := tree.Create(host, next[rel], strings.NewReader(string(content))); err != nil {
-			return fmt.Errorf("config: staging /%s: %w", rel, err)
-		}
-	}
-	for _, s := range cmds {
-		progress(fmt.Sprintf("validating %s: %s", s.Unit, strings.Join(s.Validate, " ")))
-		out, err := sandbox.Run(ctx, sandbox.Spec{Root: dir, Argv: s.Validate, FileCaps: true})
-		if err != nil {
-			return fmt.Errorf("%w: %s: %s: %v\n%s", ErrValidation, s.Unit, strings.Join(s.Validate, " "), err, strings.TrimSpace(out))
-		}
-		plan.Validated = append(plan.Validated, s.Unit+": "+strings.Join(s.Validate, " "))
-	}
-	return nil
 }
 
 func sortedKeys(m map[string][]byte) []string {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Requires holds an overlay's dependency constraints.
@@ -48,6 +50,34 @@ type OverlayManifest struct {
 	// TreeDigest is the digest of the node tree after the overlay applies.
 	TreeDigest string `json:"tree_digest"`
 	Created    string `json:"created"`
+	// ValidationSkipped is why the publisher did not run the validation
+	// commands of the services the overlay restarts or reloads (overlay
+	// create --skip-validation); empty when it ran them. Nodes validate
+	// all the same.
+	ValidationSkipped string `json:"validation_skipped,omitempty"`
+}
+
+// MaxReasonLen bounds a reason recorded in a signed manifest (such as
+// OverlayManifest.ValidationSkipped), in bytes.
+const MaxReasonLen = 500
+
+// ValidReason checks a reason an operator gives for a manifest: not blank,
+// at most MaxReasonLen bytes of UTF-8, one line of printable characters.
+func ValidReason(what, s string) error {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return fmt.Errorf("%w: %s: an empty reason", ErrInvalid, what)
+	case len(s) > MaxReasonLen:
+		return fmt.Errorf("%w: %s: a reason of %d bytes (at most %d)", ErrInvalid, what, len(s), MaxReasonLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s: a reason that is not UTF-8", ErrInvalid, what)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("%w: %s: a reason with the unprintable character %U", ErrInvalid, what, r)
+		}
+	}
+	return nil
 }
 
 // Validate checks the manifest's schema, versions, lineage, entries and
@@ -71,6 +101,11 @@ func (m *OverlayManifest) Validate() error {
 	if m.Catalog != nil {
 		if err := m.Catalog.Validate(); err != nil {
 			return fmt.Errorf("overlay %s: %w", m.Version, err)
+		}
+	}
+	if m.ValidationSkipped != "" {
+		if err := ValidReason("overlay "+m.Version+": validation_skipped", m.ValidationSkipped); err != nil {
+			return err
 		}
 	}
 	if len(m.Lineage) == 0 || m.Lineage[len(m.Lineage)-1] != m.Parent {

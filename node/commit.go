@@ -190,19 +190,16 @@ func validate(ctx context.Context, b nodestate.Backend, t nodestate.Txn, plan *P
 	if !ok {
 		return nil
 	}
-	for _, a := range plan.Actions {
-		cmd := catalog.ServiceOf(cat, a.Unit).Validate
-		if cmd == nil || a.Action == manifests.ActionStop {
-			continue
-		}
-		progress(fmt.Sprintf("validating %s: %s", a.Unit, strings.Join(cmd, " ")))
+	for _, v := range catalog.ValidationsFor(cat, plan.Actions) {
+		argv := strings.Join(v.Argv, " ")
+		progress(fmt.Sprintf("validating %s: %s", v.Unit, argv))
 		vctx, cancel := context.WithTimeout(ctx, validationTimeout)
-		out, err := sr.RunStaged(vctx, t, cmd)
+		out, err := sr.RunStaged(vctx, t, v.Argv)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("overlay %s: %s does not validate (%s): %w: %s: %w", plan.Version, a.Unit, strings.Join(cmd, " "), err, out, ErrValidation)
+			return fmt.Errorf("overlay %s %w on the node: %s does not validate: %s", plan.Version, ErrValidation, v.Unit, catalog.Outcome(v.Argv, err, out))
 		}
-		plan.Validated = append(plan.Validated, a.Unit)
+		plan.Validated = append(plan.Validated, v.Unit)
 	}
 	return nil
 }

@@ -34,8 +34,9 @@ var (
 	// the node's starting point nor an overlay it applied below its head.
 	ErrRollbackTarget = errors.New("overlay: not a version the node can roll back to")
 	// ErrValidation reports a service whose validation command refused a
-	// changed configuration; the node did not change.
-	ErrValidation = manifests.Rejection("overlay: service configuration does not validate")
+	// changed configuration; the node did not change. Publishers refuse
+	// with the same value (overlay.ErrValidation).
+	ErrValidation = catalog.ErrValidation
 	// ErrRestart reports a failed service restart (the overlay was rolled
 	// back).
 	ErrRestart = errors.New("overlay: service restart failed")

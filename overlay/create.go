@@ -100,6 +100,14 @@ type CreateOptions struct {
 	// Create refuses (ErrHeadMoved) when the line's head is another one,
 	// so an edit never silently drops what was published meanwhile.
 	Parent string
+	// SkipValidation, when set, is why the validation commands of the
+	// services the change restarts or reloads are not run before it is
+	// signed; the overlay's signed manifest records it. Nodes validate
+	// all the same.
+	SkipValidation string
+	// Progress, when set, is told of long steps (staging the line's tree
+	// to validate the change).
+	Progress func(string)
 }
 
 // Created describes a new overlay.
@@ -107,6 +115,8 @@ type Created struct {
 	Path     string
 	Manifest *manifests.OverlayManifest
 	Digest   string
+	// Validation is what the services' validation commands said of it.
+	Validation *Validation
 }
 
 // Create computes change against the head of the repository's line, signs
@@ -132,6 +142,15 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err != nil {
 		return nil, err
 	}
+	// The manifest's own checks first: they cost nothing, validation
+	// stages the line's tree.
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
+	}
+	v, err := validateChange(ctx, c, m, open, o)
+	if err != nil {
+		return nil, err
+	}
 	patches, err := makePatches(ctx, c, m.Entries, open)
 	if err != nil {
 		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
@@ -140,7 +159,12 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	}
-	return publish(ctx, r, c, m, cancellable(ctx, patches.opener(open)), algo, key, key, next)
+	created, err := publish(ctx, r, c, m, cancellable(ctx, patches.opener(open)), algo, key, key, next)
+	if err != nil {
+		return nil, err
+	}
+	created.Validation = v
+	return created, nil
 }
 
 // prepare computes change against chain c at its head: the manifest
@@ -153,6 +177,11 @@ func prepare(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*manife
 	}
 	if err := manifests.CheckGreater(o.Version, head.Version); err != nil {
 		return nil, nil, nil, fmt.Errorf("creating overlay for line %s (head %s): %w", c.Line.Name, head.Version, err)
+	}
+	if o.SkipValidation != "" {
+		if err := manifests.ValidReason("--skip-validation", o.SkipValidation); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	ch.Adds = slices.Clone(ch.Adds)
 	if err := resolveOwners(ctx, c, ch.Adds); err != nil {
@@ -182,6 +211,8 @@ func prepare(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*manife
 		Requires: manifests.Requires{Image: o.RequiresImage},
 		Entries:  d.entries,
 		Deletes:  d.deletes,
+
+		ValidationSkipped: o.SkipValidation,
 	}
 	if m.Requires.Image == "" {
 		m.Requires.Image = "^" + c.Image.Manifest.Version
@@ -241,30 +272,22 @@ func Changes(head tree.State, m *manifests.OverlayManifest) []PathChange {
 	return out
 }
 
-// PreviewChanges is Preview with the changes against the head, path by
-// path (see Changes).
-func PreviewChanges(ctx context.Context, repoDir string, ch Change, o CreateOptions) (*manifests.OverlayManifest, []PathChange, error) {
-	r, err := repo.Open(ctx, repoDir, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := repo.LoadHead(ctx, r, o.Line)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := previewOn(ctx, c, ch, o)
-	if err != nil {
-		return nil, nil, err
-	}
-	return m, Changes(c.State, m), nil
+// Previewed is what Preview found: the overlay Create would publish, its
+// changes against the head, and its validation.
+type Previewed struct {
+	Manifest   *manifests.OverlayManifest
+	Changes    []PathChange
+	Validation *Validation
 }
 
 // Preview computes the overlay Create would publish for change at the
 // head of the repository's line, without a key and without writing
 // anything: its entries, deletes, restart plan and catalog (patches are
-// left out). Publishing the same change with CreateOptions.Parent set to
-// the head it previewed gives the same plan, or nothing.
-func Preview(ctx context.Context, repoDir string, ch Change, o CreateOptions) (*manifests.OverlayManifest, error) {
+// left out), its changes path by path, and its validation: the
+// validation commands run as Create runs them, and a refusal is Create's
+// (ErrValidation). Publishing the same change with CreateOptions.Parent
+// set to the head it previewed gives the same plan, or nothing.
+func Preview(ctx context.Context, repoDir string, ch Change, o CreateOptions) (*Previewed, error) {
 	r, err := repo.Open(ctx, repoDir, nil)
 	if err != nil {
 		return nil, err
@@ -276,7 +299,7 @@ func Preview(ctx context.Context, repoDir string, ch Change, o CreateOptions) (*
 	return previewOn(ctx, c, ch, o)
 }
 
-func previewOn(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*manifests.OverlayManifest, error) {
+func previewOn(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*Previewed, error) {
 	if o.Parent == "" {
 		o.Parent = c.Head().Version
 	}
@@ -287,16 +310,21 @@ func previewOn(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*mani
 		}
 		o.Version = v.IncPatch().String()
 	}
-	m, _, _, err := prepare(ctx, c, ch, o)
+	m, open, _, err := prepare(ctx, c, ch, o)
 	if err != nil {
 		return nil, err
 	}
 	// The checks Create makes before signing, so a dry run approves
-	// nothing Create would refuse (strata's own paths, key files).
+	// nothing Create would refuse (strata's own paths, key files, a
+	// change its services refuse).
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	}
-	return m, nil
+	v, err := validateChange(ctx, c, m, open, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Previewed{Manifest: m, Changes: Changes(c.State, m), Validation: v}, nil
 }
 
 // publish signs m with key, writes the overlay with the payload open

@@ -33,6 +33,9 @@ type LogEntry struct {
 	Rotation bool `json:"rotation,omitempty"`
 	// Head is the overlay a regenerated upgrade image folds through.
 	Head *manifests.Ref `json:"head,omitempty"`
+	// ValidationSkipped is why the publisher of an overlay did not run
+	// its services' validation commands (signed into its manifest).
+	ValidationSkipped string `json:"validation_skipped,omitempty"`
 }
 
 // LineLog is one line of a repository, oldest first.
@@ -99,7 +102,7 @@ func lineLog(ctx context.Context, r *repo.Repo, l *manifests.Line, trust *sign.K
 		ll.Entries = append(ll.Entries, LogEntry{
 			Kind: "overlay", Version: m.Version, Digest: a.Digest, Created: m.Created, KeyID: a.KeyID,
 			Files: len(m.Entries), Deletes: len(m.Deletes), Services: m.Services,
-			Requires: m.Requires.Image, Rotation: m.Keys != nil,
+			Requires: m.Requires.Image, Rotation: m.Keys != nil, ValidationSkipped: m.ValidationSkipped,
 		})
 	})
 	if err != nil {

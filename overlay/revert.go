@@ -27,8 +27,12 @@ type RevertOptions struct {
 	// Force reverts even when later overlays changed the same paths:
 	// those paths go back to what they were before the reverted overlay.
 	Force bool
-	// DryRun plans the revert and publishes nothing.
+	// DryRun plans the revert and publishes nothing (the validation
+	// commands still run, as for a dry run of Create).
 	DryRun bool
+	// SkipValidation and Progress are CreateOptions'.
+	SkipValidation string
+	Progress       func(string)
 }
 
 // Reverted is what Revert did or would do.
@@ -45,6 +49,9 @@ type Reverted struct {
 	Conflicts []string `json:"conflicts,omitempty"`
 	// Created is the overlay published (nil on a dry run).
 	Created *Created `json:"-"`
+	// Validation is what the services' validation commands said of the
+	// revert.
+	Validation *Validation `json:"validation,omitempty"`
 }
 
 // Revert publishes, as the next overlay of its line in the repository in
@@ -150,12 +157,18 @@ func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o Rever
 	if len(rev.Restores)+len(rev.Deletes) == 0 {
 		return rev, fmt.Errorf("reverting %s: the head %s has none of its changes left: %w", version, head.Version, ErrEmpty)
 	}
-	co := CreateOptions{Version: rev.Version, Line: c.Line.Name, Parent: head.Version}
+	co := CreateOptions{Version: rev.Version, Line: c.Line.Name, Parent: head.Version, SkipValidation: o.SkipValidation, Progress: o.Progress}
 	if o.DryRun {
-		_, err := Preview(ctx, repoDir, ch, co)
+		p, err := Preview(ctx, repoDir, ch, co)
+		if err == nil {
+			rev.Validation = p.Validation
+		}
 		return rev, err
 	}
 	rev.Created, err = Create(ctx, repoDir, key, ch, co)
+	if err == nil {
+		rev.Validation = rev.Created.Validation
+	}
 	return rev, err
 }
 

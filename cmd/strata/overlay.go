@@ -87,13 +87,15 @@ deleted) and the restart plan before anything is signed; it needs no key.`,
 			if err := setModesOwners(ch.Adds, modes, owners); err != nil {
 				return err
 			}
+			o.Progress = g.progress()
 			if dryRun {
-				m, changes, err := overlay.PreviewChanges(c.Context(), repoDir, ch, o)
+				p, err := overlay.Preview(c.Context(), repoDir, ch, o)
 				if err != nil {
 					return err
 				}
-				return g.output(c.OutOrStdout(), map[string]any{"dry_run": true, "changes": changes, "manifest": m}, func(w io.Writer) {
-					printPreview(w, m, changes)
+				return g.output(c.OutOrStdout(), map[string]any{"dry_run": true, "changes": p.Changes, "manifest": p.Manifest, "validation": p.Validation}, func(w io.Writer) {
+					printPreview(w, p.Manifest, p.Changes)
+					printValidation(w, p.Validation)
 				})
 			}
 			if keyPath == "" {
@@ -107,9 +109,10 @@ deleted) and the restart plan before anything is signed; it needs no key.`,
 			if err != nil {
 				return err
 			}
-			return g.output(c.OutOrStdout(), map[string]any{"path": res.Path, "digest": res.Digest, "manifest": res.Manifest}, func(w io.Writer) {
+			return g.output(c.OutOrStdout(), map[string]any{"path": res.Path, "digest": res.Digest, "manifest": res.Manifest, "validation": res.Validation}, func(w io.Writer) {
 				fmt.Fprintf(w, "wrote %s\n", res.Path)
 				printManifest(w, res.Manifest, res.Digest)
+				printValidation(w, res.Validation)
 			})
 		},
 	}
@@ -129,6 +132,7 @@ deleted) and the restart plan before anything is signed; it needs no key.`,
 	f.BoolVar(&ch.AllowUnknownUnits, "allow-unknown-unit", false, "let --restart and --reload name units the line's catalog does not have")
 	f.StringVar(&o.Compression, "compression", "zstd", "zstd, xz, gzip or none")
 	f.StringVar(&o.RequiresImage, "requires-image", "", "semver constraint on the base image (default ^IMAGE_VERSION)")
+	f.StringVar(&o.SkipValidation, "skip-validation", "", "REASON: publish without running the validation commands of the services the change restarts or reloads; the reason is signed into the overlay (nodes still validate)")
 	required(c, "repo", "version")
 	return c
 }
@@ -194,6 +198,23 @@ func newOverlayInspectCmd(g *globals) *cobra.Command {
 	return c
 }
 
+// printValidation shows what the services' validation commands said of a
+// change.
+func printValidation(w io.Writer, v *overlay.Validation) {
+	switch {
+	case v == nil:
+	case v.Skipped != "":
+		fmt.Fprintf(w, "validation: skipped (%s)\n", v.Skipped)
+	case len(v.Validated) == 0:
+		fmt.Fprintln(w, "validation: no service the change restarts or reloads declares a validate command")
+	default:
+		fmt.Fprintf(w, "validation: passed (%d):\n", len(v.Validated))
+		for _, s := range v.Validated {
+			fmt.Fprintf(w, "  %s\n", s)
+		}
+	}
+}
+
 func printManifest(w io.Writer, m *manifests.OverlayManifest, digest string) {
 	fmt.Fprintf(w, "overlay   %s %s\ndigest    %s\nparent    %s (%s)\nrequires  image %s\ncreated   %s\ntree      %s\n",
 		m.Line, m.Version, digest, m.Parent.Version, m.Parent.Digest, m.Requires.Image, m.Created, m.TreeDigest)
@@ -222,6 +243,9 @@ func printManifest(w io.Writer, m *manifests.OverlayManifest, digest string) {
 	}
 	if m.Catalog != nil {
 		fmt.Fprintf(w, "catalog: updated (%d services)\n", len(m.Catalog.Services))
+	}
+	if m.ValidationSkipped != "" {
+		fmt.Fprintf(w, "validation skipped by the publisher: %s\n", m.ValidationSkipped)
 	}
 	if m.Keys != nil {
 		fmt.Fprintln(w, "key rotation:")

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -79,5 +80,8 @@ func logSummary(e overlay.LogEntry) string {
 		parts = append(parts, "no restarts")
 	}
 	parts = append(parts, "requires image "+e.Requires)
+	if e.ValidationSkipped != "" {
+		parts = append(parts, "validation skipped: "+strconv.Quote(e.ValidationSkipped))
+	}
 	return strings.Join(parts, "; ")
 }

@@ -50,6 +50,7 @@ restored and deleted, needs no key, and publishes nothing.`,
 			case !o.DryRun:
 				return usageError{fmt.Errorf("--key is required to sign the revert (or --dry-run to see it first)")}
 			}
+			o.Progress = g.progress()
 			rev, err := overlay.Revert(c.Context(), repoDir, a[0], key, o)
 			if err != nil {
 				return err
@@ -77,6 +78,7 @@ restored and deleted, needs no key, and publishes nothing.`,
 					fmt.Fprintf(w, "wrote %s\n", rev.Created.Path)
 					printManifest(w, rev.Created.Manifest, rev.Created.Digest)
 				}
+				printValidation(w, rev.Validation)
 			})
 		},
 	}
@@ -87,6 +89,7 @@ restored and deleted, needs no key, and publishes nothing.`,
 	versionVar(c, &o.Version, "version", "version of the new overlay (default: the head's next patch)")
 	f.BoolVar(&o.Force, "force", false, "revert over later overlays that changed the same paths")
 	f.BoolVar(&o.DryRun, "dry-run", false, "show what would be restored and deleted; publish nothing")
+	f.StringVar(&o.SkipValidation, "skip-validation", "", "REASON: publish without running the services' validation commands; the reason is signed into the overlay (nodes still validate)")
 	required(c, "repo")
 	return c
 }

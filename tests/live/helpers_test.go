@@ -137,7 +137,14 @@ func (l *lab) file(content string) string {
 // node (its /var/tmp), returning the node-side path.
 func (l *lab) create(version string, ch overlay.Change) (*overlay.Created, string) {
 	l.t.Helper()
-	c, err := overlay.Create(context.Background(), l.repo, l.key, ch, overlay.CreateOptions{Version: version})
+	return l.createWith(version, ch, overlay.CreateOptions{Version: version})
+}
+
+// createWith is create with options (o.Version is version).
+func (l *lab) createWith(version string, ch overlay.Change, o overlay.CreateOptions) (*overlay.Created, string) {
+	l.t.Helper()
+	o.Version = version
+	c, err := overlay.Create(context.Background(), l.repo, l.key, ch, o)
 	if err != nil {
 		l.t.Fatalf("creating %s: %v", version, err)
 	}

@@ -3,6 +3,8 @@
 package live_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -70,13 +72,19 @@ func TestUnitFileChangeRestarts(t *testing.T) {
 	l.audit()
 }
 
-// Scenario 4: a config that fails validation is refused before the live
-// tree changes; no unit is touched, the ledger does not move.
+// Scenario 4: a config that fails validation is refused by overlay
+// create (nginx -t in the line's tree), and, published past it with
+// --skip-validation, by the node before the live tree changes; no unit is
+// touched, the ledger does not move.
 func TestInvalidConfigRefused(t *testing.T) {
 	l := newLab(t, "live-invalid")
 	before := l.units()
 	ledger := l.ledger()
-	_, file := l.create("1.0.1", overlay.Change{Adds: []overlay.Add{{Dest: "/etc/nginx/conf.d/broken.conf", Src: l.file("this is not nginx;\n")}}})
+	broken := overlay.Change{Adds: []overlay.Add{{Dest: "/etc/nginx/conf.d/broken.conf", Src: l.file("this is not nginx;\n")}}}
+	if _, err := overlay.Create(context.Background(), l.repo, l.key, broken, overlay.CreateOptions{Version: "1.0.1"}); !errors.Is(err, overlay.ErrValidation) || !strings.Contains(err.Error(), "nginx.service refuses the change") {
+		t.Fatalf("overlay create of a broken nginx config: %v, want ErrValidation naming nginx.service", err)
+	}
+	_, file := l.createWith("1.0.1", broken, overlay.CreateOptions{SkipValidation: "testing the node's own validation"})
 	_, errOut, code := l.apply(file)
 	if code != 3 || !strings.Contains(errOut, "nginx.service does not validate") {
 		t.Fatalf("apply of a broken nginx config exited %d, want 3 naming nginx.service:\n%s", code, errOut)

@@ -118,6 +118,7 @@ func (b *Backend) Stage(ctx context.Context, ch *nodestate.Change) (nodestate.Tx
 		return nil, err
 	}
 	t.j = journal{Ops: ops, Record: ch.Record}
+	t.after = ch.After
 	return t, nil
 }
 

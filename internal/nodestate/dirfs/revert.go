@@ -86,6 +86,8 @@ func copyTree(src, dst string) error {
 	return nil
 }
 
+// copyOne copies the object at src (a file, or a link or directory made
+// anew) to dst as entry e.
 func copyOne(src, dst string, e manifests.Entry) error {
 	if e.Type != manifests.TypeFile {
 		return tree.Create(dst, e, nil)

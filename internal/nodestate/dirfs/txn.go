@@ -55,6 +55,9 @@ type txn struct {
 	j   journal
 	// switched is set once the ops ran.
 	switched bool
+	// after is the node's expected tree after the change (Stage's
+	// Change.After; nil for a transaction loaded back after a crash).
+	after tree.State
 }
 
 func txnDir(n nodestate.Node) string { return filepath.Join(n.StateDir(), "txn") }
