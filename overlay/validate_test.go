@@ -38,17 +38,31 @@ func TestCreateValidates(t *testing.T) {
 		},
 		Deletes: []string{"/etc/motd"},
 	}
-	p, err := Preview(ctx, f.Repo, good, CreateOptions{Version: "1.0.1"})
+	var steps []string
+	note := func(s string) { steps = append(steps, s) }
+	p, err := Preview(ctx, f.Repo, good, CreateOptions{Version: "1.0.1", Progress: note})
 	if err != nil {
 		t.Fatalf("dry run of a valid change: %v", err)
+	}
+	if len(steps) != 2 || !strings.HasPrefix(steps[0], "staging the tree of test 1.0.1") || steps[1] != "validating app.service: /usr/bin/app-validate" {
+		t.Errorf("dry run steps %q", steps)
 	}
 	want := "app.service: /usr/bin/app-validate"
 	if v := p.Validation; v == nil || len(v.Validated) != 1 || v.Validated[0] != want || v.Skipped != "" {
 		t.Fatalf("dry run validation %+v, want %q", p.Validation, want)
 	}
-	c := f.Create("1.0.1", good)
+	// The create that follows finds the same tree and commands validated:
+	// it stages nothing again.
+	steps = nil
+	c, err := Create(ctx, f.Repo, f.Key, good, CreateOptions{Version: "1.0.1", Progress: note})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if v := c.Validation; v == nil || len(v.Validated) != 1 || v.Validated[0] != want {
 		t.Fatalf("create validation %+v, want %q", c.Validation, want)
+	}
+	if len(steps) != 0 {
+		t.Errorf("the create after its dry run staged again: %q", steps)
 	}
 	if c.Manifest.ValidationSkipped != "" {
 		t.Errorf("a validated overlay records a skip: %q", c.Manifest.ValidationSkipped)
