@@ -182,15 +182,21 @@ func (h *Node) applyOne(ctx context.Context, v *view.View, a *archive.Archive, s
 	return n.ClearRestarting()
 }
 
-// validate runs the validation command of every service the plan touches
-// against the staged change, when the backend can; a failure refuses the
-// overlay before the node's tree changes.
+// validate runs the validation command of every service the plan
+// restarts or reloads against the staged change; a failure refuses the
+// overlay before the node's tree changes, and so does a backend that
+// cannot run one (every backend strata ships can).
 func validate(ctx context.Context, b nodestate.Backend, t nodestate.Txn, plan *Plan, cat manifests.Catalog, progress func(string)) error {
-	sr, ok := b.(stagedRunner)
-	if !ok {
+	vs := catalog.ValidationsFor(cat, plan.Actions)
+	if len(vs) == 0 {
 		return nil
 	}
-	for _, v := range catalog.ValidationsFor(cat, plan.Actions) {
+	sr, ok := b.(stagedRunner)
+	if !ok {
+		name, _ := b.Node().Backend()
+		return fmt.Errorf("overlay %s: %s needs validating, and the node's %s backend cannot run a command against a staged change: %w", plan.Version, vs[0].Unit, name, ErrValidation)
+	}
+	for _, v := range vs {
 		argv := strings.Join(v.Argv, " ")
 		progress(fmt.Sprintf("validating %s: %s", v.Unit, argv))
 		vctx, cancel := context.WithTimeout(ctx, validationTimeout)
