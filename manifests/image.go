@@ -186,6 +186,22 @@ func validEntries(es []Entry) error {
 	return nil
 }
 
+// DataDirs are where a node keeps its own data (what its services write
+// under /var: logs, databases, caches): never part of what an audit or a
+// repair compares, on any node, whether or not the image ships files
+// there.
+var DataDirs = []string{"var"}
+
+// IsData reports whether tree path p is a node's own data (in DataDirs).
+func IsData(p string) bool {
+	for _, d := range DataDirs {
+		if Within(p, d) {
+			return true
+		}
+	}
+	return false
+}
+
 // DefaultHierarchies are the managed hierarchies of an image that names
 // none.
 var DefaultHierarchies = []string{"etc", "usr", "opt"}

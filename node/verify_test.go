@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -290,4 +291,54 @@ func TestVerifyRepo(t *testing.T) {
 		fixture.RequireOK(t, a)
 		vfRequireFinding(t, a, "warning", "unknown", "stray.overlay.tar.zst")
 	})
+}
+
+// Application data is not drift (issue 22): what services write under
+// /var on a directory node (a new database, a log, a file the image
+// shipped there changed, one removed) is the node's own, as it is on an
+// overlayfs node. The file audit and its tree digest (what the agent's
+// tree metric compares) leave it alone; a file the head lacks outside
+// /var is still drift.
+func TestVerifyNodeFilesIgnoresVar(t *testing.T) {
+	files := maps.Clone(fixture.Files)
+	files["var/lib/app/state"] = "0\n"
+	files["var/lib/app/seed"] = "seed\n"
+	f := fixture.New(t, fixture.WithRecipe(fixture.Recipe, files))
+	root := f.Provision()
+	for p, content := range map[string]string{
+		"var/lib/app/db":      "rows\n",
+		"var/lib/app/state":   "41\n",
+		"var/log/app/app.log": "started\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(content), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(root, "var/lib/app/seed")); err != nil {
+		t.Fatal(err)
+	}
+	a := fixture.Audit(t, root, f.Repo, true)
+	fixture.RequireOK(t, a)
+	h, err := node.Open(root, node.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, want, err := h.Expected()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.TreeDigest != want.Digest() {
+		t.Errorf("tree digest %s with application data, the expected tree's is %s", a.TreeDigest, want.Digest())
+	}
+
+	if err := os.WriteFile(filepath.Join(root, "srv"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a = fixture.Audit(t, root, f.Repo, true)
+	if a.OK() || !fixture.HasFinding(a, "drift", "/srv is not part of the expected tree") {
+		t.Fatalf("a file outside /var the head lacks: %+v, want drift", a.Findings)
+	}
 }

@@ -166,12 +166,13 @@ func Files(ctx context.Context, a *schema.Audit, v *view.View, b nodestate.Backe
 	if err != nil {
 		return err
 	}
+	got = Comparable(got, want)
 	drift := Drift(want, got)
 	for _, d := range drift {
 		a.Problem("drift", d.Path, "%s", d.Msg)
 	}
 	sort.Slice(a.Findings, func(i, j int) bool { return a.Findings[i].Path < a.Findings[j].Path })
-	d := manifests.TreeDigest(withoutStateParents(got, want))
+	d := manifests.TreeDigest(got)
 	if d != v.Ledger.Last().TreeDigest && len(drift) == 0 {
 		a.Problem("drift", "", "tree digest %s, ledger says %s", d, v.Ledger.Last().TreeDigest)
 	}
@@ -227,15 +228,25 @@ func DiffEntry(want, got manifests.Entry) string {
 	return strings.Join(parts, "; ")
 }
 
-// withoutStateParents drops directories strata created only to hold its
-// state directory (such as /var when the image has none).
-func withoutStateParents(got []manifests.Entry, want tree.State) []manifests.Entry {
+// Comparable is the scan got of a node's tree as audits compare it with
+// want, the expected tree: the node's own data (manifests.DataDirs,
+// /var) is not judged, so what the node has there is replaced by what
+// want has (and its tree digest is the expected one when nothing else
+// differs); directories strata created only to hold its state directory
+// go.
+func Comparable(got []manifests.Entry, want tree.State) []manifests.Entry {
 	out := got[:0:0]
 	for _, e := range got {
-		if _, ok := want[e.Path]; !ok && e.Type == manifests.TypeDir && manifests.Within(manifests.StateDir, e.Path) {
+		if manifests.IsData(e.Path) {
 			continue
 		}
 		out = append(out, e)
 	}
+	for _, e := range want {
+		if manifests.IsData(e.Path) {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
 }
