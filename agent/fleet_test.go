@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/schema"
+	"github.com/strata-dev/strata/tests/fixture"
 )
 
 // Issue 9, test 5 (without the page): strata status over real agents. One
@@ -206,5 +208,54 @@ func TestSignedHealth(t *testing.T) {
 		if n.Name == "unpinned" && n.Verified {
 			t.Error("unpinned: reported verified")
 		}
+	}
+}
+
+// Each node reports its own id, never the host's (issue 22): two
+// directory nodes of one image on one host report their identity keys'
+// ids, a node provisioned with an id reports that, one with neither but a
+// machine-id reports it, and one with nothing reports none, not the
+// host's name.
+func TestHealthNodeIDIsTheNodes(t *testing.T) {
+	ctx := context.Background()
+	f := fixture.New(t)
+	a, b := f.Provision(), f.Provision()
+	idOf := func(root string) string {
+		t.Helper()
+		h, err := agent.ReadHealth(ctx, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.NodeID
+	}
+	if id := idOf(a); id != "" {
+		t.Errorf("a node with no id of its own reports %q", id)
+	}
+	var keys []string
+	for _, root := range []string{a, b} {
+		k, err := nodestate.Node{Root: root}.Identity(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k.ID())
+	}
+	if ia, ib := idOf(a), idOf(b); ia != keys[0] || ib != keys[1] || ia == ib {
+		t.Errorf("node ids %q and %q, want their identity keys' %v", ia, ib, keys)
+	}
+	if err := os.MkdirAll(filepath.Join(a, "state/identity"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a, "state/identity/node-id"), []byte("rack4-07\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if id := idOf(a); id != "rack4-07" {
+		t.Errorf("a provisioned node reports %q, want its node-id", id)
+	}
+	c := f.Provision()
+	if err := os.WriteFile(filepath.Join(c, "etc/machine-id"), []byte("0123456789abcdef0123456789abcdef\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if id := idOf(c); id != "0123456789abcdef0123456789abcdef" {
+		t.Errorf("a node with a machine-id reports %q", id)
 	}
 }

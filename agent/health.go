@@ -91,15 +91,33 @@ func ReadHealth(ctx context.Context, root string) (*schema.Health, error) {
 	return h, nil
 }
 
-// nodeID reads the node's id: the state partition's, else machine-id.
+// nodeID is the node's own id, never the host's: the id it was
+// provisioned with (the state partition's node-id), else its identity
+// key's id (made by its agent), else its machine-id; the host name only
+// for the node that is the running system.
 func nodeID(root string) string {
-	for _, p := range []string{"state/identity/node-id", "etc/machine-id"} {
-		if raw, err := safefile.Read(filepath.Join(root, p), 256); err == nil {
-			if id := strings.TrimSpace(string(raw)); id != "" {
-				return id
-			}
-		}
+	if id := readID(filepath.Join(root, "state/identity/node-id")); id != "" {
+		return id
 	}
-	host, _ := os.Hostname()
-	return host
+	if k, err := (nodestate.Node{Root: root}).Identity(false); err == nil {
+		return k.ID()
+	}
+	if id := readID(filepath.Join(root, "etc/machine-id")); id != "" {
+		return id
+	}
+	if filepath.Clean(root) == "/" {
+		host, _ := os.Hostname()
+		return host
+	}
+	return ""
+}
+
+// readID reads a one-line id file (at most 256 bytes); "" if there is
+// none.
+func readID(p string) string {
+	raw, err := safefile.Read(p, 256)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(raw))
 }
