@@ -9,8 +9,10 @@ import (
 // Health is a node's health as its agent serves it on /health and
 // `strata health --json` prints it.
 type Health struct {
-	// NodeID is the id provision --disk gave the node (state partition),
-	// else its /etc/machine-id.
+	// NodeID is the node's own id: the one provision --disk gave it
+	// (state partition), else its identity key's id, else its
+	// /etc/machine-id; the host name only for the running system; never
+	// the host's for another node (empty when it has none).
 	NodeID  string        `json:"node_id"`
 	Root    string        `json:"root"`
 	Backend string        `json:"backend"`
