@@ -177,6 +177,9 @@ func judge(row *NodeStatus, h *schema.Health, ref string, o StatusOptions) {
 	}
 	if f := h.LastFailure; f != nil {
 		row.LastFailure = fmt.Sprintf("%s %s at %s", f.Action, f.Version, f.Time)
+		if f.Action == manifests.LedgerRestart {
+			row.LastFailure = fmt.Sprintf("restart failed at %s: %s; fix the unit, then strata restart settles the debt", f.Time, f.Error)
+		}
 	}
 	if a := h.Agent.LastApply; a != nil && a.Result != "ok" {
 		row.LastFailure = fmt.Sprintf("apply %s: %s", a.Result, a.Reason)

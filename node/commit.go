@@ -246,6 +246,35 @@ func takeBack(ctx context.Context, n nodestate.Node, t nodestate.Txn, l *manifes
 
 // recordRestarts appends a restart record: done settles those actions'
 // debt; reboot lists units that take the change only at the next boot.
+// recordFailedRestart records that restarting actions failed (cause):
+// each becomes restart debt, naming the failure, and the record carries
+// the error, which status, history, health and the fleet view show until
+// a restart that passes settles the debt.
+func recordFailedRestart(n nodestate.Node, l *manifests.Ledger, actions []manifests.ServiceAction, cause error) error {
+	why := "a restart failed: " + clipReason(cause.Error())
+	owed := make([]manifests.ServiceAction, 0, len(actions))
+	for _, a := range actions {
+		a.Because = []string{why}
+		owed = append(owed, a)
+	}
+	last := l.Last()
+	_, err := n.Commit(l, manifests.LedgerEntry{
+		Action: manifests.LedgerRestart, Line: last.Line, Version: last.Version, Digest: last.Digest,
+		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest, Pending: owed,
+		Error: clipReason(cause.Error()), Time: time.Now().UTC().Format(time.RFC3339),
+	})
+	return err
+}
+
+// clipReason bounds an error kept in the ledger.
+func clipReason(s string) string {
+	const max = 1000
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}
+
 func recordRestarts(n nodestate.Node, l *manifests.Ledger, done, reboot []manifests.ServiceAction) error {
 	if len(done) == 0 && len(reboot) == 0 {
 		return nil

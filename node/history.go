@@ -142,6 +142,9 @@ func Describe(e manifests.LedgerEntry) string {
 		if e.Offline {
 			return "restart debt settled offline (the next boot starts every service with the tree)"
 		}
+		if e.Error != "" {
+			return "restart failed, owed until a restart passes: " + e.Error
+		}
 		return "restarts carried out"
 	case manifests.LedgerRepair:
 		return fmt.Sprintf("repaired layers %v", e.Repaired)

@@ -303,3 +303,49 @@ func TestRestartRollbackRunsPlanAndSettlesDebt(t *testing.T) {
 	}
 	rsRequireNoDebt(t, root)
 }
+
+// A restart that fails is not forgotten (issue 22): every unit asked for
+// is owed a restart, naming the failure, and status (its last failure),
+// history and the restart debt say so until a restart that passes
+// settles it.
+func TestFailedRestartLeavesDebt(t *testing.T) {
+	ctx := context.Background()
+	f := fixture.New(t)
+	root := f.Provision()
+	failing, _ := rsLogger(t, "echo 'app.service is failed' >&2; exit 1; ")
+	_, err := nodetest.Restart(ctx, root, []string{"app.service"}, node.Options{Restarter: failing})
+	fixture.ErrIs(t, err, node.ErrRestart, "app.service is failed")
+
+	st, err := nodetest.Status(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Pending) != 1 || st.Pending[0].Unit != "app.service" || !strings.Contains(strings.Join(st.Pending[0].Because, " "), "a restart failed") {
+		t.Fatalf("restart debt after a failed restart: %+v, want app.service owed, naming the failure", st.Pending)
+	}
+	if f := st.LastFailure; f == nil || f.Action != manifests.LedgerRestart || !strings.Contains(f.Error, "app.service is failed") {
+		t.Fatalf("last failure %+v, want the failed restart", st.LastFailure)
+	}
+	h, err := nodetest.History(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := node.Describe(h.Entries[len(h.Entries)-1].LedgerEntry); !strings.Contains(d, "restart failed") || !strings.Contains(d, "app.service is failed") {
+		t.Errorf("history's last entry says %q", d)
+	}
+
+	passing, log := rsLogger(t, "")
+	if _, err := nodetest.Restart(ctx, root, []string{"app.service"}, node.Options{Restarter: passing}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rsLines(t, log); !slices.Equal(got, []string{"app.service restart"}) {
+		t.Errorf("restarts %v", got)
+	}
+	st, err = nodetest.Status(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Pending) != 0 || st.LastFailure != nil {
+		t.Errorf("after a restart that passed: debt %+v, last failure %+v; want both settled", st.Pending, st.LastFailure)
+	}
+}

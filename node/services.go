@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/strata-dev/strata/internal/catalog"
@@ -79,12 +80,18 @@ func (h *Node) Restart(ctx context.Context, units []string) (*RestartReport, err
 		}
 	})
 	rep.Live = res
-	done := rep.Restarted
 	if runErr != nil {
-		done = nil
+		// Not one of them counts as done: which unit failed, and what
+		// the others run now, is for the operator to find out. Every unit
+		// asked for is owed a restart, with the error, until a restart
+		// that passes settles it.
+		if err := recordFailedRestart(n, v.Ledger, actions, runErr); err != nil {
+			return rep, errors.Join(runErr, err)
+		}
+		return rep, runErr
 	}
-	if err := recordRestarts(n, v.Ledger, done, rebootDue(res)); err != nil {
+	if err := recordRestarts(n, v.Ledger, rep.Restarted, rebootDue(res)); err != nil {
 		return rep, err
 	}
-	return rep, runErr
+	return rep, nil
 }

@@ -105,9 +105,12 @@ func (h *Node) Status(ctx context.Context) (*Status, error) {
 		if e.Action == manifests.LedgerApply || e.Action == manifests.LedgerRollback || e.Action == manifests.LedgerUpgrade {
 			break
 		}
-		if e.Action == manifests.LedgerFailed {
+		if e.Action == manifests.LedgerFailed || e.Action == manifests.LedgerRestart && e.Error != "" {
 			st.LastFailure = &e
 			break
+		}
+		if e.Action == manifests.LedgerRestart && len(e.Done) > 0 {
+			break // restarts that passed since: the story ends there
 		}
 	}
 	return st, nil
