@@ -52,6 +52,9 @@ type Agent struct {
 	state    schema.AgentState
 	store    repo.Poller
 	storeFor string
+	// good is the last configuration that loaded: a broken edit of the
+	// file does not stop the node following its line (see cycle).
+	good     *Config
 	retry    bool // the last apply failed: try again even if the index did not change
 	failures int
 	lastTree time.Time
@@ -142,8 +145,19 @@ func (a *Agent) Run(ctx context.Context) error {
 // to apply, and returns how long to wait before the next cycle.
 func (a *Agent) cycle(ctx context.Context) time.Duration {
 	cfg, err := LoadConfig(a.o.ConfigPath, a.o.Base)
+	stale := false
 	if err != nil {
-		return a.configFailed(err)
+		wait := a.configFailed(err)
+		a.mu.Lock()
+		good := a.good
+		a.mu.Unlock()
+		if good == nil {
+			return wait
+		}
+		// A broken edit does not stop the node following its line: it
+		// polls and applies on with the last configuration that was good,
+		// and says so, until the file is fixed.
+		cfg, stale = *good, true
 	}
 	a.mu.Lock()
 	if a.store == nil || a.storeFor != cfg.Repo {
@@ -159,13 +173,19 @@ func (a *Agent) cycle(ctx context.Context) time.Duration {
 		}
 		a.store, a.storeFor, a.retry = p, cfg.Repo, true
 	}
-	if !a.state.ConfigValid {
-		a.o.Log("config ok: polling " + cfg.Repo)
+	if !stale {
+		if !a.state.ConfigValid {
+			a.o.Log("config ok: polling " + cfg.Repo)
+		}
+		a.state.Config, a.state.ConfigValid, a.state.Repo = "ok", true, cfg.Repo
+		good := cfg
+		a.good = &good
 	}
-	a.state.Config, a.state.ConfigValid, a.state.Repo = "ok", true, cfg.Repo
 	st, retry := a.store, a.retry
 	a.mu.Unlock()
-	a.metrics.configValid.Set(1)
+	if !stale {
+		a.metrics.configValid.Set(1)
+	}
 
 	pctx, cancel := context.WithTimeout(ctx, PollTimeout)
 	changed, err := st.Poll(pctx)
@@ -292,11 +312,17 @@ func (a *Agent) checkTree(ctx context.Context, now bool) {
 }
 
 func (a *Agent) configFailed(err error) time.Duration {
-	msg := "config invalid: " + err.Error()
-	if errors.Is(err, ErrNotConfigured) {
-		msg = "not configured: " + err.Error()
-	}
 	a.mu.Lock()
+	var msg string
+	switch {
+	case errors.Is(err, ErrNotConfigured):
+		// Taken away on purpose: the node stops following.
+		msg, a.good = "not configured: "+err.Error(), nil
+	case a.good != nil:
+		msg = "config invalid: " + err.Error() + "; following " + a.good.Repo + " with the last good config until the file is fixed"
+	default:
+		msg = "config invalid: " + err.Error() + "; not polling until the file is fixed"
+	}
 	if a.state.Config != msg {
 		a.o.Log(msg)
 	}

@@ -459,6 +459,31 @@ func TestAgentSurvivesBadConfig(t *testing.T) {
 	if !a.State().ConfigValid {
 		t.Error("config still reported invalid")
 	}
+
+	// Broken again after it was good: the node follows its line on the
+	// last good config, and says the file is bad, until it is fixed.
+	if err := os.WriteFile(path, []byte("repo: "+w.srv.URL+"\ninterval: soon\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.Wake()
+	eventually(t, "config invalid, on the last good one", func() bool {
+		c := a.State().Config
+		return strings.HasPrefix(c, "config invalid") && strings.Contains(c, "with the last good config")
+	})
+	v := w.publish()
+	eventually(t, "the node at "+v+" with its config broken", func() bool { return w.head() == v })
+	var h schema.Health
+	if code := getJSON(t, base+"/health", &h); code != http.StatusServiceUnavailable || !strings.Contains(h.Agent.Config, "agent.yaml: line 2: \"soon\"") || h.Agent.ConfigValid {
+		t.Errorf("health with a broken config on the last good one: %d %q", code, h.Agent.Config)
+	}
+	if m := metrics(t, base); !strings.Contains(m, "strata_agent_config_valid 0") {
+		t.Error("metrics do not say the config file is invalid")
+	}
+	if err := os.WriteFile(path, []byte("repo: "+w.srv.URL+"\ninterval: 1s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.Wake()
+	eventually(t, "config valid again", func() bool { return a.State().ConfigValid })
 }
 
 // Test 2: the same through a real registry (oci://, on loopback): the

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/strata-dev/strata/manifests"
@@ -207,8 +208,11 @@ func judge(row *NodeStatus, h *schema.Health, ref string, o StatusOptions) {
 	switch {
 	case diverged != "":
 		row.State, row.Error = StateDiverged, diverged
-	case !h.Agent.ConfigValid && h.Agent.Config != "" && h.Agent.Config != "not configured",
-		h.Agent.LastApply != nil && h.Agent.LastApply.Result != "ok":
+	case !h.Agent.ConfigValid && h.Agent.Config != "" && !strings.HasPrefix(h.Agent.Config, "not configured"):
+		// The agent's own words: the file, the line, what is wrong, and
+		// whether it follows on with its last good config.
+		row.State, row.Error = StateFailing, "agent "+h.Agent.Config
+	case h.Agent.LastApply != nil && h.Agent.LastApply.Result != "ok":
 		row.State = StateFailing
 	case row.Head != ref:
 		row.State = StateBehind

@@ -93,6 +93,8 @@ func TestStatus(t *testing.T) {
 	restartFailed := health("1.0.2", true)
 	restartFailed.Pending = []manifests.ServiceAction{{Unit: "app.service", Action: manifests.ActionRestart, Because: []string{"a restart failed: app.service is failed"}}}
 	restartFailed.LastFailure = &manifests.LedgerEntry{Action: manifests.LedgerRestart, Version: "1.0.2", Time: "2026-12-03T10:00:00Z", Error: "service restart failed: app.service is failed"}
+	badConfig := health("1.0.2", true)
+	badConfig.Agent.ConfigValid, badConfig.Agent.Config = false, "config invalid: /etc/strata/agent.yaml: line 2: bad; following https://repo/ with the last good config until the file is fixed"
 	gone := httptest.NewServer(http.NotFoundHandler())
 	goneURL := gone.URL + "/health"
 	gone.Close()
@@ -106,6 +108,7 @@ func TestStatus(t *testing.T) {
 		{Name: "g"},
 		{Name: "h", Health: serveHealth(t, health("1.0.2", true), 90*time.Second)},
 		{Name: "i", Health: serveHealth(t, restartFailed, 0)},
+		{Name: "j", Health: serveHealth(t, badConfig, 0)},
 	}
 	rep := Status(context.Background(), nodes, StatusOptions{Line: refs("1.0.0", "1.0.1", "1.0.2"), LineName: "demo", Timeout: 5 * time.Second})
 	want := map[string]struct {
@@ -115,7 +118,7 @@ func TestStatus(t *testing.T) {
 	}{
 		"a": {StateCurrent, 0, 1}, "b": {StateBehind, 2, 1}, "c": {StatePending, 0, 0}, "d": {StatePending, 0, 0},
 		"e": {StateFailing, 0, 1}, "f": {StateUnreachable, -1, 0}, "g": {StateUnreachable, -1, 0}, "h": {StateCurrent, 0, 1},
-		"i": {StatePending, 0, 0},
+		"i": {StatePending, 0, 0}, "j": {StateFailing, 0, 1},
 	}
 	for _, n := range rep.Nodes {
 		w := want[n.Name]
@@ -128,6 +131,9 @@ func TestStatus(t *testing.T) {
 		if n.Name == "e" && n.LastFailure != "apply failed: health check failed" {
 			t.Errorf("e: last failure %q", n.LastFailure)
 		}
+		if n.Name == "j" && n.Error != "agent "+badConfig.Agent.Config {
+			t.Errorf("j: note %q, want the agent's words on its config", n.Error)
+		}
 		if n.Name == "i" && n.LastFailure != "restart failed at 2026-12-03T10:00:00Z: service restart failed: app.service is failed; fix the unit, then strata restart settles the debt" {
 			t.Errorf("i: last failure %q", n.LastFailure)
 		}
@@ -135,7 +141,7 @@ func TestStatus(t *testing.T) {
 	if rep.Reference != "1.0.2" || len(rep.Nodes) != len(nodes) {
 		t.Fatalf("reference %s, %d nodes", rep.Reference, len(rep.Nodes))
 	}
-	if err := rep.Err(); !errors.Is(err, ErrNotCurrent) || err.Error() != "fleet: not every node is at the head: 1 behind, 1 failing, 0 diverged, 2 unreachable of 9" {
+	if err := rep.Err(); !errors.Is(err, ErrNotCurrent) || err.Error() != "fleet: not every node is at the head: 1 behind, 2 failing, 0 diverged, 2 unreachable of 10" {
 		t.Errorf("Err = %v", err)
 	}
 	if s := rep.Sorted(); s[0].Name != "f" || s[len(s)-1].Name != "h" {
