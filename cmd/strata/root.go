@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/strata-dev/strata/internal/suggest"
 )
 
 type globals struct {
@@ -32,7 +34,7 @@ overlay chain folded in.
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print structured output as JSON")
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{flagSuggestion(c, err)} })
 	root.AddCommand(
 		newKeyCmd(g),
 		newBuildImageCmd(g),
@@ -206,4 +208,26 @@ func required(c *cobra.Command, names ...string) {
 	for _, n := range names {
 		_ = c.MarkFlagRequired(n)
 	}
+}
+
+// flagSuggestion adds to an unknown-flag error the command's flags
+// closest to the one given: "unknown flag: --reposit (did you mean
+// --repo?)".
+func flagSuggestion(c *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	name, _, _ = strings.Cut(name, "=")
+	var names []string
+	c.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	c.InheritedFlags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	near := suggest.Nearest(name, names, max(2, len(name)/2), 3)
+	if len(near) == 0 {
+		return fmt.Errorf("%w (%s --help lists its flags)", err, c.CommandPath())
+	}
+	for i := range near {
+		near[i] = "--" + near[i]
+	}
+	return fmt.Errorf("%w (did you mean %s?)", err, strings.Join(near, " or "))
 }
