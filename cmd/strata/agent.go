@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -105,15 +106,34 @@ command fails if any refused or could not be reached, naming each.`,
 			if err != nil {
 				return usageError{fmt.Errorf("--line: %w", err)}
 			}
+			type result struct {
+				URL    string `json:"url"`
+				Result string `json:"result"` // nudged, refused or unreachable
+				Error  string `json:"error,omitempty"`
+			}
+			results := []result{}
 			var errs []error
 			for _, u := range urls {
+				r := result{URL: u, Result: "nudged"}
 				if err := nudge.Send(c.Context(), u, n); err != nil {
+					r.Result, r.Error = "unreachable", err.Error()
+					if errors.Is(err, nudge.ErrRefused) {
+						r.Result = "refused"
+					}
 					errs = append(errs, err)
-					continue
 				}
-				if log := g.progress(); log != nil {
-					log("nudged " + u)
+				results = append(results, r)
+			}
+			if err := g.output(c.OutOrStdout(), map[string]any{"line": line, "nudges": results}, func(w io.Writer) {
+				for _, r := range results {
+					if r.Error != "" {
+						fmt.Fprintf(w, "%-11s %s: %s\n", r.Result, r.URL, r.Error)
+					} else {
+						fmt.Fprintf(w, "%-11s %s\n", r.Result, r.URL)
+					}
 				}
+			}); err != nil {
+				return err
 			}
 			return errors.Join(errs...)
 		},
