@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/internal/nudge"
@@ -55,10 +59,7 @@ SIGTERM stop it, exit 0.`,
 			if err != nil {
 				return err
 			}
-			log := g.progress()
-			if log == nil {
-				log = func(string) {}
-			}
+			log := agentLog(g.progress(), journalStderr())
 			a := agent.New(agent.Options{Root: root, ConfigPath: configPath, Base: base, Restarter: r, LockWait: lockWait, Log: log})
 			s, err := serve.Listen(listen, a.Handler(), serve.Limits{Conns: 64, Requests: 16, Waits: 1, PerClient: 16})
 			if err != nil {
@@ -142,4 +143,31 @@ command fails if any refused or could not be reached, naming each.`,
 	c.Flags().StringVar(&line, "line", "", "the agents' line")
 	required(c, "key", "line")
 	return c
+}
+
+// agentLog is the agent's log: line (nil: none) with each entry stamped
+// with the time, unless stderr goes to the journal, which stamps lines
+// itself.
+func agentLog(line func(string), journal bool) func(string) {
+	switch {
+	case line == nil:
+		return func(string) {}
+	case journal:
+		return line
+	}
+	return func(s string) { line(time.Now().UTC().Format(time.RFC3339) + " " + s) }
+}
+
+// journalStderr reports whether stderr is connected to the journal:
+// systemd then names its device and inode in $JOURNAL_STREAM.
+func journalStderr() bool {
+	dev, ino, ok := strings.Cut(os.Getenv("JOURNAL_STREAM"), ":")
+	if !ok {
+		return false
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(2, &st); err != nil {
+		return false
+	}
+	return strconv.FormatUint(st.Dev, 10) == dev && strconv.FormatUint(st.Ino, 10) == ino
 }
