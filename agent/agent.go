@@ -261,6 +261,18 @@ func (a *Agent) apply(ctx context.Context, cfg Config, st repo.Store) (int, bool
 		}
 	}
 	a.metrics.applied.Add(float64(res.Applied))
+	if errors.Is(err, node.ErrHeld) {
+		// An operator's decision, not a failure: no backoff, and every
+		// cycle asks again, so a release takes effect at the next one.
+		res.Result, res.Reason, res.Error = "held", "held", err.Error()
+		a.mu.Lock()
+		if prev := a.state.LastApply; prev == nil || prev.Result != "held" {
+			a.o.Log("not applying: " + err.Error())
+		}
+		a.state.LastApply, a.retry = res, true
+		a.mu.Unlock()
+		return 0, true
+	}
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return res.Applied, false // stopping

@@ -20,12 +20,14 @@ import (
 
 	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/builder"
+	"github.com/strata-dev/strata/fleet"
 	"github.com/strata-dev/strata/internal/nudge"
 	"github.com/strata-dev/strata/internal/registrytest"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/serve"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/node/nodetest"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/schema"
@@ -589,4 +591,48 @@ func TestAgentRelayAnsweringAtOnce(t *testing.T) {
 	if n := waits.Load(); n > 1 {
 		t.Errorf("%d nudge waits in 2 s on a relay answering at once, want 1 (the next after the hold, 55 s)", n)
 	}
+}
+
+// An operator's hold holds (issue 22): the agent leaves a held node where
+// it is, says so in its health (200: held is not failing), and the fleet
+// view shows it held, with the reason; released, the node follows its
+// line at the next poll.
+func TestAgentLeavesHeldNode(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	w.publish()
+	n, err := node.Open(w.root, node.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Hold(ctx, "waiting for the vendor"); err != nil {
+		t.Fatal(err)
+	}
+	a, base, _ := w.run("repo: " + w.srv.URL + "\ninterval: 1s\njitter: 0%\n")
+	eventually(t, "the agent seeing the hold", func() bool {
+		la := a.State().LastApply
+		return la != nil && la.Result == "held"
+	})
+	polls := w.polls.Load()
+	w.publish()
+	eventually(t, "two more polls", func() bool { return w.polls.Load() >= polls+2 })
+	if w.head() != "1.0.0" {
+		t.Fatalf("the agent moved a held node to %s", w.head())
+	}
+	var h schema.Health
+	eventually(t, "health saying held", func() bool {
+		h = schema.Health{}
+		return getJSON(t, base+"/health", &h) == http.StatusOK && h.Held != nil
+	})
+	if h.Held.Reason != "waiting for the vendor" || h.Held.Head.Version != "1.0.0" || !strings.Contains(h.Agent.LastApply.Error, "held at 1.0.0") {
+		t.Errorf("health: held %+v, last apply %+v", h.Held, h.Agent.LastApply)
+	}
+	rep := fleet.Status(ctx, []fleet.Node{{Name: "n", Health: base + "/health"}}, fleet.StatusOptions{})
+	if r := rep.Nodes[0]; r.State != fleet.StateHeld || !strings.Contains(r.Error, "waiting for the vendor") || !strings.Contains(r.Error, "strata release") {
+		t.Errorf("fleet row %+v, want held with the reason and the way out", r)
+	}
+	if _, err := n.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the node at 1.0.2 once released", func() bool { return w.head() == "1.0.2" })
 }

@@ -70,7 +70,7 @@ func ReadHealth(ctx context.Context, root string) (*schema.Health, error) {
 		return nil, err
 	}
 	h := &schema.Health{Root: root, Backend: st.Backend, Line: st.Line, Image: st.Image, Head: st.Head,
-		Layers: st.Layers, Pending: st.Pending, Reboot: st.Reboot, LastFailure: st.LastFailure}
+		Layers: st.Layers, Pending: st.Pending, Reboot: st.Reboot, LastFailure: st.LastFailure, Held: st.Held}
 	n := nodestate.Node{Root: root}
 	if h.IndexSerial, err = n.IndexSerial(); err != nil {
 		return nil, err

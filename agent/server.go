@@ -67,7 +67,7 @@ func (a *Agent) serveHealth(w http.ResponseWriter, r *http.Request) {
 		}
 		doc = e
 	} else {
-		if !h.Agent.ConfigValid || h.Agent.LastApply != nil && h.Agent.LastApply.Result != "ok" {
+		if !h.Agent.ConfigValid || h.Agent.LastApply != nil && h.Agent.LastApply.Result != "ok" && h.Agent.LastApply.Result != "held" {
 			code = http.StatusServiceUnavailable
 		}
 		h.Nonce = nonce

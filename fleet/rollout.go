@@ -156,6 +156,8 @@ func Rollout(ctx context.Context, nodes []Node, o RolloutOptions) (*RolloutRepor
 			r.Outcome, r.Error = OutcomeFailed, fmt.Sprintf("head %s (%s) is not in the repository's line", h.Head.Version, h.Head.Digest)
 		case j == at:
 			r.Outcome, r.To = OutcomeCurrent, h.Head.Version
+		case h.Held != nil:
+			r.Outcome, r.Error = OutcomeSkipped, fmt.Sprintf("held at %s since %s: %s (strata release --root %s lets it follow)", h.Held.Head.Version, h.Held.Since, h.Held.Reason, h.Root)
 		case j > at:
 			r.Outcome, r.Error = OutcomeFailed, fmt.Sprintf("head %s is past the target %s (rollout never goes back: use rollback on the node)", h.Head.Version, o.Target)
 		}
@@ -171,6 +173,8 @@ func Rollout(ctx context.Context, nodes []Node, o RolloutOptions) (*RolloutRepor
 			progress(fmt.Sprintf("%s: unreachable: %s", r.Name, r.Error))
 		case OutcomeFailed:
 			progress(fmt.Sprintf("%s: %s", r.Name, r.Error))
+		case OutcomeSkipped:
+			progress(fmt.Sprintf("%s: skipped: %s", r.Name, r.Error))
 		}
 	}
 	bundles := &bundleCache{write: o.Bundle}

@@ -29,6 +29,7 @@ type fakeNode struct {
 	applied int
 	stdin   int
 	onApply func() // called as apply-overlay runs
+	held    string // the reason of its hold, if held
 }
 
 var testLine = []manifests.Ref{{Version: "1.0.0", Digest: "sha256:00"}, {Version: "1.0.1", Digest: "sha256:01"}, {Version: "1.0.2", Digest: "sha256:02"}}
@@ -47,7 +48,11 @@ func (f *fakeNode) handle(cmd string, stdin []byte) reply {
 	defer f.mu.Unlock()
 	switch {
 	case strings.Contains(cmd, "'health'"):
-		return reply{stdout: fmt.Sprintf(`{"line":"l","head":{"version":%q,"digest":%q}}`, f.head, digestOf(f.head))}
+		held := ""
+		if f.held != "" {
+			held = fmt.Sprintf(`,"held":{"schema":1,"kind":"hold","head":{"version":%q,"digest":%q},"reason":%q,"since":"2026-12-03T10:00:00Z"}`, f.head, digestOf(f.head), f.held)
+		}
+		return reply{stdout: fmt.Sprintf(`{"root":"/","line":"l","head":{"version":%q,"digest":%q}%s}`, f.head, digestOf(f.head), held)}
 	case strings.Contains(cmd, "'apply-overlay'"):
 		f.applied++
 		f.stdin += len(stdin)
@@ -258,5 +263,29 @@ func TestRolloutViaAgentFailsFast(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the failed apply was not noticed")
+	}
+}
+
+// A rollout skips a held node, naming its hold and the way out, and
+// updates the others (issue 22).
+func TestRolloutSkipsHeldNodes(t *testing.T) {
+	fakes, nodes, s := fakeFleet(t, 3, "1.0.0")
+	fakes[1].held = "rolled back 1.0.1 by strata rollback"
+	dir := t.TempDir()
+	o := RolloutOptions{WaveOptions: WaveOptions{MaxUnavailable: 3, HealthTimeout: 10 * time.Second}, SSH: s, LineName: "l", Line: testLine, Target: "1.0.2",
+		Transfer: Transfer{Bundle: func(_ context.Context, line, from, to string) (string, error) {
+			p := filepath.Join(dir, from+"-"+to)
+			return p, os.WriteFile(p, []byte("b"), 0o600)
+		}}}
+	rep, err := Rollout(context.Background(), nodes, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Nodes[1]
+	if r.Outcome != OutcomeSkipped || !strings.Contains(r.Error, "held at 1.0.0") || !strings.Contains(r.Error, "rolled back 1.0.1") || !strings.Contains(r.Error, "strata release") || fakes[1].applied != 0 {
+		t.Errorf("held node: %+v, %d applies; want skipped, naming the hold", r, fakes[1].applied)
+	}
+	if rep.Counts[OutcomeUpdated] != 2 || rep.Err() == nil {
+		t.Errorf("counts %v, err %v: want the two others updated and the rollout not done", rep.Counts, rep.Err())
 	}
 }

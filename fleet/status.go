@@ -20,6 +20,7 @@ import (
 const (
 	StateCurrent     = "current"
 	StatePending     = "pending"  // at the head, restarts or reloads owed
+	StateHeld        = "held"     // held where it is (a rollback, strata hold): nothing moves it
 	StateBehind      = "behind"   // an older head than the reference
 	StateFailing     = "failing"  // the last apply failed, or the agent's config is invalid
 	StateDiverged    = "diverged" // another line, or a head the repository's line does not have
@@ -212,6 +213,8 @@ func judge(row *NodeStatus, h *schema.Health, ref string, o StatusOptions) {
 		// The agent's own words: the file, the line, what is wrong, and
 		// whether it follows on with its last good config.
 		row.State, row.Error = StateFailing, "agent "+h.Agent.Config
+	case h.Held != nil:
+		row.State, row.Error = StateHeld, fmt.Sprintf("held at %s since %s: %s; strata release --root %s lets it follow the line", h.Held.Head.Version, h.Held.Since, h.Held.Reason, h.Root)
 	case h.Agent.LastApply != nil && h.Agent.LastApply.Result != "ok":
 		row.State = StateFailing
 	case row.Head != ref:
@@ -322,7 +325,7 @@ func decodeHealth(b []byte, where, status string) (*schema.Health, error) {
 
 // Sorted returns the report's nodes, worst first, then by name.
 func (r *Report) Sorted() []NodeStatus {
-	rank := map[string]int{StateUnreachable: 0, StateDiverged: 1, StateFailing: 2, StateBehind: 3, StatePending: 4, StateCurrent: 5}
+	rank := map[string]int{StateUnreachable: 0, StateDiverged: 1, StateFailing: 2, StateBehind: 3, StateHeld: 4, StatePending: 5, StateCurrent: 6}
 	out := append([]NodeStatus(nil), r.Nodes...)
 	sort.SliceStable(out, func(i, j int) bool {
 		if rank[out[i].State] != rank[out[j].State] {

@@ -116,6 +116,9 @@ func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *Appl
 	} else if err := refuseStaged(n, "applying overlays"); err != nil {
 		return nil, err
 	}
+	if err := refuseHeld(n, "applying overlays"); err != nil {
+		return nil, err
+	}
 	v, err := view.Load(n)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,9 @@ type RollbackReport struct {
 	Restarted []manifests.ServiceAction `json:"restarted,omitempty"`
 	// Live is the plan as resolved against the running service manager.
 	Live *systemd.Resolved `json:"live,omitempty"`
+	// Held is the hold a rollback put on the node (strata rollback holds
+	// it where it took it; the library's Rollback does not).
+	Held *manifests.Hold `json:"held,omitempty"`
 }
 
 // Rollback reverts the node's overlays above version to (empty: the last

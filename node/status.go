@@ -41,6 +41,8 @@ type Status struct {
 	// LastFailure is the newest failed attempt, if the node's head has not
 	// moved since.
 	LastFailure *manifests.LedgerEntry `json:"last_failure,omitempty"`
+	// Held is the node's hold, if it is held (Hold).
+	Held *manifests.Hold `json:"held,omitempty"`
 }
 
 // UpgradeStatus is a staged upgrade: waiting for the next boot
@@ -97,6 +99,9 @@ func (h *Node) Status(ctx context.Context) (*Status, error) {
 		st.Active = &active
 	}
 	if st.Interrupted, err = b.Interrupted(); err != nil {
+		return nil, err
+	}
+	if st.Held, err = n.Held(); err != nil {
 		return nil, err
 	}
 	st.Reboot = rebootRequired(l, bootTime(root))

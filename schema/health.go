@@ -25,6 +25,8 @@ type Health struct {
 	Pending      []manifests.ServiceAction `json:"pending_restarts"`
 	Reboot       []manifests.ServiceAction `json:"reboot_required"`
 	LastFailure  *manifests.LedgerEntry    `json:"last_failure,omitempty"`
+	// Held is the node's hold: nothing moves it until it is released.
+	Held *manifests.Hold `json:"held,omitempty"`
 	// IndexSerial is the highest index serial the node accepted.
 	IndexSerial uint64 `json:"index_serial"`
 	// Services are the units of the node's catalog; Configs the managed

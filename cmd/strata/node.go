@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -187,6 +188,7 @@ func printApply(w io.Writer, rep *node.ApplyReport) {
 
 func newRollbackCmd(g *globals) *cobra.Command {
 	var root, diskPath, restartWith, to string
+	var noHold bool
 	var wait time.Duration
 	c := &cobra.Command{
 		Use:   "rollback (--root DIR | --disk DISK) [--to V]",
@@ -196,7 +198,9 @@ applied, record a rollback in the ledger, and restart or reload what the
 reverted files call for (--restart-with as for apply-overlay). With --to V
 every overlay above V is reverted, newest first, each recorded as its own
 rollback, and the restarts of all of them run once, after the last; V is
-where the node's overlays start or one it applied.
+where the node's overlays start or one it applied. The node is then held
+where the rollback took it (strata hold): its agent, apply-overlay and
+rollouts leave it there until strata release; --no-hold does not hold it.
 
 --disk rolls back the node on a provisioned disk that is not running
 (restarts are left as debt: nothing runs on the disk). The rollback is
@@ -227,6 +231,19 @@ disk byte for byte as it was.`,
 					return err
 				}
 				rep, err = n.Rollback(c.Context(), to)
+				if rep != nil && len(rep.Steps) > 0 && !noHold {
+					// The operator's decision holds: an agent following the
+					// line would otherwise apply the same overlays again.
+					var vs []string
+					for _, s := range rep.Steps {
+						vs = append(vs, s.Version)
+					}
+					held, herr := n.Hold(c.Context(), "rolled back "+strings.Join(vs, ", ")+" by strata rollback")
+					if herr != nil {
+						err = errors.Join(err, fmt.Errorf("the rollback committed, holding the node there failed: %w", herr))
+					}
+					rep.Held = held
+				}
 			}
 			if rep == nil || (err != nil && !g.json) {
 				// A failed restart after the rollback committed: the error
@@ -244,6 +261,9 @@ disk byte for byte as it was.`,
 					fmt.Fprintln(w, "pending restarts (restart debt):")
 				}
 				printActions(w, rep.Actions)
+				if rep.Held != nil {
+					fmt.Fprintf(w, "held at %s: nothing moves the node (its agent, apply-overlay, a rollout) until strata release --root %s\n", rep.Held.Head.Version, rep.Root)
+				}
 			})
 			if err != nil {
 				return err
@@ -252,6 +272,7 @@ disk byte for byte as it was.`,
 		},
 	}
 	versionVar(c, &to, "to", "revert every overlay above this version")
+	c.Flags().BoolVar(&noHold, "no-hold", false, "do not hold the node where the rollback took it (an agent following the line applies the overlays again)")
 	c.Flags().StringVar(&root, "root", "", "node root directory")
 	c.Flags().StringVar(&diskPath, "disk", "", "provisioned disk (image file or block device) of a node that is not running")
 	c.Flags().StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")

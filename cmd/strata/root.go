@@ -56,6 +56,8 @@ overlay chain folded in.
 		newServeCmd(g),
 		newAgentCmd(g),
 		newNudgeCmd(g),
+		newHoldCmd(g),
+		newReleaseCmd(g),
 		newBundleCmd(g),
 		newConfigCmd(g),
 		newVersionCmd(g),

@@ -233,6 +233,9 @@ func printStatus(w io.Writer, st *node.Status) {
 	for _, a := range st.Reboot {
 		fmt.Fprintf(w, "reboot    %s (%s)\n", a.Unit, strings.Join(a.Because, "; "))
 	}
+	if h := st.Held; h != nil {
+		fmt.Fprintf(w, "held      at %s since %s: %s (strata release --root %s lets it move)\n", h.Head.Version, h.Since, h.Reason, st.Root)
+	}
 	if f := st.LastFailure; f != nil && f.Slot != "" {
 		fmt.Fprintf(w, "failed    upgrade to image %s at %s: %s\n", f.Version, f.Time, f.Error)
 	} else if f != nil {

@@ -82,46 +82,14 @@ func (n Node) PruneImages(keep ...string) error {
 
 // Staged reads the node's staged upgrade; nil when there is none.
 func (n Node) Staged() (*manifests.StagedUpgrade, error) {
-	if err := n.CheckState(); err != nil {
-		return nil, err
-	}
-	p := n.Path(manifests.UpgradePath)
-	raw, err := safefile.Read(p, 1<<20)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading staged upgrade: %w", err)
-	}
-	var u manifests.StagedUpgrade
-	if err := manifests.Decode(raw, &u); err != nil {
-		return nil, fmt.Errorf("reading staged upgrade %s: %w", p, err)
-	}
-	if err := u.Validate(); err != nil {
-		return nil, fmt.Errorf("reading staged upgrade %s: %w", p, err)
-	}
-	return &u, nil
+	return readDoc[manifests.StagedUpgrade](n, manifests.UpgradePath, 1<<20, "staged upgrade")
 }
 
 // Stage writes the node's staged upgrade (atomically).
-func (n Node) Stage(u *manifests.StagedUpgrade) error {
-	if err := u.Validate(); err != nil {
-		return err
-	}
-	b, err := manifests.Encode(u)
-	if err != nil {
-		return err
-	}
-	return safefile.WriteAtomic(n.Path(manifests.UpgradePath), b, 0o644)
-}
+func (n Node) Stage(u *manifests.StagedUpgrade) error { return writeDoc(n, manifests.UpgradePath, u) }
 
 // ClearStaged removes the staged upgrade, if any.
-func (n Node) ClearStaged() error {
-	if err := os.Remove(n.Path(manifests.UpgradePath)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing the staged upgrade: %w", err)
-	}
-	return safefile.SyncDir(n.StateDir())
-}
+func (n Node) ClearStaged() error { return removeDoc(n, manifests.UpgradePath, "the staged upgrade") }
 
 // BootID returns the running kernel's boot id.
 func BootID() (string, error) {
