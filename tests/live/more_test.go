@@ -180,18 +180,18 @@ func TestKilledAtEveryFaultPoint(t *testing.T) {
 			if point != "after-ledger" {
 				break // the rollback points are tried once, below
 			}
-			code := run(rpoint, "rollback", "--root", "/")
+			code := run(rpoint, "rollback", "--root", "/", "--no-hold")
 			if code != 99 {
 				t.Fatalf("rollback with a crash at %s exited %d, want 99", rpoint, code)
 			}
 			fired++
-			if _, errOut, code := l.strata("rollback", "--root", "/"); code != 0 && !strings.Contains(errOut, "nothing to roll back") {
+			if _, errOut, code := l.strata("rollback", "--root", "/", "--no-hold"); code != 0 && !strings.Contains(errOut, "nothing to roll back") {
 				t.Fatalf("rollback after a crash at %s exited %d:\n%s", rpoint, code, errOut)
 			}
 			check("rollback", rpoint)
 			l.mustApply(file)
 		}
-		if _, errOut, code := l.strata("rollback", "--root", "/"); code != 0 {
+		if _, errOut, code := l.strata("rollback", "--root", "/", "--no-hold"); code != 0 {
 			t.Fatalf("rollback exited %d:\n%s", code, errOut)
 		}
 		check("rollback", "none")
