@@ -250,7 +250,7 @@ func (a *Agent) apply(ctx context.Context, cfg Config, st repo.Store) (int, bool
 	var rep *node.ApplyReport
 	n, err := a.open()
 	if err == nil {
-		rep, err = n.Apply(ctx, node.Source{Repo: cfg.Repo, Store: st, Channel: cfg.Channel}, node.ApplyOptions{})
+		rep, err = n.Apply(ctx, node.Source{Repo: cfg.Repo, Store: st, Channel: cfg.Channel}, node.ApplyOptions{Force: cfg.OverwriteLocalEdits})
 	}
 	if rep != nil {
 		res.From, res.To = rep.From.Version, rep.To.Version
@@ -397,6 +397,8 @@ func Reason(err error) string {
 		return "restart"
 	case errors.Is(err, node.ErrValidation):
 		return "validation"
+	case errors.Is(err, node.ErrLocalEdit):
+		return "local_edit"
 	case errors.Is(err, sign.ErrBadSignature), errors.Is(err, sign.ErrUnsigned), errors.Is(err, sign.ErrNoKeys):
 		return "signature"
 	case errors.Is(err, overlay.ErrSequence):

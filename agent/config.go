@@ -37,6 +37,10 @@ type Config struct {
 	MaxBackoff Duration `yaml:"max_backoff"`
 	// Channel is node.ChannelStable (default) or ChannelCandidate.
 	Channel string `yaml:"channel"`
+	// OverwriteLocalEdits lets the agent replace and delete files changed
+	// on the node since its head (apply-overlay --force); by default it
+	// refuses such an apply and reports it (reason local_edit).
+	OverwriteLocalEdits bool `yaml:"overwrite_local_edits"`
 }
 
 // The defaults of Config.

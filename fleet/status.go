@@ -185,6 +185,10 @@ func judge(row *NodeStatus, h *schema.Health, ref string, o StatusOptions) {
 	}
 	if a := h.Agent.LastApply; a != nil && a.Result != "ok" {
 		row.LastFailure = fmt.Sprintf("apply %s: %s", a.Result, a.Reason)
+		if a.Reason == "local_edit" {
+			// What to do next is in the error: the files and the ways out.
+			row.LastFailure += ": " + a.Error
+		}
 	}
 	diverged := ""
 	if len(o.Line) > 0 {

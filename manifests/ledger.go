@@ -75,6 +75,9 @@ type LedgerEntry struct {
 	Reboot []ServiceAction `json:"reboot,omitempty"`
 	// Repaired are the layers a repair record rebuilt.
 	Repaired []string `json:"repaired,omitempty"`
+	// Overwrote are the paths an apply replaced or deleted although they
+	// had been changed on the node (apply-overlay --force).
+	Overwrote []string `json:"overwrote,omitempty"`
 	// Slot is the root partition ("a" or "b") of an upgrade or of a
 	// failed upgrade.
 	Slot string `json:"slot,omitempty"`
@@ -187,6 +190,13 @@ func (e LedgerEntry) validate() error {
 		return fmt.Errorf("%s record with a signer", e.Action)
 	case e.Offline && e.Action != LedgerRestart:
 		return fmt.Errorf("%s record marked offline", e.Action)
+	case len(e.Overwrote) > 0 && e.Action != LedgerApply:
+		return fmt.Errorf("%s record with overwritten paths", e.Action)
+	}
+	for _, p := range e.Overwrote {
+		if err := ValidPath(p); err != nil {
+			return fmt.Errorf("overwritten path: %w", err)
+		}
 	}
 	if err := ValidLine(e.Line); err != nil {
 		return err

@@ -60,6 +60,10 @@ func CheckChannel(ch string) error {
 type ApplyOptions struct {
 	// DryRun computes and returns the plan and changes nothing.
 	DryRun bool
+	// Force replaces and deletes files changed on the node since its head
+	// (ErrLocalEdit otherwise); each overlay's ledger record names the
+	// paths it overwrote.
+	Force bool
 }
 
 // Plan is what applying one overlay does.
@@ -77,6 +81,9 @@ type Plan struct {
 	Restarted []manifests.ServiceAction `json:"restarted,omitempty"`
 	// Validated lists the units whose validation command passed.
 	Validated []string `json:"validated,omitempty"`
+	// Overwrote are the paths changed on the node that it replaced or
+	// deleted (ApplyOptions.Force).
+	Overwrote []string `json:"overwrote,omitempty"`
 	// Live is the plan as resolved against the running service manager
 	// (the systemd restarter): what is restarted, reloaded, re-executed,
 	// deferred to a reboot or skipped, and why.
@@ -157,6 +164,9 @@ func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *Appl
 		return nil, err
 	}
 	if o.DryRun {
+		if err := overwrites(ctx, root, states, todo, rep, o.Force, progress); err != nil {
+			return rep, err
+		}
 		rep.Pending = v.Ledger.PendingRestarts()
 		return rep, resolveDry(ctx, h.o.Restarter, v, todo, states, rep)
 	}
@@ -175,6 +185,9 @@ func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *Appl
 		if err := b.Check(a.Manifest); err != nil {
 			return rep, err
 		}
+	}
+	if err := overwrites(ctx, root, states, todo, rep, o.Force, progress); err != nil {
+		return rep, err
 	}
 	for k := 1; k < len(todo); k++ {
 		a := todo[k]

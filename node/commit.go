@@ -104,6 +104,7 @@ func (h *Node) applyOne(ctx context.Context, v *view.View, a *archive.Archive, s
 		TreeDigest: states[1].Digest(),
 		Pending:    plan.Actions,
 		Signer:     a.KeyID,
+		Overwrote:  plan.Overwrote,
 		Time:       time.Now().UTC().Format(time.RFC3339),
 	}
 	payload := func(ctx context.Context, fn func(manifests.Entry, io.Reader) error) error {

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
@@ -130,6 +131,9 @@ func Describe(e manifests.LedgerEntry) string {
 		}
 		return "provisioned from image " + e.Version
 	case manifests.LedgerApply:
+		if len(e.Overwrote) > 0 {
+			return fmt.Sprintf("applied %s, overwriting what was changed on the node: /%s", e.Version, strings.Join(e.Overwrote, ", /"))
+		}
 		return "applied " + e.Version
 	case manifests.LedgerRollback:
 		return fmt.Sprintf("rolled back %s, head %s", e.Version, e.Head.Version)

@@ -49,3 +49,9 @@ func TestFixtureRoundTrip(t *testing.T) {
 		t.Fatalf("node digest differs from the manifest's tree_digest")
 	}
 }
+
+// applyForce is apply with ApplyOptions.Force: what was changed on the
+// node is overwritten (what the drift checks after it must still catch).
+func applyForce(root string, files ...string) (*node.ApplyReport, error) {
+	return nodetest.Apply(context.Background(), root, node.Source{Files: files}, node.ApplyOptions{Force: true}, node.Options{})
+}

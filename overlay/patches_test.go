@@ -144,7 +144,13 @@ func TestPatchAgainstDriftedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := fixture.Snap(t, root)
-	_, err := apply(root, c2.Path)
+	// The drifted file is a local edit the apply would replace: refused
+	// as such. Forced, the patch still cannot be built on it.
+	if _, err := apply(root, c2.Path); !errors.Is(err, node.ErrLocalEdit) || !strings.Contains(err.Error(), dest) {
+		t.Fatalf("apply onto a drifted file = %v, want node.ErrLocalEdit naming %s", err, dest)
+	}
+	fixture.AssertUnchanged(t, root, before)
+	_, err := applyForce(root, c2.Path)
 	if !errors.Is(err, ErrNoBase) || !strings.Contains(err.Error(), "drifted") || !strings.Contains(err.Error(), dest) {
 		t.Fatalf("apply onto a drifted file = %v, want ErrNoBase naming %s", err, dest)
 	}
@@ -161,7 +167,10 @@ func TestPatchAgainstDriftedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	before = fixture.Snap(t, root)
-	if _, err := apply(root, c2.Path); !errors.Is(err, ErrNoBase) {
+	if _, err := apply(root, c2.Path); !errors.Is(err, node.ErrLocalEdit) {
+		t.Fatalf("apply over a planted link = %v, want node.ErrLocalEdit", err)
+	}
+	if _, err := applyForce(root, c2.Path); !errors.Is(err, ErrNoBase) {
 		t.Fatalf("apply through a planted link = %v, want ErrNoBase", err)
 	}
 	fixture.AssertUnchanged(t, root, before)
@@ -270,7 +279,7 @@ func TestPatchInBatchChecksBaseFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := fixture.Snap(t, root)
-	if _, err := apply(root, c2.Path, c3.Path); !errors.Is(err, ErrNoBase) {
+	if _, err := applyForce(root, c2.Path, c3.Path); !errors.Is(err, ErrNoBase) {
 		t.Fatalf("batch onto a drifted file = %v, want ErrNoBase", err)
 	}
 	fixture.AssertUnchanged(t, root, before)

@@ -116,6 +116,7 @@ pending.`,
 	versionVar(c, &src.Through, "through", "with --repo or --bundle: stop at this version")
 	f.StringVar(&src.Channel, "channel", "", "with --repo: stable (the default: stop at the newest release) or candidate (prereleases too)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print the plan and change nothing")
+	f.BoolVar(&o.Force, "force", false, "replace and delete files changed on the node since its head (refused otherwise); the ledger records each path")
 	f.StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")
 	f.DurationVar(&wait, "lock-wait", 30*time.Second, "how long to wait for another apply to finish")
 	return c
