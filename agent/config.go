@@ -122,7 +122,10 @@ func LoadConfig(path string, base Config) (Config, error) {
 // validate fills in defaults and checks the settings.
 func (c *Config) validate() error {
 	if c.Repo == "" {
-		return errors.New("repo: required (a repository URL or directory)")
+		// A file emptied, or its repo taken out: on purpose, as deleting
+		// it is, so the agent stops following rather than carry on with
+		// the last good config.
+		return fmt.Errorf("repo: none given (a repository URL or directory): %w", ErrNotConfigured)
 	}
 	if _, err := repo.Locate(c.Repo); err != nil {
 		return fmt.Errorf("repo: %w", err)

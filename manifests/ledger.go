@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // LedgerAction is the kind of a ledger record.
@@ -112,8 +113,13 @@ func EntryHash(e LedgerEntry) (string, error) {
 	return Digest(b), nil
 }
 
-// Append adds e to the ledger, filling in Seq, Prev and Hash.
+// Append adds e to the ledger, filling in Seq, Prev and Hash. A record
+// that would not verify once read back (text that is not UTF-8, see
+// RecordText) is refused.
 func (l *Ledger) Append(e LedgerEntry) error {
+	if err := e.checkText(); err != nil {
+		return fmt.Errorf("%w: ledger record: %v", ErrInvalid, err)
+	}
 	e.Seq = len(l.Entries)
 	e.Prev = ""
 	if n := len(l.Entries); n > 0 {
@@ -193,6 +199,9 @@ func (e LedgerEntry) validate() error {
 	case len(e.Overwrote) > 0 && e.Action != LedgerApply:
 		return fmt.Errorf("%s record with overwritten paths", e.Action)
 	}
+	if err := e.checkText(); err != nil {
+		return err
+	}
 	for _, p := range e.Overwrote {
 		if err := ValidPath(p); err != nil {
 			return fmt.Errorf("overwritten path: %w", err)
@@ -230,6 +239,24 @@ func (e LedgerEntry) validate() error {
 		for _, a := range list.actions {
 			if err := a.validate(list.plan); err != nil {
 				return fmt.Errorf("%s restart: %w", list.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkText refuses a record quoting text that is not UTF-8: encoded,
+// it would not read back as the bytes its hash covers.
+func (e LedgerEntry) checkText() error {
+	if !utf8.ValidString(e.Error) {
+		return fmt.Errorf("error text is not UTF-8")
+	}
+	for _, as := range [][]ServiceAction{e.Pending, e.Reboot, e.Done} {
+		for _, a := range as {
+			for _, b := range a.Because {
+				if !utf8.ValidString(b) {
+					return fmt.Errorf("the reason of %s is not UTF-8", a.Unit)
+				}
 			}
 		}
 	}
@@ -377,4 +404,22 @@ func MergeAction(a, b ServiceAction) ServiceAction {
 	}
 	sort.Strings(out.Because)
 	return out
+}
+
+// MaxRecordText bounds text a ledger record quotes (an error, a reason).
+const MaxRecordText = 1000
+
+// RecordText is s as a ledger record may quote it: valid UTF-8 (what is
+// not becomes U+FFFD), at most MaxRecordText bytes, cut at a character
+// boundary. A record must read back exactly as it was hashed.
+func RecordText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= MaxRecordText {
+		return s
+	}
+	cut := MaxRecordText - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

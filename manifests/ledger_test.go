@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/strata-dev/strata/manifests"
 )
@@ -374,5 +375,43 @@ func TestMergeAction(t *testing.T) {
 	got = manifests.MergeAction(sa("a.service", manifests.ActionReload, false, "x"), sa("a.service", manifests.ActionRestart, false, "y"))
 	if got.Action != manifests.ActionRestart {
 		t.Fatalf("reload merged with restart = %s, want restart", got.Action)
+	}
+}
+
+// Text a record quotes (an error, a reason) reads back exactly as it was
+// hashed: RecordText makes it valid UTF-8 and cuts it at a character,
+// and a record with invalid UTF-8 is refused, not written to break the
+// chain.
+func TestLedgerRecordText(t *testing.T) {
+	long := strings.Repeat("x", manifests.MaxRecordText-2) + "● unit failed"
+	for _, raw := range []string{long, "bad \xff\xfe bytes", "plain"} {
+		text := manifests.RecordText(raw)
+		if len(text) > manifests.MaxRecordText || !utf8.ValidString(text) {
+			t.Errorf("RecordText(%.20q...) = %d bytes, valid %v", raw, len(text), utf8.ValidString(text))
+		}
+		l := newLedger(t)
+		r := rec(manifests.LedgerRestart, "1.0.1")
+		r.Error = text
+		r.Pending = []manifests.ServiceAction{{Unit: "app.service", Action: manifests.ActionRestart, Because: []string{text}}}
+		if err := l.Append(r); err != nil {
+			t.Fatal(err)
+		}
+		b, err := manifests.Encode(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back manifests.Ledger
+		if err := manifests.Decode(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if err := back.CheckChain(); err != nil {
+			t.Errorf("a record quoting %.20q... does not read back: %v", raw, err)
+		}
+	}
+	l := newLedger(t)
+	r := rec(manifests.LedgerRestart, "1.0.1")
+	r.Error = "bad \xff"
+	if err := l.Append(r); err == nil {
+		t.Error("appended a record whose error is not UTF-8")
 	}
 }

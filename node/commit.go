@@ -252,7 +252,7 @@ func takeBack(ctx context.Context, n nodestate.Node, t nodestate.Txn, l *manifes
 // the error, which status, history, health and the fleet view show until
 // a restart that passes settles the debt.
 func recordFailedRestart(n nodestate.Node, l *manifests.Ledger, actions []manifests.ServiceAction, cause error) error {
-	why := "a restart failed: " + clipReason(cause.Error())
+	why := manifests.RecordText("a restart failed: " + cause.Error())
 	owed := make([]manifests.ServiceAction, 0, len(actions))
 	for _, a := range actions {
 		a.Because = []string{why}
@@ -262,18 +262,9 @@ func recordFailedRestart(n nodestate.Node, l *manifests.Ledger, actions []manife
 	_, err := n.Commit(l, manifests.LedgerEntry{
 		Action: manifests.LedgerRestart, Line: last.Line, Version: last.Version, Digest: last.Digest,
 		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest, Pending: owed,
-		Error: clipReason(cause.Error()), Time: time.Now().UTC().Format(time.RFC3339),
+		Error: manifests.RecordText(cause.Error()), Time: time.Now().UTC().Format(time.RFC3339),
 	})
 	return err
-}
-
-// clipReason bounds an error kept in the ledger.
-func clipReason(s string) string {
-	const max = 1000
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "..."
 }
 
 func recordRestarts(n nodestate.Node, l *manifests.Ledger, done, reboot []manifests.ServiceAction) error {

@@ -26,7 +26,11 @@ func (h *Node) Hold(ctx context.Context, reason string) (*manifests.Hold, error)
 		return nil, err
 	}
 	defer unlock()
-	n := h.b.Node()
+	return holdAt(h.b.Node(), reason)
+}
+
+// holdAt holds the node (locked by the caller) at its head.
+func holdAt(n nodestate.Node, reason string) (*manifests.Hold, error) {
 	v, err := view.Load(n)
 	if err != nil {
 		return nil, err

@@ -96,6 +96,6 @@ func failedRecord(l *manifests.Ledger, attempt manifests.LedgerEntry, why string
 	return manifests.LedgerEntry{
 		Action: manifests.LedgerFailed, Line: attempt.Line, Version: attempt.Version, Digest: attempt.Digest,
 		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest,
-		Pending: pending, Error: why, Signer: attempt.Signer, Time: time.Now().UTC().Format(time.RFC3339),
+		Pending: pending, Error: manifests.RecordText(why), Signer: attempt.Signer, Time: time.Now().UTC().Format(time.RFC3339),
 	}
 }

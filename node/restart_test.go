@@ -335,10 +335,17 @@ func TestFailedRestartLeavesDebt(t *testing.T) {
 	}
 
 	passing, log := rsLogger(t, "")
+	// Another unit's restart passing settles nothing of app.service's.
+	if _, err := nodetest.Restart(ctx, root, []string{"other.service"}, node.Options{Restarter: passing}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = nodetest.Status(ctx, root); err != nil || st.LastFailure == nil || len(st.Pending) != 1 {
+		t.Fatalf("after another unit's restart: last failure %+v, debt %+v (%v); want both still there", st.LastFailure, st.Pending, err)
+	}
 	if _, err := nodetest.Restart(ctx, root, []string{"app.service"}, node.Options{Restarter: passing}); err != nil {
 		t.Fatal(err)
 	}
-	if got := rsLines(t, log); !slices.Equal(got, []string{"app.service restart"}) {
+	if got := rsLines(t, log); !slices.Equal(got, []string{"other.service restart", "app.service restart"}) {
 		t.Errorf("restarts %v", got)
 	}
 	st, err = nodetest.Status(ctx, root)

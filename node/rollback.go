@@ -63,6 +63,50 @@ func (h *Node) Rollback(ctx context.Context, to string) (*RollbackReport, error)
 	return rollbackLocked(ctx, b, r, steps, progress)
 }
 
+// RollbackAndHold is Rollback, then, under the same lock (an agent
+// waiting for it would otherwise re-apply first), Hold at the head it
+// took the node to, with the reason "rolled back V, ... by who". A
+// rollback whose restarts failed committed all the same, and holds too.
+func (h *Node) RollbackAndHold(ctx context.Context, to, who string) (*RollbackReport, error) {
+	if err := manifests.ValidReason("who rolls back", who); err != nil {
+		return nil, err
+	}
+	progress, r, b := h.o.Progress, h.o.Restarter, h.b
+	unlock, err := h.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	n := b.Node()
+	if err := refuseStaged(n, "rollback"); err != nil {
+		return nil, err
+	}
+	steps := 1
+	if to != "" {
+		if steps, err = stepsTo(n, to); err != nil {
+			return nil, err
+		}
+	}
+	rep, err := rollbackLocked(ctx, b, r, steps, progress)
+	if rep == nil || len(rep.Steps) == 0 {
+		return rep, err
+	}
+	var vs []string
+	for _, s := range rep.Steps {
+		vs = append(vs, s.Version)
+	}
+	reason := "rolled back " + strings.Join(vs, ", ") + " by " + who
+	if len(reason) > manifests.MaxReasonLen {
+		reason = fmt.Sprintf("rolled back %d overlays, %s down to %s, by %s", len(vs), vs[0], vs[len(vs)-1], who)
+	}
+	hold, herr := holdAt(n, reason)
+	if herr != nil {
+		return rep, errors.Join(err, fmt.Errorf("the rollback committed; holding the node there failed: %w", herr))
+	}
+	rep.Held = hold
+	return rep, err
+}
+
 // stepsTo returns how many applied overlays are above version to.
 func stepsTo(n nodestate.Node, to string) (int, error) {
 	v, err := view.Load(n)

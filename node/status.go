@@ -110,12 +110,9 @@ func (h *Node) Status(ctx context.Context) (*Status, error) {
 		if e.Action == manifests.LedgerApply || e.Action == manifests.LedgerRollback || e.Action == manifests.LedgerUpgrade {
 			break
 		}
-		if e.Action == manifests.LedgerFailed || e.Action == manifests.LedgerRestart && e.Error != "" {
+		if e.Action == manifests.LedgerFailed || e.Action == manifests.LedgerRestart && e.Error != "" && stillOwed(e.Pending, st.Pending) {
 			st.LastFailure = &e
 			break
-		}
-		if e.Action == manifests.LedgerRestart && len(e.Done) > 0 {
-			break // restarts that passed since: the story ends there
 		}
 	}
 	return st, nil
@@ -163,4 +160,17 @@ func bootTime(root string) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// stillOwed reports whether a unit of failed (a failed restart's debt)
+// is still in pending, the node's restart debt now.
+func stillOwed(failed, pending []manifests.ServiceAction) bool {
+	for _, f := range failed {
+		for _, p := range pending {
+			if p.Unit == f.Unit {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -115,6 +115,9 @@ func (h *Node) Upgrade(ctx context.Context, req UpgradeRequest) (*UpgradeReport,
 	if err := refuseStaged(n, "upgrade"); err != nil {
 		return nil, err
 	}
+	if err := refuseHeld(n, "an upgrade"); err != nil {
+		return nil, err
+	}
 	v, err := view.Load(n)
 	if err != nil {
 		return nil, err

@@ -24,6 +24,9 @@ func (h *Node) UpgradeFromRepo(ctx context.Context, loc string, compact bool, fe
 	if err := refuseStaged(n, "another upgrade"); err != nil {
 		return err
 	}
+	if err := refuseHeld(n, "an upgrade"); err != nil {
+		return err
+	}
 	v, err := view.Load(n)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -377,7 +378,12 @@ func publish(ctx context.Context, r *repo.Repo, c *Chain, m *manifests.OverlayMa
 		TreeDigest: m.TreeDigest, Keys: keys.Strings(), Catalog: cat, Files: next.Entries(),
 	}
 	if err := r.SaveWithState(ctx, c.Line, st, indexKey); err != nil {
-		_ = p.Remove(context.WithoutCancel(ctx), rel) // also when ctx ended it
+		// Taken back unless the index got as far as naming it (a save
+		// can fail after the index is in place, syncing its directory).
+		wctx := context.WithoutCancel(ctx) // also when ctx ended it
+		if idx, rerr := repo.ReadMember(wctx, r.Store, repo.IndexFile, manifests.MaxIndexSize); rerr != nil || !bytes.Contains(idx, []byte(strconv.Quote(rel))) {
+			_ = p.Remove(wctx, rel)
+		}
 		return nil, err
 	}
 	return &Created{Path: out, Manifest: m, Digest: digest}, nil

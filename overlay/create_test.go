@@ -364,9 +364,16 @@ func TestCreatePublishesThroughTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The index cannot be written (a directory where its temporary file
-	// goes): the archive already put is removed again.
-	block := filepath.Join(f.Repo, repo.SigPath(repo.IndexFile)+".tmp")
+	// The index cannot be written (a directory holding a file where its
+	// signature goes): the archive already put is removed again.
+	block := filepath.Join(f.Repo, repo.SigPath(repo.IndexFile))
+	sig, err := os.ReadFile(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(block); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(filepath.Join(block, "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -380,6 +387,9 @@ func TestCreatePublishesThroughTheStore(t *testing.T) {
 		t.Error("the failed create changed the index")
 	}
 	if err := os.RemoveAll(block); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(block, sig, 0o644); err != nil {
 		t.Fatal(err)
 	}
 

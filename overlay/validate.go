@@ -94,7 +94,7 @@ func validateChange(ctx context.Context, c *Chain, m *manifests.OverlayManifest,
 			if errors.Is(err, sandbox.ErrSandbox) && os.Geteuid() != 0 {
 				return nil, fmt.Errorf("validating overlay %s: %s: %w (the sandbox validation runs in needs root: publish as root, or with --skip-validation REASON)", o.Version, cmd.Unit, err)
 			}
-			return nil, fmt.Errorf("overlay %s %w: %s refuses the change: %s\nfix the change and publish again, or publish it as it is with --skip-validation REASON (the reason is signed into the overlay; nodes validate all the same)",
+			return nil, fmt.Errorf("overlay %s %w: %s refuses the change (fix it and publish again, or publish it as it is with --skip-validation REASON, which is signed into the overlay; nodes validate all the same): %s",
 				o.Version, ErrValidation, cmd.Unit, catalog.Outcome(cmd.Argv, err, out))
 		}
 		v.Validated = append(v.Validated, cmd.Unit+": "+argv)

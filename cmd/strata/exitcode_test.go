@@ -109,13 +109,13 @@ func TestEscapeControl(t *testing.T) {
 	if got, want := escapeControl(in), `--add /etc/a\x1b[31mb\nc\u202edé=x`; got != want {
 		t.Errorf("escapeControl = %q, want %q", got, want)
 	}
-	// As printed: a line break stays one (a command's output quoted in a
-	// refusal reads as lines), every line after the first indented so it
-	// cannot pass for a line of strata's own; the rest stays escaped.
-	if got, want := errorLines(in), "--add /etc/a\\x1b[31mb\n  c\\u202edé=x"; got != want {
+	// As printed: a line break is escaped like any control character,
+	// except the ones that start a quoted line of a command's output
+	// (catalog.OutputLine), which print as lines, marked as quoted.
+	if got, want := errorLines(in), `--add /etc/a\x1b[31mb\nc\u202edé=x`; got != want {
 		t.Errorf("errorLines = %q, want %q", got, want)
 	}
-	if got, want := errorLines("refused: app.conf:\n  bad\nstrata: fake"), "refused: app.conf:\n    bad\n  strata: fake"; got != want {
+	if got, want := errorLines("refused: app.conf:\n  | bad\x1b[2J\nstrata: fake"), "refused: app.conf:\n  | bad\\x1b[2J\\nstrata: fake"; got != want {
 		t.Errorf("errorLines = %q, want %q", got, want)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/node"
 
@@ -160,16 +161,17 @@ func run(ctx context.Context, args []string) int {
 	return code
 }
 
-// errorLines is an error message as the terminal shows it: its lines
-// (a command's output quoted in a refusal has several) each with its
-// control characters escaped (escapeControl), every line after the first
-// indented, so no line of it can pass for one of strata's own.
+// errorLines is an error message as the terminal shows it: control
+// characters escaped (escapeControl), line breaks included, except the
+// ones that start a line of a command's output quoted in it
+// (catalog.OutputLine), which print as lines, marked as quoted: no text
+// from outside can pass for a line of strata's own.
 func errorLines(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = escapeControl(l)
+	parts := strings.Split(s, catalog.OutputLine)
+	for i, p := range parts {
+		parts[i] = escapeControl(p)
 	}
-	return strings.Join(lines, "\n  ")
+	return strings.Join(parts, catalog.OutputLine)
 }
 
 // escapeControl writes the control and format characters of s (which

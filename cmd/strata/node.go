@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -199,9 +198,10 @@ applied, record a rollback in the ledger, and restart or reload what the
 reverted files call for (--restart-with as for apply-overlay). With --to V
 every overlay above V is reverted, newest first, each recorded as its own
 rollback, and the restarts of all of them run once, after the last; V is
-where the node's overlays start or one it applied. The node is then held
-where the rollback took it (strata hold): its agent, apply-overlay and
-rollouts leave it there until strata release; --no-hold does not hold it.
+where the node's overlays start or one it applied. With --root the node
+is then held where the rollback took it (strata hold): its agent,
+apply-overlay and rollouts leave it there until strata release; --no-hold
+does not hold it. (--disk does not hold the node.)
 
 --disk rolls back the node on a provisioned disk that is not running
 (restarts are left as debt: nothing runs on the disk). The rollback is
@@ -231,19 +231,12 @@ disk byte for byte as it was.`,
 				if n, err = node.Open(root, node.Options{Restarter: r, LockWait: wait, Progress: g.progress()}); err != nil {
 					return err
 				}
-				rep, err = n.Rollback(c.Context(), to)
-				if rep != nil && len(rep.Steps) > 0 && !noHold {
+				if noHold {
+					rep, err = n.Rollback(c.Context(), to)
+				} else {
 					// The operator's decision holds: an agent following the
 					// line would otherwise apply the same overlays again.
-					var vs []string
-					for _, s := range rep.Steps {
-						vs = append(vs, s.Version)
-					}
-					held, herr := n.Hold(c.Context(), "rolled back "+strings.Join(vs, ", ")+" by strata rollback")
-					if herr != nil {
-						err = errors.Join(err, fmt.Errorf("the rollback committed, holding the node there failed: %w", herr))
-					}
-					rep.Held = held
+					rep, err = n.RollbackAndHold(c.Context(), to, "strata rollback")
 				}
 			}
 			if rep == nil || (err != nil && !g.json) {

@@ -19,9 +19,14 @@ type Validation struct {
 	Argv []string
 }
 
-// Outcome says how a validation command failed, for a refusal: "ARGV
-// exited with status N" (or the error), then its output, one line each,
-// indented.
+// OutputLine starts each line of a command's output quoted in an error:
+// the command line prints such lines as lines (and nothing else of an
+// error), marked as quoted, so output cannot pass for strata's words.
+const OutputLine = "\n  | "
+
+// Outcome says how a validation command failed, for the end of a
+// refusal: "ARGV: exit status N" (or the error), then its output, each
+// line starting with OutputLine.
 func Outcome(argv []string, err error, output string) string {
 	what := err.Error()
 	var ee *exec.ExitError
@@ -30,7 +35,7 @@ func Outcome(argv []string, err error, output string) string {
 	}
 	s := strings.Join(argv, " ") + ": " + what
 	if output = strings.TrimSpace(output); output != "" {
-		s += ":\n  " + strings.ReplaceAll(output, "\n", "\n  ")
+		s += ":" + OutputLine + strings.ReplaceAll(output, "\n", OutputLine)
 	}
 	return s
 }

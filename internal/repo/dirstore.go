@@ -104,9 +104,16 @@ func (d *DirStore) Put(ctx context.Context, name string, r io.Reader) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("writing %s: %w", dst, err)
 	}
-	tmp := dst + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	// A fresh name, created exclusively: a link planted where a fixed
+	// temporary name would be cannot redirect the write.
+	out, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*.tmp")
 	if err != nil {
+		return fmt.Errorf("writing %s: %w", dst, err)
+	}
+	tmp := out.Name()
+	if err := out.Chmod(0o644); err != nil {
+		out.Close()
+		_ = os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", dst, err)
 	}
 	_, err = io.Copy(out, &member{ctx: ctx, f: r, left: -1})

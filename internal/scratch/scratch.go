@@ -16,7 +16,7 @@ const lockName = ".strata-in-use"
 // Kinds are the directory kinds Sweep may remove (strata-KIND-*): the
 // working directories of commands. strata-edit-* is not among them: a
 // failed config edit keeps the operator's copy there on purpose.
-var Kinds = []string{"disk", "upgrade", "sandbox", "stage", "config", "fold", "regenerate", "provision", "rollout", "restart", "revert"}
+var Kinds = []string{"disk", "upgrade", "sandbox", "stage", "config", "fold", "regenerate", "provision", "rollout", "restart", "revert", "validate", "staged"}
 
 // Dir is a working directory in use.
 type Dir struct {

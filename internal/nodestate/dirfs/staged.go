@@ -33,25 +33,46 @@ func (b *Backend) RunStaged(ctx context.Context, nt nodestate.Txn, argv []string
 	if err := manifests.ValidCommand(argv); err != nil {
 		return "", err
 	}
-	view, err := scratch.MkdirTemp("staged")
-	if err != nil {
-		return "", fmt.Errorf("running %s against %s: %w", argv[0], t.j.Record.Version, err)
-	}
-	defer view.RemoveAll()
-	if err := t.layView(view.Path); err != nil {
-		return "", fmt.Errorf("laying out %s to validate it: %w", t.j.Record.Version, err)
-	}
 	root, err := filepath.Abs(b.n.Root)
 	if err != nil {
 		return "", err
 	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(root, &fs); err == nil && fs.Type == unix.OVERLAYFS_SUPER_MAGIC {
+		// The change's stack and the sandbox's copy-on-write view over it
+		// would be a third overlay: the kernel stacks two.
+		return "", fmt.Errorf("%w: the node's root %s is on overlayfs (a container's root?): a validation command cannot run against a staged change there (the kernel stacks overlays two deep); run strata on the node's own root", sandbox.ErrSandbox, root)
+	}
+	work, err := scratch.MkdirTemp("staged")
+	if err != nil {
+		return "", fmt.Errorf("running %s against %s: %w", argv[0], t.j.Record.Version, err)
+	}
+	defer work.RemoveAll()
+	// The layer's top directory is the stack's root: it takes the node
+	// root's owner and mode, and holds nothing but the change.
+	layer := filepath.Join(work.Path, "layer")
+	top, _, err := current(b.n, "")
+	if err == nil {
+		err = tree.Create(layer, top, nil)
+	}
+	if err == nil {
+		err = t.layView(layer)
+	}
+	if err != nil {
+		return "", fmt.Errorf("laying out %s to validate it: %w", t.j.Record.Version, err)
+	}
 	return sandbox.Private(func() (string, error) {
-		// Both layers id-mapped for the sandbox (where their file systems
-		// allow), so the stack shows the tree's owners inside it.
-		if _, err := sandbox.MapInPlace(view.Path, root); err != nil {
+		// Both layers id-mapped for the sandbox, so the stack shows the
+		// tree's owners inside it; one mapped without the other would
+		// show a tree of mixed owners.
+		unmapped, err := sandbox.MapInPlace(layer, root)
+		if err != nil {
 			return "", err
 		}
-		if err := sandbox.StackAt(root, view.Path, root); err != nil {
+		if len(unmapped) == 1 {
+			return "", fmt.Errorf("%w: %s cannot be id-mapped for the sandbox (its file system refuses it) while the rest can: set TMPDIR to a directory on the node's file system", sandbox.ErrSandbox, unmapped[0])
+		}
+		if err := sandbox.StackAt(root, layer, root); err != nil {
 			return "", err
 		}
 		return sandbox.RunHere(ctx, sandbox.Spec{Root: root, Argv: argv, FileCaps: true})
