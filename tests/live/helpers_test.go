@@ -143,11 +143,7 @@ func (l *lab) create(version string, ch overlay.Change) (*overlay.Created, strin
 // createWith is create with options (o.Version is version).
 func (l *lab) createWith(version string, ch overlay.Change, o overlay.CreateOptions) (*overlay.Created, string) {
 	l.t.Helper()
-	o.Version = version
-	c, err := overlay.Create(context.Background(), l.repo, l.key, ch, o)
-	if err != nil {
-		l.t.Fatalf("creating %s: %v", version, err)
-	}
+	c := publishCLI(l.t, l.img, l.repo, version, ch, o.SkipValidation)
 	raw, err := os.ReadFile(c.Path)
 	if err != nil {
 		l.t.Fatal(err)
@@ -336,4 +332,50 @@ func (l *lab) grown(p string) string {
 		l.t.Fatal(err)
 	}
 	return l.file(string(raw) + strings.Repeat("\x00", 64))
+}
+
+// publishCLI publishes the next overlay of the line in repoDir with
+// this checkout's strata, in a process of its own, and returns it. Its
+// validation runs the sandbox, whose work ends the OS thread it ran on;
+// a node this test process started carries Pdeathsig, which the kernel
+// sends when the thread that started it ends, so publishing in-process
+// could take a running node down with such a thread.
+func publishCLI(t *testing.T, img *testnode.Image, repoDir, version string, ch overlay.Change, skipValidation string) *overlay.Created {
+	t.Helper()
+	args := []string{"--json", "overlay", "create", "--repo", repoDir, "--version", version, "--key", img.Key}
+	for _, a := range ch.Adds {
+		args = append(args, "--add", a.Dest+"="+a.Src)
+	}
+	for _, d := range ch.Deletes {
+		args = append(args, "--delete", d)
+	}
+	if skipValidation != "" {
+		args = append(args, "--skip-validation", skipValidation)
+	}
+	if ch.Tree != "" || len(ch.Restart)+len(ch.Reload)+len(ch.Exact) > 0 {
+		t.Fatalf("publishCLI: only --add and --delete are passed on")
+	}
+	for _, a := range ch.Adds {
+		if a.SetMode || a.SetOwner {
+			t.Fatalf("publishCLI: --mode and --owner are not passed on")
+		}
+	}
+	out, err := exec.Command(img.Strata, args...).Output()
+	if err != nil {
+		var stderr []byte
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("creating %s: %v\n%s", version, err, stderr)
+	}
+	var res struct {
+		Path     string                     `json:"path"`
+		Digest   string                     `json:"digest"`
+		Manifest *manifests.OverlayManifest `json:"manifest"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || res.Path == "" || res.Manifest == nil {
+		t.Fatalf("creating %s: unreadable output (%v):\n%s", version, err, out)
+	}
+	return &overlay.Created{Path: res.Path, Digest: res.Digest, Manifest: res.Manifest}
 }

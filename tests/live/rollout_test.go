@@ -126,9 +126,7 @@ func (c *cluster) writeInventory(agentPort int) {
 // publish creates the line's next overlay.
 func (c *cluster) publish(version string, ch overlay.Change) {
 	c.t.Helper()
-	if _, err := overlay.Create(context.Background(), c.repo, c.key, ch, overlay.CreateOptions{Version: version}); err != nil {
-		c.t.Fatalf("creating %s: %v", version, err)
-	}
+	publishCLI(c.t, c.img, c.repo, version, ch, "")
 }
 
 // strata runs this checkout's strata on the host with the cluster's SSH

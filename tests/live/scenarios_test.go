@@ -3,9 +3,9 @@
 package live_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -81,8 +81,11 @@ func TestInvalidConfigRefused(t *testing.T) {
 	before := l.units()
 	ledger := l.ledger()
 	broken := overlay.Change{Adds: []overlay.Add{{Dest: "/etc/nginx/conf.d/broken.conf", Src: l.file("this is not nginx;\n")}}}
-	if _, err := overlay.Create(context.Background(), l.repo, l.key, broken, overlay.CreateOptions{Version: "1.0.1"}); !errors.Is(err, overlay.ErrValidation) || !strings.Contains(err.Error(), "nginx.service refuses the change") {
-		t.Fatalf("overlay create of a broken nginx config: %v, want ErrValidation naming nginx.service", err)
+	// In a process of its own, as publishCLI explains.
+	out, err := exec.Command(l.img.Strata, "overlay", "create", "--repo", l.repo, "--version", "1.0.1", "--key", l.img.Key, "--add", "/etc/nginx/conf.d/broken.conf="+broken.Adds[0].Src).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(out), "nginx.service refuses the change") {
+		t.Fatalf("overlay create of a broken nginx config: %v, want exit 3 naming nginx.service:\n%s", err, out)
 	}
 	_, file := l.createWith("1.0.1", broken, overlay.CreateOptions{SkipValidation: "testing the node's own validation"})
 	_, errOut, code := l.apply(file)

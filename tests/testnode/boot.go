@@ -94,7 +94,7 @@ func (n *Node) launch(ctx context.Context) (err error) {
 		CgroupFD:    int(b.cgfd.Fd()),
 	}
 	started := time.Now()
-	err = cmd.Start()
+	err = startOnSpawner(cmd)
 	w.Close()
 	if err != nil {
 		return fail(fmt.Errorf("running the launcher %s: %w", exe, err))

@@ -42,7 +42,11 @@ func (n *Node) Exec(ctx context.Context, argv ...string) (stdout, stderr []byte,
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, UseCgroupFD: true, CgroupFD: int(b.cgfd.Fd()), Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
+	err = startOnSpawner(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
 		return out.Bytes(), errb.Bytes(), fmt.Errorf("testnode: exec %q on node %s: %w: %s", argv, n.cfg.Name, err, bytes.TrimSpace(errb.Bytes()))
 	}
 	return out.Bytes(), errb.Bytes(), nil
