@@ -16,6 +16,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/archive"
 	"github.com/strata-dev/strata/internal/ctxio"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -122,10 +123,7 @@ func nodeEntry(ctx context.Context, root, rel string) (e manifests.Entry, there 
 		return e, false, &os.PathError{Op: "open", Path: root, Err: err}
 	}
 	defer unix.Close(rfd)
-	dfd, err := unix.Openat2(rfd, dir, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	dfd, err := safefile.OpenDirBeneath(rfd, dir)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		return e, false, nil
 	}

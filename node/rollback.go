@@ -45,22 +45,7 @@ type RollbackReport struct {
 // otherwise. A step that fails leaves the ones before it done (and their
 // restarts pending).
 func (h *Node) Rollback(ctx context.Context, to string) (*RollbackReport, error) {
-	progress, r, b := h.o.Progress, h.o.Restarter, h.b
-	unlock, err := h.lock(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := refuseStaged(b.Node(), "rollback"); err != nil {
-		return nil, err
-	}
-	steps := 1
-	if to != "" {
-		if steps, err = stepsTo(b.Node(), to); err != nil {
-			return nil, err
-		}
-	}
-	return rollbackLocked(ctx, b, r, steps, progress)
+	return h.rollback(ctx, to, "")
 }
 
 // RollbackAndHold is Rollback, then, under the same lock (an agent
@@ -71,6 +56,11 @@ func (h *Node) RollbackAndHold(ctx context.Context, to, who string) (*RollbackRe
 	if err := manifests.ValidReason("who rolls back", who); err != nil {
 		return nil, err
 	}
+	return h.rollback(ctx, to, who)
+}
+
+// rollback is Rollback, holding the node afterwards when who is set.
+func (h *Node) rollback(ctx context.Context, to, who string) (*RollbackReport, error) {
 	progress, r, b := h.o.Progress, h.o.Restarter, h.b
 	unlock, err := h.lock(ctx)
 	if err != nil {
@@ -88,7 +78,7 @@ func (h *Node) RollbackAndHold(ctx context.Context, to, who string) (*RollbackRe
 		}
 	}
 	rep, err := rollbackLocked(ctx, b, r, steps, progress)
-	if rep == nil || len(rep.Steps) == 0 {
+	if who == "" || rep == nil || len(rep.Steps) == 0 {
 		return rep, err
 	}
 	var vs []string

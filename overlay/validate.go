@@ -18,6 +18,7 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/catalog"
 	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sandbox"
 	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/tree"
@@ -175,10 +176,7 @@ func stageEntry(root *os.Root, dfd int, e manifests.Entry, open tree.Opener) err
 	if parent == "" {
 		parent = "."
 	}
-	pfd, err := unix.Openat2(dfd, parent, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	pfd, err := safefile.OpenDirBeneath(dfd, parent)
 	if err != nil {
 		return fmt.Errorf("its directory: %w", err)
 	}

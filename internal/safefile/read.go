@@ -159,3 +159,17 @@ func typeName(mode uint32) string {
 	}
 	return fmt.Sprintf("mode %#o", mode&unix.S_IFMT)
 }
+
+// OpenDirBeneath opens (O_PATH) the directory rel below the directory
+// open as dfd, resolved with openat2(RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS): neither a link nor ".." on the way is followed.
+// "." or "" is dfd's directory itself.
+func OpenDirBeneath(dfd int, rel string) (int, error) {
+	if rel == "" {
+		rel = "."
+	}
+	return unix.Openat2(dfd, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+}
