@@ -89,7 +89,7 @@ func TestFleetStatusOverAgents(t *testing.T) {
 	defer ps.Close()
 	dom := renderPage(t, ps.URL+"/")
 	for name, state := range want {
-		if !strings.Contains(dom, `<tr class="`+state+`" data-node="`+name+`">`) {
+		if !strings.Contains(dom, `<tr data-node="`+name+`" data-state="`+state+`"><td class="name">`+name+`</td><td class="state st-`+state+`">`) {
 			t.Errorf("the page does not show %s as %s:\n%s", name, state, dom)
 		}
 	}
@@ -101,6 +101,11 @@ func TestFleetStatusOverAgents(t *testing.T) {
 	row = row[:strings.Index(row, "</tr>")]
 	if strings.Count(row, `class="has"`) != len(line) || strings.Contains(row, `class="lacks"`) {
 		t.Errorf("the follower's sequence cells: %s", row)
+	}
+	// Only the cells that are bad are coloured: the follower is at the
+	// head (behind 0, not coloured), owing restarts (coloured).
+	if !strings.Contains(row, `<td class="behind">0</td>`) || !strings.Contains(row, `<td class="pending bad">`) {
+		t.Errorf("the follower's cells are coloured wrongly: %s", row)
 	}
 }
 
@@ -222,7 +227,7 @@ func TestHealthNodeIDIsTheNodes(t *testing.T) {
 	a, b := f.Provision(), f.Provision()
 	idOf := func(root string) string {
 		t.Helper()
-		h, err := agent.ReadHealth(ctx, root)
+		h, err := agent.ReadHealth(ctx, root, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

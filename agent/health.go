@@ -49,7 +49,8 @@ func (a *Agent) nodeHealth(ctx context.Context, configs bool) (*schema.Health, e
 }
 
 func (a *Agent) readHealth(ctx context.Context) (*schema.Health, error) {
-	h, err := ReadHealth(ctx, a.o.Root)
+	obs, _ := a.o.Restarter.(node.Observer)
+	h, err := ReadHealth(ctx, a.o.Root, obs)
 	if err != nil {
 		return nil, err
 	}
@@ -60,8 +61,12 @@ func (a *Agent) readHealth(ctx context.Context) (*schema.Health, error) {
 // ReadHealth reads the health of the node at root, as its agent reports
 // it, without the agent's own state (strata health prints it for fleet
 // tools that reach the node over SSH).
-func ReadHealth(ctx context.Context, root string) (*schema.Health, error) {
-	nd, err := node.Open(root, node.Options{})
+//
+// obs, when not nil, is the node's service manager: what each unit
+// loaded is then checked against its runs, and a changed config on disk
+// is validated.
+func ReadHealth(ctx context.Context, root string, obs node.Observer) (*schema.Health, error) {
+	nd, err := node.Open(root, node.Options{Observer: obs})
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +75,16 @@ func ReadHealth(ctx context.Context, root string) (*schema.Health, error) {
 		return nil, err
 	}
 	h := &schema.Health{Root: root, Backend: st.Backend, Line: st.Line, Image: st.Image, Head: st.Head,
-		Layers: st.Layers, Pending: st.Pending, Reboot: st.Reboot, LastFailure: st.LastFailure, Held: st.Held}
+		Layers: st.Layers, Pending: st.Pending, Reboot: st.Reboot, LastFailure: st.LastFailure, Held: st.Held,
+		Units: st.Units, UnitsError: st.UnitsError}
+	if len(st.Units) > 0 {
+		h.ConfigDigest = node.ConfigDigest(st.Units)
+	}
+	for _, u := range st.Units {
+		if u.LoadedAt.After(h.LoadedAt) {
+			h.LoadedAt = u.LoadedAt
+		}
+	}
 	n := nodestate.Node{Root: root}
 	if h.IndexSerial, err = n.IndexSerial(); err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-dev/strata/schema"
 )
 
 // metrics are the agent's Prometheus metrics, in a registry of their own.
@@ -69,7 +71,11 @@ var (
 	descPending = prometheus.NewDesc("strata_pending_restarts", "Restarts and reloads the node owes (restart debt).", nil, nil)
 	descSerial  = prometheus.NewDesc("strata_index_serial", "The highest index serial the node accepted.", nil, nil)
 	descSince   = prometheus.NewDesc("strata_seconds_since_last_poll", "Seconds since the last successful poll (absent before the first).", nil, nil)
-	descService = prometheus.NewDesc("strata_service_config_current", "1 when the service runs with the configuration on disk; 0 while a restart or reload it needs is pending, deferred to a reboot, or failed.",
+	descService = prometheus.NewDesc("strata_service_config_current", "1 when the service loaded the configuration on disk and that is the head's, with no restart or reload owed; 0 when its config changed on disk since it loaded it (a local edit included), differs from the head's, could not be read, or a restart or reload is owed, deferred to a reboot, or failed. Read again at each scrape.",
+		[]string{"unit"}, nil)
+	descServiceState = prometheus.NewDesc("strata_service_config_state", "1 for the state of the service's config: current, changed (on disk since it loaded it), bad (changed and refused by its validation), local-edit, owed, failed or error.",
+		[]string{"unit", "state"}, nil)
+	descLoaded = prometheus.NewDesc("strata_service_config_loaded_timestamp_seconds", "When the service last started or reloaded (Unix time), where known.",
 		[]string{"unit"}, nil)
 	descUnreachable = prometheus.NewDesc("strata_repo_unreachable_seconds", "Seconds since the first of the polls that have failed since the last successful one; 0 while polls succeed.", nil, nil)
 	descTree        = prometheus.NewDesc("strata_tree_matches_head", "1 when the node's files matched its head at the last check, 0 when they did not.", nil, nil)
@@ -77,7 +83,7 @@ var (
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHead, descPending, descSerial, descSince, descUnreachable, descService, descTree, descNode} {
+	for _, d := range []*prometheus.Desc{descHead, descPending, descSerial, descSince, descUnreachable, descService, descServiceState, descLoaded, descTree, descNode} {
 		ch <- d
 	}
 }
@@ -102,8 +108,20 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descHead, prometheus.GaugeValue, 1, h.Line, h.Head.Version, h.Head.Digest, h.Image.Version)
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(len(h.Pending)))
 	ch <- prometheus.MustNewConstMetric(descSerial, prometheus.GaugeValue, float64(h.IndexSerial))
-	for _, unit := range h.Services {
-		ch <- prometheus.MustNewConstMetric(descService, prometheus.GaugeValue, b2f(!h.Owes(unit)), unit)
+	if h.UnitsError != "" {
+		// Nothing is proven: every service says so.
+		for _, unit := range h.Services {
+			ch <- prometheus.MustNewConstMetric(descService, prometheus.GaugeValue, 0, unit)
+			ch <- prometheus.MustNewConstMetric(descServiceState, prometheus.GaugeValue, 1, unit, schema.UnitError)
+		}
+		return
+	}
+	for _, u := range h.Units {
+		ch <- prometheus.MustNewConstMetric(descService, prometheus.GaugeValue, b2f(u.Current()), u.Unit)
+		ch <- prometheus.MustNewConstMetric(descServiceState, prometheus.GaugeValue, 1, u.Unit, u.State)
+		if !u.LoadedAt.IsZero() {
+			ch <- prometheus.MustNewConstMetric(descLoaded, prometheus.GaugeValue, float64(u.LoadedAt.UnixNano())/1e9, u.Unit)
+		}
 	}
 }
 

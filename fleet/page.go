@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,6 +101,22 @@ type pageRow struct {
 	Cells []pageCell
 }
 
+// ShortDigest is the first 12 hex digits of the node's config digest.
+func (r pageRow) ShortDigest() string {
+	if d := strings.TrimPrefix(r.ConfigDigest, manifests.DigestPrefix); len(d) >= 12 {
+		return d[:12]
+	}
+	return ""
+}
+
+// Loaded is when the node's units last loaded config, in RFC 3339.
+func (r pageRow) Loaded() string {
+	if r.LoadedAt.IsZero() {
+		return ""
+	}
+	return r.LoadedAt.UTC().Format(time.RFC3339)
+}
+
 type pageCell struct {
 	Version string
 	Has     bool
@@ -122,14 +139,15 @@ var pageTmpl = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <style>
 body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}
 th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left}
-.current{background:#dfd}.pending{background:#ffd}.behind{background:#fdb}
-.failing,.diverged,.unreachable{background:#fcc}td.has{background:#7c7}td.lacks{background:#eee}
+td.st-current{background:#dfd}td.st-pending,td.st-held{background:#ffd}td.st-behind{background:#fdb}
+td.st-failing,td.st-diverged,td.st-unreachable,td.bad{background:#fcc}td.has{background:#7c7}td.lacks{background:#eee}
+p.failing{background:#fcc}
 </style></head><body>
 <h1>strata fleet status</h1>
 <p id="summary">{{range .Summary}}{{.}} {{end}}&mdash; reference head <b id="reference">{{.Reference}}</b>, gathered {{.At}}</p>
 {{if .Error}}<p id="error" class="failing">{{.Error}}</p>{{end}}
-<table id="nodes"><thead><tr><th>node</th><th>state</th><th>head</th><th>behind</th><th>config</th><th>pending</th><th>skew</th><th>note</th>{{range .Versions}}<th class="version">{{.}}</th>{{end}}</tr></thead>
-<tbody>{{range .Rows}}<tr class="{{.State}}" data-node="{{.Name}}"><td class="name">{{.Name}}</td><td class="state">{{.State}}</td><td class="head">{{.Head}}</td><td class="behind">{{if lt .Behind 0}}?{{else}}{{.Behind}}{{end}}</td><td class="config">{{.ConfigMatches}}</td><td class="pending">{{.Pending}}</td><td class="skew">{{.Skew}}</td><td class="note">{{.LastFailure}}{{.Error}}</td>{{range .Cells}}<td class="{{if .Has}}has{{else}}lacks{{end}}" title="{{.Version}}"></td>{{end}}</tr>
+<table id="nodes"><thead><tr><th>node</th><th>state</th><th>head</th><th>behind</th><th>config</th><th>digest</th><th>loaded</th><th>pending</th><th>skew</th><th>note</th>{{range .Versions}}<th class="version">{{.}}</th>{{end}}</tr></thead>
+<tbody>{{range .Rows}}<tr data-node="{{.Name}}" data-state="{{.State}}"><td class="name">{{.Name}}</td><td class="state st-{{.State}}">{{.State}}</td><td class="head">{{.Head}}</td><td class="behind{{if gt .Behind 0}} bad{{end}}">{{if lt .Behind 0}}?{{else}}{{.Behind}}{{end}}</td><td class="config{{if eq .ConfigMatches 0}} bad{{end}}">{{.ConfigMatches}}</td><td class="digest">{{.ShortDigest}}</td><td class="loaded">{{.Loaded}}</td><td class="pending{{if gt .Pending 0}} bad{{end}}">{{.Pending}}</td><td class="skew">{{.Skew}}</td><td class="note{{if .Notes}} bad{{end}}">{{.Notes}}</td>{{range .Cells}}<td class="{{if .Has}}has{{else}}lacks{{end}}" title="{{.Version}}"></td>{{end}}</tr>
 {{end}}</tbody></table>
 </body></html>
 `))

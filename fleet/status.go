@@ -44,9 +44,16 @@ type NodeStatus struct {
 	// config on disk), else 0.
 	ConfigMatches int `json:"config_matches"`
 	// Newest is the newest modification time among its managed configs.
-	Newest      time.Time `json:"newest_config,omitzero"`
-	Pending     int       `json:"pending_restarts"`
-	LastFailure string    `json:"last_failure,omitempty"`
+	Newest time.Time `json:"newest_config,omitzero"`
+	// ConfigDigest is the digest of the node's managed config on disk,
+	// LoadedAt when its units last loaded config (the newest load).
+	ConfigDigest string    `json:"config_digest,omitempty"`
+	LoadedAt     time.Time `json:"loaded_at,omitzero"`
+	// Note says, for a node that is not current and has no failure or
+	// error to show, which unit or file is why and what to do.
+	Note        string `json:"note,omitempty"`
+	Pending     int    `json:"pending_restarts"`
+	LastFailure string `json:"last_failure,omitempty"`
 	// Skew is the node's clock minus this host's, from the health
 	// response's Date header (zero when unknown).
 	Skew time.Duration `json:"clock_skew_ns"`
@@ -56,6 +63,18 @@ type NodeStatus struct {
 	Identity string `json:"identity,omitempty"`
 	Verified bool   `json:"identity_verified"`
 	Error    string `json:"error,omitempty"`
+}
+
+// Notes is what the NOTE column shows: the node's error, else its last
+// failure, else why it is not current.
+func (n NodeStatus) Notes() string {
+	switch {
+	case n.Error != "":
+		return n.Error
+	case n.LastFailure != "":
+		return n.LastFailure
+	}
+	return n.Note
 }
 
 // Report is a fleet status.
@@ -177,6 +196,11 @@ func judge(row *NodeStatus, h *schema.Health, ref string, o StatusOptions) {
 	if row.Pending > 0 || h.Agent.TreeMatches != nil && !*h.Agent.TreeMatches {
 		row.ConfigMatches = 0
 	}
+	row.ConfigDigest, row.LoadedAt = h.ConfigDigest, h.LoadedAt
+	row.Note = unitsNote(h)
+	if row.Note != "" {
+		row.ConfigMatches = 0
+	}
 	if f := h.LastFailure; f != nil {
 		row.LastFailure = fmt.Sprintf("%s %s at %s", f.Action, f.Version, f.Time)
 		if f.Action == manifests.LedgerRestart {
@@ -229,6 +253,37 @@ func judge(row *NodeStatus, h *schema.Health, ref string, o StatusOptions) {
 		row.State = StateCurrent
 		row.Behind = 0
 	}
+}
+
+// unitsNote says which of a node's units is not current and what to do,
+// the worst first ("" when every one is current).
+func unitsNote(h *schema.Health) string {
+	if h.UnitsError != "" {
+		return "its units' config could not be read: " + h.UnitsError
+	}
+	rank := map[string]int{schema.UnitError: 0, schema.UnitBad: 1, schema.UnitFailed: 2, schema.UnitChanged: 3, schema.UnitLocalEdit: 4, schema.UnitOwed: 5}
+	var worst *schema.UnitConfig
+	others := 0
+	for i, u := range h.Units {
+		if u.Current() {
+			continue
+		}
+		if worst == nil || rank[u.State] < rank[worst.State] {
+			worst = &h.Units[i]
+		}
+		others++
+	}
+	if worst == nil {
+		if h.Agent.TreeMatches != nil && !*h.Agent.TreeMatches {
+			return fmt.Sprintf("the node's files did not match its head at %s: strata verify-sequence --files --root %s names them", h.Agent.TreeChecked.Format(time.RFC3339), h.Root)
+		}
+		return ""
+	}
+	note := worst.Unit + ": " + worst.Note
+	if others > 1 {
+		note += fmt.Sprintf(" (and %d more units: strata status --root %s)", others-1, h.Root)
+	}
+	return note
 }
 
 // fetchHealth GETs a node's health, bounded in time and size, and the

@@ -231,7 +231,7 @@ func TestPageEscapes(t *testing.T) {
 	if bytes.Contains(b, []byte("<script>")) || !bytes.Contains(b, []byte("&lt;script&gt;")) {
 		t.Errorf("the page does not escape a node's failure reason:\n%s", page)
 	}
-	if !bytes.Contains(b, []byte(`<tr class="failing" data-node="evil">`)) || !bytes.Contains(b, []byte(`http-equiv="refresh" content="10"`)) {
+	if !bytes.Contains(b, []byte(`<tr data-node="evil" data-state="failing">`)) || !bytes.Contains(b, []byte(`http-equiv="refresh" content="10"`)) {
 		t.Errorf("page:\n%s", page)
 	}
 	var rep Report

@@ -144,7 +144,7 @@ func (h *Node) applyOne(ctx context.Context, v *view.View, a *archive.Archive, s
 		}
 		fault.Point("restarting")
 		reached, daemonDone := 0, false
-		res, err := runPlan(ctx, r, req, func(sa manifests.ServiceAction) {
+		res, err := runPlan(ctx, r, req, h.noteFor("apply "+m.Version), func(sa manifests.ServiceAction) {
 			progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit))
 			plan.Restarted = append(plan.Restarted, sa)
 			if sa.Unit != "" {
@@ -161,7 +161,7 @@ func (h *Node) applyOne(ctx context.Context, v *view.View, a *archive.Archive, s
 				reached++
 			}
 			back := RestartPlan{Actions: plan.Actions, Catalog: v.Catalog(), Changed: req.Changed}
-			return takeBack(ctx, n, t, v.Ledger, rec, r, back, res, reached, err, progress)
+			return takeBack(ctx, n, t, v.Ledger, rec, r, back, res, reached, err, h.noteFor("taking "+m.Version+" back"), progress)
 		}
 	}
 	l, err := t.Commit(ctx, v.Ledger)
@@ -216,7 +216,7 @@ func validate(ctx context.Context, b nodestate.Backend, t nodestate.Txn, plan *P
 // attempt. With the systemd restarter the units come from the forward
 // resolution fwd (its first reached steps), restarted whatever their
 // state: the change may have left one failed.
-func takeBack(ctx context.Context, n nodestate.Node, t nodestate.Txn, l *manifests.Ledger, rec manifests.LedgerEntry, r Restarter, req RestartPlan, fwd *systemd.Resolved, reached int, cause error, progress func(string)) error {
+func takeBack(ctx context.Context, n nodestate.Node, t nodestate.Txn, l *manifests.Ledger, rec manifests.LedgerEntry, r Restarter, req RestartPlan, fwd *systemd.Resolved, reached int, cause error, ln loadNote, progress func(string)) error {
 	progress(fmt.Sprintf("restart failed, taking %s back: %v", rec.Version, cause))
 	if err := t.Abort(ctx); err != nil {
 		return fmt.Errorf("%w; taking %s back failed too, the next run retries: %w", cause, rec.Version, err)
@@ -234,8 +234,15 @@ func takeBack(ctx context.Context, n nodestate.Node, t nodestate.Txn, l *manifes
 		return fmt.Errorf("overlay %s taken back: %w; %w", rec.Version, cause, err)
 	}
 	fault.Point("taken-back")
-	report := func(sa manifests.ServiceAction) { progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit)) }
+	var undone []manifests.ServiceAction
+	report := func(sa manifests.ServiceAction) {
+		progress(fmt.Sprintf("%s %s", sa.Action, sa.Unit))
+		undone = append(undone, sa)
+	}
 	rerr := r.Undo(ctx, req, fwd, reached, report)
+	if err := ln.record(ctx, req.Catalog, undone); err != nil {
+		progress("warning: " + err.Error())
+	}
 	if rerr != nil {
 		return fmt.Errorf("overlay %s taken back: %w; restarts after taking it back failed too, they stay due: %w", rec.Version, cause, rerr)
 	}

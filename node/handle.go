@@ -39,6 +39,10 @@ type Options struct {
 	// commands (the node's own programs) do not run on this host, and
 	// restarts are recorded as pending whatever Restarter says.
 	Offline bool
+	// Observer tells what the node's service manager knows of its units
+	// (nil: the Restarter, when it is one): what each unit loaded, and
+	// whether a changed config validates (Status.Units).
+	Observer Observer
 	// Run is the runtime directory activation mounts below (default
 	// ROOT/run): an initramfs passes its own /run.
 	Run string

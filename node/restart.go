@@ -37,13 +37,25 @@ type RestartPlan struct {
 }
 
 // runPlan resolves a plan through r and carries it out, returning the
-// resolution (nil where r carries plans out as recorded).
-func runPlan(ctx context.Context, r Restarter, plan RestartPlan, report func(manifests.ServiceAction)) (*systemd.Resolved, error) {
+// resolution (nil where r carries plans out as recorded). What the units
+// it restarted or reloaded loaded is recorded (ln), whether or not a
+// later step failed; failing to record that does not fail the plan (the
+// units are then judged by their files' change times), it is reported
+// as a progress line.
+func runPlan(ctx context.Context, r Restarter, plan RestartPlan, ln loadNote, report func(manifests.ServiceAction)) (*systemd.Resolved, error) {
 	res, err := r.Resolve(ctx, plan)
 	if err != nil {
 		return nil, err
 	}
-	return res, r.Run(ctx, plan, res, report)
+	var done []manifests.ServiceAction
+	err = r.Run(ctx, plan, res, func(a manifests.ServiceAction) {
+		done = append(done, a)
+		report(a)
+	})
+	if rerr := ln.record(ctx, plan.Catalog, done); rerr != nil {
+		ln.progress("warning: " + rerr.Error())
+	}
+	return res, err
 }
 
 // rebootDue lists what a resolution deferred to the next boot.

@@ -77,7 +77,7 @@ func (h *Node) rollback(ctx context.Context, to, who string) (*RollbackReport, e
 			return nil, err
 		}
 	}
-	rep, err := rollbackLocked(ctx, b, r, steps, progress)
+	rep, err := rollbackLocked(ctx, b, r, steps, h.noteFor("rollback"), progress)
 	if who == "" || rep == nil || len(rep.Steps) == 0 {
 		return rep, err
 	}
@@ -123,7 +123,7 @@ func stepsTo(n nodestate.Node, to string) (int, error) {
 		to, n.Root, versions[0], strings.Join(versions[1:len(versions)-1], ", "), ErrRollbackTarget)
 }
 
-func rollbackLocked(ctx context.Context, b nodestate.Backend, r Restarter, steps int, progress func(string)) (*RollbackReport, error) {
+func rollbackLocked(ctx context.Context, b nodestate.Backend, r Restarter, steps int, ln loadNote, progress func(string)) (*RollbackReport, error) {
 	n := b.Node()
 	rep := &RollbackReport{Root: n.Root, Steps: []manifests.Ref{}}
 	var l *manifests.Ledger
@@ -168,7 +168,7 @@ func rollbackLocked(ctx context.Context, b nodestate.Backend, r Restarter, steps
 	if r == nil {
 		return rep, nil
 	}
-	res, err := runPlan(ctx, r, RestartPlan{Actions: rep.Actions, Catalog: cat, Changed: changed}, func(a manifests.ServiceAction) {
+	res, err := runPlan(ctx, r, RestartPlan{Actions: rep.Actions, Catalog: cat, Changed: changed}, ln, func(a manifests.ServiceAction) {
 		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))
 		rep.Restarted = append(rep.Restarted, a)
 	})

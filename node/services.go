@@ -9,6 +9,7 @@ import (
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node/internal/view"
+	"github.com/strata-dev/strata/schema"
 )
 
 // RestartReport describes a restart of a node's services.
@@ -69,11 +70,14 @@ func (h *Node) Restart(ctx context.Context, units []string) (*RestartReport, err
 	if err := catalog.KnownUnits(cat, units); err != nil {
 		return nil, err
 	}
+	if err := h.refuseBadConfig(ctx, v, units); err != nil {
+		return nil, err
+	}
 	var actions []manifests.ServiceAction
 	for _, u := range units {
 		actions = append(actions, manifests.ServiceAction{Unit: u, Action: manifests.ActionRestart, Because: []string{"strata restart"}})
 	}
-	res, runErr := runPlan(ctx, r, RestartPlan{Actions: actions, Catalog: cat}, func(a manifests.ServiceAction) {
+	res, runErr := runPlan(ctx, r, RestartPlan{Actions: actions, Catalog: cat}, h.noteFor("restart"), func(a manifests.ServiceAction) {
 		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))
 		if a.Unit != "" {
 			rep.Restarted = append(rep.Restarted, a)
@@ -94,4 +98,31 @@ func (h *Node) Restart(ctx context.Context, units []string) (*RestartReport, err
 		return rep, err
 	}
 	return rep, nil
+}
+
+// refuseBadConfig refuses, with ErrValidation, to restart a unit whose
+// config changed on disk since it loaded it and fails its validation
+// (schema.UnitBad): nothing restarts onto a config that is known bad.
+// When the units cannot be judged the restart goes ahead, and a progress
+// line says why they were not.
+func (h *Node) refuseBadConfig(ctx context.Context, v *view.View, units []string) error {
+	ucs, err := h.unitConfigs(ctx, v, nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		h.o.Progress("warning: the units' config was not checked before restarting: " + err.Error())
+		return nil
+	}
+	asked := map[string]bool{}
+	for _, u := range units {
+		asked[u] = true
+		asked[catalog.TemplateOf(u)] = true
+	}
+	for _, uc := range ucs {
+		if asked[uc.Unit] && uc.State == schema.UnitBad {
+			return fmt.Errorf("restarting %s on %s: %w: %s", uc.Unit, h.root, ErrValidation, uc.Note)
+		}
+	}
+	return nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/view"
+	"github.com/strata-dev/strata/schema"
 )
 
 // Status is what a node is and what it owes.
@@ -43,6 +45,10 @@ type Status struct {
 	LastFailure *manifests.LedgerEntry `json:"last_failure,omitempty"`
 	// Held is the node's hold, if it is held (Hold).
 	Held *manifests.Hold `json:"held,omitempty"`
+	// Units are the managed units' configs: on disk, at the head, and as
+	// each unit loaded them; UnitsError says why they could not be read.
+	Units      []schema.UnitConfig `json:"units"`
+	UnitsError string              `json:"units_error,omitempty"`
 }
 
 // UpgradeStatus is a staged upgrade: waiting for the next boot
@@ -114,6 +120,20 @@ func (h *Node) Status(ctx context.Context) (*Status, error) {
 			st.LastFailure = &e
 			break
 		}
+	}
+	st.Units = []schema.UnitConfig{}
+	v, err := view.Load(n)
+	if err == nil {
+		var units []schema.UnitConfig
+		if units, err = h.unitConfigs(ctx, v, owedUnits(st)); err == nil {
+			st.Units = units
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		st.UnitsError = err.Error()
 	}
 	return st, nil
 }

@@ -33,7 +33,16 @@ type Health struct {
 	// configuration files with their digests and times on disk.
 	Services []string     `json:"services"`
 	Configs  []ConfigFile `json:"configs,omitempty"`
-	Agent    AgentState   `json:"agent"`
+	// Units are the managed units' configurations: on disk, as the head
+	// has them, and as each unit loaded them.
+	Units []UnitConfig `json:"units"`
+	// ConfigDigest is the digest of every unit's config on disk (the
+	// digests of Units in order), LoadedAt the newest load among them.
+	ConfigDigest string    `json:"config_digest,omitempty"`
+	LoadedAt     time.Time `json:"loaded_at,omitzero"`
+	// UnitsError says why Units could not be read.
+	UnitsError string     `json:"units_error,omitempty"`
+	Agent      AgentState `json:"agent"`
 	// Identity is the node's identity key (minisign public key, one-line
 	// base64), which signs its agent's health answers; empty where the
 	// node has none yet.
@@ -133,3 +142,50 @@ type Configs struct {
 	Services []string     `json:"services"`
 	Files    []ConfigFile `json:"files"`
 }
+
+// UnitConfig states, worst first where several apply.
+const (
+	UnitError     = "error"      // its config could not be read
+	UnitBad       = "bad"        // the config on disk differs from what it loaded and fails its validation
+	UnitFailed    = "failed"     // the service manager has it failed
+	UnitChanged   = "changed"    // the config on disk differs from what it loaded: a restart or reload is pending
+	UnitLocalEdit = "local-edit" // it runs a config that differs from the head's
+	UnitOwed      = "owed"       // a restart or reload is owed (restart debt, a reboot, a failed restart)
+	UnitCurrent   = "current"    // it loaded the config on disk, which is the head's
+)
+
+// UnitConfig is one managed unit's configuration: its config set (unit
+// files, declared paths, reload paths) on disk, as the node's head has
+// it, and as the unit loaded it.
+type UnitConfig struct {
+	Unit  string `json:"unit"`
+	State string `json:"state"`
+	// Disk, Head and Loaded are config set digests; Loaded is empty when
+	// what the unit loaded is not known (a file changed after it
+	// started, and strata did not record the start) or it does not run.
+	Disk   string `json:"disk_digest,omitempty"`
+	Head   string `json:"head_digest"`
+	Loaded string `json:"loaded_digest,omitempty"`
+	// LoadedAt is when the unit last started or reloaded, LoadedBy what
+	// says so: the strata command that did it ("apply 1.2.0",
+	// "restart", ...), "systemd" (the service manager's start or reload
+	// time, the files unchanged since), or "presumed" (no record and no
+	// service manager to ask: the node's last change).
+	LoadedAt     time.Time `json:"loaded_at,omitzero"`
+	LoadedBy     string    `json:"loaded_by,omitempty"`
+	InvocationID string    `json:"invocation_id,omitempty"`
+	// Active is the service manager's ActiveState, where it was asked.
+	Active string `json:"active_state,omitempty"`
+	// Differ are the paths whose content on disk differs from what the
+	// unit loaded (or changed after it loaded, when that is not known);
+	// Drift the paths where the disk differs from the head.
+	Differ []string `json:"differ,omitempty"`
+	Drift  []string `json:"drift,omitempty"`
+	// Note says what is wrong and what to do; empty when current.
+	Note  string `json:"note,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// Current reports whether the unit runs with the config on disk and that
+// config is the head's.
+func (u UnitConfig) Current() bool { return u.State == UnitCurrent }

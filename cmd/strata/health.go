@@ -10,7 +10,7 @@ import (
 )
 
 func newHealthCmd(g *globals) *cobra.Command {
-	var root string
+	var root, restartWith string
 	c := &cobra.Command{
 		Use:   "health --root DIR",
 		Short: "Print the node's health document (JSON), as its agent serves it",
@@ -22,7 +22,11 @@ on nodes whose inventory entry has no health URL. It changes nothing.`,
 		Example: `  strata health --root /`,
 		Args:    args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			h, err := agent.ReadHealth(c.Context(), root)
+			obs, err := observerFor(restartWith, root)
+			if err != nil {
+				return err
+			}
+			h, err := agent.ReadHealth(c.Context(), root, obs)
 			if err != nil {
 				return err
 			}
@@ -33,6 +37,7 @@ on nodes whose inventory entry has no health URL. It changes nothing.`,
 		},
 	}
 	c.Flags().StringVar(&root, "root", "", "node root directory")
+	c.Flags().StringVar(&restartWith, "restart-with", "", observeWithHelp)
 	required(c, "root")
 	return c
 }

@@ -33,6 +33,24 @@ func restarterFor(spec string, root string) (node.Restarter, error) {
 	return nil, usageError{fmt.Errorf("--restart-with %q: want systemd, none or exec:'CMD {unit} {action}'", spec)}
 }
 
+// observeWithHelp is the help of --restart-with where it names the
+// service manager to ask, not one to drive.
+const observeWithHelp = "the node's service manager, asked what each unit loaded and to validate a changed config: systemd (default with --root /) or none"
+
+// observerFor parses --restart-with for a command that only asks the
+// service manager (status, health): nil when it cannot be asked.
+func observerFor(spec, root string) (node.Observer, error) {
+	if strings.HasPrefix(spec, "exec:") {
+		return nil, usageError{fmt.Errorf("--restart-with %q: want systemd or none here", spec)}
+	}
+	r, err := restarterFor(spec, root)
+	if err != nil {
+		return nil, err
+	}
+	obs, _ := r.(node.Observer)
+	return obs, nil
+}
+
 func newApplyCmd(g *globals) *cobra.Command {
 	var src node.Source
 	var o node.ApplyOptions

@@ -15,10 +15,11 @@ import (
 	"github.com/strata-dev/strata/internal/serve"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
+	"github.com/strata-dev/strata/schema"
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
-	var root, diskPath, inventory, repoLoc, line, group, serveAddr string
+	var root, diskPath, restartWith, inventory, repoLoc, line, group, serveAddr string
 	var timeout, refresh time.Duration
 	var ssh *fleet.SSH
 	c := &cobra.Command{
@@ -64,7 +65,11 @@ the background every --refresh, until stopped (SIGINT or SIGTERM).`,
 			if serveAddr != "" {
 				return usageError{fmt.Errorf("--serve needs --inventory")}
 			}
-			n, err := node.Open(root, node.Options{})
+			obs, err := observerFor(restartWith, root)
+			if err != nil {
+				return err
+			}
+			n, err := node.Open(root, node.Options{Observer: obs})
 			if err != nil {
 				return err
 			}
@@ -77,6 +82,7 @@ the background every --refresh, until stopped (SIGINT or SIGTERM).`,
 	}
 	c.Flags().StringVar(&root, "root", "", "node root directory")
 	c.Flags().StringVar(&diskPath, "disk", "", "provisioned disk (image file or block device) of a node that is not running")
+	c.Flags().StringVar(&restartWith, "restart-with", "", observeWithHelp)
 	c.Flags().StringVar(&inventory, "inventory", "", "fleet inventory (YAML)")
 	c.Flags().StringVar(&repoLoc, "repo", "", "with --inventory: the repository whose head is the reference")
 	c.Flags().StringVar(&line, "line", "", "with --repo: the line (when the repository has several)")
@@ -158,7 +164,7 @@ func needsSSH(nodes []fleet.Node) bool {
 
 func printFleet(w io.Writer, rep *fleet.Report) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tHEAD\tBEHIND\tCONFIG\tPENDING\tSKEW\tNOTE")
+	fmt.Fprintln(tw, "NODE\tSTATE\tHEAD\tBEHIND\tCONFIG\tDIGEST\tLOADED\tPENDING\tSKEW\tNOTE")
 	for _, n := range rep.Sorted() {
 		behind := "?"
 		if n.Behind >= 0 {
@@ -168,13 +174,16 @@ func printFleet(w io.Writer, rep *fleet.Report) {
 		if head == "" {
 			head = "-"
 		}
-		note := n.LastFailure
-		if n.Error != "" {
-			note = n.Error
+		digest, loaded := "-", "-"
+		if d := strings.TrimPrefix(n.ConfigDigest, "sha256:"); len(d) >= 12 {
+			digest = d[:12]
+		}
+		if !n.LoadedAt.IsZero() {
+			loaded = n.LoadedAt.UTC().Format(time.RFC3339)
 		}
 		// What a node reports is printed as text: no control character
 		// of it reaches the terminal.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", n.Name, n.State, printable(head), behind, n.ConfigMatches, n.Pending, n.Skew, printable(note))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", n.Name, n.State, printable(head), behind, n.ConfigMatches, printable(digest), loaded, n.Pending, n.Skew, printable(n.Notes()))
 	}
 	tw.Flush()
 	var parts []string
@@ -240,5 +249,35 @@ func printStatus(w io.Writer, st *node.Status) {
 		fmt.Fprintf(w, "failed    upgrade to image %s at %s: %s\n", f.Version, f.Time, f.Error)
 	} else if f != nil {
 		fmt.Fprintf(w, "failed    %s at %s: %s\n", f.Version, f.Time, f.Error)
+	}
+	printUnits(w, st.Units, st.UnitsError)
+}
+
+// printUnits prints a node's units: how many are current, then each
+// one that is not, with what it loaded and what to do.
+func printUnits(w io.Writer, units []schema.UnitConfig, unitsErr string) {
+	if unitsErr != "" {
+		fmt.Fprintf(w, "units     not read: %s\n", unitsErr)
+		return
+	}
+	current := 0
+	for _, u := range units {
+		if u.Current() {
+			current++
+		}
+	}
+	fmt.Fprintf(w, "units     %d managed, %d current\n", len(units), current)
+	for _, u := range units {
+		if u.Current() {
+			continue
+		}
+		loaded := "loaded: unknown"
+		if !u.LoadedAt.IsZero() {
+			loaded = fmt.Sprintf("loaded %s (%s)", u.LoadedAt.UTC().Format(time.RFC3339), u.LoadedBy)
+		}
+		if u.Active != "" && u.Active != "active" {
+			loaded = u.Active
+		}
+		fmt.Fprintf(w, "  %-24s %-10s %s; %s\n", u.Unit, u.State, loaded, u.Note)
 	}
 }

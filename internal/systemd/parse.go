@@ -10,7 +10,7 @@ import (
 
 // showProperties are the properties Systemctl asks `systemctl show` for.
 // None of them can contain a newline.
-const showProperties = "Id,Names,LoadState,ActiveState,SubState,Type,MainPID,RefuseManualStart,RefuseManualStop,CanReload,UnitFileState"
+const showProperties = "Id,Names,LoadState,ActiveState,SubState,Type,MainPID,RefuseManualStart,RefuseManualStop,CanReload,UnitFileState,InvocationID,StateChangeTimestampMonotonic"
 
 // parseShow parses the output of `systemctl show -p showProperties --
 // UNIT...`: records of KEY=VALUE lines separated by blank lines, in any
@@ -95,6 +95,13 @@ func setProperty(u *Unit, key, val string) error {
 		u.CanReload, err = parseBool(val)
 	case "UnitFileState":
 		u.UnitFileState = val
+	case "InvocationID":
+		if val != "" && !validInvocation(val) {
+			err = fmt.Errorf("not an invocation id: %q", val)
+		}
+		u.InvocationID = val
+	case "StateChangeTimestampMonotonic":
+		u.StateChangeMonotonic, err = strconv.ParseUint(val, 10, 64)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", key, err)
@@ -161,4 +168,18 @@ func parseListUnits(out string) []string {
 		}
 	}
 	return names
+}
+
+// validInvocation reports whether s is an invocation id: 32 lower-case
+// hex digits.
+func validInvocation(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"sort"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Unit is a snapshot of one unit loaded in the service manager: the
@@ -35,6 +38,28 @@ type Unit struct {
 	// UnitFileState is "enabled", "static", "disabled", ... (empty for
 	// units without a unit file).
 	UnitFileState string `json:"unit_file_state,omitempty"`
+	// InvocationID is the id of the unit's current run (empty when it
+	// has not run since the manager started).
+	InvocationID string `json:"invocation_id,omitempty"`
+	// StateChangeMonotonic is when the unit last changed its active
+	// state (entered "active" after a start or a reload, for one that
+	// runs), in microseconds of CLOCK_MONOTONIC; 0 when never.
+	StateChangeMonotonic uint64 `json:"state_change_monotonic,omitempty"`
+}
+
+// StateChange is StateChangeMonotonic on this host's wall clock (zero
+// when never): the monotonic clock does not move with the wall clock, and
+// it is the one the service manager's timestamps share with this process.
+func (u Unit) StateChange() time.Time {
+	if u.StateChangeMonotonic == 0 {
+		return time.Time{}
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return time.Time{}
+	}
+	ago := time.Duration(ts.Nano()/1000-int64(u.StateChangeMonotonic)) * time.Microsecond
+	return time.Now().Add(-ago)
 }
 
 // Manager is what Resolve's callers need of a live service manager: a

@@ -146,3 +146,44 @@ func runCommand(ctx context.Context, argv []string, limit time.Duration, root st
 	}
 	return sandbox.Run(ctx, sandbox.Spec{Root: root, Argv: argv, Timeout: limit, Network: true, FileCaps: true})
 }
+
+var _ node.Observer = Systemd{}
+
+// Observe asks the service manager about units: their active state, the
+// id of their current run and when they last entered that state. A unit
+// the manager has not loaded is left out.
+func (s Systemd) Observe(ctx context.Context, units []string) (map[string]node.UnitRun, error) {
+	out := map[string]node.UnitRun{}
+	if len(units) == 0 {
+		return out, nil
+	}
+	shown, err := s.ctl().Show(ctx, units...)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range shown {
+		if u.LoadState != "loaded" {
+			continue
+		}
+		for _, name := range units {
+			if u.HasName(name) {
+				out[name] = node.UnitRun{Active: u.ActiveState, InvocationID: u.InvocationID, Since: u.StateChange()}
+			}
+		}
+	}
+	return out, nil
+}
+
+// ValidateOnDisk runs a service's validation command against the node's
+// tree as it is, in the sandbox (no network; writes go to a scratch
+// layer that is thrown away).
+func (s Systemd) ValidateOnDisk(ctx context.Context, argv []string) (string, error) {
+	if err := manifests.ValidCommand(argv); err != nil {
+		return "", err
+	}
+	root := s.Root
+	if root == "" {
+		root = "/"
+	}
+	return sandbox.Run(ctx, sandbox.Spec{Root: root, Argv: argv, FileCaps: true, Timeout: checkTimeout})
+}
