@@ -180,10 +180,10 @@ func (h *Node) judgeUnit(ctx context.Context, uc *schema.UnitConfig, cat manifes
 	switch {
 	case uc.Active == "failed":
 		uc.State = schema.UnitFailed
-		uc.Note = fmt.Sprintf("%s has failed; see journalctl -u %s, then strata restart --root %s %s", uc.Unit, uc.Unit, h.root, uc.Unit)
+		uc.Note = fmt.Sprintf("%s has failed; see journalctl -u %s, then strata restart --root %s --unit %s", uc.Unit, uc.Unit, h.root, uc.Unit)
 	case stale && len(uc.Drift) == 0:
 		uc.State = schema.UnitChanged
-		uc.Note = fmt.Sprintf("config changed on disk (%s), restart or reload pending: strata restart --root %s %s", files, h.root, uc.Unit)
+		uc.Note = fmt.Sprintf("config changed on disk (%s), restart or reload pending: strata restart --root %s --unit %s", files, h.root, uc.Unit)
 	case stale:
 		why, err := h.validateOnDisk(ctx, cat, uc, obs)
 		switch {
@@ -192,7 +192,7 @@ func (h *Node) judgeUnit(ctx context.Context, uc *schema.UnitConfig, cat manifes
 			uc.Note = fmt.Sprintf("config on disk is bad: %s; nothing restarts onto it: fix %s, or strata restart --repair --root %s returns it to the head", err, drift, h.root)
 		default:
 			uc.State = schema.UnitChanged
-			uc.Note = fmt.Sprintf("config changed on disk (%s, not the head's: a local edit %s), restart or reload pending: publish it (strata config set), or strata restart --repair --root %s returns it to the head", files, why, h.root)
+			uc.Note = fmt.Sprintf("config changed on disk (%s: a local edit, not the head's; %s), restart or reload pending: publish it (strata config set), or strata restart --repair --root %s returns it to the head", files, why, h.root)
 		}
 	case len(uc.Drift) > 0:
 		uc.State = schema.UnitLocalEdit
@@ -215,19 +215,19 @@ func clipList(ss []string, n int) []string {
 
 // validateOnDisk runs the unit's validation command against the node's
 // tree as it is on disk, once per config on disk (the result is kept by
-// the disk digest). It returns how it was judged ("validates", "not
+// the disk digest). It returns how it was judged ("it validates", "not
 // validated: ...") or the refusal.
 func (h *Node) validateOnDisk(ctx context.Context, cat manifests.Catalog, uc *schema.UnitConfig, obs Observer) (string, error) {
 	argv := catalog.ServiceOf(cat, uc.Unit).Validate
 	if len(argv) == 0 {
-		return "(its service declares no validation)", nil
+		return "its service declares no validation", nil
 	}
 	if obs == nil {
-		return "(not validated here: no service manager to run the validation in)", nil
+		return "not validated: no service manager here to run it in", nil
 	}
 	key := validationKey{root: h.root, unit: uc.Unit, disk: uc.Disk, argv: strings.Join(argv, "\x00")}
 	if err, ok := validations.get(key); ok {
-		return "that validates", err
+		return "it validates", err
 	}
 	vctx, cancel := context.WithTimeout(ctx, validationTimeout)
 	out, err := obs.ValidateOnDisk(vctx, argv)
@@ -239,7 +239,7 @@ func (h *Node) validateOnDisk(ctx context.Context, cat manifests.Catalog, uc *sc
 		err = fmt.Errorf("%s does not validate: %s", uc.Unit, catalog.Outcome(argv, err, out))
 	}
 	validations.put(key, err)
-	return "that validates", err
+	return "it validates", err
 }
 
 // owedUnits maps each unit a status owes a restart or reload (pending,
@@ -247,7 +247,7 @@ func (h *Node) validateOnDisk(ctx context.Context, cat manifests.Catalog, uc *sc
 func owedUnits(st *Status) map[string]string {
 	out := map[string]string{}
 	for _, a := range st.Pending {
-		out[a.Unit] = fmt.Sprintf("a %s is owed (restart debt: %s); strata restart --root %s %s settles it", a.Action, strings.Join(a.Because, ", "), st.Root, a.Unit)
+		out[a.Unit] = fmt.Sprintf("a %s is owed (restart debt: %s); strata restart --root %s --unit %s settles it", a.Action, strings.Join(a.Because, ", "), st.Root, a.Unit)
 	}
 	for _, a := range st.Reboot {
 		out[a.Unit] = fmt.Sprintf("takes its change at the next boot (%s)", strings.Join(a.Because, ", "))
@@ -255,7 +255,7 @@ func owedUnits(st *Status) map[string]string {
 	if f := st.LastFailure; f != nil {
 		for _, l := range [][]manifests.ServiceAction{f.Pending, f.Done} {
 			for _, a := range l {
-				out[a.Unit] = fmt.Sprintf("the last restart failed at %s: %s; fix the unit, then strata restart --root %s %s", f.Time, f.Error, st.Root, a.Unit)
+				out[a.Unit] = fmt.Sprintf("the last restart failed at %s: %s; fix the unit, then strata restart --root %s --unit %s", f.Time, f.Error, st.Root, a.Unit)
 			}
 		}
 	}

@@ -197,7 +197,7 @@ func TestUnitConfigsWithServiceManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	u = unitOf(t, root, o, "app.service")
-	if u.State != schema.UnitChanged || !strings.Contains(u.Note, "that validates") {
+	if u.State != schema.UnitChanged || !strings.Contains(u.Note, "it validates") {
 		t.Fatalf("a good hand edit: %+v", u)
 	}
 	if err := restartUnit(t, root, o, "app.service"); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
+	"github.com/strata-dev/strata/schema"
 	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/tests/testnode"
 )
@@ -378,4 +379,20 @@ func publishCLI(t *testing.T, img *testnode.Image, repoDir, version string, ch o
 		t.Fatalf("creating %s: unreadable output (%v):\n%s", version, err, out)
 	}
 	return &overlay.Created{Path: res.Path, Digest: res.Digest, Manifest: res.Manifest}
+}
+
+// unitConfig is what strata status says of unit's config.
+func (l *lab) unitConfig(unit string) schema.UnitConfig {
+	l.t.Helper()
+	st := l.status()
+	if st.UnitsError != "" {
+		l.t.Fatalf("status could not read the units: %s", st.UnitsError)
+	}
+	for _, u := range st.Units {
+		if u.Unit == unit {
+			return u
+		}
+	}
+	l.t.Fatalf("status has no unit %s: %+v", unit, st.Units)
+	return schema.UnitConfig{}
 }

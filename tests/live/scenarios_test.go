@@ -5,13 +5,17 @@ package live_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/schema"
 )
 
 // nginxSite is a valid extra server block, answering with body.
@@ -52,6 +56,39 @@ func TestNginxConfigReloads(t *testing.T) {
 	l.requireChanged(before)
 	count(t, acted(rep))
 	l.audit()
+
+	// Runtime truth: strata's reload recorded what nginx loaded. A broken
+	// config put in by hand (into the layer on the state partition: the
+	// live /etc is read-only) is named, refused by nginx -t run in the
+	// sandbox against the tree on disk, and strata restart does not
+	// restart nginx onto it; the file put back, nginx is current again.
+	if u := l.unitConfig("nginx.service"); !u.Current() || u.LoadedBy != "apply 1.0.1" || u.Loaded != u.Head || u.InvocationID != nginx.InvocationID {
+		t.Fatalf("nginx.service after the apply's reload: %+v (invocation %s)", u, nginx.InvocationID)
+	}
+	conf := filepath.Join(l.state, "var/lib/strata/layers/1.0.1/etc/nginx/conf.d/strata-live.conf")
+	good, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("this is not nginx;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := l.unitConfig("nginx.service")
+	if u.State != schema.UnitBad || !strings.Contains(u.Note, "config on disk is bad") || !slices.Equal(u.Differ, []string{"etc/nginx/conf.d/strata-live.conf"}) {
+		t.Fatalf("nginx.service with a broken config put in by hand: %+v", u)
+	}
+	if _, errOut, code := l.strata("restart", "--root", "/", "--unit", "nginx.service"); code != 3 || !strings.Contains(errOut, "config on disk is bad") {
+		t.Fatalf("strata restart onto a bad config exited %d, want 3:\n%s", code, errOut)
+	}
+	if got := l.unit("nginx.service"); got.MainPID != nginx.MainPID || got.InvocationID != nginx.InvocationID {
+		t.Fatalf("nginx was restarted onto a bad config")
+	}
+	if err := os.WriteFile(conf, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if u = l.unitConfig("nginx.service"); !u.Current() {
+		t.Fatalf("nginx.service with its file put back: %+v", u)
+	}
 }
 
 // Scenario 3: a unit file changes: daemon-reload, and that unit restarts
@@ -101,6 +138,7 @@ func TestInvalidConfigRefused(t *testing.T) {
 	l.requireChanged(before)
 	count(t, nil)
 	l.audit()
+
 }
 
 // Scenario 5: a change that passes validation but makes its service
