@@ -20,8 +20,8 @@ import (
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
-	"github.com/strata-dev/strata/schema"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/schema"
 	"github.com/strata-dev/strata/tests/testnode"
 )
 
