@@ -46,21 +46,27 @@ func open(ctx context.Context, repoDir, line, version string) (*repo.Repo, *over
 // version (empty: the line's head) of line (empty: the only line) in the
 // repository in directory repoDir, and the version it read.
 func Get(ctx context.Context, repoDir, line, p, version string) ([]byte, string, error) {
+	b, at, _, _, err := get(ctx, repoDir, line, p, version)
+	return b, at, err
+}
+
+// get is Get, with the chain it read and the tree path.
+func get(ctx context.Context, repoDir, line, p, version string) ([]byte, string, *overlay.Chain, string, error) {
 	rel, err := manifests.ImagePath(p)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, "", err
 	}
 	_, c, err := open(ctx, repoDir, line, version)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, "", err
 	}
 	at := c.Head().Version
 	e, ok := c.State[rel]
 	if !ok || e.Type != manifests.TypeFile {
-		return nil, at, fmt.Errorf("%w: line %s has no file /%s at %s", ErrNoFile, c.Line.Name, rel, at)
+		return nil, at, nil, "", fmt.Errorf("%w: line %s has no file /%s at %s", ErrNoFile, c.Line.Name, rel, at)
 	}
 	b, err := overlay.Content(ctx, c, e)
-	return b, at, err
+	return b, at, c, rel, err
 }
 
 // Change is one path that differs between two trees.

@@ -29,17 +29,23 @@ func newConfigGetCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "get --repo REPO /etc/PATH [--version V]",
 		Short: "Print a file as the line has it at a version (default: the head)",
+		Long: `Print the file as the line has it at --version (default: the head) on
+stdout, and on stderr which overlay last wrote it: its version, the key
+that signed it and when it was created (or the image, when no overlay
+did). --json gives both in one document.`,
 		Example: `  strata config get --repo repo /etc/nginx/nginx.conf
   strata config get --repo repo /etc/nginx/nginx.conf --version 1.0.3`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, a []string) error {
-			b, at, err := configedit.Get(c.Context(), repoDir, line, a[0], version)
+			b, at, w, err := configedit.LastChange(c.Context(), repoDir, line, a[0], version)
 			if err != nil {
 				return err
 			}
 			if g.json {
-				return g.output(c.OutOrStdout(), map[string]any{"path": a[0], "version": at, "content": string(b)}, nil)
+				return g.output(c.OutOrStdout(), map[string]any{"path": a[0], "version": at, "content": string(b), "last_written": w}, nil)
 			}
+			// Who wrote it goes to stderr: stdout is the file, as it is.
+			fmt.Fprintf(c.ErrOrStderr(), "%s at %s: %s\n", a[0], at, writtenBy(w))
 			_, err = c.OutOrStdout().Write(b)
 			return err
 		},
@@ -309,4 +315,16 @@ var errEditedCopy = manifests.Rejection("reading the edited copy")
 // fine), up to maxConfigFile bytes.
 func readHostFile(path string) ([]byte, error) {
 	return safefile.ReadFollow(path, maxConfigFile)
+}
+
+// writtenBy says which element of a line last wrote a file.
+func writtenBy(w *configedit.Writer) string {
+	if w.Image {
+		return fmt.Sprintf("as the image %s has it (created %s)", w.Version, w.Created)
+	}
+	signer := "signed by " + w.Signer
+	if !w.Verified {
+		signer += " (a key the line does not trust at this version)"
+	}
+	return fmt.Sprintf("last written by overlay %s, %s, created %s", w.Version, signer, w.Created)
 }
