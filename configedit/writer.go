@@ -64,4 +64,3 @@ func LastChange(ctx context.Context, repoDir, line, p, version string) ([]byte, 
 	}
 	return b, at, w, nil
 }
-
