@@ -63,7 +63,7 @@ works the same (see docs/fleet.md). SIGINT or SIGTERM stop it gracefully
 	c.Flags().DurationVar(&grace, "grace", 10*time.Second, "how long requests in flight may take to finish on shutdown")
 	c.Flags().IntVar(&lim.Conns, "max-conns", 0, "open connections; at the limit the longest-idle one is closed (0: the file limit less 256)")
 	c.Flags().IntVar(&lim.Requests, "max-requests", 0, "member requests served at once, and index requests in a pool of their own (0: 256)")
-	c.Flags().IntVar(&lim.Waits, "max-waits", 0, "nudge waits held at once; more get 503 (0: half of --max-conns)")
+	c.Flags().IntVar(&lim.Waits, "max-waits", 0, "nudge waits held at once; more get 503 (0: --max-conns less twice --max-requests, at least half); a held wait gives its connection to a poll that needs it")
 	c.Flags().IntVar(&lim.PerClient, "max-per-client", 0, "requests one client address may have in flight; more get 429 (0: 64)")
 	return c
 }

@@ -104,7 +104,7 @@ func TestIdleConnectionsYieldTheirSlots(t *testing.T) {
 
 // Nudge waits have their own pool: when it is full a wait gets 503 at
 // once, and index requests still get through. One client address holds
-// at most its share.
+// at most its share of waits, and apart from them its share of requests.
 func TestNudgeWaitsAndClientShare(t *testing.T) {
 	addr := start(t, serve.Limits{Conns: 32, Waits: 2, PerClient: 3})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -143,8 +143,8 @@ func TestNudgeWaitsAndClientShare(t *testing.T) {
 			t.Fatalf("a third nudge wait: %d", code)
 		}
 	}
-	// Two waits held from 127.0.0.1 and a share of three: one more
-	// request goes through, and it is served beside the full wait pool.
+	// Two waits held from 127.0.0.1: its requests have a share of their
+	// own, and one is served beside the full wait pool.
 	if code, err := getStatus(deadline, "http://"+addr+"/index.json"); err != nil || code != http.StatusOK {
 		t.Fatalf("an index request with the nudge waits full: %d %v", code, err)
 	}
@@ -212,4 +212,51 @@ func TestFleetOfWaitingAgents(t *testing.T) {
 		t.Error("no nudge wait was refused: the test did not fill the wait pool")
 	}
 	t.Logf("%d agents: %d polls answered, %d nudge waits refused at the pool's limit", agents, answered.Load(), refused.Load())
+}
+
+// When every connection holds a nudge wait, a poll still gets through:
+// the oldest wait ends at once with 204 and Connection: close (its agent
+// asks again a hold later), and its connection serves the poll.
+func TestWaitsYieldToPolls(t *testing.T) {
+	addr := start(t, serve.Limits{Conns: 3, Waits: 3, PerClient: 8})
+	type answer struct {
+		code  int
+		close bool
+		took  time.Duration
+	}
+	answers := make(chan answer, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 3 {
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/nudge?line=demo&after=0", nil)
+			start := time.Now()
+			resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+			if err != nil {
+				answers <- answer{}
+				return
+			}
+			resp.Body.Close()
+			answers <- answer{resp.StatusCode, resp.Close, time.Since(start)}
+		}()
+		time.Sleep(200 * time.Millisecond) // in order: the first is the oldest
+	}
+	deadline, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer dcancel()
+	if code, err := getStatus(deadline, "http://"+addr+"/index.json"); err != nil || code != http.StatusOK {
+		t.Fatalf("a poll with every connection in a nudge wait: %d %v", code, err)
+	}
+	select {
+	case a := <-answers:
+		if a.code != http.StatusNoContent || !a.close || a.took > serve.RelayWait/2 {
+			t.Fatalf("the wait that gave way: %+v, want 204 at once with Connection: close", a)
+		}
+	case <-deadline.Done():
+		t.Fatal("no wait gave its connection up")
+	}
+	select {
+	case a := <-answers:
+		t.Fatalf("a second wait ended (%+v): only one had to give way", a)
+	case <-time.After(500 * time.Millisecond):
+	}
 }

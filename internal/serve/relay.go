@@ -137,6 +137,8 @@ func (rl *relay) wait(w http.ResponseWriter, r *http.Request) {
 	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
 	timer := time.NewTimer(RelayWait)
 	defer timer.Stop()
+	yield, unpark := parkRequest(r)
+	defer unpark()
 	for {
 		rl.mu.Lock()
 		n, raw, wake := rl.latest[line], rl.raw[line], rl.wake
@@ -150,6 +152,12 @@ func (rl *relay) wait(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-wake:
 		case <-timer.C:
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case <-yield:
+			// The server needs the connection: the hold ends as if it
+			// ran out, and the connection closes.
+			w.Header().Set("Connection", "close")
 			w.WriteHeader(http.StatusNoContent)
 			return
 		case <-r.Context().Done():

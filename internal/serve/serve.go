@@ -134,6 +134,7 @@ func Listen(addr string, handler http.Handler, limits Limits) (*Server, error) {
 			IdleTimeout:       2 * time.Minute,
 			MaxHeaderBytes:    64 << 10,
 			ConnState:         t.state,
+			ConnContext:       connContext,
 		},
 	}, nil
 }
