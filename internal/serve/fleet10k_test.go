@@ -212,7 +212,7 @@ func TestFleet10000AgentsAtDefaults(t *testing.T) {
 	}
 	addr, limits := childServer(t, dir, 0)
 	if limits.Waits < agents {
-		t.Fatalf("the default wait pool %d is smaller than the fleet (connections %d: the file limit is too low for this test)", limits.Waits, limits.Conns)
+		t.Fatalf("the default wait pool (%d of %d connections) cannot hold the fleet's %d waits", limits.Waits, limits.Conns, agents)
 	}
 	r := runFleet(t, addr, agents, rounds, 512, 1)
 	t.Logf("%d agents at the defaults (%d connections, %d waits): %d polls answered, %d failed; %d waits held, %d refused, %d yielded",
