@@ -200,16 +200,24 @@ published and the edited file is kept, and its path printed.`,
 					return strings.EqualFold(strings.TrimSpace(ans), "y") || strings.EqualFold(strings.TrimSpace(ans), "yes")
 				}
 			}
+			// Once fixed, the kept file is published as it is.
+			again := fmt.Sprintf("strata config set --repo %s --key %s %s=%s", repoDir, keyPath, a[0], file)
 			plan, err := configedit.Set(c.Context(), repoDir, []configedit.Edit{{Path: a[0], Content: edited}}, o)
 			if err != nil {
-				return fmt.Errorf("%w (nothing published; your edit is kept in %s)", err, file)
+				return fmt.Errorf("%w (nothing published; your edit is kept in %s: fix it, then %s)", err, file, again)
 			}
 			if plan.Published == nil {
-				fmt.Fprintf(c.ErrOrStderr(), "not published; your edit is kept in %s\n", file)
+				fmt.Fprintf(c.ErrOrStderr(), "not published; your edit is kept in %s (to publish it: %s)\n", file, again)
 				return nil
 			}
 			os.RemoveAll(dir)
+			// --yes asked nothing: the diff and the plan are printed
+			// all the same, after the fact.
 			return g.output(c.OutOrStdout(), planJSON(plan), func(w io.Writer) {
+				if yes {
+					printPlan(w, plan)
+					return
+				}
 				fmt.Fprintf(w, "published %s %s (%s)\n", plan.Line, plan.To, plan.Published.Path)
 			})
 		},
