@@ -25,7 +25,8 @@ import (
 type Options struct {
 	// Root is the node (/ on a running node).
 	Root string
-	// ConfigPath is the configuration file, read before every poll.
+	// ConfigPath is the configuration file, read before every poll
+	// (default: the node's own, DefaultConfigPath below Root).
 	ConfigPath string
 	// Base is the configuration the file's settings override: defaults
 	// and the command line's.
@@ -78,9 +79,6 @@ func New(o Options) *Agent {
 	}
 	if o.TreeCheckEvery <= 0 {
 		o.TreeCheckEvery = 15 * time.Minute
-	}
-	if o.ConfigPath == "" {
-		o.ConfigPath = DefaultConfigPath
 	}
 	a := &Agent{o: o, wake: make(chan struct{}, 1)}
 	a.metrics = newMetrics(a)
@@ -144,7 +142,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // cycle reads the configuration, polls, applies when there is something
 // to apply, and returns how long to wait before the next cycle.
 func (a *Agent) cycle(ctx context.Context) time.Duration {
-	cfg, err := LoadConfig(a.o.ConfigPath, a.o.Base)
+	cfg, err := a.loadConfig()
 	stale := false
 	if err != nil {
 		wait := a.configFailed(err)
@@ -411,4 +409,17 @@ func Reason(err error) string {
 		return "rejected"
 	}
 	return "error"
+}
+
+// loadConfig reads the agent's configuration: Options.ConfigPath, else
+// the node's own.
+func (a *Agent) loadConfig() (Config, error) {
+	if a.o.ConfigPath != "" {
+		return LoadConfig(a.o.ConfigPath, a.o.Base)
+	}
+	root := a.o.Root
+	if root == "" {
+		root = "/"
+	}
+	return LoadConfigIn(root, a.o.Base)
 }

@@ -636,3 +636,41 @@ func TestAgentLeavesHeldNode(t *testing.T) {
 	}
 	eventually(t, "the node at 1.0.2 once released", func() bool { return w.head() == "1.0.2" })
 }
+
+// Without --config the agent reads its node's own configuration, below
+// its root, never the host's; a link on the way there is not followed
+// (the node's tree cannot point the agent at another file).
+func TestAgentReadsTheNodesOwnConfig(t *testing.T) {
+	w := newWorld(t)
+	w.publish()
+	etc := filepath.Join(w.root, "etc/strata")
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(w.dir, "elsewhere.yaml")
+	if err := os.WriteFile(elsewhere, []byte("repo: "+w.srv.URL+"\ninterval: 1s\njitter: 0%\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(etc, "agent.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	a := agent.New(agent.Options{Root: w.root, Base: agent.Config{Jitter: 0, Interval: agent.Duration(time.Second)}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "the agent to refuse the linked config", func() bool {
+		st := a.State()
+		return strings.HasPrefix(st.Config, "config invalid") && strings.Contains(st.Config, filepath.Join(w.root, "etc/strata/agent.yaml"))
+	})
+	if w.head() != "1.0.0" {
+		t.Fatal("the agent followed the link to a config outside the node")
+	}
+	if err := os.Remove(filepath.Join(etc, "agent.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(elsewhere, filepath.Join(etc, "agent.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the agent to follow its node's own config", func() bool { return w.head() == "1.0.1" })
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -100,8 +101,23 @@ func ParsePercent(s string) (Percent, error) {
 // wins. A missing file is base
 // alone, ErrNotConfigured when that names no repository.
 func LoadConfig(path string, base Config) (Config, error) {
-	c := base
 	raw, err := safefile.Read(path, maxConfigSize)
+	return parseConfig(path, raw, err, base)
+}
+
+// LoadConfigIn is LoadConfig of the node at root's own configuration
+// (DefaultConfigPath below root), read without following a link on the
+// way: a node's tree cannot point the agent at another file.
+func LoadConfigIn(root string, base Config) (Config, error) {
+	rel := strings.TrimPrefix(DefaultConfigPath, "/")
+	raw, err := safefile.ReadBeneath(root, rel, maxConfigSize)
+	return parseConfig(filepath.Join(root, rel), raw, err, base)
+}
+
+// parseConfig reads the configuration file at path (raw, or the error
+// reading it) over base.
+func parseConfig(path string, raw []byte, err error, base Config) (Config, error) {
+	c := base
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if c.Repo == "" {

@@ -29,8 +29,8 @@ func newAgentCmd(g *globals) *cobra.Command {
   strata agent --repo https://repo.example.net/strata/ --interval 5m --channel candidate`,
 		Short: "Poll the line's repository and apply what the node is missing; serve health and metrics",
 		Long: `Run the pull agent on the node at --root (default /). Before every poll it
-reads --config (default /etc/strata/agent.yaml; its settings win over the
-flags): repo, interval, jitter, max_backoff. It polls the index with a
+reads --config (default: the node's own, /etc/strata/agent.yaml below
+--root, read without following a link; its settings win over the flags): repo, interval, jitter, max_backoff. It polls the index with a
 conditional request, applies pending overlays in order (validation,
 restarts and health checks, switching back on failure), backs off
 exponentially on failure, and logs each decision on stderr (the journal).
@@ -75,7 +75,7 @@ SIGTERM stop it, exit 0.`,
 	}
 	f := c.Flags()
 	f.StringVar(&root, "root", "/", "the node")
-	f.StringVar(&configPath, "config", agent.DefaultConfigPath, "configuration file (read before every poll)")
+	f.StringVar(&configPath, "config", "", "configuration file, a path on this host (read before every poll; default: the node's own, ROOT"+agent.DefaultConfigPath+")")
 	f.StringVar(&base.Repo, "repo", "", "repository URL or directory (the configuration's repo wins)")
 	f.StringVar(&base.Channel, "channel", "", "stable (default: stop at the newest release) or candidate (prereleases too); the configuration's channel wins")
 	f.DurationVar(&interval, "interval", agent.DefaultInterval, "time between polls")
