@@ -297,7 +297,7 @@ func waitHealthySince(ctx context.Context, se *session, n Node, want manifests.R
 		select {
 		case <-ctx.Done():
 			if ctx.Err() == context.DeadlineExceeded && timeout > 0 {
-				return seen, fmt.Errorf("not healthy within %s (or the node's time ran out): %v", timeout, last)
+				return seen, fmt.Errorf("%s %s (or --node-timeout ran out): %v", healthTimedOut, timeout, last)
 			}
 			if ctx.Err() == context.Canceled {
 				return seen, fmt.Errorf("interrupted while waiting for its health to report %s", want.Version)

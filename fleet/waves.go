@@ -37,7 +37,13 @@ type NodeResult struct {
 	// Error says why the node failed, could not be reached or was
 	// skipped.
 	Error string `json:"error,omitempty"`
+	// timedOut marks a failure that was the node running out of time.
+	timedOut bool
 }
+
+// healthTimedOut starts the error of a node whose health did not report
+// the target within the health timeout.
+const healthTimedOut = "not healthy within --health-timeout"
 
 // WaveOptions shape the waves of a rollout or restart.
 type WaveOptions struct {
@@ -123,7 +129,7 @@ func runWaves(ctx context.Context, results []NodeResult, idx []int, o WaveOption
 		}
 		size := o.MaxUnavailable - unreachable
 		if size < 1 {
-			return skip(rest, fmt.Sprintf("%d nodes unreachable and at most %d may be unavailable: taking no other node out of service", unreachable, o.MaxUnavailable))
+			return skip(rest, fmt.Sprintf("%d nodes unreachable and --max-unavailable allows %d: taking no other node out of service (bring them back, or raise --max-unavailable)", unreachable, o.MaxUnavailable))
 		}
 		kind := "wave"
 		if w == 1 && o.Canary > 0 {
@@ -136,24 +142,41 @@ func runWaves(ctx context.Context, results []NodeResult, idx []int, o WaveOption
 			results[i].Wave = w
 		}
 		each(len(wave), o.Parallel, func(k int) {
-			ctx, cancel := context.WithTimeout(ctx, o.NodeTimeout)
+			nctx, cancel := context.WithTimeout(ctx, o.NodeTimeout)
 			defer cancel()
-			step(ctx, wave[k])
+			step(nctx, wave[k])
+			r := &results[wave[k]]
+			switch {
+			case r.Outcome != OutcomeFailed || ctx.Err() != nil:
+			case nctx.Err() == context.DeadlineExceeded:
+				r.Error += fmt.Sprintf(" (--node-timeout %s ran out)", o.NodeTimeout)
+				r.timedOut = true
+			case strings.HasPrefix(r.Error, healthTimedOut):
+				r.timedOut = true
+			}
 		})
 		if ctx.Err() != nil {
 			return skip(rest, fmt.Sprintf("interrupted during %s %d", kind, w))
 		}
 		var failed []string
+		timedOut := 0
 		for _, i := range wave {
 			switch results[i].Outcome {
 			case OutcomeFailed:
 				failed = append(failed, results[i].Name)
+				if results[i].timedOut {
+					timedOut++
+				}
 			case OutcomeUnreachable:
 				unreachable++
 			}
 		}
 		if len(failed) > 0 {
-			return skip(rest, fmt.Sprintf("halted after %s %d: %s failed", kind, w, strings.Join(failed, ", ")))
+			why := fmt.Sprintf("halted after %s %d: %s failed", kind, w, strings.Join(failed, ", "))
+			if timedOut == len(failed) {
+				why += fmt.Sprintf(" (every one ran out of time: --health-timeout %s, --node-timeout %s; raise them if the nodes are slow, not broken)", o.HealthTimeout, o.NodeTimeout)
+			}
+			return skip(rest, why)
 		}
 	}
 	return ""

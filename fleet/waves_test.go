@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestParseMaxUnavailable(t *testing.T) {
@@ -62,14 +63,48 @@ func TestRunWavesHaltsAfterFailedWave(t *testing.T) {
 	}
 }
 
+// A wave whose every failure was a node running out of time names the
+// timeouts: the node's own (its step ran past --node-timeout) and the
+// health wait's.
+func TestRunWavesNamesTimeouts(t *testing.T) {
+	rs, idx := results(4)
+	o := WaveOptions{MaxUnavailable: 2, NodeTimeout: 50 * time.Millisecond, HealthTimeout: time.Minute}
+	halted := runWaves(context.Background(), rs, idx, o, 0, func(ctx context.Context, i int) {
+		rs[i].Outcome = OutcomeFailed
+		if i == 0 {
+			<-ctx.Done()
+			rs[i].Error = "apply-overlay: killed"
+			return
+		}
+		rs[i].Error = healthTimedOut + " 1m0s (or --node-timeout ran out): health reports head 1.0.1"
+	}, nil)
+	if !strings.Contains(rs[0].Error, "--node-timeout 50ms ran out") {
+		t.Errorf("n0: %q, want it to name --node-timeout", rs[0].Error)
+	}
+	if !strings.Contains(halted, "every one ran out of time: --health-timeout 1m0s, --node-timeout 50ms") {
+		t.Errorf("halted %q, want it to name both timeouts", halted)
+	}
+	// One plain failure among them: the halt names no timeout.
+	rs, idx = results(2)
+	halted = runWaves(context.Background(), rs, idx, o, 0, func(_ context.Context, i int) {
+		rs[i].Outcome, rs[i].Error = OutcomeFailed, healthTimedOut+" 1m0s"
+		if i == 1 {
+			rs[i].Error = "apply-overlay: refused by validation"
+		}
+	}, nil)
+	if strings.Contains(halted, "ran out of time") {
+		t.Errorf("halted %q: not every failure was a timeout", halted)
+	}
+}
+
 // Unreachable nodes use up the unavailability budget.
 func TestRunWavesCountsUnreachable(t *testing.T) {
 	rs, idx := results(3)
 	halted := runWaves(context.Background(), rs, idx, WaveOptions{MaxUnavailable: 2}, 2, func(context.Context, int) {
 		t.Error("a node was touched with no room left")
 	}, nil)
-	if !strings.Contains(halted, "2 nodes unreachable") {
-		t.Errorf("halted %q", halted)
+	if !strings.Contains(halted, "2 nodes unreachable") || !strings.Contains(halted, "--max-unavailable allows 2") {
+		t.Errorf("halted %q, want it to name --max-unavailable", halted)
 	}
 	for _, r := range rs {
 		if r.Outcome != OutcomeSkipped {
