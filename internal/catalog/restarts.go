@@ -151,10 +151,35 @@ func ServiceOf(cat manifests.Catalog, unit string) manifests.Service {
 func KnownUnits(cat manifests.Catalog, units []string) error {
 	for _, u := range units {
 		if ServiceOf(cat, u).Unit == "" {
-			return fmt.Errorf("%w: %s (strata health lists the node's units; the image's catalog is in its manifest)", ErrNotInCatalog, u)
+			return fmt.Errorf("%w: %s%s (strata status --root lists the node's units)", ErrNotInCatalog, u, didYouMean(cat, u))
 		}
 	}
 	return nil
+}
+
+// didYouMean suggests the catalog's units closest to u ("" when none is
+// close): u with ".service" added first, as a user who typed a service's
+// name meant.
+func didYouMean(cat manifests.Catalog, u string) string {
+	if !strings.Contains(u, ".") && ServiceOf(cat, u+".service").Unit != "" {
+		return "; did you mean " + u + ".service?"
+	}
+	near := nearestUnits(cat, u)
+	if !strings.Contains(u, ".") {
+		near = append(nearestUnits(cat, u+".service"), near...)
+	}
+	if len(near) == 0 {
+		return ""
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range near {
+		if !seen[n] && len(out) < 2 {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return "; did you mean " + strings.Join(out, " or ") + "?"
 }
 
 // CheckUnits refuses, with ErrNotInCatalog, a unit of units (given with
@@ -165,7 +190,11 @@ func KnownUnits(cat manifests.Catalog, units []string) error {
 func CheckUnits(cat manifests.Catalog, units []string, flag string, anyUnit bool) error {
 	for _, u := range units {
 		if !manifests.ValidUnit(u) || anyUnit && !unitTypes[u[strings.LastIndexByte(u, '.')+1:]] {
-			return fmt.Errorf("%s %q: not a systemd unit name (such as demo-web.service): %w", flag, u, ErrNotInCatalog)
+			hint := didYouMean(cat, u)
+			if hint == "" {
+				hint = " (such as " + exampleUnit(cat) + ")"
+			}
+			return fmt.Errorf("%s %q: not a systemd unit name%s: %w", flag, u, hint, ErrNotInCatalog)
 		}
 		if at := strings.IndexByte(u, '@'); at == 0 || at > 0 && u[at+1] == '.' {
 			return fmt.Errorf("%s %s: a template (or no unit); name an instance, such as getty@tty1.service: %w", flag, u, ErrNotInCatalog)
@@ -173,10 +202,7 @@ func CheckUnits(cat manifests.Catalog, units []string, flag string, anyUnit bool
 		if anyUnit || ServiceOf(cat, u).Unit != "" || ServiceOf(cat, TemplateOf(u)).Unit != "" {
 			continue
 		}
-		msg := fmt.Sprintf("%s %s: the line's catalog has no such unit", flag, u)
-		if near := nearestUnits(cat, u); len(near) > 0 {
-			msg += "; did you mean " + strings.Join(near, " or ") + "?"
-		}
+		msg := fmt.Sprintf("%s %s: the line's catalog has no such unit%s", flag, u, didYouMean(cat, u))
 		return fmt.Errorf("%s (give --allow-unknown-unit if it comes from outside the image): %w", msg, ErrNotInCatalog)
 	}
 	return nil
@@ -195,6 +221,16 @@ func TemplateOf(u string) string {
 // unitTypes are the suffixes of systemd's unit types.
 var unitTypes = map[string]bool{"service": true, "socket": true, "target": true, "timer": true, "mount": true, "automount": true,
 	"path": true, "slice": true, "scope": true, "swap": true, "device": true}
+
+// exampleUnit names a unit of the catalog, for a message's example.
+func exampleUnit(cat manifests.Catalog) string {
+	for _, s := range cat.Services {
+		if strings.HasSuffix(s.Unit, ".service") && !strings.Contains(s.Unit, "@") {
+			return s.Unit
+		}
+	}
+	return "nginx.service"
+}
 
 // nearestUnits returns the catalog's units closest to u by edit distance
 // (at most 3 edits), closest first, at most two.

@@ -63,6 +63,14 @@ func TestCheckUnits(t *testing.T) {
 	if err := catalog.CheckUnits(cat, []string{"demo-wbe.service"}, "--restart", false); err == nil || !strings.Contains(err.Error(), "did you mean demo-web.service") {
 		t.Errorf("a typo: %v, want the nearest unit named", err)
 	}
+	// A service's bare name: the suggestion is the catalog's unit, not a
+	// generic example; so for a unit the node restarts.
+	if err := catalog.CheckUnits(cat, []string{"demo-web"}, "--restart", false); err == nil || !strings.Contains(err.Error(), `--restart "demo-web": not a systemd unit name; did you mean demo-web.service?`) {
+		t.Errorf("a bare service name: %v, want demo-web.service suggested", err)
+	}
+	if err := catalog.KnownUnits(cat, []string{"demo-web"}); !errors.Is(err, catalog.ErrNotInCatalog) || !strings.Contains(err.Error(), "did you mean demo-web.service?") {
+		t.Errorf("KnownUnits of a bare service name: %v, want demo-web.service suggested", err)
+	}
 	if got := catalog.Managed(cat); !slices.Equal(got, []string{"demo-web.service"}) {
 		t.Errorf("Managed = %q", got)
 	}
