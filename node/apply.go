@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -304,11 +305,15 @@ func gather(ctx context.Context, v *view.View, src Source, st repo.Store, trust 
 		}
 	}
 	var out []*archive.Archive
-	for _, ref := range l.Overlays[start:] {
+	want := l.Overlays[start:]
+	for k, ref := range want {
 		if src.Through != "" && manifests.CompareVersions(ref.Version, src.Through) > 0 {
 			break
 		}
 		a, err := repo.OpenIndexed(ctx, r, ref, trust)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, 0, missingOverlays(ctx, r, src, want[k:], err)
+		}
 		if err != nil {
 			return nil, 0, err
 		}
@@ -524,4 +529,28 @@ func resolveDry(ctx context.Context, r Restarter, v *view.View, todo []*archive.
 		plan.Live = res
 	}
 	return nil
+}
+
+// missingOverlays says which of the overlays want (from the first the
+// store lacks, cause) the repository or bundle does not carry, as a
+// sequence error: the node cannot take the ones after a gap.
+func missingOverlays(ctx context.Context, r *repo.Repo, src Source, want []manifests.OverlayRef, cause error) error {
+	var missing []string
+	for _, ref := range want {
+		if src.Through != "" && manifests.CompareVersions(ref.Version, src.Through) > 0 {
+			break
+		}
+		if ok, err := repo.Exists(ctx, r.Store, ref.File); err == nil && !ok {
+			missing = append(missing, ref.Version)
+		}
+		if len(missing) == 20 {
+			missing = append(missing, "...")
+			break
+		}
+	}
+	if len(missing) == 0 {
+		missing = []string{want[0].Version}
+	}
+	return fmt.Errorf("%s does not carry overlay %s the node needs next; missing: %s (%v; for a bundle: strata bundle --from the node's head): %w",
+		r.Store, want[0].Version, strings.Join(missing, ", "), cause, ErrSequence)
 }

@@ -45,8 +45,8 @@ func TestBundleRoundTrip(t *testing.T) {
 	s.ok("bundle", "--repo", "repo", "--from", "1.0.2", "--out", "late.tar")
 	s.write("node/var/lib/strata/lock", "") // a first run creates it; not a change
 	before := digestTree(t, s.path("node"))
-	if out, code := offline("apply-overlay", "--root", "node", "--bundle", "late.tar", "--restart-with", "none"); code == 0 || !strings.Contains(out, "does not carry") {
-		t.Errorf("a bundle from 1.0.2 on a node at 1.0.0: exit %d: %s", code, out)
+	if out, code := offline("apply-overlay", "--root", "node", "--bundle", "late.tar", "--restart-with", "none"); code != 3 || !strings.Contains(out, "does not carry overlay 1.0.1") || !strings.Contains(out, "missing: 1.0.1, 1.0.2 ") {
+		t.Errorf("a bundle from 1.0.2 on a node at 1.0.0: exit %d, want 3 naming the missing 1.0.1 and 1.0.2: %s", code, out)
 	}
 	// A tampered bundle: one byte of an overlay flipped.
 	raw, _ := os.ReadFile(s.path("b.tar"))

@@ -53,7 +53,7 @@ refused, so refresh the repository before bundling for a slow courier).`,
 	}
 	c.Flags().StringVar(&repoLoc, "repo", "", "repository (directory or URL)")
 	c.Flags().StringVar(&line, "line", "", "line (when the repository has several)")
-	versionVar(c, &from, "from", "the version the node is at (its head)")
+	versionVar(c, &from, "from", "the node's head: the bundle holds the overlays after it (not it)")
 	versionVar(c, &to, "to", "the last version to carry (default: the head)")
 	c.Flags().StringVar(&out, "out", "", "bundle file to write")
 	required(c, "repo", "from", "out")
