@@ -55,6 +55,9 @@ type OverlayManifest struct {
 	// create --skip-validation); empty when it ran them. Nodes validate
 	// all the same.
 	ValidationSkipped string `json:"validation_skipped,omitempty"`
+	// Reverts is the overlay this one undoes (overlay revert), an
+	// earlier one of the line.
+	Reverts *Ref `json:"reverts,omitempty"`
 }
 
 // MaxReasonLen bounds a reason recorded in a signed manifest (such as
@@ -106,6 +109,14 @@ func (m *OverlayManifest) Validate() error {
 	if m.ValidationSkipped != "" {
 		if err := ValidReason("overlay "+m.Version+": validation_skipped", m.ValidationSkipped); err != nil {
 			return err
+		}
+	}
+	if r := m.Reverts; r != nil {
+		if _, err := ParseVersion(r.Version); err != nil {
+			return fmt.Errorf("overlay %s: reverts: %w", m.Version, err)
+		}
+		if !ValidDigest(r.Digest) || CompareVersions(r.Version, m.Version) >= 0 {
+			return fmt.Errorf("%w: overlay %s: reverts %s %q: not an earlier overlay", ErrInvalid, m.Version, clip(r.Version), clip(r.Digest))
 		}
 	}
 	if len(m.Lineage) == 0 || m.Lineage[len(m.Lineage)-1] != m.Parent {

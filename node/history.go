@@ -24,6 +24,9 @@ type HistoryEntry struct {
 	KeyID string `json:"key_id,omitempty"`
 	// InEffect marks the apply records of the overlays the node runs.
 	InEffect bool `json:"in_effect,omitempty"`
+	// Reverts is the overlay an applied overlay in effect undoes, as its
+	// verified manifest says.
+	Reverts string `json:"reverts,omitempty"`
 }
 
 // NodeHistory is a node's ledger, oldest first, with what it owes.
@@ -63,6 +66,7 @@ func (h *Node) History() (*NodeHistory, error) {
 	// keys its line trusted then: the image's, as the rotations before it
 	// changed them. An overlay signed by a key revoked since is named too.
 	signers := map[int]string{}
+	reverts := map[int]string{}
 	then, err := v.Canon.Trust()
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", root, err)
@@ -74,6 +78,9 @@ func (h *Node) History() (*NodeHistory, error) {
 			// A node provisioned at a head, or upgraded since: its
 			// image lists the keys of a later point of the line.
 			signers[e.Seq], m = storedSigner(n, keys, e)
+		}
+		if m != nil && m.Reverts != nil {
+			reverts[e.Seq] = m.Reverts.Version
 		}
 		if m != nil {
 			if then, err = then.After(m); err != nil {
@@ -92,7 +99,7 @@ func (h *Node) History() (*NodeHistory, error) {
 		if !inEffect {
 			id = e.Signer
 		}
-		he := HistoryEntry{LedgerEntry: e, InEffect: inEffect, KeyID: id}
+		he := HistoryEntry{LedgerEntry: e, InEffect: inEffect, KeyID: id, Reverts: reverts[e.Seq]}
 		hist.Entries = append(hist.Entries, he)
 	}
 	return hist, nil

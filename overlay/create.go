@@ -106,6 +106,8 @@ type CreateOptions struct {
 	// signed; the overlay's signed manifest records it. Nodes validate
 	// all the same.
 	SkipValidation string
+	// reverts is the overlay a revert undoes (Revert sets it).
+	reverts *manifests.Ref
 	// Progress, when set, is told of long steps (staging the line's tree
 	// to validate the change).
 	Progress func(string)
@@ -214,6 +216,7 @@ func prepare(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*manife
 		Deletes:  d.deletes,
 
 		ValidationSkipped: o.SkipValidation,
+		Reverts:           o.reverts,
 	}
 	if m.Requires.Image == "" {
 		m.Requires.Image = "^" + c.Image.Manifest.Version

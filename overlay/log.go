@@ -36,6 +36,8 @@ type LogEntry struct {
 	// ValidationSkipped is why the publisher of an overlay did not run
 	// its services' validation commands (signed into its manifest).
 	ValidationSkipped string `json:"validation_skipped,omitempty"`
+	// Reverts is the overlay an overlay undoes (overlay revert).
+	Reverts string `json:"reverts,omitempty"`
 }
 
 // LineLog is one line of a repository, oldest first.
@@ -99,11 +101,15 @@ func lineLog(ctx context.Context, r *repo.Repo, l *manifests.Line, trust *sign.K
 	ll := &LineLog{Line: l.Name, Entries: []LogEntry{imageEntry("image", im)}}
 	err = repo.WalkManifests(ctx, r, l, trust, func(a *archive.Archive) {
 		m := a.Manifest
-		ll.Entries = append(ll.Entries, LogEntry{
+		e := LogEntry{
 			Kind: "overlay", Version: m.Version, Digest: a.Digest, Created: m.Created, KeyID: a.KeyID,
 			Files: len(m.Entries), Deletes: len(m.Deletes), Services: m.Services,
 			Requires: m.Requires.Image, Rotation: m.Keys != nil, ValidationSkipped: m.ValidationSkipped,
-		})
+		}
+		if m.Reverts != nil {
+			e.Reverts = m.Reverts.Version
+		}
+		ll.Entries = append(ll.Entries, e)
 	})
 	if err != nil {
 		return nil, err

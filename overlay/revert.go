@@ -157,7 +157,7 @@ func Revert(ctx context.Context, repoDir, version string, key *sign.Key, o Rever
 	if len(rev.Restores)+len(rev.Deletes) == 0 {
 		return rev, fmt.Errorf("reverting %s: the head %s has none of its changes left: %w", version, head.Version, ErrEmpty)
 	}
-	co := CreateOptions{Version: rev.Version, Line: c.Line.Name, Parent: head.Version, SkipValidation: o.SkipValidation, Progress: o.Progress}
+	co := CreateOptions{Version: rev.Version, Line: c.Line.Name, Parent: head.Version, SkipValidation: o.SkipValidation, Progress: o.Progress, reverts: &rev.Reverts}
 	if o.DryRun {
 		p, err := Preview(ctx, repoDir, ch, co)
 		if err == nil {

@@ -51,6 +51,9 @@ func printHistory(w io.Writer, h *node.NodeHistory) {
 		if e.KeyID != "" && e.Action == manifests.LedgerApply {
 			what += ", signed by " + e.KeyID
 		}
+		if e.Reverts != "" {
+			what += ", reverts " + e.Reverts
+		}
 		if e.InEffect {
 			what += " (in effect)"
 		}

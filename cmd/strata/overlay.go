@@ -247,6 +247,9 @@ func printManifest(w io.Writer, m *manifests.OverlayManifest, digest string) {
 	if m.ValidationSkipped != "" {
 		fmt.Fprintf(w, "validation skipped by the publisher: %s\n", m.ValidationSkipped)
 	}
+	if r := m.Reverts; r != nil {
+		fmt.Fprintf(w, "reverts   %s (%s)\n", r.Version, r.Digest)
+	}
 	if m.Keys != nil {
 		fmt.Fprintln(w, "key rotation:")
 		for _, pub := range m.Keys.Add {

@@ -70,6 +70,9 @@ func logSummary(e overlay.LogEntry) string {
 	if e.Rotation {
 		parts = append(parts, "key rotation")
 	}
+	if e.Reverts != "" {
+		parts = append(parts, "reverts "+e.Reverts)
+	}
 	var acts []string
 	for _, s := range e.Services {
 		acts = append(acts, string(s.Action)+" "+s.Unit)
