@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,10 +20,11 @@ import (
 	"github.com/strata-dev/strata/node/internal/view"
 )
 
-// Source says which overlays to apply: Files in the order given, or every
+// Source says which overlays to apply: Files, oldest first, or every
 // overlay of Repo after the node's head up to Through (empty: the head).
 type Source struct {
-	// Files are overlay files, applied in order.
+	// Files are overlay files, applied oldest first (by the versions
+	// their manifests claim, whatever order they are given in).
 	Files []string
 	// Repo is a repository (a directory or a URL): the overlays of the
 	// node's line after its head.
@@ -143,7 +145,7 @@ func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *Appl
 		}
 		defer done()
 	}
-	archives, serial, err := gather(ctx, v, src, st, trust)
+	archives, serial, err := gather(ctx, v, src, st, trust, h.o.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -248,11 +250,15 @@ func describe(as []manifests.ServiceAction) string {
 // (and, for a repository, file digests against its index, which must be
 // fresh: not older than one the node accepted, not expired). It returns
 // the index serial (0 for files).
-func gather(ctx context.Context, v *view.View, src Source, st repo.Store, trust *sign.KeySet) ([]*archive.Archive, uint64, error) {
+func gather(ctx context.Context, v *view.View, src Source, st repo.Store, trust *sign.KeySet, progress func(string)) ([]*archive.Archive, uint64, error) {
 	head := v.Head()
 	if src.Repo == "" {
+		files, err := oldestFirst(ctx, src.Files, progress)
+		if err != nil {
+			return nil, 0, err
+		}
 		var out []*archive.Archive
-		for _, f := range src.Files {
+		for _, f := range files {
 			a, err := archive.OpenContext(ctx, f, trust)
 			if err != nil {
 				return nil, 0, err
@@ -553,4 +559,33 @@ func missingOverlays(ctx context.Context, r *repo.Repo, src Source, want []manif
 	}
 	return fmt.Errorf("%s does not carry overlay %s the node needs next; missing: %s (%v; for a bundle: strata bundle --from the node's head): %w",
 		r.Store, want[0].Version, strings.Join(missing, ", "), cause, ErrSequence)
+}
+
+// oldestFirst orders overlay files by the versions their manifests claim,
+// oldest first, saying so when that is not the order given: a shell glob
+// sorts 1.0.10 before 1.0.9. The claims are not trusted for anything
+// else: each file is verified, and checked against its parent, in the
+// order returned.
+func oldestFirst(ctx context.Context, files []string, progress func(string)) ([]string, error) {
+	if len(files) < 2 {
+		return files, nil
+	}
+	versions := make(map[string]string, len(files))
+	for _, f := range files {
+		a, err := archive.OpenContext(ctx, f, sign.AnyKey())
+		if err != nil {
+			return nil, err
+		}
+		versions[f] = a.Manifest.Version
+	}
+	sorted := slices.Clone(files)
+	slices.SortStableFunc(sorted, func(a, b string) int { return manifests.CompareVersions(versions[a], versions[b]) })
+	if !slices.Equal(sorted, files) {
+		var vs []string
+		for _, f := range sorted {
+			vs = append(vs, versions[f])
+		}
+		progress("the files were not given oldest first: applying them in version order, " + strings.Join(vs, ", "))
+	}
+	return sorted, nil
 }
