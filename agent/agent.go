@@ -255,6 +255,11 @@ func (a *Agent) apply(ctx context.Context, cfg Config, st repo.Store) (int, bool
 		for _, p := range rep.Plans {
 			if !p.AlreadyApplied && p.Version != "" && manifests.CompareVersions(p.Version, rep.From.Version) > 0 && manifests.CompareVersions(p.Version, rep.To.Version) <= 0 {
 				res.Applied++
+				for _, act := range p.Actions {
+					if act.Unit != "" {
+						res.Units = append(res.Units, string(act.Action)+" "+act.Unit)
+					}
+				}
 			}
 		}
 	}

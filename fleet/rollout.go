@@ -182,7 +182,7 @@ func Rollout(ctx context.Context, nodes []Node, o RolloutOptions) (*RolloutRepor
 	step := func(ctx context.Context, i int) {
 		r := &rep.Nodes[i]
 		if viaAgent {
-			r.Outcome, r.To, r.Error = nudgeNode(ctx, nodes[i], heads[i], agentApply(healths[i].Health), o)
+			r.Outcome, r.To, r.Error, r.Units = nudgeNode(ctx, nodes[i], heads[i], agentApply(healths[i].Health), o)
 		} else {
 			r.Outcome, r.To, r.Error, r.Units = applyNode(ctx, nodes[i], heads[i], o, bundles)
 		}
@@ -309,32 +309,36 @@ func waitHealthySince(ctx context.Context, se *session, n Node, want manifests.R
 }
 
 // nudgeNode nudges n's agent and waits until its health reports the
-// target. It returns the outcome, the head after and the reason.
-func nudgeNode(ctx context.Context, n Node, from string, prev *schema.ApplyResult, o RolloutOptions) (outcome, to, reason string) {
+// target. It returns the outcome, the head after, the reason and the
+// restarts and reloads the agent's apply planned (its last apply).
+func nudgeNode(ctx context.Context, n Node, from string, prev *schema.ApplyResult, o RolloutOptions) (outcome, to, reason string, units []string) {
 	u, err := url.Parse(n.Health)
 	if err != nil || n.Health == "" {
-		return OutcomeFailed, from, "no agent health URL in the inventory"
+		return OutcomeFailed, from, "no agent health URL in the inventory", nil
 	}
 	base := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}).String()
 	nd, err := o.Nudge()
 	if err != nil {
-		return OutcomeFailed, from, fmt.Sprintf("signing the nudge: %v", err)
+		return OutcomeFailed, from, fmt.Sprintf("signing the nudge: %v", err), nil
 	}
 	if err := nudge.Send(ctx, base, nd); err != nil {
 		if errors.Is(err, nudge.ErrRefused) {
-			return OutcomeFailed, from, err.Error()
+			return OutcomeFailed, from, err.Error(), nil
 		}
-		return OutcomeUnreachable, from, err.Error()
+		return OutcomeUnreachable, from, err.Error(), nil
 	}
 	h, err := waitHealthySince(ctx, nil, n, o.Line[refIndex(o.Line, o.Target)], o.LineName, o.HealthTimeout, o.HTTP, prev)
+	if a := agentApply(h); a != nil {
+		units = a.Units
+	}
 	if err != nil {
 		to := from
 		if h != nil {
 			to = h.Head.Version
 		}
-		return OutcomeFailed, to, err.Error()
+		return OutcomeFailed, to, err.Error(), units
 	}
-	return OutcomeUpdated, o.Target, ""
+	return OutcomeUpdated, o.Target, "", units
 }
 
 // agentApply is the agent's last apply in h, if any.

@@ -116,7 +116,10 @@ type ApplyResult struct {
 	From    string `json:"from,omitempty"`
 	To      string `json:"to,omitempty"`
 	Applied int    `json:"applied"`
-	Reason  string `json:"reason,omitempty"`
+	// Units are the restarts and reloads the applied overlays planned
+	// ("reload nginx.service"), in order.
+	Units  []string `json:"units,omitempty"`
+	Reason string   `json:"reason,omitempty"`
 	Error   string `json:"error,omitempty"`
 }
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -482,6 +483,10 @@ func TestRolloutViaAgent(t *testing.T) {
 	for _, n := range rep.Nodes {
 		if n.Outcome != fleet.OutcomeUpdated || n.To != "1.0.1" || n.Wave < 1 {
 			t.Errorf("%s: %+v, want updated to 1.0.1 in a wave", n.Name, n)
+		}
+		// The NOTE column: what the agent's apply restarted or reloaded.
+		if !slices.Contains(n.Units, "reload nginx.service") {
+			t.Errorf("%s: units %v, want the agent's reload of nginx.service", n.Name, n.Units)
 		}
 	}
 	if h := c.heads(); h["ra1"] != "1.0.1" || h["ra2"] != "1.0.1" || h["ra3"] != "1.0.1" {
