@@ -120,7 +120,7 @@ type ApplyResult struct {
 	// ("reload nginx.service"), in order.
 	Units  []string `json:"units,omitempty"`
 	Reason string   `json:"reason,omitempty"`
-	Error   string `json:"error,omitempty"`
+	Error  string   `json:"error,omitempty"`
 }
 
 // ConfigFile is a managed configuration file as it is on the node.
