@@ -29,7 +29,7 @@ func TestConfigChannel(t *testing.T) {
 	if err != nil || c.Channel != "candidate" {
 		t.Fatalf("the file's channel wins: %+v %v", c, err)
 	}
-	if _, err := agent.LoadConfig(write("repo: "+dir+"\nchannel: beta\n"), agent.Config{}); err == nil || !strings.Contains(err.Error(), `channel: overlay: unknown channel (stable or candidate): "beta"`) {
+	if _, err := agent.LoadConfig(write("repo: "+dir+"\nchannel: beta\n"), agent.Config{}); err == nil || !strings.Contains(err.Error(), `channel: unknown channel (stable or candidate): "beta"`) {
 		t.Fatalf("channel beta: %v", err)
 	}
 	if _, err := agent.LoadConfig(write("repo: "+dir+"\nchanel: candidate\n"), agent.Config{}); err == nil || !strings.Contains(err.Error(), `line 2: unknown key "chanel"`) || strings.Contains(err.Error(), "agent.Config") {

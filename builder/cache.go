@@ -21,7 +21,7 @@ import (
 // ErrCache reports a cache entry that changed after it was made, or a
 // cache directory others could write to (of the manifests.ErrRejected
 // class).
-var ErrCache = manifests.Rejection("builder: cache entry changed since it was made")
+var ErrCache = manifests.Rejection("cache entry changed since it was made")
 
 // cacheMeta is written beside a cache entry, as <key>.json.
 type cacheMeta struct {

@@ -17,7 +17,7 @@ import (
 
 // ErrNeedRoot reports a build step that needs root (debootstrap, run
 // steps).
-var ErrNeedRoot = errors.New("builder: this step needs root")
+var ErrNeedRoot = errors.New("this step needs root")
 
 // rulesVersion names strata's rules for cleaning a root tree (see
 // cleanRootfs); it is part of every cache key, so changing the rules

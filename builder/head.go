@@ -11,7 +11,7 @@ import (
 )
 
 // ErrNeedKey reports an operation that must sign what it makes.
-var ErrNeedKey = errors.New("builder: a signing key is needed")
+var ErrNeedKey = errors.New("a signing key is needed")
 
 // HeadImage returns an image of the line's head (or of version through),
 // for provisioning a new machine that joins the line there: the line's own

@@ -14,7 +14,7 @@ import (
 
 // ErrImageExists reports a build whose output would replace a different
 // image of the same line and version: one version names one content.
-var ErrImageExists = manifests.Rejection("builder: a different image of this line and version exists")
+var ErrImageExists = manifests.Rejection("a different image of this line and version exists")
 
 // checkOverwrite refuses to write the image img with manifest raw over an
 // image that is there already with another manifest (or none): a

@@ -21,7 +21,7 @@ import (
 
 // ErrImageMismatch reports an image whose content disagrees with its
 // signed manifest (of the manifests.ErrRejected class).
-var ErrImageMismatch = manifests.Rejection("builder: image does not match its manifest")
+var ErrImageMismatch = manifests.Rejection("image does not match its manifest")
 
 // Provision makes a directory node at root from a signed image: the
 // image's tree plus a ledger naming it. The image is verified (signature,

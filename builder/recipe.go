@@ -14,7 +14,7 @@ import (
 
 // ErrRecipe reports a recipe that cannot be used (of the
 // manifests.ErrRejected class).
-var ErrRecipe = manifests.Rejection("builder: bad recipe")
+var ErrRecipe = manifests.Rejection("bad recipe")
 
 // Recipe says how to build an image. See docs/images.md for every key.
 type Recipe struct {

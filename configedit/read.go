@@ -17,7 +17,7 @@ import (
 )
 
 // ErrNoFile reports a path that is not a file at the version asked for.
-var ErrNoFile = manifests.Rejection("config: no such file at that version")
+var ErrNoFile = manifests.Rejection("no such file at that version")
 
 // maxDiffText bounds the files Diff shows line by line.
 const maxDiffText = 1 << 20

@@ -80,10 +80,10 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 		progress = func(string) {}
 	}
 	if o.Key == nil {
-		return nil, errors.New("config: a signing key is needed to publish")
+		return nil, errors.New("a signing key is needed to publish")
 	}
 	if len(edits) == 0 {
-		return nil, errors.New("config: no file to set")
+		return nil, errors.New("no file to set")
 	}
 	_, c, err := open(ctx, repoDir, o.Line, "")
 	if err != nil {
@@ -94,7 +94,7 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 		o.Parent = head
 	}
 	if o.Parent != head {
-		return nil, fmt.Errorf("config: the edit was made against %s, and line %s's head is now %s; start again from the head: %w", o.Parent, c.Line.Name, head, overlay.ErrHeadMoved)
+		return nil, fmt.Errorf("the edit was made against %s, and line %s's head is now %s; start again from the head: %w", o.Parent, c.Line.Name, head, overlay.ErrHeadMoved)
 	}
 	byPath := map[string][]byte{}
 	next := map[string]manifests.Entry{}
@@ -104,14 +104,14 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 			return nil, err
 		}
 		if _, dup := byPath[rel]; dup {
-			return nil, fmt.Errorf("config: /%s given twice", rel)
+			return nil, fmt.Errorf("/%s given twice", rel)
 		}
 		if old, ok := c.State[rel]; ok && old.Type != manifests.TypeFile {
-			return nil, fmt.Errorf("config: /%s is a %s at %s, not a file", rel, old.Type, head)
+			return nil, fmt.Errorf("/%s is a %s at %s, not a file", rel, old.Type, head)
 		}
 		for a := manifests.Parent(rel); a != ""; a = manifests.Parent(a) {
 			if e, ok := c.State[a]; ok && e.Type != manifests.TypeDir {
-				return nil, fmt.Errorf("config: /%s is a %s at %s: edit the file itself, not a path through it", a, e.Type, head)
+				return nil, fmt.Errorf("/%s is a %s at %s: edit the file itself, not a path through it", a, e.Type, head)
 			}
 		}
 		if err := CheckSyntax(rel, ed.Content); err != nil {
@@ -150,7 +150,7 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 		changed = append(changed, rel)
 	}
 	if len(changed) == 0 {
-		return plan, fmt.Errorf("config: nothing differs from head %s: %w", head, overlay.ErrEmpty)
+		return plan, fmt.Errorf("nothing differs from head %s: %w", head, overlay.ErrEmpty)
 	}
 	plan.To = o.Version
 	if plan.To == "" {
@@ -162,7 +162,7 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 	}
 	dirDir, err := scratch.MkdirTemp("config")
 	if err != nil {
-		return plan, fmt.Errorf("config: %w", err)
+		return plan, fmt.Errorf("preparing the edit: %w", err)
 	}
 	defer dirDir.RemoveAll()
 	dir := dirDir.Path
@@ -170,7 +170,7 @@ func Set(ctx context.Context, repoDir string, edits []Edit, o SetOptions) (*Plan
 	for i, rel := range changed {
 		src := filepath.Join(dir, fmt.Sprint(i))
 		if err := os.WriteFile(src, byPath[rel], 0o600); err != nil {
-			return plan, fmt.Errorf("config: %w", err)
+			return plan, fmt.Errorf("preparing the edit: %w", err)
 		}
 		ch.Adds = append(ch.Adds, overlay.Add{Dest: "/" + rel, Src: src})
 	}

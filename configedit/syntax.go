@@ -17,7 +17,7 @@ import (
 )
 
 // ErrSyntax reports a file that does not parse in its format.
-var ErrSyntax = manifests.Rejection("config: syntax error")
+var ErrSyntax = manifests.Rejection("syntax error")
 
 // Format names the syntax CheckSyntax checks a path's content against:
 // "json", "yaml", "toml", "systemd-unit", or "" for a format it does not

@@ -18,7 +18,7 @@ import (
 )
 
 // ErrInventory reports an inventory that is not well formed.
-var ErrInventory = errors.New("fleet: invalid inventory")
+var ErrInventory = errors.New("invalid inventory")
 
 // maxInventory bounds an inventory file.
 const maxInventory = 8 << 20

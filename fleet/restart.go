@@ -42,20 +42,20 @@ func (r *RestartReport) Err() error { return outcomeErr(r.Counts, len(r.Nodes), 
 // against MaxUnavailable; a wave with a failure is the last.
 func Restart(ctx context.Context, nodes []Node, o RestartOptions) (*RestartReport, error) {
 	if o.SSH == nil {
-		return nil, errors.New("fleet: restart: no SSH settings")
+		return nil, errors.New("restart: no SSH settings")
 	}
 	if err := o.SSH.Prepare(); err != nil {
 		return nil, err
 	}
 	for _, u := range o.Units {
 		if !manifests.ValidUnit(u) {
-			return nil, fmt.Errorf("fleet: restart: %q is not a unit name", u)
+			return nil, fmt.Errorf("restart: %q is not a unit name", u)
 		}
 	}
 	progress := o.setDefaults()
 	rep := &RestartReport{Units: o.Units, Nodes: make([]NodeResult, len(nodes))}
 	if o.Repair && o.URL == "" && o.Bundle == nil {
-		return nil, errors.New("fleet: restart --repair: neither a repository URL nor a bundle writer")
+		return nil, errors.New("restart --repair: neither a repository URL nor a bundle writer")
 	}
 	bundles := &bundleCache{write: o.Bundle}
 	defer bundles.remove()

@@ -85,7 +85,7 @@ type RolloutReport struct {
 
 // ErrNotAtTarget reports a rollout or restart that left some node not
 // done: failed, unreachable or skipped.
-var ErrNotAtTarget = manifests.Rejection("fleet: not every node is done")
+var ErrNotAtTarget = manifests.Rejection("not every node is done")
 
 // Err returns ErrNotAtTarget with the counts when some node is not at the
 // target, else nil.
@@ -115,17 +115,17 @@ func outcomeErr(c map[string]int, total int, halted string) error {
 func Rollout(ctx context.Context, nodes []Node, o RolloutOptions) (*RolloutReport, error) {
 	at := refIndex(o.Line, o.Target)
 	if at < 0 {
-		return nil, fmt.Errorf("fleet: rollout: version %s is not in line %s: %w", o.Target, o.LineName, ErrNotAtTarget)
+		return nil, fmt.Errorf("rollout: version %s is not in line %s: %w", o.Target, o.LineName, ErrNotAtTarget)
 	}
 	viaAgent := o.Nudge != nil
 	switch {
 	case viaAgent && at != len(o.Line)-1:
-		return nil, fmt.Errorf("fleet: rollout via the agents: they apply their repository's head, %s, not %s", o.Line[len(o.Line)-1].Version, o.Target)
+		return nil, fmt.Errorf("rollout via the agents: they apply their repository's head, %s, not %s", o.Line[len(o.Line)-1].Version, o.Target)
 	case viaAgent:
 	case o.SSH == nil:
-		return nil, errors.New("fleet: rollout: no SSH settings")
+		return nil, errors.New("rollout: no SSH settings")
 	case o.URL == "" && o.Bundle == nil:
-		return nil, errors.New("fleet: rollout: neither a repository URL nor a bundle writer")
+		return nil, errors.New("rollout: neither a repository URL nor a bundle writer")
 	}
 	if !viaAgent {
 		if err := o.SSH.Prepare(); err != nil {

@@ -92,7 +92,7 @@ type Report struct {
 
 // ErrNotCurrent reports a fleet where some node is behind, failing or
 // unreachable.
-var ErrNotCurrent = manifests.Rejection("fleet: not every node is at the head")
+var ErrNotCurrent = manifests.Rejection("not every node is at the head")
 
 // Err returns ErrNotCurrent, naming how many nodes are behind, failing or
 // unreachable, or nil when none is (nodes owing restarts do not count).

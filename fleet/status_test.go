@@ -141,7 +141,7 @@ func TestStatus(t *testing.T) {
 	if rep.Reference != "1.0.2" || len(rep.Nodes) != len(nodes) {
 		t.Fatalf("reference %s, %d nodes", rep.Reference, len(rep.Nodes))
 	}
-	if err := rep.Err(); !errors.Is(err, ErrNotCurrent) || err.Error() != "fleet: not every node is at the head: 1 behind, 2 failing, 0 diverged, 2 unreachable of 10" {
+	if err := rep.Err(); !errors.Is(err, ErrNotCurrent) || err.Error() != "not every node is at the head: 1 behind, 2 failing, 0 diverged, 2 unreachable of 10" {
 		t.Errorf("Err = %v", err)
 	}
 	if s := rep.Sorted(); s[0].Name != "f" || s[len(s)-1].Name != "h" {

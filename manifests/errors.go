@@ -8,7 +8,7 @@ import "errors"
 // that cannot hold the layout. The sentinels of that class, in every
 // package, are made with Rejection; the command maps the class to one exit
 // code. Other errors (I/O, missing tools, locks) do not match it.
-var ErrRejected = errors.New("manifests: rejected")
+var ErrRejected = errors.New("rejected")
 
 // Rejection returns a new sentinel error with the given text whose
 // errors.Is matches itself (by identity, as errors.New's) and ErrRejected.
@@ -29,15 +29,15 @@ func (e *rejection) Is(target error) bool { return target == ErrRejected }
 var (
 	// ErrUnsafePath reports a path that is not a clean, relative path
 	// inside the tree (absolute, containing "..", empty elements, NUL).
-	ErrUnsafePath = Rejection("manifests: unsafe path")
+	ErrUnsafePath = Rejection("unsafe path")
 	// ErrInvalid reports a manifest that does not satisfy its schema.
-	ErrInvalid = Rejection("manifests: invalid manifest")
+	ErrInvalid = Rejection("invalid manifest")
 	// ErrVersion reports a version that is not strict semver or that does
 	// not increase along a line.
-	ErrVersion = Rejection("manifests: bad version")
+	ErrVersion = Rejection("bad version")
 	// ErrTooLarge reports a document larger than its size limit.
-	ErrTooLarge = Rejection("manifests: document too large")
+	ErrTooLarge = Rejection("document too large")
 	// ErrConstraint reports an overlay's image constraint (requires) that
 	// the image does not meet.
-	ErrConstraint = Rejection("overlay: image constraint not satisfied")
+	ErrConstraint = Rejection("image constraint not satisfied")
 )

@@ -48,7 +48,7 @@ const (
 )
 
 // ErrChannel reports a channel strata does not know.
-var ErrChannel = errors.New("overlay: unknown channel (stable or candidate)")
+var ErrChannel = errors.New("unknown channel (stable or candidate)")
 
 // CheckChannel refuses a channel other than stable, candidate or "".
 func CheckChannel(ch string) error {

@@ -27,19 +27,19 @@ var (
 	// ErrInterrupted reports a node with a transaction a crash
 	// interrupted, which a check that may not write cannot settle (it
 	// comes with ErrDrift).
-	ErrInterrupted = errors.New("overlay: an interrupted transaction to settle")
+	ErrInterrupted = errors.New("an interrupted transaction to settle")
 	// ErrNothingToRollback reports a node with no applied overlay.
-	ErrNothingToRollback = errors.New("overlay: nothing to roll back")
+	ErrNothingToRollback = errors.New("nothing to roll back")
 	// ErrRollbackTarget reports a rollback --to version that is neither
 	// the node's starting point nor an overlay it applied below its head.
-	ErrRollbackTarget = errors.New("overlay: not a version the node can roll back to")
+	ErrRollbackTarget = errors.New("not a version the node can roll back to")
 	// ErrValidation reports a service whose validation command refused a
 	// changed configuration; the node did not change. Publishers refuse
 	// with the same value (overlay.ErrValidation).
 	ErrValidation = catalog.ErrValidation
 	// ErrRestart reports a failed service restart (the overlay was rolled
 	// back).
-	ErrRestart = errors.New("overlay: service restart failed")
+	ErrRestart = errors.New("service restart failed")
 	// ErrUnknownUnit reports a unit the node's catalog does not have.
 	ErrUnknownUnit = catalog.ErrNotInCatalog
 )

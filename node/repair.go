@@ -20,7 +20,7 @@ import (
 )
 
 // ErrRepair reports drift a repair cannot undo.
-var ErrRepair = manifests.Rejection("overlay: repair incomplete")
+var ErrRepair = manifests.Rejection("repair incomplete")
 
 // RepairReport describes a repair.
 type RepairReport struct {

@@ -21,13 +21,13 @@ import (
 var (
 	// ErrUpgrade reports an image refused for an upgrade of the node
 	// (another line, not newer, layers it cannot carry, ...).
-	ErrUpgrade = manifests.Rejection("upgrade: refused")
+	ErrUpgrade = manifests.Rejection("upgrade refused")
 	// ErrUpgradeStaged reports a change refused because an upgrade is
 	// staged (its kept layers would no longer be the node's) or the node
 	// is on a trial boot of one.
-	ErrUpgradeStaged = manifests.Rejection("upgrade: an upgrade is staged")
+	ErrUpgradeStaged = manifests.Rejection("an upgrade is staged")
 	// ErrUnhealthy reports a trial boot whose health check failed.
-	ErrUnhealthy = errors.New("upgrade: the node is not healthy")
+	ErrUnhealthy = errors.New("the node is not healthy")
 )
 
 // UpgradeOptions configures PlanUpgrade.

@@ -33,7 +33,7 @@ func chainContent(ctx context.Context, c *Chain, e manifests.Entry) ([]byte, err
 
 // errPatchChain reports a file whose content at the head is more patches
 // deep than a caller's limit.
-var errPatchChain = errors.New("overlay: the file is rebuilt through too many patches")
+var errPatchChain = errors.New("the file is rebuilt through too many patches")
 
 // contentBelow returns the content of path, which must have SHA-256 sum,
 // in the tree of the chain's image and its first n overlays. When depth

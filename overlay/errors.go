@@ -25,19 +25,19 @@ var (
 	ErrNoBase = archive.ErrNoBase
 	// ErrHeadMoved reports a change made against a head that is no
 	// longer the line's (see CreateOptions.Parent).
-	ErrHeadMoved = manifests.Rejection("overlay: the line's head moved")
+	ErrHeadMoved = manifests.Rejection("the line's head moved")
 	// ErrEmpty reports a change that changes nothing.
-	ErrEmpty = manifests.Rejection("overlay: empty change")
+	ErrEmpty = manifests.Rejection("empty change")
 	// ErrSymlinkPath reports a write through a symlinked directory.
 	ErrSymlinkPath = nodestate.ErrSymlinkPath
 	// ErrOutsideHierarchies reports a change outside the line's managed
 	// hierarchies.
-	ErrOutsideHierarchies = manifests.Rejection("overlay: change outside the managed hierarchies")
+	ErrOutsideHierarchies = manifests.Rejection("change outside the managed hierarchies")
 	// ErrAmbiguousLine reports a repository with several lines where the
 	// caller named none.
 	ErrAmbiguousLine = repo.ErrAmbiguousLine
 	// ErrRotation reports a key rotation that cannot be made as asked: a
 	// key added twice or trusted already, a revoked key not trusted, no
 	// key left, or an index key not trusted after it.
-	ErrRotation = errors.New("overlay: key rotation refused")
+	ErrRotation = errors.New("key rotation refused")
 )

@@ -13,7 +13,7 @@ import (
 )
 
 // ErrUnknownOwner reports an --owner name the line's head does not know.
-var ErrUnknownOwner = errors.New("overlay: unknown owner")
+var ErrUnknownOwner = errors.New("unknown owner")
 
 // maxAccountFile bounds the /etc/passwd or /etc/group read to resolve
 // owner names.

@@ -16,7 +16,7 @@ import (
 
 // ErrRevertConflict reports an overlay to revert whose paths later
 // overlays changed too: undoing it would undo part of them.
-var ErrRevertConflict = manifests.Rejection("overlay: later overlays changed the same paths")
+var ErrRevertConflict = manifests.Rejection("later overlays changed the same paths")
 
 // RevertOptions are the settings of Revert.
 type RevertOptions struct {

@@ -195,7 +195,7 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 // ErrUnbootable reports a staged upgrade whose boot entry never went live
 // (the upgrade was interrupted just before): no boot will try it. An
 // upgrade drops it first; a dry run reports it.
-var ErrUnbootable = manifests.Rejection("upgrade: a staged upgrade has no bootable entry")
+var ErrUnbootable = manifests.Rejection("a staged upgrade has no bootable entry")
 
 // dropUnbootable drops (as upgrade --cancel would) an upgrade staged on
 // the node whose boot entry is not bootable, and returns it; a dry run
@@ -288,7 +288,7 @@ func CancelDisk(ctx context.Context, diskPath string, lockWait time.Duration) (u
 
 // errWouldCancel ends CancelDisk's read-only check where the cancel
 // would start writing.
-var errWouldCancel = errors.New("upgrade: the cancel holds")
+var errWouldCancel = errors.New("the cancel holds")
 
 // CancelLive removes the upgrade staged on the running node (a private
 // mount namespace).

@@ -27,10 +27,10 @@ import (
 // Errors Provision reports, both of the manifests.ErrRejected class.
 var (
 	// ErrTooSmall reports a disk smaller than the layout needs.
-	ErrTooSmall = manifests.Rejection("disk: too small")
+	ErrTooSmall = manifests.Rejection("disk too small")
 	// ErrMounted reports a block device (or one of its partitions)
 	// that is mounted.
-	ErrMounted = manifests.Rejection("disk: block device is mounted")
+	ErrMounted = manifests.Rejection("block device is mounted")
 )
 
 // Options configures Provision.

@@ -17,7 +17,7 @@ const privateEnv = "STRATA_PRIVATE_MOUNT_NS"
 
 // ErrNotPrivate reports an attempt to mount a disk's partitions from a
 // process that shares its mount namespace (see Reexec).
-var ErrNotPrivate = errors.New("disk: not running in a private mount namespace")
+var ErrNotPrivate = errors.New("not running in a private mount namespace")
 
 // InPrivateNamespace reports whether this process runs in a mount
 // namespace of its own that Reexec made: the marker Reexec sets is in

@@ -23,10 +23,10 @@ import (
 var (
 	// ErrNotNodeDisk reports a disk without the layout Provision writes
 	// (or whose state partition holds no node).
-	ErrNotNodeDisk = manifests.Rejection("disk: not a strata node disk")
+	ErrNotNodeDisk = manifests.Rejection("not a strata node disk")
 	// ErrInUse reports a disk another process holds (a running qemu, a
 	// concurrent strata).
-	ErrInUse = errors.New("disk: in use")
+	ErrInUse = errors.New("disk in use")
 )
 
 // Node is the node of a provisioned disk that is not running, mounted

@@ -25,10 +25,10 @@ import (
 
 // ErrNoKernel reports an image that cannot boot from a root partition:
 // it has no kernel and initrd.
-var ErrNoKernel = manifests.Rejection("disk: image has no kernel")
+var ErrNoKernel = manifests.Rejection("image has no kernel")
 
 // ErrNotImage reports an image path that is not a regular file.
-var ErrNotImage = manifests.Rejection("disk: not an image file")
+var ErrNotImage = manifests.Rejection("not an image file")
 
 // Target is a node disk opened to write a whole image to its inactive
 // root partition and the boot entry for it: a disk that is not running

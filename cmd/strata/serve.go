@@ -41,10 +41,10 @@ works the same (see docs/fleet.md). SIGINT or SIGTERM stop it gracefully
 				}
 			}
 			if repo.IsURL(dir) {
-				return usageError{fmt.Errorf("serve: %s is a URL; serve a repository directory", dir)}
+				return usageError{fmt.Errorf("%s is a URL; serve a repository directory", dir)}
 			}
 			if _, err := os.Lstat(dir + "/" + repo.IndexFile); err != nil {
-				return fmt.Errorf("serve: %s is not a repository: %w", dir, err)
+				return fmt.Errorf("%s is not a repository: %w", dir, err)
 			}
 			log := g.progress()
 			s, err := serve.Listen(listen, serve.Handler(dir, log), lim)

@@ -15,7 +15,7 @@ import (
 const Dir = "/etc/apt"
 
 // ErrNone reports that the host's apt sources name no archive to use.
-var ErrNone = errors.New("aptsources: no archive in the host's apt sources")
+var ErrNone = errors.New("no archive in the host's apt sources")
 
 // Source is one "deb" entry: an archive URI and the suites it serves.
 type Source struct {

@@ -74,7 +74,7 @@ func OpenContext(ctx context.Context, path string, trust *sign.KeySet) (*Archive
 }
 
 // ErrNotRegular reports an overlay path that is not a regular file.
-var ErrNotRegular = manifests.Rejection("archive: overlay is not a regular file")
+var ErrNotRegular = manifests.Rejection("overlay is not a regular file")
 
 // OpenFrom is Open over the bytes open returns; name is the archive's
 // Source.

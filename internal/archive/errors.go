@@ -6,11 +6,11 @@ import "github.com/strata-dev/strata/manifests"
 // the same names.
 var (
 	// ErrPayload reports payload members that disagree with the manifest.
-	ErrPayload = manifests.Rejection("overlay: payload does not match manifest")
+	ErrPayload = manifests.Rejection("payload does not match manifest")
 	// ErrFormat reports an archive that is not a strata overlay.
-	ErrFormat = manifests.Rejection("overlay: not a strata overlay archive")
+	ErrFormat = manifests.Rejection("not a strata overlay archive")
 	// ErrNoBase reports a file shipped as a patch whose base content (the
 	// path's content before the overlay) is not at hand: on a node, a
 	// file that drifted from the node's head.
-	ErrNoBase = manifests.Rejection("overlay: the content a patch was made against is not at hand")
+	ErrNoBase = manifests.Rejection("the content a patch was made against is not at hand")
 )

@@ -36,8 +36,8 @@ var (
 	ErrSymlinkLoop = tree.ErrSymlinkLoop
 	// ErrUnknownUnit reports a declared path for a unit the tree does not
 	// define.
-	ErrUnknownUnit = manifests.Rejection("catalog: unknown unit")
+	ErrUnknownUnit = manifests.Rejection("unknown unit")
 	// ErrBadPath reports a declared path that is not a clean tree path, or
 	// an X-Strata path that is not absolute.
-	ErrBadPath = manifests.Rejection("catalog: bad declared path")
+	ErrBadPath = manifests.Rejection("bad declared path")
 )

@@ -25,7 +25,7 @@ const (
 
 // ErrUnknown reports an unsupported algorithm name or an unrecognised
 // stream.
-var ErrUnknown = errors.New("compress: unknown compression")
+var ErrUnknown = errors.New("unknown compression")
 
 // Parse checks an algorithm name; "" means zstd.
 func Parse(s string) (Algorithm, error) {

@@ -12,7 +12,7 @@ import (
 )
 
 // ErrNoIdentity reports a node without an identity key.
-var ErrNoIdentity = errors.New("node: no identity key")
+var ErrNoIdentity = errors.New("no identity key")
 
 // Identity returns the node's identity key (manifests.IdentityKeyPath),
 // the key its agent signs its health with. With create, a node that has

@@ -25,10 +25,10 @@ var (
 	// directory, without a state directory or a ledger (of the
 	// manifests.ErrRejected class: the root given is not one strata can
 	// act on).
-	ErrNotNode = manifests.Rejection("node: not a strata node")
+	ErrNotNode = manifests.Rejection("not a strata node")
 	// ErrBadState reports node state planted as something it must not be
 	// (a symlink where a directory or file belongs).
-	ErrBadState = manifests.Rejection("node: state directory tampered with")
+	ErrBadState = manifests.Rejection("state directory tampered with")
 	// ErrBadLock reports a lock file that is not a regular file of its
 	// own (a symlink, a FIFO, a hard link to a file elsewhere).
 	ErrBadLock = safefile.ErrBadLock

@@ -19,9 +19,9 @@ import (
 var (
 	// ErrDrift reports a node whose tree or ledger differs from what it
 	// should be.
-	ErrDrift = manifests.Rejection("overlay: node drifted")
+	ErrDrift = manifests.Rejection("node drifted")
 	// ErrSymlinkPath reports a write through a symlinked directory.
-	ErrSymlinkPath = manifests.Rejection("overlay: path passes through a symlink")
+	ErrSymlinkPath = manifests.Rejection("path passes through a symlink")
 )
 
 // ManifestStore is the directory that keeps the signed manifests of the
@@ -233,7 +233,7 @@ func (n Node) Holds(r manifests.LedgerEntry) (bool, error) {
 }
 
 // ErrCommitted reports an attempt to take back a change the ledger holds.
-var ErrCommitted = errors.New("node: the change is committed; it can only be rolled back")
+var ErrCommitted = errors.New("the change is committed; it can only be rolled back")
 
 // backendName reports whether name can name a backend: 1 to 32 lower-case
 // letters, digits and dashes.

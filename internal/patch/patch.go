@@ -30,7 +30,7 @@ const level = zstd.SpeedBetterCompression
 // ErrPatch reports a patch that does not rebuild a file: not a zstd
 // frame, one that needs more memory than allowed, or one whose result has
 // another size than the caller expects.
-var ErrPatch = errors.New("patch: does not rebuild the file")
+var ErrPatch = errors.New("the patch does not rebuild the file")
 
 // Worth reports whether a file whose content goes from oldSize to
 // newSize bytes may ship as a patch.

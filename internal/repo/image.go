@@ -19,7 +19,7 @@ import (
 
 // ErrNoManifest reports an image without its manifest or signature (of
 // the manifests.ErrRejected class).
-var ErrNoManifest = manifests.Rejection("repo: image manifest missing")
+var ErrNoManifest = manifests.Rejection("image manifest missing")
 
 // ManifestPath returns the manifest path that belongs to a squashfs image:
 // "x.squashfs" becomes "x.image.json".

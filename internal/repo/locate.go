@@ -9,11 +9,11 @@ import (
 // ErrRemote reports a command that writes a repository given a URL:
 // repositories are published into a directory, which any web server then
 // serves.
-var ErrRemote = errors.New("repo: a repository URL is read-only; publish into a directory and serve that")
+var ErrRemote = errors.New("a repository URL is read-only; publish into a directory and serve that")
 
 // ErrLocation reports a --repo that names no repository strata can read:
 // an unknown scheme, a malformed URL.
-var ErrLocation = errors.New("repo: not a repository location")
+var ErrLocation = errors.New("not a repository location")
 
 // Locate returns the store of the repository at loc: an http:// or
 // https:// URL (see HTTPStore), an oci:// or oci+http:// reference (see

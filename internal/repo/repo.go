@@ -18,18 +18,18 @@ import (
 // Errors reported by this package.
 var (
 	// ErrExists reports a repository or line that already exists.
-	ErrExists = errors.New("repo: already exists")
+	ErrExists = errors.New("already exists")
 	// ErrTampered reports a file whose digest does not match the index
 	// (of the manifests.ErrRejected class).
-	ErrTampered = manifests.Rejection("repo: file does not match the index")
+	ErrTampered = manifests.Rejection("file does not match the index")
 	// ErrSequence reports an overlay that does not continue the line's
 	// head (package overlay re-exports it).
-	ErrSequence = manifests.Rejection("overlay: out of sequence")
+	ErrSequence = manifests.Rejection("out of sequence")
 	// ErrAmbiguousLine reports a repository with several lines where the
 	// caller named none (package overlay re-exports it).
-	ErrAmbiguousLine = errors.New("overlay: which line?")
+	ErrAmbiguousLine = errors.New("which line?")
 	// ErrReadOnly reports a write to a store that cannot be written.
-	ErrReadOnly = errors.New("repo: store is read-only")
+	ErrReadOnly = errors.New("store is read-only")
 )
 
 // IndexFile is the index's name inside a repository.

@@ -96,7 +96,7 @@ func PutWritten(ctx context.Context, p Putter, name string, write func(io.Writer
 }
 
 // errPutEnded is what a writer of PutWritten sees once Put returned.
-var errPutEnded = errors.New("repo: put ended before the content did")
+var errPutEnded = errors.New("put ended before the content did")
 
 // countingReader counts what passes through it.
 type countingReader struct {
@@ -112,7 +112,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // ErrNotRegular reports a repository member that is not a regular file
 // (of the manifests.ErrRejected class).
-var ErrNotRegular = manifests.Rejection("repo: member is not a regular file")
+var ErrNotRegular = manifests.Rejection("member is not a regular file")
 
 // ReadMember reads member name of s whole, refusing one over limit bytes
 // with manifests.ErrTooLarge.

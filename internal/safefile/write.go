@@ -19,7 +19,7 @@ import (
 // Errors of Lock.
 var (
 	// ErrLocked reports that another strata process holds the lock.
-	ErrLocked = errors.New("node: locked by another strata process")
+	ErrLocked = errors.New("locked by another strata process")
 	// ErrBadLock reports a lock file that is not a regular file of its
 	// own (a symlink, a FIFO, a hard link to a file elsewhere).
 	ErrBadLock = manifests.Rejection("lock file tampered with")

@@ -38,13 +38,13 @@ const (
 
 // ErrSandbox reports that the sandbox itself could not be set up (as
 // opposed to a command that ran and failed).
-var ErrSandbox = errors.New("sandbox: cannot set up")
+var ErrSandbox = errors.New("the sandbox cannot be set up")
 
 // ErrTimeout reports a command stopped at its time limit.
-var ErrTimeout = errors.New("sandbox: time limit reached")
+var ErrTimeout = errors.New("the sandbox's time limit reached")
 
 // ErrMemory reports a command the kernel stopped at its memory limit.
-var ErrMemory = errors.New("sandbox: memory limit reached")
+var ErrMemory = errors.New("the sandbox's memory limit reached")
 
 // Spec is one command to run in a sandbox.
 type Spec struct {
@@ -209,20 +209,20 @@ func withDefaults(s Spec) Spec {
 
 func checkSpec(s Spec) error {
 	if len(s.Argv) == 0 || !filepath.IsAbs(s.Argv[0]) {
-		return fmt.Errorf("sandbox: %q is not an absolute program path", s.Argv)
+		return fmt.Errorf("%q is not an absolute program path", s.Argv)
 	}
 	// /proc/self/exe and its kind would run a program from outside the
 	// view (the host's strata binary).
 	for _, d := range []string{"/proc", "/dev", "/sys"} {
 		if p := filepath.Clean(s.Argv[0]); p == d || strings.HasPrefix(p, d+"/") {
-			return fmt.Errorf("sandbox: %s is not a program of the tree (below %s)", s.Argv[0], d)
+			return fmt.Errorf("%s is not a program of the tree (below %s)", s.Argv[0], d)
 		}
 	}
 	if !filepath.IsAbs(s.Root) {
-		return fmt.Errorf("sandbox: root %q is not an absolute path", s.Root)
+		return fmt.Errorf("root %q is not an absolute path", s.Root)
 	}
 	if !filepath.IsAbs(s.Dir) {
-		return fmt.Errorf("sandbox: working directory %q is not an absolute path", s.Dir)
+		return fmt.Errorf("working directory %q is not an absolute path", s.Dir)
 	}
 	return nil
 }

@@ -22,15 +22,15 @@ import (
 // Errors reported by this package, all of the manifests.ErrRejected class.
 var (
 	// ErrBadSignature reports a signature that no trusted key verifies.
-	ErrBadSignature = manifests.Rejection("sign: signature not valid for any trusted key")
+	ErrBadSignature = manifests.Rejection("signature not valid for any trusted key")
 	// ErrUnsigned reports a missing signature.
-	ErrUnsigned = manifests.Rejection("sign: not signed")
+	ErrUnsigned = manifests.Rejection("not signed")
 	// ErrNoKeys reports an empty trust set.
-	ErrNoKeys = manifests.Rejection("sign: no trusted keys")
+	ErrNoKeys = manifests.Rejection("no trusted keys")
 )
 
 // ErrPublicKey reports a public key given where a secret key is needed.
-var ErrPublicKey = errors.New("sign: this is a public key; signing needs the secret key (the .key file strata key generate wrote beside it)")
+var ErrPublicKey = errors.New("this is a public key; signing needs the secret key (the .key file strata key generate wrote beside it)")
 
 // Bounds on what this package reads: a minisign signature or public key
 // file is a few hundred bytes, so anything past these is not one.
@@ -235,7 +235,7 @@ func (ks *KeySet) Strings() []string {
 }
 
 // ErrSecretKey reports a secret key given where a public key is wanted.
-var ErrSecretKey = errors.New("sign: this is a secret key; give the public key (the .pub file strata key generate wrote beside it)")
+var ErrSecretKey = errors.New("this is a secret key; give the public key (the .pub file strata key generate wrote beside it)")
 
 // maxKeyFile bounds a key file read.
 const maxKeyFile = 64 << 10

@@ -14,7 +14,7 @@ import (
 )
 
 // ErrTool reports a missing or failing external tool.
-var ErrTool = errors.New("squashfs: external tool failed")
+var ErrTool = errors.New("squashfs tool failed")
 
 // WriteOptions tune Write.
 type WriteOptions struct {

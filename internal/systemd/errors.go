@@ -6,16 +6,16 @@ import "errors"
 var (
 	// ErrAction reports a unit operation that failed; Run's error names
 	// the verb, the unit and systemctl's output.
-	ErrAction = errors.New("systemd: unit action failed")
+	ErrAction = errors.New("unit action failed")
 	// ErrInvalidUnit reports a unit name that manifests.ValidUnit rejects;
 	// such a name never reaches a command line.
-	ErrInvalidUnit = errors.New("systemd: invalid unit name")
+	ErrInvalidUnit = errors.New("invalid unit name")
 	// ErrUnknownVerb reports a Verb that is none of the package's.
-	ErrUnknownVerb = errors.New("systemd: unknown verb")
+	ErrUnknownVerb = errors.New("unknown verb")
 	// ErrParse reports systemctl output that is not what was asked for.
-	ErrParse = errors.New("systemd: malformed systemctl output")
+	ErrParse = errors.New("malformed systemctl output")
 	// ErrOutputTooLarge reports systemctl output beyond the output limit.
-	ErrOutputTooLarge = errors.New("systemd: systemctl output too large")
+	ErrOutputTooLarge = errors.New("systemctl output too large")
 	// ErrCommand reports systemctl failing to run or exiting non-zero.
-	ErrCommand = errors.New("systemd: systemctl failed")
+	ErrCommand = errors.New("systemctl failed")
 )

@@ -12,17 +12,17 @@ import (
 // manifests.ErrRejected class.
 var (
 	// ErrNotExist reports a path missing from a tree.
-	ErrNotExist = errors.New("tree: no such path")
+	ErrNotExist = errors.New("no such path")
 	// ErrNotDir reports a path used as a directory that is not one.
-	ErrNotDir = errors.New("tree: not a directory")
+	ErrNotDir = errors.New("not a directory")
 	// ErrSpecialFile reports a device node, FIFO or socket.
-	ErrSpecialFile = manifests.Rejection("tree: device nodes, FIFOs and sockets are not allowed")
+	ErrSpecialFile = manifests.Rejection("device nodes, FIFOs and sockets are not allowed")
 	// ErrHardlink reports a hard link member.
-	ErrHardlink = manifests.Rejection("tree: hard links are not allowed")
+	ErrHardlink = manifests.Rejection("hard links are not allowed")
 	// ErrDuplicate reports a path that occurs twice in one stream.
-	ErrDuplicate = manifests.Rejection("tree: duplicate entry")
+	ErrDuplicate = manifests.Rejection("duplicate entry")
 	// ErrLimit reports a stream over its size or count limits.
-	ErrLimit = manifests.Rejection("tree: size limit exceeded")
+	ErrLimit = manifests.Rejection("size limit exceeded")
 )
 
 func unixTime(sec int64) time.Time { return time.Unix(sec, 0).UTC() }

@@ -14,7 +14,7 @@ import (
 
 // errNoContent reports a file of the folded tree that neither the base
 // stream nor any layer supplied.
-var errNoContent = errors.New("tree: no content for file")
+var errNoContent = errors.New("no content for file")
 
 // WriteTar writes the folded tree to tw with modification time mtime:
 // directories first; then the base tree's files that survive unchanged,
