@@ -7,7 +7,7 @@ PKGS     := ./...
 PREFIX   ?= /usr/local
 DESTDIR  ?=
 
-.PHONY: all build deps test test-debian test-boot unit lint demo bench fuzz clean man install
+.PHONY: all build deps test test-debian test-boot unit lint demo demo-fleet bench fuzz clean man install
 
 all: build
 
@@ -74,11 +74,18 @@ test-boot: build
 lint:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet -tags debian $(PKGS)
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags debian $(PKGS)
+	$(GO) vet -tags 'debian demofleet' $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags 'debian demofleet' $(PKGS)
 
 demo: deps build
 	./scripts/demo.sh $(BIN)
+
+# A fleet on one machine (issue 22): three namespaced systemd nodes with
+# sshd, nginx and agents, walked through central config, validation, a
+# rollout, a node down, a local edit, a hold, a cluster restart and the
+# status page (scripts/demo-fleet.sh). Needs root.
+demo-fleet: deps build
+	GO=$(GO) ./scripts/demo-fleet.sh
 
 bench: deps build
 	./scripts/bench.sh $(BIN)

@@ -265,6 +265,9 @@ func printResults(w io.Writer, nodes []fleet.NodeResult, counts map[string]int, 
 		if note == "" && len(n.Units) > 0 {
 			note = strings.Join(n.Units, ", ")
 		}
+		if len(n.Repaired) > 0 {
+			note = strings.TrimSuffix("repaired "+strings.Join(n.Repaired, ", ")+"; "+note, "; ")
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.Outcome, wave, printable(head), printable(note))
 	}
 	tw.Flush()

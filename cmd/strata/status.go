@@ -266,7 +266,7 @@ func printUnits(w io.Writer, units []schema.UnitConfig, unitsErr string) {
 			current++
 		}
 	}
-	fmt.Fprintf(w, "units     %d managed, %d current\n", len(units), current)
+	fmt.Fprintf(w, "units     %d in the catalog, %d current\n", len(units), current)
 	for _, u := range units {
 		if u.Current() {
 			continue
