@@ -222,6 +222,13 @@ printf '\nPublishing one overlay at depth N (overlay create, Go benchmark):\n'
 printf '\nFleet: '
 ( cd "$SRC" && STRATA_SCALE_REPORT="$W/scale.txt" go test ./internal/serve -run '^TestScale2000Agents$' -count=1 >/dev/null ) && cat "$W/scale.txt"
 
+# Fleet status over real agents (issue 22): fleet.Status against 1,000
+# in-process agents, each over a node of its own on a listener of its
+# own, beside a plain parallel HTTP client fetching the same health
+# documents, rounds alternating; medians and the ratio (aim: within 2x).
+printf '\nFleet status: '
+( cd "$SRC" && STRATA_BENCH_REPORT="$W/status.txt" go test ./agent -run '^$' -bench '^BenchmarkStatusOverAgents$' -benchtime 1x -timeout 30m >/dev/null ) && cat "$W/status.txt"
+
 # Fleet fan-out over SSH (issue 9): strata status --inventory against
 # parallel-ssh running the same remote command on the same sshd targets.
 printf '\nFleet fan-out over SSH (scripts/bench-fleet.sh, medians of %d runs):\n' "$RUNS"
