@@ -356,3 +356,27 @@ func TestFailedRestartLeavesDebt(t *testing.T) {
 		t.Errorf("after a restart that passed: debt %+v, last failure %+v; want both settled", st.Pending, st.LastFailure)
 	}
 }
+
+// A rollback whose restarts fail (issue 22) is committed, and its
+// restarts are owed with the error, as a failed strata restart's are:
+// status names the failure until a restart that passes settles it.
+func TestRollbackFailedRestartLeavesDebt(t *testing.T) {
+	ctx := context.Background()
+	f := fixture.New(t)
+	c := f.Create("1.0.1", f.Change("/etc/app/conf.d/a.conf", "a2\n"))
+	root := f.Provision()
+	fixture.MustApply(t, root, c.Path)
+	failing, _ := rsLogger(t, "echo 'app.service would not reload' >&2; exit 1; ")
+	_, err := nodetest.Rollback(ctx, root, "", node.Options{Restarter: failing})
+	fixture.ErrIs(t, err, node.ErrRestart, "rolled back 1.0.1", "app.service would not reload")
+	st, err := nodetest.Status(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Head.Version != "1.0.0" || len(st.Pending) != 1 || !strings.Contains(strings.Join(st.Pending[0].Because, " "), "would not reload") {
+		t.Fatalf("after a rollback whose restart failed: head %s, debt %+v; want 1.0.0 with app.service owed, naming the failure", st.Head.Version, st.Pending)
+	}
+	if f := st.LastFailure; f == nil || f.Action != manifests.LedgerRestart || !strings.Contains(f.Error, "would not reload") {
+		t.Fatalf("last failure %+v, want the rollback's failed restart", st.LastFailure)
+	}
+}

@@ -178,7 +178,13 @@ func rollbackLocked(ctx context.Context, b nodestate.Backend, r Restarter, steps
 		for _, s := range rep.Steps {
 			vs = append(vs, s.Version)
 		}
-		return rep, fmt.Errorf("rolled back %s (committed: node %s is at %s), but %w; the restarts stay pending: strata restart-pending", strings.Join(vs, ", "), n.Root, rep.Head.Version, err)
+		err = fmt.Errorf("rolled back %s (committed: node %s is at %s), but %w; the restarts stay pending: strata restart-pending", strings.Join(vs, ", "), n.Root, rep.Head.Version, err)
+		// The debt carries the error: status, history, health and the
+		// fleet view show it until a restart that passes settles it.
+		if rerr := recordFailedRestart(n, l, rep.Actions, err); rerr != nil {
+			return rep, errors.Join(err, rerr)
+		}
+		return rep, err
 	}
 	return rep, recordRestarts(n, l, rep.Actions, rebootDue(res))
 }
