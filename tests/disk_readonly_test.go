@@ -91,7 +91,13 @@ func TestRefusedDiskCommandsWriteNothing(t *testing.T) {
 	if out := s.ok("rollback", "--disk", "node.img"); !strings.Contains(out, "rolled back 1.0.1") {
 		t.Errorf("rollback --disk: %s", out)
 	}
-	if out := s.ok("status", "--disk", "node.img"); strings.Contains(out, "1.0.1") {
+	out = s.ok("status", "--disk", "node.img")
+	if strings.Contains(out, "layers    1.0.1") || !strings.Contains(out, "head      1.0.0") {
 		t.Errorf("status --disk after the rollback still names 1.0.1: %s", out)
+	}
+	// The rollback holds the node, as on a running one: its agent will
+	// not apply 1.0.1 again when the disk boots.
+	if !strings.Contains(out, "held      at 1.0.0") || !strings.Contains(out, "strata rollback --disk") {
+		t.Errorf("status --disk after the rollback: not held:\n%s", out)
 	}
 }

@@ -75,11 +75,11 @@ func statusDisk(c *cobra.Command, g *globals, diskPath string) error {
 }
 
 // rollbackDisk is rollback --disk.
-func rollbackDisk(c *cobra.Command, g *globals, diskPath, to string, wait time.Duration) (*node.RollbackReport, bool, error) {
+func rollbackDisk(c *cobra.Command, g *globals, diskPath, to string, hold bool, wait time.Duration) (*node.RollbackReport, bool, error) {
 	if ran, err := inPrivateMounts(c, nil); ran {
 		return nil, true, err
 	}
-	rep, err := offline.Rollback(c.Context(), diskPath, to, node.Options{LockWait: wait, Progress: g.progress()})
+	rep, err := offline.Rollback(c.Context(), diskPath, to, hold, node.Options{LockWait: wait, Progress: g.progress()})
 	return rep, false, err
 }
 

@@ -219,7 +219,7 @@ rollback, and the restarts of all of them run once, after the last; V is
 where the node's overlays start or one it applied. With --root the node
 is then held where the rollback took it (strata hold): its agent,
 apply-overlay and rollouts leave it there until strata release; --no-hold
-does not hold it. (--disk does not hold the node.)
+does not hold it. The same goes for --disk.
 
 --disk rolls back the node on a provisioned disk that is not running
 (restarts are left as debt: nothing runs on the disk). The rollback is
@@ -238,7 +238,7 @@ disk byte for byte as it was.`,
 			var err error
 			if diskPath != "" {
 				var ran bool
-				if rep, ran, err = rollbackDisk(c, g, diskPath, to, wait); ran {
+				if rep, ran, err = rollbackDisk(c, g, diskPath, to, !noHold, wait); ran {
 					return err
 				}
 			} else {
@@ -284,7 +284,7 @@ disk byte for byte as it was.`,
 		},
 	}
 	versionVar(c, &to, "to", "revert every overlay above this version")
-	c.Flags().BoolVar(&noHold, "no-hold", false, "do not hold the node where the rollback took it (an agent following the line applies the overlays again)")
+	c.Flags().BoolVar(&noHold, "no-hold", false, "do not hold the node where the rollback took it (an agent following the line applies the overlays again); --root or --disk")
 	c.Flags().StringVar(&root, "root", "", "node root directory")
 	c.Flags().StringVar(&diskPath, "disk", "", "provisioned disk (image file or block device) of a node that is not running")
 	c.Flags().StringVar(&restartWith, "restart-with", "", "systemd, none or exec:'CMD {unit} {action}'")

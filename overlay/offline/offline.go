@@ -199,16 +199,24 @@ func SettlePending(ctx context.Context, diskPath string, no node.Options) (*node
 // writes: the rollback is first tried on the disk mounted read-only,
 // where every check runs and the first write fails; only a rollback that
 // got that far is made on the disk mounted read-write. A refused one
-// leaves the disk byte for byte as it was.
-func Rollback(ctx context.Context, diskPath, to string, no node.Options) (*node.RollbackReport, error) {
+// leaves the disk byte for byte as it was. With hold, the node is held
+// where the rollback took it (node.Node.RollbackAndHold), so that its
+// agent does not apply the same overlays again once it runs.
+func Rollback(ctx context.Context, diskPath, to string, hold bool, no node.Options) (*node.RollbackReport, error) {
+	roll := func(nd *node.Node) (*node.RollbackReport, error) {
+		if hold {
+			return nd.RollbackAndHold(ctx, to, "strata rollback --disk")
+		}
+		return nd.Rollback(ctx, to)
+	}
 	_, err := withNode(ctx, diskPath, MountReadOnly, nil, func(root string) (*node.RollbackReport, error) {
-		return onNode(root, no, nil, func(nd *node.Node) (*node.RollbackReport, error) { return nd.Rollback(ctx, to) })
+		return onNode(root, no, nil, roll)
 	})
 	if err == nil || !errors.Is(err, syscall.EROFS) && !errors.Is(err, node.ErrInterrupted) {
 		return nil, err
 	}
 	rep, err := withNode(ctx, diskPath, Mount, no.Progress, func(root string) (*node.RollbackReport, error) {
-		return onNode(root, no, no.Progress, func(nd *node.Node) (*node.RollbackReport, error) { return nd.Rollback(ctx, to) })
+		return onNode(root, no, no.Progress, roll)
 	})
 	if rep != nil {
 		rep.Root = diskPath
