@@ -81,6 +81,10 @@ func Build(ctx context.Context, recipePath, outDir string, opts ...Option) (*Res
 	if err != nil {
 		return nil, err
 	}
+	data, err := r.data(managed)
+	if err != nil {
+		return nil, err
+	}
 	m := &manifests.ImageManifest{
 		Schema:      manifests.Schema,
 		Kind:        manifests.KindImage,
@@ -93,6 +97,7 @@ func Build(ctx context.Context, recipePath, outDir string, opts ...Option) (*Res
 		Keys:        keys.Strings(),
 		Catalog:     cat,
 		Hierarchies: managed,
+		Data:        data,
 		Files:       files,
 	}
 	return writeImage(ctx, outDir, m, l, s, epoch)

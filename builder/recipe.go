@@ -41,6 +41,10 @@ type Recipe struct {
 	// the line may change only these, and a node that boots the image
 	// stacks them.
 	Hierarchies []string `yaml:"hierarchies"`
+	// Data are absolute directories where the node's services keep
+	// their own data, beside /var: no audit judges what is below them.
+	// Outside the managed hierarchies.
+	Data []string `yaml:"data"`
 	// Steps run in order after Files and Remove: copies, removals and
 	// commands run inside the tree.
 	Steps []Step `yaml:"steps"`

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -43,7 +44,11 @@ func (r *Recipe) validate() error {
 			return err
 		}
 	}
-	if _, err := r.managed(); err != nil {
+	managed, err := r.managed()
+	if err != nil {
+		return err
+	}
+	if _, err := r.data(managed); err != nil {
 		return err
 	}
 	for _, s := range r.Services {
@@ -270,6 +275,24 @@ func (r *Recipe) managed() ([]string, error) {
 	}
 	if err := manifests.ValidHierarchies(out); err != nil {
 		return nil, fmt.Errorf("%w: hierarchies: %v", ErrRecipe, err)
+	}
+	return out, nil
+}
+
+// data returns the recipe's declared data directories as tree paths,
+// sorted, checked against its managed hierarchies.
+func (r *Recipe) data(managed []string) ([]string, error) {
+	var out []string
+	for i, d := range r.Data {
+		rel, err := TreePath(d)
+		if err != nil {
+			return nil, fmt.Errorf("%w: data[%d]: %v", ErrRecipe, i, err)
+		}
+		out = append(out, rel)
+	}
+	sort.Strings(out)
+	if err := manifests.ValidData(out, managed); err != nil {
+		return nil, fmt.Errorf("%w: data: %v", ErrRecipe, err)
 	}
 	return out, nil
 }

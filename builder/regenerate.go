@@ -59,6 +59,7 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 		Keys:        keys,
 		Catalog:     c.Catalog,
 		Hierarchies: base.Hierarchies,
+		Data:        base.Data,
 		Files:       c.State.Entries(),
 	}
 	if err := m.Validate(); err != nil {

@@ -87,8 +87,12 @@ type ImageManifest struct {
 	// (tree paths) overlays of the line may change, which a node that
 	// boots the image stacks. Empty means DefaultHierarchies.
 	Hierarchies []string `json:"hierarchies,omitempty"`
-	Catalog     Catalog  `json:"catalog"`
-	Files       []Entry  `json:"files"`
+	// Data are directories (tree paths) where the node's services keep
+	// their own data, beside DataDirs (/var): no audit or repair judges
+	// what is below them. Outside the managed hierarchies.
+	Data    []string `json:"data,omitempty"`
+	Catalog Catalog  `json:"catalog"`
+	Files   []Entry  `json:"files"`
 }
 
 // KindImage, KindOverlay, KindIndex and KindLedger tag documents.
@@ -123,6 +127,9 @@ func (m *ImageManifest) Validate() error {
 		return err
 	}
 	if err := ValidHierarchies(m.Hierarchies); err != nil {
+		return err
+	}
+	if err := ValidData(m.Data, m.Hierarchies); err != nil {
 		return err
 	}
 	// A whole tree: every parent is a directory of the tree, so nothing
@@ -200,6 +207,59 @@ func IsData(p string) bool {
 		}
 	}
 	return false
+}
+
+// IsData reports whether tree path p is the node's own data: in DataDirs
+// or in one of the image's declared data directories.
+func (m *ImageManifest) IsData(p string) bool {
+	if IsData(p) {
+		return true
+	}
+	for _, d := range m.Data {
+		if Within(p, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxData bounds an image's declared data directories.
+const maxData = 64
+
+// ValidData checks an image's declared data directories: tree paths,
+// sorted, each once, none below another, at most 64, none of them or
+// above them a managed hierarchy (hierarchies; empty: the defaults),
+// strata's state or a runtime file system: a data directory there would
+// hide changes to what strata manages.
+func ValidData(data, hierarchies []string) error {
+	if len(data) > maxData {
+		return fmt.Errorf("%w: %d data directories, at most %d", ErrInvalid, len(data), maxData)
+	}
+	if len(hierarchies) == 0 {
+		hierarchies = DefaultHierarchies
+	}
+	for i, d := range data {
+		if err := ValidPath(d); err != nil {
+			return fmt.Errorf("%w: data directory %q: %v", ErrInvalid, clip(d), err)
+		}
+		if i > 0 && data[i-1] >= d {
+			return fmt.Errorf("%w: data directories not sorted or listed twice at /%s", ErrInvalid, d)
+		}
+		if i > 0 && Within(d, data[i-1]) {
+			return fmt.Errorf("%w: data directory /%s is below /%s", ErrInvalid, d, data[i-1])
+		}
+		top, _, _ := strings.Cut(d, "/")
+		for _, h := range hierarchies {
+			if top == h {
+				return fmt.Errorf("%w: data directory /%s is in the managed hierarchy /%s (what strata manages is never data)", ErrInvalid, d, h)
+			}
+		}
+		switch top {
+		case "run", "proc", "sys", "dev", "tmp", "state", "boot":
+			return fmt.Errorf("%w: data directory /%s is in /%s (node state or a runtime file system)", ErrInvalid, d, top)
+		}
+	}
+	return nil
 }
 
 // DefaultHierarchies are the managed hierarchies of an image that names

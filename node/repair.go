@@ -72,7 +72,7 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 		return nil, err
 	}
 	rep := &RepairReport{Root: root, Drift: []string{}, Layers: []string{}}
-	drift := audit.Drift(want, audit.Comparable(got, want))
+	drift := audit.Drift(want, audit.Comparable(got, want, v.Image.Manifest.IsData))
 	for _, d := range drift {
 		rep.Drift = append(rep.Drift, d.Msg)
 	}
@@ -156,7 +156,7 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 	if got, err = b.Scan(ctx); err != nil {
 		return rep, err
 	}
-	left := audit.Drift(want, audit.Comparable(got, want))
+	left := audit.Drift(want, audit.Comparable(got, want, v.Image.Manifest.IsData))
 	// The ledger says what was rebuilt, whether or not it was enough.
 	last := v.Ledger.Last()
 	if _, err := n.Commit(v.Ledger, manifests.LedgerEntry{

@@ -342,3 +342,28 @@ func TestVerifyNodeFilesIgnoresVar(t *testing.T) {
 		t.Fatalf("a file outside /var the head lacks: %+v, want drift", a.Findings)
 	}
 }
+
+// A recipe's declared data directories (data: in the recipe, signed into
+// the image manifest) are the node's own as /var is: what services write
+// there is not drift, and the tree digest is the expected one; a
+// directory beside them is still judged.
+func TestVerifyNodeFilesIgnoresDeclaredData(t *testing.T) {
+	files := maps.Clone(fixture.Files)
+	files["srv/app/db/seed"] = "seed\n"
+	f := fixture.New(t, fixture.WithRecipe(fixture.Recipe+"data: [/srv/app/db]\n", files))
+	root := f.Provision()
+	for p, content := range map[string]string{"srv/app/db/rows": "rows\n", "srv/app/db/seed": "changed\n"} {
+		if err := os.WriteFile(filepath.Join(root, p), []byte(content), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := fixture.Audit(t, root, f.Repo, true)
+	fixture.RequireOK(t, a)
+	if err := os.WriteFile(filepath.Join(root, "srv/app/other"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a = fixture.Audit(t, root, f.Repo, true)
+	if a.OK() || !fixture.HasFinding(a, "drift", "/srv/app/other is not part of the expected tree") {
+		t.Fatalf("a file beside the data directory: %+v, want drift", a.Findings)
+	}
+}

@@ -166,7 +166,7 @@ func Files(ctx context.Context, a *schema.Audit, v *view.View, b nodestate.Backe
 	if err != nil {
 		return err
 	}
-	got = Comparable(got, want)
+	got = Comparable(got, want, v.Image.Manifest.IsData)
 	drift := Drift(want, got)
 	for _, d := range drift {
 		a.Problem("drift", d.Path, "%s", d.Msg)
@@ -229,21 +229,21 @@ func DiffEntry(want, got manifests.Entry) string {
 }
 
 // Comparable is the scan got of a node's tree as audits compare it with
-// want, the expected tree: the node's own data (manifests.DataDirs,
-// /var) is not judged, so what the node has there is replaced by what
-// want has (and its tree digest is the expected one when nothing else
-// differs); directories strata created only to hold its state directory
-// go.
-func Comparable(got []manifests.Entry, want tree.State) []manifests.Entry {
+// want, the expected tree: the node's own data (isData: manifests.DataDirs,
+// /var, and the image's declared data directories) is not judged, so what
+// the node has there is replaced by what want has (and its tree digest is
+// the expected one when nothing else differs); directories strata created
+// only to hold its state directory go.
+func Comparable(got []manifests.Entry, want tree.State, isData func(string) bool) []manifests.Entry {
 	out := got[:0:0]
 	for _, e := range got {
-		if manifests.IsData(e.Path) {
+		if isData(e.Path) {
 			continue
 		}
 		out = append(out, e)
 	}
 	for _, e := range want {
-		if manifests.IsData(e.Path) {
+		if isData(e.Path) {
 			out = append(out, e)
 		}
 	}
