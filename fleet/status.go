@@ -247,12 +247,31 @@ func judge(row *NodeStatus, h *schema.Health, ref string, o StatusOptions) {
 		row.State = StateFailing
 	case row.Head != ref:
 		row.State = StateBehind
+		if row.Note == "" {
+			row.Note = behindNote(row, h, ref)
+		}
 	case row.ConfigMatches == 0:
 		row.State = StatePending
 	default:
 		row.State = StateCurrent
 		row.Behind = 0
 	}
+}
+
+// behindNote says how far a node is behind ref and what brings it there.
+func behindNote(row *NodeStatus, h *schema.Health, ref string) string {
+	how := fmt.Sprintf("%d overlays", row.Behind)
+	if row.Behind < 0 {
+		how = "behind"
+	}
+	next := "strata rollout (or strata apply-overlay --repo on it) brings it to " + ref
+	if a := h.Agent; a.Repo != "" && !a.NextPoll.IsZero() {
+		next = fmt.Sprintf("its agent polls %s next at %s (strata nudge, or strata rollout --via agent, makes it poll now)", a.Repo, a.NextPoll.UTC().Format(time.RFC3339))
+	}
+	if row.Behind < 0 {
+		return fmt.Sprintf("at %s, not %s: %s", row.Head, ref, next)
+	}
+	return fmt.Sprintf("%s behind %s: %s", how, ref, next)
 }
 
 // unitsNote says which of a node's units is not current and what to do,
@@ -274,6 +293,22 @@ func unitsNote(h *schema.Health) string {
 		others++
 	}
 	if worst == nil {
+		// A health document without units (a strata before them): the
+		// debt and the config files say it.
+		var owed []string
+		for _, l := range [][]manifests.ServiceAction{h.Pending, h.Reboot} {
+			for _, a := range l {
+				owed = append(owed, string(a.Action)+" "+a.Unit)
+			}
+		}
+		if len(owed) > 0 {
+			return fmt.Sprintf("owes %s: strata restart-pending --root %s settles it", strings.Join(owed, ", "), h.Root)
+		}
+		for _, c := range h.Configs {
+			if c.SHA256 != c.Expected || c.Error != "" {
+				return fmt.Sprintf("/%s differs from the head's: strata restart --repair --root %s returns it, or publish it (strata config set)", c.Path, h.Root)
+			}
+		}
 		if h.Agent.TreeMatches != nil && !*h.Agent.TreeMatches {
 			return fmt.Sprintf("the node's files did not match its head at %s: strata verify-sequence --files --root %s names them", h.Agent.TreeChecked.Format(time.RFC3339), h.Root)
 		}

@@ -128,6 +128,14 @@ func TestStatus(t *testing.T) {
 		if n.Name == "h" && (n.Skew < 80*time.Second || n.Skew > 100*time.Second) {
 			t.Errorf("h: skew %s, want about 90s", n.Skew)
 		}
+		// Every state but current carries a note saying why and what to
+		// do next.
+		if n.State != StateCurrent && n.Notes() == "" {
+			t.Errorf("%s: %s with no note", n.Name, n.State)
+		}
+		if n.Name == "b" && !strings.Contains(n.Notes(), "2 overlays behind 1.0.2") {
+			t.Errorf("b: note %q, want how far behind and what brings it there", n.Notes())
+		}
 		if n.Name == "e" && n.LastFailure != "apply failed: health check failed" {
 			t.Errorf("e: last failure %q", n.LastFailure)
 		}
