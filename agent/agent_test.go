@@ -661,7 +661,8 @@ func TestAgentReadsTheNodesOwnConfig(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	eventually(t, "the agent to refuse the linked config", func() bool {
 		st := a.State()
-		return strings.HasPrefix(st.Config, "config invalid") && strings.Contains(st.Config, filepath.Join(w.root, "etc/strata/agent.yaml"))
+		return strings.HasPrefix(st.Config, "config invalid") && strings.Contains(st.Config, filepath.Join(w.root, "etc/strata/agent.yaml")) &&
+			strings.Contains(st.Config, "symbolic link")
 	})
 	if w.head() != "1.0.0" {
 		t.Fatal("the agent followed the link to a config outside the node")

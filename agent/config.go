@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -111,6 +112,9 @@ func LoadConfig(path string, base Config) (Config, error) {
 func LoadConfigIn(root string, base Config) (Config, error) {
 	rel := strings.TrimPrefix(DefaultConfigPath, "/")
 	raw, err := safefile.ReadBeneath(root, rel, maxConfigSize)
+	if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EXDEV) {
+		err = fmt.Errorf("it is a symbolic link, or reached through one: the node's own configuration is read without following links (put the file there, or give --config): %w", err)
+	}
 	return parseConfig(filepath.Join(root, rel), raw, err, base)
 }
 

@@ -117,6 +117,7 @@ func TestParseRecipeErrors(t *testing.T) {
 		{"data below data", head + "data: [/srv/db, /srv]\n", "below /srv"},
 		{"data relative", head + "data: [srv/db]\n", "data[0]"},
 		{"data the state partition", head + "data: [/state/x]\n", "/state"},
+		{"data over programs", head + "data: [/lib/app]\n", "programs and libraries"},
 		{"hierarchy twice", head + "hierarchies: [/srv, /srv]\n", "twice"},
 		{"relative validate program", head + "services:\n  - unit: a.service\n    validate: [nginx, -t]\n", "validate"},
 		{"empty check", head + "services:\n  - unit: a.service\n    check: []\n", "check"},

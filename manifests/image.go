@@ -257,6 +257,8 @@ func ValidData(data, hierarchies []string) error {
 		switch top {
 		case "run", "proc", "sys", "dev", "tmp", "state", "boot":
 			return fmt.Errorf("%w: data directory /%s is in /%s (node state or a runtime file system)", ErrInvalid, d, top)
+		case "bin", "sbin", "lib", "lib32", "lib64", "libx32":
+			return fmt.Errorf("%w: data directory /%s is in /%s (programs and libraries are never data)", ErrInvalid, d, top)
 		}
 	}
 	return nil

@@ -61,9 +61,21 @@ func (ln loadNote) record(ctx context.Context, cat manifests.Catalog, done []man
 	if err != nil {
 		return fmt.Errorf("recording what %s loaded: %w", ln.by, err)
 	}
+	var errs []error
 	rec, err := ln.n.Loaded()
 	if err != nil {
-		return fmt.Errorf("recording what %s loaded: %w", ln.by, err)
+		// A record that cannot be read (tampered with, too large) is
+		// started afresh: units without a record are judged by their
+		// files' change times, and what was lost is said.
+		errs = append(errs, fmt.Errorf("the old record is dropped: %w", err))
+		rec = &manifests.Loaded{Schema: manifests.Schema, Kind: manifests.KindLoaded, Units: map[string]manifests.LoadedUnit{}}
+	}
+	// Units the catalog no longer has are not kept: the record stays as
+	// large as the catalog.
+	for u := range rec.Units {
+		if _, ok := claims[u]; !ok {
+			delete(rec.Units, u)
+		}
 	}
 	var runs map[string]UnitRun
 	if ln.obs != nil {
@@ -77,7 +89,6 @@ func (ln loadNote) record(ctx context.Context, cat manifests.Catalog, done []man
 		runs, _ = ln.obs.Observe(ctx, plain)
 	}
 	at := time.Now().UTC().Format(time.RFC3339Nano)
-	var errs []error
 	for u := range want {
 		if err := derrs[u]; err != nil {
 			delete(rec.Units, u) // not known: judged by change times
@@ -96,7 +107,7 @@ func (ln loadNote) record(ctx context.Context, cat manifests.Catalog, done []man
 }
 
 // validationKey names one validation of a unit's config on disk.
-type validationKey struct{ root, unit, disk, argv string }
+type validationKey struct{ root, unit, disk, head, argv string }
 
 // validations keeps the outcome of validating configs on disk, so that a
 // health request or scrape runs a validation command once per change.

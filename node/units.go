@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
 	"sort"
 	"strings"
 	"time"
@@ -134,7 +136,7 @@ func (h *Node) unitConfigs(ctx context.Context, v *view.View, owed map[string]st
 				uc.Loaded = uc.Disk
 			}
 		}
-		h.judgeUnit(ctx, &uc, cat, seen && !run.running(), owed[u], obs)
+		h.judgeUnit(ctx, &uc, cat, v.Head().Digest, seen && !run.running(), owed[u], obs)
 		out = append(out, uc)
 	}
 	return out, nil
@@ -172,28 +174,36 @@ func lastChange(l *manifests.Ledger) time.Time {
 }
 
 // judgeUnit sets a unit's state and note from what it loaded, what is on
-// disk and the head, and owed (why a restart is owed, "" if none).
-func (h *Node) judgeUnit(ctx context.Context, uc *schema.UnitConfig, cat manifests.Catalog, stopped bool, owed string, obs Observer) {
-	stale := !stopped && (uc.Loaded == "" || len(uc.Differ) > 0)
+// disk and the head (head: the node's head digest), and owed (why a
+// restart is owed, "" if none). A config on disk that is not the head's
+// is validated whenever the unit does not run it yet: loaded before it
+// changed, stopped, or failed.
+func (h *Node) judgeUnit(ctx context.Context, uc *schema.UnitConfig, cat manifests.Catalog, head string, stopped bool, owed string, obs Observer) {
+	failed := uc.Active == "failed"
+	stale := !stopped && !failed && (uc.Loaded == "" || len(uc.Differ) > 0)
 	files := strings.Join(clipList(uc.Differ, 5), ", ")
 	drift := strings.Join(clipList(uc.Drift, 5), ", ")
+	var why string
+	var bad error
+	if len(uc.Drift) > 0 && (stale || stopped || failed) {
+		why, bad = h.validateOnDisk(ctx, cat, uc, head, obs)
+	}
 	switch {
-	case uc.Active == "failed":
+	case bad != nil:
+		uc.State = schema.UnitBad
+		uc.Note = fmt.Sprintf("config on disk is bad: %s; nothing restarts onto it: fix %s, or strata restart --repair --root %s returns it to the head", bad, drift, h.root)
+	case failed:
 		uc.State = schema.UnitFailed
 		uc.Note = fmt.Sprintf("%s has failed; see journalctl -u %s, then strata restart --root %s --unit %s", uc.Unit, uc.Unit, h.root, uc.Unit)
 	case stale && len(uc.Drift) == 0:
 		uc.State = schema.UnitChanged
 		uc.Note = fmt.Sprintf("config changed on disk (%s), restart or reload pending: strata restart --root %s --unit %s", files, h.root, uc.Unit)
 	case stale:
-		why, err := h.validateOnDisk(ctx, cat, uc, obs)
-		switch {
-		case err != nil:
-			uc.State = schema.UnitBad
-			uc.Note = fmt.Sprintf("config on disk is bad: %s; nothing restarts onto it: fix %s, or strata restart --repair --root %s returns it to the head", err, drift, h.root)
-		default:
-			uc.State = schema.UnitChanged
-			uc.Note = fmt.Sprintf("config changed on disk (%s: a local edit, not the head's; %s), restart or reload pending: publish it (strata config set), or strata restart --repair --root %s returns it to the head", files, why, h.root)
-		}
+		uc.State = schema.UnitChanged
+		uc.Note = fmt.Sprintf("config changed on disk (%s: a local edit, not the head's; %s), restart or reload pending: publish it (strata config set), or strata restart --repair --root %s returns it to the head", files, why, h.root)
+	case stopped && len(uc.Drift) > 0:
+		uc.State = schema.UnitLocalEdit
+		uc.Note = fmt.Sprintf("not running; its config on disk is a local edit of %s, not the head's (%s), which it takes when it starts: publish it (strata config set), or strata restart --repair --root %s returns it to the head", drift, why, h.root)
 	case len(uc.Drift) > 0:
 		uc.State = schema.UnitLocalEdit
 		uc.Note = fmt.Sprintf("runs a local edit of %s, not the head's config: publish it (strata config set), or strata restart --repair --root %s returns it to the head", drift, h.root)
@@ -214,10 +224,13 @@ func clipList(ss []string, n int) []string {
 }
 
 // validateOnDisk runs the unit's validation command against the node's
-// tree as it is on disk, once per config on disk (the result is kept by
-// the disk digest). It returns how it was judged ("it validates", "not
-// validated: ...") or the refusal.
-func (h *Node) validateOnDisk(ctx context.Context, cat manifests.Catalog, uc *schema.UnitConfig, obs Observer) (string, error) {
+// tree as it is on disk, once per config on disk and head (the verdict
+// is kept by both digests). It returns how it was judged ("it
+// validates", "not validated: ...") and, when the command ran and
+// refused (a non-zero exit), the refusal. A command that could not run
+// or finish (no sandbox, a time limit, a cancelled request) is not a
+// verdict: it is said, not kept, and never makes the config bad.
+func (h *Node) validateOnDisk(ctx context.Context, cat manifests.Catalog, uc *schema.UnitConfig, head string, obs Observer) (string, error) {
 	argv := catalog.ServiceOf(cat, uc.Unit).Validate
 	if len(argv) == 0 {
 		return "its service declares no validation", nil
@@ -225,18 +238,21 @@ func (h *Node) validateOnDisk(ctx context.Context, cat manifests.Catalog, uc *sc
 	if obs == nil {
 		return "not validated: no service manager here to run it in", nil
 	}
-	key := validationKey{root: h.root, unit: uc.Unit, disk: uc.Disk, argv: strings.Join(argv, "\x00")}
+	key := validationKey{root: h.root, unit: uc.Unit, disk: uc.Disk, head: head, argv: strings.Join(argv, "\x00")}
 	if err, ok := validations.get(key); ok {
 		return "it validates", err
 	}
 	vctx, cancel := context.WithTimeout(ctx, validationTimeout)
 	out, err := obs.ValidateOnDisk(vctx, argv)
+	ranOut := vctx.Err() != nil // a limit or a cancellation, not the command's verdict
 	cancel()
-	if ctx.Err() != nil {
-		return "", ctx.Err()
-	}
-	if err != nil {
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit) && !ranOut:
 		err = fmt.Errorf("%s does not validate: %s", uc.Unit, catalog.Outcome(argv, err, out))
+	default:
+		return fmt.Sprintf("not validated: %s: %v", strings.Join(argv, " "), err), nil
 	}
 	validations.put(key, err)
 	return "it validates", err

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -61,8 +62,11 @@ func (m *manager) ValidateOnDisk(_ context.Context, argv []string) (string, erro
 	if err != nil {
 		return "", err
 	}
+	if strings.Contains(string(raw), "timeout") {
+		return "", context.DeadlineExceeded // no verdict: it could not finish
+	}
 	if strings.Contains(string(raw), "bad") {
-		return "app.conf: bad port", &os.PathError{Op: "validate", Path: argv[0], Err: os.ErrInvalid}
+		return "app.conf: bad port", exec.Command("false").Run() // exit status 1
 	}
 	return "", nil
 }
@@ -172,7 +176,7 @@ func TestUnitConfigsWithServiceManager(t *testing.T) {
 		t.Fatalf("a running app.service: %+v", u)
 	}
 
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // past the kernel clock tick a ctime is taken from
 	conf := filepath.Join(root, "etc/app/app.conf")
 	if err := os.WriteFile(conf, []byte("port 81\nbad port\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -191,8 +195,23 @@ func TestUnitConfigsWithServiceManager(t *testing.T) {
 		t.Fatalf("restarted %v onto a bad config", m.done)
 	}
 
+	// A validation that cannot finish is no verdict: said, not kept,
+	// and the unit is not called bad.
+	time.Sleep(50 * time.Millisecond)
+	if err := os.WriteFile(conf, []byte("port 81\ntimeout\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if u = unitOf(t, root, o, "app.service"); u.State != schema.UnitChanged || !strings.Contains(u.Note, "not validated") {
+		t.Fatalf("a validation that timed out: %+v", u)
+	}
+	before := m.validated
+	unitOf(t, root, o, "app.service")
+	if m.validated != before+1 {
+		t.Errorf("a validation that timed out was kept: %d runs, want %d", m.validated, before+1)
+	}
+
 	// Fixed by hand: validates, still to be loaded.
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // past the kernel clock tick a ctime is taken from
 	if err := os.WriteFile(conf, []byte("port 81\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +231,7 @@ func TestUnitConfigsWithServiceManager(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("port 80\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // past the kernel clock tick a ctime is taken from
 	m.runs["app.service"] = node.UnitRun{Active: "active", InvocationID: strings.Repeat("b", 32), Since: time.Now()}
 	if u = unitOf(t, root, o, "app.service"); !u.Current() || u.LoadedBy != "systemd" || u.InvocationID != strings.Repeat("b", 32) {
 		t.Fatalf("restarted by hand onto the head's config: %+v", u)
@@ -222,5 +241,47 @@ func TestUnitConfigsWithServiceManager(t *testing.T) {
 	m.runs["app.service"] = node.UnitRun{Active: "failed", Since: time.Now()}
 	if u = unitOf(t, root, o, "app.service"); u.State != schema.UnitFailed || !strings.Contains(u.Note, "journalctl -u app.service") {
 		t.Fatalf("a failed app.service: %+v", u)
+	}
+}
+
+// The loaded record is node state, hostile until checked: a record with
+// no units map is an empty one (no panic), a record that does not decode
+// is named in status (every unit unproven) and started afresh by the
+// next restart, which says so.
+func TestLoadedRecordHostile(t *testing.T) {
+	f := fixture.New(t)
+	root := f.Provision()
+	rec := filepath.Join(root, "var/lib/strata/loaded.json")
+	if err := os.WriteFile(rec, []byte(`{"schema":1,"kind":"loaded","units":null}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := node.Options{Restarter: &recording{}}
+	if err := restartUnit(t, root, o, "app.service"); err != nil {
+		t.Fatalf("restart over a record with no units map: %v", err)
+	}
+	if u := unitOf(t, root, o, "app.service"); u.LoadedBy != "restart" {
+		t.Fatalf("after the restart: %+v", u)
+	}
+	if err := os.WriteFile(rec, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Open(root, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := n.Status(context.Background())
+	if err != nil || !strings.Contains(st.UnitsError, "loaded record") {
+		t.Fatalf("status over a record that does not decode: units error %q (%v)", st.UnitsError, err)
+	}
+	var lines []string
+	o.Progress = func(s string) { lines = append(lines, s) }
+	if err := restartUnit(t, root, o, "app.service"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(lines, "\n"), "the old record is dropped") {
+		t.Errorf("the restart did not say it dropped the record: %q", lines)
+	}
+	if u := unitOf(t, root, o, "app.service"); u.LoadedBy != "restart" {
+		t.Fatalf("after the record was started afresh: %+v", u)
 	}
 }

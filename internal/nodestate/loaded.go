@@ -9,8 +9,14 @@ const maxLoaded = 16 << 20
 // reloaded them (an empty record when there is none yet).
 func (n Node) Loaded() (*manifests.Loaded, error) {
 	l, err := readDoc[manifests.Loaded](n, manifests.LoadedPath, maxLoaded, "the loaded record")
-	if err != nil || l != nil {
-		return l, err
+	if err != nil {
+		return nil, err
+	}
+	if l != nil {
+		if l.Units == nil {
+			l.Units = map[string]manifests.LoadedUnit{}
+		}
+		return l, nil
 	}
 	return &manifests.Loaded{Schema: manifests.Schema, Kind: manifests.KindLoaded, Units: map[string]manifests.LoadedUnit{}}, nil
 }

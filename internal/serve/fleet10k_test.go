@@ -156,6 +156,21 @@ func serveChild(dir string) {
 	os.Exit(0)
 }
 
+// fleetServer serves a repository with a 16 KiB index from a server
+// process (serveChild) within conns connections (0: the default); a
+// scale test, skipped under -short.
+func fleetServer(t *testing.T, conns int) (string, serve.Limits) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a scale test: make test runs it")
+	}
+	dir, _, place := fixture(t)
+	if err := os.WriteFile(place("index.json"), make([]byte, 16<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return childServer(t, dir, conns)
+}
+
 // childServer starts serveChild on dir; it ends with the test.
 func childServer(t *testing.T, dir string, conns int) (addr string, limits serve.Limits) {
 	t.Helper()
@@ -202,15 +217,8 @@ func childServer(t *testing.T, dir string, conns int) (addr string, limits serve
 // is answered, and every wait is held: waits have a pool and a
 // per-address share of their own, so they never use up the polls' share.
 func TestFleet10000AgentsAtDefaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a scale test: make test runs it")
-	}
 	const agents, rounds = 10000, 3
-	dir, _, place := fixture(t)
-	if err := os.WriteFile(place("index.json"), make([]byte, 16<<10), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr, limits := childServer(t, dir, 0)
+	addr, limits := fleetServer(t, 0)
 	if limits.Waits < agents {
 		t.Fatalf("the default wait pool (%d of %d connections) cannot hold the fleet's %d waits", limits.Waits, limits.Conns, agents)
 	}
@@ -233,15 +241,8 @@ func TestFleet10000AgentsAtDefaults(t *testing.T) {
 // yield first; TestWaitsYieldToPolls shows a held wait giving its
 // connection up when nothing is idle.)
 func TestFleet10000AgentsOnFewConnections(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a scale test: make test runs it")
-	}
 	const agents, rounds = 10000, 3
-	dir, _, place := fixture(t)
-	if err := os.WriteFile(place("index.json"), make([]byte, 16<<10), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr, limits := childServer(t, dir, 4096)
+	addr, limits := fleetServer(t, 4096)
 	r := runFleet(t, addr, agents, rounds, 1024, 100)
 	t.Logf("%d agents, %d connections, %d waits: %d polls answered, %d failed; %d waits held, %d refused, %d yielded",
 		agents, limits.Conns, limits.Waits, r.polls.Load(), r.failed.Load(), r.held.Load(), r.refused.Load(), r.yielded.Load())

@@ -168,9 +168,10 @@ func parkRequest(r *http.Request) (<-chan struct{}, func()) {
 // one whose request is on its way, is not cut off.
 const minIdle = time.Second
 
-// reserve takes a slot for a connection about to be accepted, closing the
+// reserve takes a slot for a connection just accepted, closing the
 // longest-idle connection (idle for minIdle at least) when there is none,
-// or waiting for one to close or age when none can be closed yet.
+// else asking the oldest nudge wait to give way, or waiting for one to
+// close or age when none can be closed yet.
 func (t *conns) reserve(done <-chan struct{}) bool {
 	for {
 		t.mu.Lock()
@@ -269,16 +270,18 @@ type limitListener struct {
 	once sync.Once
 }
 
+// Accept accepts a connection, then waits for its slot: a slot is made
+// (an idle connection closed, a nudge wait asked to give way) only for a
+// client that is there, never ahead of one. The one connection waiting
+// is the only one beyond the limit.
 func (l *limitListener) Accept() (net.Conn, error) {
-	if !l.t.reserve(l.done) {
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		l.t.mu.Lock()
-		l.t.open--
-		l.t.mu.Unlock()
 		return nil, err
+	}
+	if !l.t.reserve(l.done) {
+		c.Close()
+		return nil, net.ErrClosed
 	}
 	return &slotConn{Conn: c, t: l.t}, nil
 }

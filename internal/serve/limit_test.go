@@ -241,6 +241,12 @@ func TestWaitsYieldToPolls(t *testing.T) {
 		}()
 		time.Sleep(200 * time.Millisecond) // in order: the first is the oldest
 	}
+	// With no client waiting for a connection, no wait gives way.
+	select {
+	case a := <-answers:
+		t.Fatalf("a wait ended with no poll waiting (%+v): waits give way only on demand", a)
+	case <-time.After(2 * time.Second):
+	}
 	deadline, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer dcancel()
 	if code, err := getStatus(deadline, "http://"+addr+"/index.json"); err != nil || code != http.StatusOK {

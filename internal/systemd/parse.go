@@ -96,12 +96,15 @@ func setProperty(u *Unit, key, val string) error {
 	case "UnitFileState":
 		u.UnitFileState = val
 	case "InvocationID":
-		if val != "" && !validInvocation(val) {
-			err = fmt.Errorf("not an invocation id: %q", val)
+		// What restarts need never depends on these two: a value that
+		// does not parse is left out, not an error.
+		if validInvocation(val) {
+			u.InvocationID = val
 		}
-		u.InvocationID = val
 	case "StateChangeTimestampMonotonic":
-		u.StateChangeMonotonic, err = strconv.ParseUint(val, 10, 64)
+		if v, perr := strconv.ParseUint(val, 10, 64); perr == nil {
+			u.StateChangeMonotonic = v
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", key, err)

@@ -10,10 +10,12 @@ import (
 	"path"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/manifests"
 )
 
 // maxFile bounds how much of one configuration file is hashed.
@@ -82,6 +84,9 @@ func (r *reader) walk(p string) ([]pathEntry, error) {
 	}
 	defer unix.Close(pfd)
 	var out []pathEntry
+	// An absent claimed path has no change time of its own; its
+	// directory's would also move for every sibling, so it is not taken
+	// (a deleted file still shows as drift from the head).
 	err = r.visit(pfd, path.Base(p), p, 0, &out)
 	return out, err
 }
@@ -89,8 +94,12 @@ func (r *reader) walk(p string) ([]pathEntry, error) {
 // visit reads name in the directory open as dfd, at tree path p.
 func (r *reader) visit(dfd int, name, p string, depth int, out *[]pathEntry) error {
 	r.count++
-	if r.count > 4*1024*1024 {
-		return fmt.Errorf("reading %s/%s: %w", r.root, p, ErrTooMany)
+	if r.count > 4*1024*1024 || len(*out) > manifests.MaxConfigSet {
+		return fmt.Errorf("reading %s/%s: %w (over %d)", r.root, p, ErrTooMany, manifests.MaxConfigSet)
+	}
+	if !utf8.ValidString(p) || manifests.ValidPath(p) != nil {
+		// Such a name cannot be recorded or shown as it is.
+		return fmt.Errorf("reading %s: %q is not a name strata records (not UTF-8, or a control character)", r.root, p)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -102,6 +111,9 @@ func (r *reader) visit(dfd int, name, p string, depth int, out *[]pathEntry) err
 	e := entry{changed: time.Unix(st.Ctim.Unix())}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
+		if st.Size > maxFile {
+			return fmt.Errorf("reading %s/%s: larger than %d bytes", r.root, p, maxFile)
+		}
 		sum, err := hashAt(dfd, name, r.root+"/"+p, &st)
 		if err != nil {
 			return err
@@ -214,6 +226,11 @@ func hashAt(dfd int, name, full string, st *unix.Stat_t) (string, error) {
 		return "", fmt.Errorf("reading %s: larger than %d bytes", full, maxFile)
 	}
 	sum = hex.EncodeToString(h.Sum(nil))
+	if time.Since(time.Unix(now.Ctim.Unix())) < 2*time.Second {
+		// Changed a moment ago: a write within the same clock tick
+		// would leave the same key, so this one is not kept.
+		return sum, nil
+	}
 	hashes.Lock()
 	if len(hashes.m) >= maxCached {
 		clear(hashes.m)
