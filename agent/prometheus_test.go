@@ -2,98 +2,16 @@ package agent_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/strata-dev/strata/fleet"
-	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/tests/promtest"
 )
-
-// freePort returns a loopback port nobody listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startPrometheus runs Debian's prometheus on loopback, scraping targets
-// every second; it is killed when the test ends.
-func startPrometheus(t *testing.T, targets ...string) string {
-	t.Helper()
-	testenv.RequireTools(t, []string{"prometheus"})
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	quoted := make([]string, len(targets))
-	for i, tg := range targets {
-		quoted[i] = fmt.Sprintf("%q", tg)
-	}
-	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: strata\n    static_configs:\n      - targets: [%s]\n", strings.Join(quoted, ", "))
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--log.level=warn")
-	logf, err := os.Create(filepath.Join(dir, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "log"))
-			t.Logf("prometheus log:\n%s", b)
-		}
-	})
-	return "http://" + addr
-}
-
-type promResult struct {
-	Metric map[string]string `json:"metric"`
-	Value  [2]any            `json:"value"`
-}
-
-// query runs an instant query through Prometheus's HTTP API.
-func query(t *testing.T, prom, q string) []promResult {
-	t.Helper()
-	resp, err := http.Get(prom + "/api/v1/query?query=" + url.QueryEscape(q))
-	if err != nil {
-		return nil // not up yet
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Status string `json:"status"`
-		Data   struct {
-			Result []promResult `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || r.Status != "success" {
-		return nil
-	}
-	return r.Data.Result
-}
 
 // A real Prometheus scrapes two agents; their series, queried through its
 // API, say where each node is and what it owes.
@@ -107,11 +25,11 @@ func TestPrometheusScrapesAgents(t *testing.T) {
 	_, base3, _ := three.run("repo: " + three.srv.URL + "\ninterval: 1s\njitter: 0%\n")
 	eventually(t, "both nodes at their heads", func() bool { return one.head() == "1.0.1" && two.head() == "1.0.2" })
 	host := func(u string) string { return strings.TrimPrefix(u, "http://") }
-	prom := startPrometheus(t, host(base1), host(base2), host(base3))
+	prom := promtest.Start(t, host(base1), host(base2), host(base3))
 
-	var heads []promResult
+	var heads []promtest.Result
 	eventually(t, "Prometheus to scrape both heads", func() bool {
-		heads = query(t, prom, `strata_head_info`)
+		heads = promtest.Query(prom, `strata_head_info`)
 		return len(heads) == 3
 	})
 	got := map[string]string{}
@@ -124,7 +42,7 @@ func TestPrometheusScrapesAgents(t *testing.T) {
 	// The counters follow the heads by a moment (and a scrape).
 	counts := func() string {
 		var out []string
-		for _, r := range query(t, prom, `strata_overlays_applied_total`) {
+		for _, r := range promtest.Query(prom, `strata_overlays_applied_total`) {
 			out = append(out, fmt.Sprint(r.Value[1]))
 		}
 		sort.Strings(out)
@@ -132,11 +50,11 @@ func TestPrometheusScrapesAgents(t *testing.T) {
 	}
 	eventually(t, "overlays applied counted 0, 1 and 2", func() bool { return counts() == "0,1,2" })
 	// No restarter: app.service owes a restart on both nodes.
-	stale := query(t, prom, `strata_service_config_current{unit="app.service"} == 0`)
+	stale := promtest.Query(prom, `strata_service_config_current{unit="app.service"} == 0`)
 	if len(stale) != 2 {
 		t.Errorf("strata_service_config_current == 0 on %d nodes, want 2", len(stale))
 	}
-	if up := query(t, prom, `sum(up{job="strata"})`); len(up) != 1 || fmt.Sprint(up[0].Value[1]) != "3" {
+	if up := promtest.Query(prom, `sum(up{job="strata"})`); len(up) != 1 || fmt.Sprint(up[0].Value[1]) != "3" {
 		t.Errorf("up: %v", up)
 	}
 
@@ -144,7 +62,7 @@ func TestPrometheusScrapesAgents(t *testing.T) {
 	// config. A hand edit turns its metric to 0 at the next scrape, its
 	// state to "changed", and the fleet view's note names the file.
 	current := func(v string) bool {
-		r := query(t, prom, `strata_service_config_current{unit="app.service",instance="`+host(base3)+`"}`)
+		r := promtest.Query(prom, `strata_service_config_current{unit="app.service",instance="`+host(base3)+`"}`)
 		return len(r) == 1 && fmt.Sprint(r[0].Value[1]) == v
 	}
 	eventually(t, "the untouched node's app.service current", func() bool { return current("1") })
@@ -152,7 +70,7 @@ func TestPrometheusScrapesAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the hand edit turning the metric to 0", func() bool { return current("0") })
-	if r := query(t, prom, `strata_service_config_state{unit="app.service",state="changed",instance="`+host(base3)+`"}`); len(r) != 1 {
+	if r := promtest.Query(prom, `strata_service_config_state{unit="app.service",state="changed",instance="`+host(base3)+`"}`); len(r) != 1 {
 		t.Errorf("strata_service_config_state changed: %v", r)
 	}
 	rep := fleet.Status(context.Background(), []fleet.Node{{Name: "three", Health: base3 + "/health"}}, fleet.StatusOptions{})

@@ -207,7 +207,7 @@ func judge(row *NodeStatus, h *schema.Health, ref string, o StatusOptions) {
 			row.LastFailure = fmt.Sprintf("restart failed at %s: %s; fix the unit, then strata restart settles the debt", f.Time, f.Error)
 		}
 	}
-	if a := h.Agent.LastApply; a != nil && a.Result != "ok" {
+	if a := h.Agent.LastApply; a != nil && a.Result != "ok" && a.Result != "held" {
 		row.LastFailure = fmt.Sprintf("apply %s: %s", a.Result, a.Reason)
 		if a.Reason == "local_edit" {
 			// What to do next is in the error: the files and the ways out.
@@ -243,6 +243,10 @@ func judge(row *NodeStatus, h *schema.Health, ref string, o StatusOptions) {
 		row.State, row.Error = StateFailing, "agent "+h.Agent.Config
 	case h.Held != nil:
 		row.State, row.Error = StateHeld, fmt.Sprintf("held at %s since %s: %s; strata release --root %s lets it follow the line", h.Held.Head.Version, h.Held.Since, h.Held.Reason, h.Root)
+	case h.Agent.LastApply != nil && h.Agent.LastApply.Result == "held":
+		// The agent's word, a moment newer than the node's state it
+		// read (the hold document may not be in this answer yet).
+		row.State, row.Error = StateHeld, fmt.Sprintf("held at %s: %s; strata release --root %s lets it follow the line", row.Head, h.Agent.LastApply.Error, h.Root)
 	case h.Agent.LastApply != nil && h.Agent.LastApply.Result != "ok":
 		row.State = StateFailing
 	case row.Head != ref:

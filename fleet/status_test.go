@@ -95,6 +95,9 @@ func TestStatus(t *testing.T) {
 	restartFailed.LastFailure = &manifests.LedgerEntry{Action: manifests.LedgerRestart, Version: "1.0.2", Time: "2026-12-03T10:00:00Z", Error: "service restart failed: app.service is failed"}
 	badConfig := health("1.0.2", true)
 	badConfig.Agent.ConfigValid, badConfig.Agent.Config = false, "config invalid: /etc/strata/agent.yaml: line 2: bad; following https://repo/ with the last good config until the file is fixed"
+	// The agent says it is held before the node state it cached does.
+	heldByAgent := health("1.0.1", true)
+	heldByAgent.Agent.LastApply = &schema.ApplyResult{Result: "held", Reason: "held", Error: "node / is held at 1.0.1"}
 	gone := httptest.NewServer(http.NotFoundHandler())
 	goneURL := gone.URL + "/health"
 	gone.Close()
@@ -109,6 +112,7 @@ func TestStatus(t *testing.T) {
 		{Name: "h", Health: serveHealth(t, health("1.0.2", true), 90*time.Second)},
 		{Name: "i", Health: serveHealth(t, restartFailed, 0)},
 		{Name: "j", Health: serveHealth(t, badConfig, 0)},
+		{Name: "k", Health: serveHealth(t, heldByAgent, 0)},
 	}
 	rep := Status(context.Background(), nodes, StatusOptions{Line: refs("1.0.0", "1.0.1", "1.0.2"), LineName: "demo", Timeout: 5 * time.Second})
 	want := map[string]struct {
@@ -118,7 +122,7 @@ func TestStatus(t *testing.T) {
 	}{
 		"a": {StateCurrent, 0, 1}, "b": {StateBehind, 2, 1}, "c": {StatePending, 0, 0}, "d": {StatePending, 0, 0},
 		"e": {StateFailing, 0, 1}, "f": {StateUnreachable, -1, 0}, "g": {StateUnreachable, -1, 0}, "h": {StateCurrent, 0, 1},
-		"i": {StatePending, 0, 0}, "j": {StateFailing, 0, 1},
+		"i": {StatePending, 0, 0}, "j": {StateFailing, 0, 1}, "k": {StateHeld, 1, 1},
 	}
 	for _, n := range rep.Nodes {
 		w := want[n.Name]
@@ -149,7 +153,7 @@ func TestStatus(t *testing.T) {
 	if rep.Reference != "1.0.2" || len(rep.Nodes) != len(nodes) {
 		t.Fatalf("reference %s, %d nodes", rep.Reference, len(rep.Nodes))
 	}
-	if err := rep.Err(); !errors.Is(err, ErrNotCurrent) || err.Error() != "not every node is at the head: 1 behind, 2 failing, 0 diverged, 2 unreachable of 10" {
+	if err := rep.Err(); !errors.Is(err, ErrNotCurrent) || err.Error() != "not every node is at the head: 1 behind, 2 failing, 0 diverged, 2 unreachable of 11" {
 		t.Errorf("Err = %v", err)
 	}
 	if s := rep.Sorted(); s[0].Name != "f" || s[len(s)-1].Name != "h" {

@@ -51,7 +51,7 @@ func (h *Node) SettlePending(ctx context.Context) (*SettleReport, error) {
 	if v, err := view.Load(n); err == nil {
 		cat = v.Catalog()
 	}
-	res, runErr := runPlan(ctx, r, RestartPlan{Actions: rep.Pending, Catalog: cat}, h.noteFor("restart-pending"), func(a manifests.ServiceAction) {
+	res, runErr := runPlan(ctx, r, RestartPlan{Actions: rep.Pending, Catalog: cat, RestartFailed: true}, h.noteFor("restart-pending"), func(a manifests.ServiceAction) {
 		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))
 		if a.Unit != "" {
 			rep.Restarted = append(rep.Restarted, a)

@@ -34,6 +34,11 @@ type RestartPlan struct {
 	Actions []manifests.ServiceAction
 	Catalog manifests.Catalog
 	Changed []string
+	// RestartFailed marks an operator's restart (strata restart,
+	// restart-pending): units the manager has failed are restarted too,
+	// so that a unit whose last restart failed can come back and settle
+	// its debt. A change's plan never starts a unit that is not running.
+	RestartFailed bool
 }
 
 // runPlan resolves a plan through r and carries it out, returning the

@@ -77,7 +77,7 @@ func (h *Node) Restart(ctx context.Context, units []string) (*RestartReport, err
 	for _, u := range units {
 		actions = append(actions, manifests.ServiceAction{Unit: u, Action: manifests.ActionRestart, Because: []string{"strata restart"}})
 	}
-	res, runErr := runPlan(ctx, r, RestartPlan{Actions: actions, Catalog: cat}, h.noteFor("restart"), func(a manifests.ServiceAction) {
+	res, runErr := runPlan(ctx, r, RestartPlan{Actions: actions, Catalog: cat, RestartFailed: true}, h.noteFor("restart"), func(a manifests.ServiceAction) {
 		progress(fmt.Sprintf("%s %s", a.Action, a.Unit))
 		if a.Unit != "" {
 			rep.Restarted = append(rep.Restarted, a)

@@ -73,6 +73,18 @@ func (m *memory) Do(ctx context.Context, verb Verb, unit string) error {
 			m.pid++
 			u.MainPID = m.pid
 		}
+	case VerbResetFailed:
+		if u != nil && u.ActiveState == "failed" {
+			u.ActiveState, u.SubState = "inactive", "dead"
+		}
+	case VerbRestart:
+		if u != nil {
+			if u.ActiveState == "failed" {
+				return fmt.Errorf("restart %s: the start limit was hit (reset-failed first)", unit)
+			}
+			m.pid++
+			u.ActiveState, u.SubState, u.MainPID = "active", "running", m.pid
+		}
 	default:
 		return fmt.Errorf("%s: %w", verb, ErrUnknownVerb)
 	}

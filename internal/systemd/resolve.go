@@ -30,6 +30,12 @@ type Request struct {
 	// NeverRestart are patterns of units never acted on live; nil means
 	// DefaultNeverRestart.
 	NeverRestart []*regexp.Regexp `json:"-"`
+	// RestartFailed restarts units the manager has failed (restart, not
+	// try-restart, which does nothing to them): an operator's explicit
+	// restart of a unit whose last restart failed must be able to bring
+	// it back and settle its debt. A plan's restarts never start a unit
+	// that is not running.
+	RestartFailed bool `json:"-"`
 }
 
 // Resolved is a restart plan fitted to the running system. Every plan
@@ -192,7 +198,8 @@ func Resolve(req Request, units []Unit) Resolved {
 		because := uniqueSorted(g.because)
 		held := Held{Unit: id, From: from, Action: g.action, Because: because}
 		names := append([]string{id}, g.names...)
-		if r, detail, ok := decide(g, names, never); ok {
+		failed := req.RestartFailed && g.unit.ActiveState == "failed" && g.action != manifests.ActionStop
+		if r, detail, ok := decide(g, names, never); ok && !(failed && r == ReasonInactive) {
 			held.Reason, held.Detail = r, detail
 			if r == ReasonNeverRestart || r == ReasonRefuseManual || r == ReasonUnitType || r == ReasonLoadState {
 				res.Deferred = append(res.Deferred, held)
@@ -202,6 +209,9 @@ func Resolve(req Request, units []Unit) Resolved {
 			continue
 		}
 		st := Step{Unit: id, Action: verbFor(g.action), From: from, Also: also, Because: because}
+		if failed {
+			st.Action = VerbRestart
+		}
 		if g.action == manifests.ActionStop {
 			stops = append(stops, st)
 		} else {

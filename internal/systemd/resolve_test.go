@@ -1,7 +1,9 @@
 package systemd
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand"
 	"reflect"
 	"regexp"
@@ -489,5 +491,34 @@ func TestTakeBack(t *testing.T) {
 	}
 	if n := len(TakeBack(r, 99).Steps); n != 4 {
 		t.Errorf("TakeBack past the end: %d steps", n)
+	}
+}
+
+// An operator's restart (RestartFailed) brings a failed unit back with
+// restart; a change's plan leaves it, and an inactive unit, alone.
+func TestResolveRestartFailed(t *testing.T) {
+	units := []Unit{
+		{ID: "a.service", LoadState: "loaded", ActiveState: "failed", SubState: "failed", Type: "simple"},
+		{ID: "b.service", LoadState: "loaded", ActiveState: "inactive", SubState: "dead", Type: "simple"},
+	}
+	acts := []manifests.ServiceAction{{Unit: "a.service", Action: manifests.ActionRestart}, {Unit: "b.service", Action: manifests.ActionRestart}}
+	plain := Resolve(Request{Actions: acts}, units)
+	if len(plain.Steps) != 0 {
+		t.Fatalf("a change's plan acts on %+v, want nothing (neither runs)", plain.Steps)
+	}
+	op := Resolve(Request{Actions: acts, RestartFailed: true}, units)
+	if len(op.Steps) != 1 || op.Steps[0].Unit != "a.service" || op.Steps[0].Action != VerbRestart {
+		t.Fatalf("an operator's restart: %+v, want restart a.service only", op.Steps)
+	}
+	// Run clears the failed state (and its start limit) first.
+	m := newMemory(units)
+	if err := Run(context.Background(), m, op, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(m.calls); got != "[reset-failed a.service restart a.service]" {
+		t.Errorf("calls %s", got)
+	}
+	if u := m.units["a.service"]; u.ActiveState != "active" {
+		t.Errorf("a.service is %s after the restart", u.ActiveState)
 	}
 }

@@ -48,6 +48,12 @@ func Run(ctx context.Context, c Controller, r Resolved, report func(Step), opts 
 	ops = append(ops, r.Steps...)
 	for _, st := range ops {
 		sctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+		if st.Action == VerbRestart {
+			// A failed unit may have hit its start limit (Restart= on
+			// failure); an explicit restart clears it, as an operator
+			// would. Its own failure is the restart's to report.
+			_ = c.Do(sctx, VerbResetFailed, st.Unit)
+		}
 		err := c.Do(sctx, st.Action, st.Unit)
 		cancel()
 		if err != nil {

@@ -105,7 +105,7 @@ func (s *Systemctl) Do(ctx context.Context, verb Verb, unit string) error {
 		if unit != "" {
 			return fmt.Errorf("systemctl %s: %w: takes no unit, got %q", verb, ErrInvalidUnit, unit)
 		}
-	case VerbTryRestart, VerbTryReloadOrRestart, VerbStop, VerbRestart, VerbReloadOrRestart:
+	case VerbTryRestart, VerbTryReloadOrRestart, VerbStop, VerbRestart, VerbReloadOrRestart, VerbResetFailed:
 		if !manifests.ValidUnit(unit) {
 			return fmt.Errorf("systemctl %s %q: %w", verb, unit, ErrInvalidUnit)
 		}

@@ -100,6 +100,10 @@ const (
 	// VerbReloadOrRestart reloads a unit, restarting it if it cannot
 	// reload or is not running.
 	VerbReloadOrRestart Verb = "reload-or-restart"
+	// VerbResetFailed clears a unit's failed state and start limit. Run
+	// issues it before each VerbRestart (a failed unit that hit its start
+	// limit refuses a restart until then); it is never a plan's step.
+	VerbResetFailed Verb = "reset-failed"
 )
 
 // Active reports whether u is active or reloading: the states in which

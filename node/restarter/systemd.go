@@ -54,7 +54,7 @@ func (s Systemd) Resolve(ctx context.Context, plan node.RestartPlan) (*systemd.R
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading the running units: %w", node.ErrRestart, err)
 	}
-	r := systemd.Resolve(systemd.Request{Actions: plan.Actions, Catalog: plan.Catalog, Changed: plan.Changed}, units)
+	r := systemd.Resolve(systemd.Request{Actions: plan.Actions, Catalog: plan.Catalog, Changed: plan.Changed, RestartFailed: plan.RestartFailed}, units)
 	return &r, nil
 }
 
