@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -332,7 +333,7 @@ func (a *Agent) configFailed(err error) time.Duration {
 	switch {
 	case errors.Is(err, ErrNotConfigured):
 		// Taken away on purpose: the node stops following.
-		msg, a.good = "not configured: "+err.Error(), nil
+		msg, a.good = "not configured: "+strings.TrimSuffix(err.Error(), ": "+ErrNotConfigured.Error()), nil
 	case a.good != nil:
 		msg = "config invalid: " + err.Error() + "; following " + a.good.Repo + " with the last good config until the file is fixed"
 	default:

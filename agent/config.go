@@ -60,7 +60,7 @@ const (
 
 // ErrNotConfigured reports an agent without a configuration file and
 // without a repository given on its command line: it polls nothing.
-var ErrNotConfigured = errors.New("agent: not configured")
+var ErrNotConfigured = errors.New("not configured")
 
 // Duration is a time.Duration written as Go writes one ("2m", "90s").
 type Duration time.Duration

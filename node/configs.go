@@ -2,24 +2,13 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"sort"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node/internal/configset"
 	"github.com/strata-dev/strata/node/internal/view"
 	"github.com/strata-dev/strata/schema"
 )
-
-// maxConfigFile bounds how much of one configuration file is hashed.
-const maxConfigFile = 64 << 20
 
 // Configs lists the configuration files the node's service catalog
 // claims below /etc (declared paths, reload paths and unit files; a
@@ -64,7 +53,7 @@ func (h *Node) Configs(ctx context.Context) (*schema.Configs, error) {
 			return nil, err
 		}
 		f := schema.ConfigFile{Path: e.Path, Units: units, Expected: e.SHA256}
-		f.SHA256, f.ModTime, err = hashOnDisk(filepath.Join(root, filepath.FromSlash(e.Path)))
+		f.SHA256, f.ModTime, err = configset.HashFile(root, e.Path)
 		if err != nil {
 			f.Error = err.Error()
 		}
@@ -81,31 +70,4 @@ func appendOnce(ss []string, s string) []string {
 		}
 	}
 	return append(ss, s)
-}
-
-// hashOnDisk hashes the regular file at path, opened without following a
-// symlink and non-blocking (a FIFO planted there cannot hang it).
-func hashOnDisk(path string) (string, time.Time, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("opening %s: %w", path, err)
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fi.ModTime(), fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
-	}
-	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(f, maxConfigFile+1))
-	if err != nil {
-		return "", fi.ModTime(), fmt.Errorf("reading %s: %w", path, err)
-	}
-	if n > maxConfigFile {
-		return "", fi.ModTime(), fmt.Errorf("%s is larger than %d bytes", path, maxConfigFile)
-	}
-	return hex.EncodeToString(h.Sum(nil)), fi.ModTime(), nil
 }

@@ -40,7 +40,7 @@ const observeWithHelp = "the node's service manager, asked what each unit loaded
 // observerFor parses --restart-with for a command that only asks the
 // service manager (status, health): nil when it cannot be asked.
 func observerFor(spec, root string) (node.Observer, error) {
-	if strings.HasPrefix(spec, "exec:") {
+	if spec != "" && spec != "systemd" && spec != "none" {
 		return nil, usageError{fmt.Errorf("--restart-with %q: want systemd or none here", spec)}
 	}
 	r, err := restarterFor(spec, root)

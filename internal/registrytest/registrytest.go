@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/strata-dev/strata/internal/testenv"
 )
 
 // Start runs docker-registry on a free loopback port with its storage in
@@ -62,25 +64,8 @@ func start(t testing.TB, wrap []string, addr string, ready func() error) {
 	if err := os.WriteFile(filepath.Join(dir, "config.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(dir, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	argv := append(append(append([]string{}, wrap...), bin), "serve", filepath.Join(dir, "config.yml"))
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "log"))
-			t.Logf("docker-registry log:\n%s", b)
-		}
-	})
+	testenv.StartLogged(t, "docker-registry", dir, exec.Command(argv[0], argv[1:]...))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err := ready()

@@ -115,3 +115,28 @@ func KeyIn(t testing.TB, dir, name string) (*sign.Key, []byte) {
 	}
 	return k, pub
 }
+
+// StartLogged starts cmd, a server a test needs, with its output in
+// dir/log; it is killed when the test ends, and a failed test shows its
+// log under name.
+func StartLogged(t testing.TB, name, dir string, cmd *exec.Cmd) {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "log"))
+			t.Logf("%s log:\n%s", name, b)
+		}
+	})
+}

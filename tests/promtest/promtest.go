@@ -44,23 +44,7 @@ func Start(t testing.TB, targets ...string) string {
 	l.Close()
 	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
-	logf, err := os.Create(filepath.Join(dir, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "log"))
-			t.Logf("prometheus log:\n%s", b)
-		}
-	})
+	testenv.StartLogged(t, "prometheus", dir, cmd)
 	return "http://" + addr
 }
 

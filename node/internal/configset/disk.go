@@ -163,6 +163,10 @@ func (r *reader) dir(dfd int, name, p string, depth int, out *[]pathEntry) error
 // fileType maps a stat mode's type bits to an os.FileMode type.
 func fileType(m uint32) os.FileMode {
 	switch m & unix.S_IFMT {
+	case unix.S_IFLNK:
+		return os.ModeSymlink
+	case unix.S_IFDIR:
+		return os.ModeDir
 	case unix.S_IFIFO:
 		return os.ModeNamedPipe
 	case unix.S_IFCHR:
@@ -238,4 +242,36 @@ func hashAt(dfd int, name, full string, st *unix.Stat_t) (string, error) {
 	hashes.m[k] = sum
 	hashes.Unlock()
 	return sum, nil
+}
+
+// HashFile returns the SHA-256 (hex) and modification time of the
+// regular file at tree path rel below root, read as the sets are:
+// beneath root with no link followed, non-blocking, bounded, through the
+// same cache.
+func HashFile(root, rel string) (string, time.Time, error) {
+	full := root + "/" + rel
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", time.Time{}, &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(rfd)
+	pfd, err := safefile.OpenDirBeneath(rfd, parent(rel))
+	if err != nil {
+		return "", time.Time{}, &os.PathError{Op: "opening", Path: full, Err: err}
+	}
+	defer unix.Close(pfd)
+	name := path.Base(rel)
+	var st unix.Stat_t
+	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return "", time.Time{}, &os.PathError{Op: "opening", Path: full, Err: err}
+	}
+	mtime := time.Unix(st.Mtim.Unix())
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return "", mtime, fmt.Errorf("%s is not a regular file (%s)", full, safefile.TypeName(fileType(st.Mode)))
+	case st.Size > maxFile:
+		return "", mtime, fmt.Errorf("%s is larger than %d bytes", full, maxFile)
+	}
+	sum, err := hashAt(pfd, name, full, &st)
+	return sum, mtime, err
 }
