@@ -9,6 +9,7 @@ import (
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
+	"golang.org/x/sys/unix"
 )
 
 // ErrNoIdentity reports a node without an identity key.
@@ -54,12 +55,17 @@ func (n Node) Identity(create bool) (*sign.Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making the identity key of %s: %w", n.Root, err)
 	}
-	// A link never replaces a key another process made first: then that
-	// one is the node's.
-	if err := os.Link(tmp, p); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("making the identity key of %s: %w", n.Root, err)
+	// The key never replaces one another process made first (then that
+	// one is the node's), and never shows with a second hard link, which
+	// a concurrent reader would refuse as tampered: a rename that does
+	// not replace, else (a file system without it) a link and an unlink.
+	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		if err = os.Link(tmp, p); err == nil {
+			err = os.Remove(tmp)
+		}
 	}
-	if err := os.Remove(tmp); err != nil {
+	if err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("making the identity key of %s: %w", n.Root, err)
 	}
 	if err := safefile.SyncDir(filepath.Dir(p)); err != nil {
