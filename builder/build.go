@@ -23,6 +23,9 @@ type Result struct {
 	Digest string
 	// ManifestData is the decoded manifest.
 	ManifestData *manifests.ImageManifest
+	// Verity is the image's dm-verity record, written beside it as
+	// <line>-<version>.verity.json; the hash tree is appended to Image.
+	Verity *manifests.Verity
 }
 
 // Build builds the image a recipe describes into outDir as
@@ -203,9 +206,13 @@ func writeImage(ctx context.Context, outDir string, m *manifests.ImageManifest, 
 	if err != nil {
 		return nil, err
 	}
+	v, err := sealImage(ctx, img, m, manifests.Digest(raw), s)
+	if err != nil {
+		return nil, err
+	}
 	if err := writeManifest(img, raw, s, sign.ImageComment(m.Line, m.Version)); err != nil {
 		return nil, err
 	}
 	mp := repo.ManifestPath(img)
-	return &Result{Image: img, Manifest: mp, Digest: manifests.Digest(raw), ManifestData: m}, nil
+	return &Result{Image: img, Manifest: mp, Digest: manifests.Digest(raw), ManifestData: m, Verity: v}, nil
 }

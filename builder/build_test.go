@@ -107,6 +107,9 @@ func TestBuildReproducible(t *testing.T) {
 	if !bytes.Equal(readFile(t, repo.SigPath(a.Manifest)), readFile(t, repo.SigPath(b.Manifest))) {
 		t.Fatal("two builds give different manifest signatures")
 	}
+	if va, vb := readFile(t, repo.VerityPath(a.Image)), readFile(t, repo.VerityPath(b.Image)); !bytes.Equal(va, vb) || a.Verity == nil || a.Verity.RootHash != b.Verity.RootHash {
+		t.Fatalf("two builds give different verity records:\n%s\n%s", va, vb)
+	}
 	if a.Digest != b.Digest || a.Digest != manifests.Digest(ma) {
 		t.Fatalf("digests %s, %s; manifest digests to %s", a.Digest, b.Digest, manifests.Digest(ma))
 	}

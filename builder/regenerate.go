@@ -84,6 +84,8 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 		if !ok {
 			if written && !existed {
 				_ = os.Remove(img)
+				_ = os.Remove(repo.VerityPath(img))
+				_ = os.Remove(repo.SigPath(repo.VerityPath(img)))
 			}
 			undoDirs()
 		}
@@ -116,11 +118,15 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 		return nil, err
 	}
 	written = true
+	v, err := sealImage(ctx, img, m, manifests.Digest(raw), s)
+	if err != nil {
+		return nil, err
+	}
 	if err := writeManifest(img, raw, s, sign.ImageComment(m.Line, m.Version)); err != nil {
 		return nil, err
 	}
 	ok = true
-	return &Result{Image: img, Manifest: repo.ManifestPath(img), Digest: manifests.Digest(raw), ManifestData: m}, nil
+	return &Result{Image: img, Manifest: repo.ManifestPath(img), Digest: manifests.Digest(raw), ManifestData: m, Verity: v}, nil
 }
 
 // loadSigned opens the repository and the chain to fold. Signing vouches

@@ -288,6 +288,10 @@ const IndexComment = "strata index"
 // ImageComment is the trusted comment of an image manifest's signature.
 func ImageComment(line, version string) string { return "strata image " + line + "-" + version }
 
+// VerityComment is the trusted comment of an image's verity record's
+// signature.
+func VerityComment(line, version string) string { return "strata verity " + line + "-" + version }
+
 // OverlayComment is the trusted comment of an overlay manifest's
 // signature.
 func OverlayComment(line, version string) string {

@@ -2,10 +2,11 @@ package verity
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"os"
 
-	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/manifests"
 )
 
 // Append pads the file f to a whole number of BlockSize blocks with
@@ -44,15 +45,35 @@ func Append(ctx context.Context, f *os.File, salt []byte) (*Tree, error) {
 }
 
 // VerifyFile checks a file that carries its own tree, as Append wrote it,
-// against root.
-func VerifyFile(ctx context.Context, path string, p Params, root []byte) error {
-	f, err := safefile.OpenFollow(path)
-	if err != nil {
-		return fmt.Errorf("verifying %s: %w", path, err)
-	}
-	defer f.Close()
+// against root. The caller opens f (as a regular file: a FIFO or a device
+// would be read without end).
+func VerifyFile(ctx context.Context, f *os.File, p Params, root []byte) error {
 	if err := Verify(ctx, f, f, p, root); err != nil {
-		return fmt.Errorf("verifying %s: %w", path, err)
+		return fmt.Errorf("verifying %s: %w", f.Name(), err)
 	}
 	return nil
+}
+
+// FromRecord returns the parameters and root hash a validated verity
+// record holds.
+func FromRecord(v *manifests.Verity) (Params, []byte, error) {
+	salt, err := hex.DecodeString(v.Salt)
+	if err != nil {
+		return Params{}, nil, fmt.Errorf("verity record: salt: %w", err)
+	}
+	root, err := hex.DecodeString(v.RootHash)
+	if err != nil {
+		return Params{}, nil, fmt.Errorf("verity record: root hash: %w", err)
+	}
+	return Params{DataBlockSize: v.DataBlockSize, HashBlockSize: v.HashBlockSize, DataBlocks: v.DataBlocks,
+		HashOffset: v.HashOffset, Salt: salt}, root, nil
+}
+
+// Record is the verity record of tree t over the image whose manifest
+// has line, version and digest image.
+func Record(line, version, image string, t *Tree) *manifests.Verity {
+	return &manifests.Verity{Schema: manifests.Schema, Kind: manifests.KindVerity, Line: line, Version: version, Image: image,
+		Hash: Algorithm, DataBlockSize: t.Params.DataBlockSize, HashBlockSize: t.Params.HashBlockSize,
+		DataBlocks: t.Params.DataBlocks, HashOffset: t.Params.HashOffset,
+		Salt: hex.EncodeToString(t.Params.Salt), RootHash: t.RootHex()}
 }

@@ -84,7 +84,7 @@ func TestAppendPadsAndVerifies(t *testing.T) {
 	if fi.Size() != 4*verity.BlockSize {
 		t.Errorf("file of %d bytes, want data padded to 3 blocks and one hash block", fi.Size())
 	}
-	if err := verity.VerifyFile(context.Background(), p, tr.Params, tr.Root); err != nil {
+	if err := verifyFile(p, tr); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -234,7 +234,7 @@ func TestAgainstVeritysetup(t *testing.T) {
 			if out, err := exec.Command("veritysetup", args...).CombinedOutput(); err == nil {
 				t.Fatalf("veritysetup verify accepted a changed last block:\n%s", out)
 			}
-			if err := verity.VerifyFile(context.Background(), img, at.Params, at.Root); !errors.Is(err, verity.ErrCorrupt) {
+			if err := verifyFile(img, at); !errors.Is(err, verity.ErrCorrupt) {
 				t.Fatalf("VerifyFile of a changed last block = %v", err)
 			}
 		})
@@ -250,4 +250,13 @@ func rootOf(t *testing.T, out []byte) string {
 	}
 	t.Fatalf("no root hash in veritysetup's output:\n%s", out)
 	return ""
+}
+
+func verifyFile(p string, tr *verity.Tree) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return verity.VerifyFile(context.Background(), f, tr.Params, tr.Root)
 }
