@@ -154,6 +154,15 @@ func FetchManifest(ctx context.Context, r *Repo, ref manifests.ImageRef, dir str
 			return "", fmt.Errorf("fetching image: %w", err)
 		}
 	}
+	// The manifest is the one the signed index pins; its keys judge the
+	// verity record.
+	var m manifests.ImageManifest
+	if err := manifests.Decode(raw, &m); err != nil {
+		return "", fmt.Errorf("image %s: %w", ref.File, err)
+	}
+	if err := fetchVerity(ctx, r.Store, ref.File, dst, &Image{Manifest: &m, Raw: raw, Digest: ref.Digest}); err != nil {
+		return "", err
+	}
 	return dst, nil
 }
 

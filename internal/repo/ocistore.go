@@ -41,6 +41,7 @@ const (
 	MediaOverlay       = "application/vnd.strata.overlay.v1.tar"
 	MediaImage         = "application/vnd.strata.image.v1.squashfs"
 	MediaImageManifest = "application/vnd.strata.image-manifest.v1+json"
+	MediaVerity        = "application/vnd.strata.verity.v1+json"
 	MediaState         = "application/vnd.strata.state.v1+json"
 	// MediaSegment is a sealed index segment.
 	MediaSegment        = "application/vnd.strata.segment.v1+json"
@@ -58,6 +59,8 @@ func mediaType(name string) string {
 		return MediaOverlay
 	case strings.HasSuffix(name, ".image.json"):
 		return MediaImageManifest
+	case strings.HasSuffix(name, ".verity.json"):
+		return MediaVerity
 	case strings.HasSuffix(name, ".squashfs"):
 		return MediaImage
 	case strings.HasPrefix(name, StateDir+"/"):
@@ -306,15 +309,19 @@ func Push(ctx context.Context, dir, ref string, progress func(string)) (ocispec.
 		if err := r.Expand(ctx, l); err != nil {
 			return ocispec.Descriptor{}, err
 		}
-		mp := ManifestPath(l.Image.File)
-		members = append(members, pushed{name: l.Image.File, size: l.Image.Size, sum: l.Image.SHA256},
-			pushed{name: mp, size: -1, sum: strings.TrimPrefix(l.Image.Digest, manifests.DigestPrefix)},
-			pushed{name: SigPath(mp), size: -1})
-		for _, u := range l.Upgrades {
-			mp := ManifestPath(u.File)
-			members = append(members, pushed{name: u.File, size: u.Size, sum: u.SHA256},
-				pushed{name: mp, size: -1, sum: strings.TrimPrefix(u.Digest, manifests.DigestPrefix)},
+		for _, im := range append([]manifests.ImageRef{l.Image}, l.Upgrades...) {
+			mp := ManifestPath(im.File)
+			members = append(members, pushed{name: im.File, size: im.Size, sum: im.SHA256},
+				pushed{name: mp, size: -1, sum: strings.TrimPrefix(im.Digest, manifests.DigestPrefix)},
 				pushed{name: SigPath(mp), size: -1})
+			// The verity record, when the image has one (readers verify
+			// it against the manifest).
+			vp := VerityPath(im.File)
+			if there, err := Exists(ctx, Dir(dir), vp); err != nil {
+				return ocispec.Descriptor{}, err
+			} else if there {
+				members = append(members, pushed{name: vp, size: -1}, pushed{name: SigPath(vp), size: -1})
+			}
 		}
 		for _, ov := range l.Overlays {
 			members = append(members, pushed{name: ov.File, size: ov.Size, sum: ov.SHA256})

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/ctxio/ctxiotest"
 	"github.com/strata-dev/strata/internal/registrytest"
 	"github.com/strata-dev/strata/internal/repo"
@@ -65,8 +66,15 @@ func TestOCIPushAndRead(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fetching the upgrade image: %v", err)
 	}
-	if im, err := repo.LoadImage(got, trust); err != nil || im.Manifest.Version != "1.1.0" {
+	im, err := repo.LoadImage(got, trust)
+	if err != nil || im.Manifest.Version != "1.1.0" {
 		t.Fatalf("the fetched upgrade image: %v", err)
+	}
+	// Its verity record travelled too, and the image verifies against it.
+	if v, err := repo.LoadVerity(got, im, trust); err != nil {
+		t.Fatalf("the fetched upgrade image's verity record: %v", err)
+	} else if err := builder.VerifyImage(ctx, got, v); err != nil {
+		t.Fatal(err)
 	}
 	if _, _, err := st.Open(ctx, "overlays/none.overlay.tar.zst"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a member the artifact lacks: %v, want not exist", err)

@@ -91,6 +91,9 @@ func Init(ctx context.Context, dir, image string, key *sign.Key) (*Repo, error) 
 	if m.Head != nil {
 		return nil, fmt.Errorf("init repository %s: %s is a regenerated image; start a line from its original image", dir, image)
 	}
+	if err := checkVerity(image, im, nil); err != nil {
+		return nil, err
+	}
 	rel := filepath.ToSlash(filepath.Join("images", fmt.Sprintf("%s-%s.squashfs", m.Line, m.Version)))
 	st := Dir(dir)
 	sum, size, err := putFile(ctx, st, rel, image)
@@ -102,6 +105,9 @@ func Init(ctx context.Context, dir, image string, key *sign.Key) (*Repo, error) 
 		return nil, err
 	}
 	if _, _, err := putFile(ctx, st, SigPath(mp), SigPath(ManifestPath(image))); err != nil {
+		return nil, err
+	}
+	if err := putVerity(ctx, st, rel, image, im, nil); err != nil {
 		return nil, err
 	}
 	r.Index.Lines = append(r.Index.Lines, manifests.Line{

@@ -73,7 +73,7 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 	}
 	ref.File = path.Join("images", fmt.Sprintf("%s-%s.squashfs", m.Line, m.Version))
 	mp := ManifestPath(ref.File)
-	written := []string{ref.File, mp, SigPath(mp)}
+	written := []string{ref.File, mp, SigPath(mp), VerityPath(ref.File), SigPath(VerityPath(ref.File))}
 	st := Dir(dir)
 	for _, f := range written {
 		if there, err := Exists(ctx, st, f); err != nil {
@@ -85,6 +85,9 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 	sig, err := safefile.ReadFollow(SigPath(ManifestPath(image)), sign.MaxSignatureSize)
 	if err != nil {
 		return nil, fmt.Errorf("adding image %s: %w", image, err)
+	}
+	if err := checkVerity(image, im, keys); err != nil {
+		return nil, err
 	}
 	// The index as it will be, checked before a file is written (the
 	// squashfs's size and hash are filled in once it is copied).
@@ -111,6 +114,9 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 		return nil, err
 	}
 	if err := st.Put(ctx, SigPath(mp), bytes.NewReader(sig)); err != nil {
+		return nil, err
+	}
+	if err := putVerity(ctx, st, ref.File, image, im, keys); err != nil {
 		return nil, err
 	}
 	l.Upgrades[len(l.Upgrades)-1] = ref

@@ -1,8 +1,10 @@
 package repo
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -73,4 +75,60 @@ func ParseVerity(raw, sig []byte, im *Image, trust *sign.KeySet) (*manifests.Ver
 		return nil, err
 	}
 	return &v, nil
+}
+
+// checkVerity refuses an image whose verity record is there but does not
+// verify against trust, before anything of it is published.
+func checkVerity(image string, im *Image, trust *sign.KeySet) error {
+	if _, err := LoadVerity(image, im, trust); err != nil && !errors.Is(err, ErrNoVerity) {
+		return fmt.Errorf("publishing %s: %w", image, err)
+	}
+	return nil
+}
+
+// putVerity publishes the verity record beside image (whose manifest im
+// was verified) as the record of rel in st, after checking it against
+// trust. An image without a record publishes none; a record that does not
+// verify is an error, and nothing is written.
+func putVerity(ctx context.Context, st Putter, rel, image string, im *Image, trust *sign.KeySet) error {
+	if _, err := LoadVerity(image, im, trust); errors.Is(err, ErrNoVerity) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("publishing %s: %w", image, err)
+	}
+	vp := VerityPath(rel)
+	if _, _, err := putFile(ctx, st, vp, VerityPath(image)); err != nil {
+		return err
+	}
+	if _, _, err := putFile(ctx, st, SigPath(vp), SigPath(VerityPath(image))); err != nil {
+		return err
+	}
+	return nil
+}
+
+// fetchVerity copies the verity record of the repository image rel (and
+// its signature) beside dst, once it verifies against im, which the
+// caller checked against the index. An image with no record in the
+// repository gets none.
+func fetchVerity(ctx context.Context, st Store, rel, dst string, im *Image) error {
+	vp := VerityPath(rel)
+	raw, sig, err := readDoc(ctx, st, vp)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("fetching %s: %w", vp, err)
+	}
+	if _, err := ParseVerity(raw, sig, im, nil); err != nil {
+		return fmt.Errorf("fetching %s: %w", vp, err)
+	}
+	if err := os.WriteFile(VerityPath(dst), raw, 0o644); err != nil {
+		return fmt.Errorf("fetching image: %w", err)
+	}
+	if sig != nil {
+		if err := os.WriteFile(SigPath(VerityPath(dst)), sig, 0o644); err != nil {
+			return fmt.Errorf("fetching image: %w", err)
+		}
+	}
+	return nil
 }

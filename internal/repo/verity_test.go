@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -107,5 +108,83 @@ func TestVerityRecordRefusals(t *testing.T) {
 	f.Close()
 	if err := builder.VerifyImage(context.Background(), img, v); err == nil || !strings.Contains(err.Error(), "data block 0 ") {
 		t.Fatalf("VerifyImage of a changed image = %v", err)
+	}
+}
+
+// TestRepositoryCarriesVerity: init and add-image publish an image's
+// verity record beside it, a fetch brings it along once it verifies, a
+// record that does not verify is published nowhere and fetched nowhere.
+func TestRepositoryCarriesVerity(t *testing.T) {
+	ctx := context.Background()
+	key, pub := newKey(t)
+	img := imageAt(t, "alpha", "1.0.0", key)
+	dir := filepath.Join(t.TempDir(), "repo")
+	r, err := repo.Init(ctx, dir, img, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &r.Index.Lines[0]
+	for _, f := range []string{repo.VerityPath(l.Image.File), repo.SigPath(repo.VerityPath(l.Image.File))} {
+		want, _ := os.ReadFile(filepath.Join(filepath.Dir(img), filepath.Base(f)))
+		if got, err := os.ReadFile(r.Path(f)); err != nil || !bytes.Equal(got, want) || len(want) == 0 {
+			t.Fatalf("repository %s: %v (%d bytes, want %d)", f, err, len(got), len(want))
+		}
+	}
+	trust, err := sign.LoadPublicFile(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = repo.Open(ctx, dir, trust); err != nil {
+		t.Fatal(err)
+	}
+	got, err := repo.FetchImage(ctx, r, &r.Index.Lines[0], t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := repo.LoadImage(got, trust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := repo.LoadVerity(got, im, trust)
+	if err != nil {
+		t.Fatalf("the fetched image's record: %v", err)
+	}
+	if err := builder.VerifyImage(ctx, got, v); err != nil {
+		t.Fatal(err)
+	}
+
+	// The repository's record replaced by one for another image: the
+	// fetch refuses it and writes no record.
+	other := imageAt(t, "alpha", "1.0.1", key)
+	vp := r.Path(repo.VerityPath(l.Image.File))
+	for _, s := range [][2]string{{repo.VerityPath(other), vp}, {repo.SigPath(repo.VerityPath(other)), repo.SigPath(vp)}} {
+		b, _ := os.ReadFile(s[0])
+		if err := os.WriteFile(s[1], b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	into := t.TempDir()
+	if _, err := repo.FetchImage(ctx, r, &r.Index.Lines[0], into); !errors.Is(err, repo.ErrVerityMismatch) {
+		t.Fatalf("fetch with another image's record = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(into, filepath.Base(vp))); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused record was written: %v", err)
+	}
+
+	// add-image with a record signed by a stranger: refused, and the
+	// repository keeps no file of it.
+	up := imageAt(t, "alpha", "1.1.0", key)
+	stranger, _ := newKey(t)
+	raw, _ := os.ReadFile(repo.VerityPath(up))
+	if err := os.WriteFile(repo.SigPath(repo.VerityPath(up)), stranger.Sign(raw, sign.VerityComment("alpha", "1.1.0")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.AddImage(ctx, dir, up, key); !errors.Is(err, sign.ErrBadSignature) {
+		t.Fatalf("add-image with a forged record = %v", err)
+	}
+	for _, f := range []string{"alpha-1.1.0.squashfs", "alpha-1.1.0.image.json", "alpha-1.1.0.verity.json"} {
+		if _, err := os.Stat(filepath.Join(dir, "images", f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("images/%s left behind: %v", f, err)
+		}
 	}
 }
