@@ -11,6 +11,8 @@
 #   build-image of images/debian-node (cached base) vs mksquashfs of its tree
 #   provision --disk   vs  dd conv=sparse of the disk it wrote (the same
 #                           non-zero bytes into a file of the same size)
+#   dm-verity tree     vs  veritysetup format (the Debian node image's
+#                           blocks, same salt; a Go benchmark, medians of 5)
 #   overlay size       vs  OSTree static delta (bytes, not seconds) for one
 #                           byte appended to libc and for a config edit
 #   status --inventory vs  parallel-ssh (50 sshd on loopback, same command)
@@ -162,6 +164,9 @@ if [ "$DEBIAN" = 1 ]; then
 		time_it disk "$S" provision --image "$img" --disk disk1.img --size "$disksize" --node-id bench
 		time_it dd dd if=disk1.img of=disk2.img bs=4M conv=sparse status=none
 	done
+	# The dm-verity tree of the same image (mksquashfs's, which has none
+	# appended): strata's Go tree beside veritysetup format (issue 23).
+	( cd "$SRC" && STRATA_BENCH_IMAGE="$W/dn2.squashfs" STRATA_BENCH_REPORT="$W/verity.txt" go test ./internal/verity -run '^$' -bench '^BenchmarkAgainstVeritysetup$' -benchtime 1x >/dev/null )
 
 	# Payload sizes on the same image: what strata ships for a change
 	# (the overlay file) against what OSTree ships for it (the static
@@ -203,6 +208,7 @@ if [ "$DEBIAN" = 1 ]; then
 	printf '\nDebian node image: %d MB tree, disk of %s\n\n' "$dnsize" "$disksize"
 	row "build-image" dnbuild "mksquashfs DIR" dnmksq
 	row "provision --disk" disk "dd conv=sparse" dd
+	printf '%s\n' "$(cat "$W/verity.txt")"
 	printf '\nPayload for one change (bytes; strata overlay vs OSTree static delta, --inline)\n\n'
 	printf '%-28s %10s %10s %8s\n' "change" "strata" "ostree" "ratio"
 	size_row() { printf '%-28s %10d %10d %7sx\n' "$1" "$2" "$3" "$(ratio "$2" "$3")"; }

@@ -241,7 +241,7 @@ func TestAgainstVeritysetup(t *testing.T) {
 	}
 }
 
-func rootOf(t *testing.T, out []byte) string {
+func rootOf(t testing.TB, out []byte) string {
 	t.Helper()
 	for _, l := range strings.Split(string(out), "\n") {
 		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "Root hash" {
