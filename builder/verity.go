@@ -56,7 +56,7 @@ func sealImage(ctx context.Context, img string, m *manifests.ImageManifest, dige
 		return nil, err
 	}
 	s.progress(fmt.Sprintf("wrote %s (dm-verity root hash %s)", vp, v.RootHash))
-	return v, nil
+	return v, ctx.Err()
 }
 
 // VerifyImage reads the image file img whole and checks it and its

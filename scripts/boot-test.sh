@@ -135,10 +135,16 @@ cat >"$OV/check.sh" <<'SCRIPT'
 m() { awk -v p="$1" '$5 == p { n++ } END { print n + 0 }' /proc/self/mountinfo; }
 [ -e /etc/motd ] && motd=present || motd=deleted
 so=$(findmnt -no OPTIONS /state | tr , '\n' | grep -cxE 'nodev|nosuid')
-root=$(findmnt -no SOURCE /)
+# The root: a dm-verity device (its target type) on a root partition.
+sys=/sys/dev/block/$(findmnt -no MAJ:MIN /)
+dm=none root=$(findmnt -no SOURCE /)
+if [ -e "$sys/dm" ]; then
+	dm=$(dmsetup table "$(cat "$sys/dm/name")" | awk '{ print $3 }')
+	root=/dev/$(ls "$sys/slaves")
+fi
 echo "STRATA-HOSTKEY $(cat /var/lib/ssh/ssh_host_ed25519_key.pub)"
 echo "STRATA-BOOT-CHECK etc=[$(cat /etc/strata-boot-check)] usr=[$(cat /usr/share/strata-boot/check)] motd=$motd var-mounts=$(m /var) state-mounts=$(m /state) state-nodev-nosuid=$so multi-user=$(systemctl show -P ActiveState multi-user.target)"
-echo "STRATA-UPGRADE-CHECK release=$(cat /etc/strata-release 2>/dev/null || echo 1.0.0) etc=[$(cat /etc/strata-boot-check)] stacks=$(findmnt -n -t overlay | wc -l) root=$(lsblk -no PARTLABEL "$root")"
+echo "STRATA-UPGRADE-CHECK release=$(cat /etc/strata-release 2>/dev/null || echo 1.0.0) etc=[$(cat /etc/strata-boot-check)] stacks=$(findmnt -n -t overlay | wc -l) root=$(lsblk -no PARTLABEL "$root") dm=$dm"
 SCRIPT
 chmod 0755 "$OV/check.sh"
 ln -s /etc/systemd/system/strata-boot-check.service "$OV/wants/strata-boot-check.service"
@@ -204,10 +210,11 @@ boot "$WORK/disk1.img" "$WORK/ship.img" "$WORK/decoy.img"
 wait_for "trial boot of 1.2.0" 'strata: activated /root at 1.0.3 (layers: 1.0.1 1.0.2 1.0.3)' 'trial boot of image 1.2.0' \
 	'strata-broken.service failed' 'reboot: Restarting system'
 mark
-wait_for "fallback to root A" 'upgrade failed, recorded: upgrade to image 1.2.0 (root b, boot entry strata-2-b.conf) did not boot to health' \
+wait_for "fallback to root A" 'opened as /dev/mapper/strata-root: dm-verity, image debian-bootable-1.0.0, root hash' \
+	'upgrade failed, recorded: upgrade to image 1.2.0 (root b, boot entry strata-2-b.conf) did not boot to health' \
 	'strata: activated /root at 1.0.3 (layers: 1.0.1 1.0.2 1.0.3)' \
 	'STRATA-BOOT-CHECK etc=[layer 1.0.3] usr=[usr layer 1.0.2] motd=deleted var-mounts=1 state-mounts=1 state-nodev-nosuid=2 multi-user=active' \
-	'STRATA-UPGRADE-CHECK release=1.0.0 etc=[layer 1.0.3] stacks=2 root=rootA' \
+	'STRATA-UPGRADE-CHECK release=1.0.0 etc=[layer 1.0.3] stacks=2 root=rootA dm=verity' \
 	'OK: sequence verified' 'strata-up1'
 no_failure "fallback boot"
 ssh_up
@@ -234,7 +241,7 @@ on_node strata status --root / | grep -q '^upgrade   staged: image 1.1.0 on root
 mark
 on_node systemctl reboot || true
 wait_for "trial boot of 1.1.0" 'strata: activated /root at 1.0.3 (layers: 1.0.1 1.0.2 1.0.3)' 'trial boot of image 1.1.0' \
-	'upgrade to image 1.1.0 confirmed: node / healthy, at 1.0.3' 'STRATA-UPGRADE-CHECK release=1.1.0 etc=[layer 1.0.3] stacks=2 root=rootB'
+	'upgrade to image 1.1.0 confirmed: node / healthy, at 1.0.3' 'STRATA-UPGRADE-CHECK release=1.1.0 etc=[layer 1.0.3] stacks=2 root=rootB dm=verity'
 no_failure "1.1.0 boot"
 ssh_up
 on_node strata verify-sequence --root / --files || fail "verify-sequence --files on 1.1.0"
@@ -248,7 +255,7 @@ t4=$(date +%s)
 echo "== 3. up2: compacted onto the regenerated image, then overlay 1.0.4 rolled out"
 boot "$WORK/disk2.img"
 wait_for "trial boot of the regenerated image" 'strata: activated /root at 1.0.3 (layers: none)' 'trial boot of image' \
-	'confirmed: node / healthy, at 1.0.3' 'STRATA-UPGRADE-CHECK release=1.0.0 etc=[layer 1.0.3] stacks=0 root=rootB'
+	'confirmed: node / healthy, at 1.0.3' 'STRATA-UPGRADE-CHECK release=1.0.0 etc=[layer 1.0.3] stacks=0 root=rootB dm=verity'
 no_failure "compaction boot"
 ssh_up
 got=$(on_node strata verify-sequence --root / --files --json | json_field tree_digest)

@@ -65,6 +65,7 @@ var rootfs = map[string]string{
 
 type env struct {
 	dir, disk, repo string
+	image           string // the image provisioned, 1.0.0
 	key             *sign.Key
 	layout          *disk.Layout
 	n               int
@@ -138,7 +139,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.layout = r.Layout
+	e.layout, e.image = r.Layout, image
 	e.overlay(t, "1.0.1", "/etc/app/app.conf", "port 81\n")
 	e.overlay(t, "1.0.2", "/usr/share/doc/app/changes", "two\n")
 	if _, err := offline.Apply(context.Background(), e.disk, node.Source{Repo: e.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
@@ -295,6 +296,23 @@ func TestUpgradeDisk(t *testing.T) {
 	if k := e.espRead(t, "/strata/b/vmlinuz"); k != "kernel 2\n" {
 		t.Fatalf("root B's kernel: %q", k)
 	}
+	// Both roots open through dm-verity with their own image's signed
+	// root hash, and their verity initrds carry those records.
+	for slot, img := range map[string]string{"a": e.image, "b": next} {
+		v := verityOf(t, img)
+		name := "/loader/entries/strata-1-a.conf"
+		if slot == "b" {
+			name = "/loader/entries/strata-2-b+3.conf"
+		}
+		entry := e.espRead(t, name)
+		if !strings.Contains(entry, "initrd /strata/"+slot+"/initrd.img\ninitrd /strata/"+slot+"/verity.img\n") ||
+			!strings.Contains(entry, " strata.verity="+v.RootHash+" ") || strings.Count(entry, "strata.verity=") != 1 {
+			t.Fatalf("root %s's entry does not open it verified with %s:\n%s", slot, v.RootHash, entry)
+		}
+		if cp := e.espRead(t, "/strata/"+slot+"/verity.img"); !strings.Contains(cp, `"root_hash": "`+v.RootHash+`"`) {
+			t.Fatalf("root %s's verity initrd lacks its record", slot)
+		}
+	}
 	if k := e.espRead(t, "/strata/a/vmlinuz"); k != "kernel 1\n" {
 		t.Fatalf("root A's kernel: %q", k)
 	}
@@ -329,6 +347,9 @@ func TestUpgradeDisk(t *testing.T) {
 	}
 	if entries := e.esp(t, "/loader/entries"); strings.Contains(entries, "strata-2-b") || !strings.Contains(entries, "strata-1-a.conf") {
 		t.Fatalf("entries after cancel:\n%s", entries)
+	}
+	if files := e.esp(t, "/strata/b"); strings.Contains(files, "verity") || strings.Contains(files, "vmlinuz") {
+		t.Fatalf("root B's boot files after cancel:\n%s", files)
 	}
 	if s := e.state(t, manifests.UpgradePath); s != "" {
 		t.Fatalf("staged upgrade left after cancel: %s", s)
@@ -455,4 +476,18 @@ func TestUpgradeDiskCompact(t *testing.T) {
 			t.Fatalf("upgrading a node on a regenerated image to a recipe's (--drop-layers %v): %v", drop, err)
 		}
 	}
+}
+
+// verityOf loads the signed verity record beside img.
+func verityOf(t *testing.T, img string) *manifests.Verity {
+	t.Helper()
+	im, err := repo.LoadImage(img, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := repo.LoadVerity(img, im, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

@@ -31,6 +31,7 @@ const (
 	espEntry    = "/loader/entries/strata-1-a.conf"
 	espKernel   = "/strata/a/vmlinuz"
 	espInitrd   = "/strata/a/initrd.img"
+	espVerity   = "/strata/a/" + verityInitrd
 )
 
 // bootFiles are the image's kernel and initrd (image paths, and copies in
@@ -42,6 +43,10 @@ type bootFiles struct {
 	// hostname, when set, is passed to systemd on the kernel command line
 	// (systemd.hostname=), since the image's /etc/hostname is read-only.
 	hostname string
+	// strataFile is a copy of the image's strata binary ("" if it has
+	// none); verity opens the root through dm-verity (nil: unverified).
+	strataFile string
+	verity     *verityBoot
 }
 
 // bootCandidate reports whether image path p may be a kernel or an
@@ -68,12 +73,21 @@ func verifyImage(ctx context.Context, image string, im *repo.Image, work string)
 	kernels := map[string]string{} // version -> image path
 	initrds := map[string]string{}
 	files := map[string]string{} // image path -> work copy
+	strataFile := ""
 	err := builder.WalkImage(ctx, image, im, func(e manifests.Entry, r io.Reader) error {
 		if e.Type != manifests.TypeFile || e.Path == manifests.ImageManifestPath {
 			return nil
 		}
 		var w io.Writer = io.Discard
 		isKernel, version, boot := bootCandidate(e.Path)
+		if e.Path == builder.StrataBinaryPath {
+			f, err := os.Create(filepath.Join(work, "strata"))
+			if err != nil {
+				return fmt.Errorf("verifying %s: %w", image, err)
+			}
+			defer f.Close()
+			strataFile, w = f.Name(), f
+		}
 		if boot {
 			f, err := os.Create(filepath.Join(work, "boot"+strconv.Itoa(len(files))))
 			if err != nil {
@@ -101,7 +115,7 @@ func verifyImage(ctx context.Context, image string, im *repo.Image, work string)
 	if err != nil {
 		return nil, err
 	}
-	b := &bootFiles{title: fmt.Sprintf("strata %s %s", im.Manifest.Line, im.Manifest.Version)}
+	b := &bootFiles{title: fmt.Sprintf("strata %s %s", im.Manifest.Line, im.Manifest.Version), strataFile: strataFile}
 	var versions []string
 	for v := range kernels {
 		if initrds[v] != "" {
@@ -115,6 +129,9 @@ func verifyImage(ctx context.Context, image string, im *repo.Image, work string)
 	v := versions[len(versions)-1]
 	b.kernel, b.initrd = kernels[v], initrds[v]
 	b.kernelFile, b.initrdFile = files[b.kernel], files[b.initrd]
+	if b.verity, err = makeVerityBoot(image, im, strataFile, work); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -177,11 +194,17 @@ func writeESP(ctx context.Context, target string, p Partition, b *bootFiles, boo
 	puts := map[string]string{espFallback: bootEFI, espBoot: bootEFI}
 	if b.kernel != "" {
 		puts[espKernel], puts[espInitrd] = b.kernelFile, b.initrdFile
-		opts := fmt.Sprintf("root=PARTUUID=%s ro rootfstype=squashfs console=tty0 console=ttyS0,115200", strings.ToLower(b.rootA))
-		if b.hostname != "" {
-			opts += " systemd.hostname=" + b.hostname
+		e := BootEntry{Title: b.title, Linux: espKernel, Initrd: espInitrd}
+		e.Options = fmt.Sprintf("root=PARTUUID=%s ro rootfstype=squashfs console=tty0 console=ttyS0,115200", strings.ToLower(b.rootA))
+		if b.verity != nil {
+			puts[espVerity] = b.verity.initrd
+			e.VerityInitrd = espVerity
+			e.Options = fmt.Sprintf("root=PARTUUID=%s %s%s ro rootfstype=squashfs console=tty0 console=ttyS0,115200", strings.ToLower(b.rootA), VerityParam, b.verity.rootHash)
 		}
-		texts[espEntry] = fmt.Sprintf("title %s\nlinux %s\ninitrd %s\noptions %s\n", b.title, espKernel, espInitrd, opts)
+		if b.hostname != "" {
+			e.Options += " systemd.hostname=" + b.hostname
+		}
+		texts[espEntry] = entryText(e)
 	}
 	for dst, text := range texts {
 		src := filepath.Join(work, path.Base(dst))

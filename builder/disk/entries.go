@@ -58,7 +58,11 @@ type BootEntry struct {
 	Title     string `json:"title"`
 	Linux     string `json:"linux"`
 	Initrd    string `json:"initrd"`
-	Options   string `json:"options"`
+	// VerityInitrd is the second initrd, which opens the root through
+	// dm-verity (see VerityParam); empty when the entry boots an
+	// unverified root.
+	VerityInitrd string `json:"verity_initrd,omitempty"`
+	Options      string `json:"options"`
 }
 
 // State says what the counter means: "good" (no counter), "trying" or
@@ -104,7 +108,11 @@ func parseEntry(e *BootEntry, text string) {
 		case "linux":
 			e.Linux = v
 		case "initrd":
-			e.Initrd = v
+			if e.Initrd == "" {
+				e.Initrd = v
+			} else {
+				e.VerityInitrd = v
+			}
 		case "options":
 			e.Options = v
 		}
@@ -158,23 +166,32 @@ func readEntries(esp espFS, l *Layout) ([]BootEntry, error) {
 	return out, nil
 }
 
-// entryText is an entry's content.
-func entryText(title, linux, initrd, options string) string {
-	return fmt.Sprintf("title %s\nlinux %s\ninitrd %s\noptions %s\n", title, linux, initrd, options)
+// entryText is an entry's content: the verity initrd, when there is one,
+// after the image's own.
+func entryText(e BootEntry) string {
+	t := fmt.Sprintf("title %s\nlinux %s\ninitrd %s\n", e.Title, e.Linux, e.Initrd)
+	if e.VerityInitrd != "" {
+		t += fmt.Sprintf("initrd %s\n", e.VerityInitrd)
+	}
+	return t + fmt.Sprintf("options %s\n", e.Options)
 }
 
-// withRoot returns options with root=PARTUUID= set to guid and a kernel
-// panic rebooting after 10 s (panic=10: a kernel or initramfs that cannot
-// boot the image uses up a try instead of hanging).
-func withRoot(options, guid string) string {
-	var out []string
+// withRoot returns options with root=PARTUUID= set to guid, the root hash
+// the root is opened with (strata.verity=; none when rootHash is empty),
+// and a kernel panic rebooting after 10 s (panic=10: a kernel or
+// initramfs that cannot boot the image uses up a try instead of hanging).
+func withRoot(options, guid, rootHash string) string {
+	out := []string{"root=PARTUUID=" + strings.ToLower(guid)}
+	if rootHash != "" {
+		out = append(out, VerityParam+rootHash)
+	}
 	for _, f := range strings.Fields(options) {
-		if strings.HasPrefix(f, "root=") || strings.HasPrefix(f, "panic=") {
+		if strings.HasPrefix(f, "root=") || strings.HasPrefix(f, "panic=") || strings.HasPrefix(f, VerityParam) {
 			continue
 		}
 		out = append(out, f)
 	}
-	return strings.Join(append([]string{"root=PARTUUID=" + strings.ToLower(guid)}, append(out, "panic=10")...), " ")
+	return strings.Join(append(out, "panic=10"), " ")
 }
 
 // migrateLegacy renames a disk's strata.conf (root A, from before
@@ -247,11 +264,18 @@ func removeSlot(esp espFS, es []BootEntry, slot string) ([]BootEntry, error) {
 	// the slot's own /strata/SLOT/ go.
 	used := map[string]bool{}
 	for _, e := range keep {
-		used[strings.ToLower(path.Clean(e.Linux))], used[strings.ToLower(path.Clean(e.Initrd))] = true, true
+		for _, f := range []string{e.Linux, e.Initrd, e.VerityInitrd} {
+			if f != "" {
+				used[strings.ToLower(path.Clean("/"+f))] = true
+			}
+		}
 	}
 	own := "/strata/" + slot + "/"
 	for _, e := range gone {
-		for _, f := range []string{e.Linux, e.Initrd} {
+		for _, f := range []string{e.Linux, e.Initrd, e.VerityInitrd} {
+			if f == "" {
+				continue
+			}
 			p := strings.ToLower(path.Clean("/" + f))
 			if strings.HasPrefix(p, own) && !used[p] {
 				if err := esp.Remove(p); err != nil {

@@ -74,7 +74,10 @@ func OpenLive(ctx context.Context) (t *Target, err error) {
 	if err := unix.Stat("/", &st); err != nil {
 		return nil, fmt.Errorf("opening the node's disk: %w", err)
 	}
-	sys := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	sys, err := rootPartitionSys(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	if err != nil {
+		return nil, fmt.Errorf("opening the node's disk: %w", err)
+	}
 	idx, err := readSysInt(filepath.Join(sys, "partition"))
 	if err != nil {
 		return nil, fmt.Errorf("the root file system (device %d:%d) is not on a disk partition: a whole-image upgrade needs a disk node: %w", unix.Major(st.Dev), unix.Minor(st.Dev), ErrNotNodeDisk)
@@ -134,6 +137,23 @@ func OpenLive(ctx context.Context) (t *Target, err error) {
 	t.esp = esp
 	t.done = append(t.done, unmount)
 	return t, nil
+}
+
+// rootPartitionSys returns the sysfs directory of the partition a root
+// device is on: sys itself, or for a dm-verity root (VerityDevice) the
+// one device below it.
+func rootPartitionSys(sys string) (string, error) {
+	if _, err := os.Stat(filepath.Join(sys, "dm")); err != nil {
+		return sys, nil
+	}
+	below, err := os.ReadDir(filepath.Join(sys, "slaves"))
+	if err != nil {
+		return "", err
+	}
+	if len(below) != 1 {
+		return "", fmt.Errorf("the root's device-mapper device %s sits on %d devices, not one partition: %w", sys, len(below), ErrNotNodeDisk)
+	}
+	return filepath.EvalSymlinks(filepath.Join(sys, "slaves", below[0].Name()))
 }
 
 func readSysInt(p string) (int, error) {
@@ -271,7 +291,11 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 	for _, e := range es {
 		gen = max(gen, e.Generation+1)
 	}
-	options := withRoot(active.Options, part.GUID)
+	rootHash := ""
+	if boot.verity != nil {
+		rootHash = boot.verity.rootHash
+	}
+	options := withRoot(active.Options, part.GUID, rootHash)
 	progress(fmt.Sprintf("removing the boot entries of root %s", strings.ToUpper(slot)))
 	if _, err = removeSlot(t.esp, es, slot); err != nil {
 		return nil, err
@@ -285,16 +309,22 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 	if err := t.esp.Mkdir(dir); err != nil {
 		return nil, err
 	}
-	for dst, src := range map[string]string{dir + "/vmlinuz": boot.kernelFile, dir + "/initrd.img": boot.initrdFile} {
+	puts := map[string]string{dir + "/vmlinuz": boot.kernelFile, dir + "/initrd.img": boot.initrdFile}
+	verityInitrdPath := ""
+	if boot.verity != nil {
+		verityInitrdPath = dir + "/" + verityInitrd
+		puts[verityInitrdPath] = boot.verity.initrd
+	}
+	for dst, src := range puts {
 		if err := t.esp.Put(dst, src); err != nil {
 			return nil, err
 		}
 	}
 	id := fmt.Sprintf("strata-%d-%s", gen, slot)
 	in.Entry = BootEntry{ID: id + ".conf", File: fmt.Sprintf("%s+%d.conf", id, tries), Generation: gen, Slot: slot, TriesLeft: tries,
-		Title: boot.title, Linux: dir + "/vmlinuz", Initrd: dir + "/initrd.img", Options: options}
+		Title: boot.title, Linux: dir + "/vmlinuz", Initrd: dir + "/initrd.img", VerityInitrd: verityInitrdPath, Options: options}
 	in.tmp = path.Join(entriesDir, id+".new")
-	if err := t.esp.Write(in.tmp, []byte(entryText(in.Entry.Title, in.Entry.Linux, in.Entry.Initrd, options))); err != nil {
+	if err := t.esp.Write(in.tmp, []byte(entryText(in.Entry))); err != nil {
 		return nil, err
 	}
 	if err := t.esp.Sync(); err != nil {

@@ -63,6 +63,7 @@ overlay chain folded in.
 		newVersionCmd(g),
 		newNodeCmd(g),
 		newImageCmd(g),
+		newBootCmd(g),
 	)
 	for _, c := range root.Commands() {
 		guardGroup(c)

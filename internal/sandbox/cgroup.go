@@ -42,11 +42,21 @@ func newCgroup(memory int64, procs int) (*cgroup, error) {
 		return nil, nil
 	}
 	name := "strata-sandbox-" + randomName()
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
-		return newCgroup2(own, name, memory, procs)
+	var c *cgroup
+	if _, err = os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		c, err = newCgroup2(own, name, memory, procs)
+	} else {
+		c, err = newCgroup1(own, name, memory, procs)
 	}
-	return newCgroup1(own, name, memory, procs)
+	if c != nil {
+		madeCgroup(c.dirs)
+	}
+	return c, err
 }
+
+// madeCgroup is told the directories of every group newCgroup makes (a
+// test checks that exactly those are gone after).
+var madeCgroup = func([]string) {}
 
 // newCgroup2 makes the group on the unified hierarchy: below this
 // process's own group where that delegates memory and pids to its

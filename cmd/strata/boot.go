@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/strata-dev/strata/builder/disk"
+)
+
+func newBootCmd(g *globals) *cobra.Command {
+	bc := &cobra.Command{Use: "boot", Short: "What an initramfs runs to boot a disk node"}
+	var o disk.OpenRootOptions
+	c := &cobra.Command{
+		Use:   "open-root --device DEV --root-hash HASH [--dir DIR] [--name NAME]",
+		Short: "Open a disk node's root partition as a dm-verity device, after checking the signed root hash",
+		Long: `Run by a disk node's initramfs before it mounts the root. The boot entry
+strata wrote names the root hash on the kernel command line
+(strata.verity=HASH) and loads a second initrd whose files are below
+--dir (default /strata): the image's signed verity record, the keys the
+image trusts and this strata. open-root checks the record's signature
+with those keys, that the record names exactly --root-hash, and that
+--device holds the image and its hash tree; then it opens --device as
+the dm-verity device /dev/mapper/NAME (veritysetup open), which the
+initramfs mounts as the root. From then on the kernel checks every
+block read against the root hash; a changed block reads as an I/O
+error. Any failure exits non-zero and the initramfs stops the boot: a
+root the entry says is verified never boots unverified.`,
+		Example: `  strata boot open-root --device /dev/vda2 --root-hash 4a5885…0d0a`,
+		Args:    args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if o.Device == "" || o.RootHash == "" {
+				return usageError{fmt.Errorf("--device and --root-hash are required")}
+			}
+			r, err := disk.OpenRoot(c.Context(), o)
+			if err != nil {
+				return err
+			}
+			return g.output(c.OutOrStdout(), r, func(w io.Writer) {
+				fmt.Fprintf(w, "root %s opened as %s: dm-verity, image %s-%s, root hash %s signed by %s\n",
+					r.Device, r.Mapped, r.Verity.Line, r.Verity.Version, r.Verity.RootHash, r.KeyID)
+			})
+		},
+	}
+	c.Flags().StringVar(&o.Device, "device", "", "the root partition")
+	c.Flags().StringVar(&o.RootHash, "root-hash", "", "the root hash the kernel command line names")
+	c.Flags().StringVar(&o.Dir, "dir", disk.VerityInitrdDir, "the verity initrd's files")
+	c.Flags().StringVar(&o.Name, "name", disk.VerityDevice, "the device-mapper name")
+	bc.AddCommand(c)
+	return bc
+}
