@@ -168,4 +168,3 @@ func deviceSize(p string) (int64, error) {
 	}
 	return n, nil
 }
-
