@@ -305,7 +305,7 @@ func TestUpgradeDisk(t *testing.T) {
 			name = "/loader/entries/strata-2-b+3.conf"
 		}
 		entry := e.espRead(t, name)
-		if !strings.Contains(entry, "initrd /strata/"+slot+"/initrd.img\ninitrd /strata/"+slot+"/verity.img\n") ||
+		if !strings.Contains(entry, "initrd /strata/"+slot+"/verity.img\ninitrd /strata/"+slot+"/initrd.img\n") ||
 			!strings.Contains(entry, " strata.verity="+v.RootHash+" ") || strings.Count(entry, "strata.verity=") != 1 {
 			t.Fatalf("root %s's entry does not open it verified with %s:\n%s", slot, v.RootHash, entry)
 		}

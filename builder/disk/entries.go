@@ -58,9 +58,9 @@ type BootEntry struct {
 	Title     string `json:"title"`
 	Linux     string `json:"linux"`
 	Initrd    string `json:"initrd"`
-	// VerityInitrd is the second initrd, which opens the root through
-	// dm-verity (see VerityParam); empty when the entry boots an
-	// unverified root.
+	// VerityInitrd is the initrd (loaded before Initrd) that opens the
+	// root through dm-verity (see VerityParam); empty when the entry
+	// boots an unverified root.
 	VerityInitrd string `json:"verity_initrd,omitempty"`
 	Options      string `json:"options"`
 }
@@ -108,10 +108,10 @@ func parseEntry(e *BootEntry, text string) {
 		case "linux":
 			e.Linux = v
 		case "initrd":
-			if e.Initrd == "" {
-				e.Initrd = v
-			} else {
+			if path.Base(v) == verityInitrd {
 				e.VerityInitrd = v
+			} else {
+				e.Initrd = v
 			}
 		case "options":
 			e.Options = v
@@ -166,14 +166,16 @@ func readEntries(esp espFS, l *Layout) ([]BootEntry, error) {
 	return out, nil
 }
 
-// entryText is an entry's content: the verity initrd, when there is one,
-// after the image's own.
+// entryText is an entry's content. The verity initrd, an uncompressed
+// cpio, comes before the image's own (as early microcode does): the
+// kernel unpacks concatenated archives, but takes nothing after a
+// compressed one that ends in padding.
 func entryText(e BootEntry) string {
-	t := fmt.Sprintf("title %s\nlinux %s\ninitrd %s\n", e.Title, e.Linux, e.Initrd)
+	t := fmt.Sprintf("title %s\nlinux %s\n", e.Title, e.Linux)
 	if e.VerityInitrd != "" {
 		t += fmt.Sprintf("initrd %s\n", e.VerityInitrd)
 	}
-	return t + fmt.Sprintf("options %s\n", e.Options)
+	return t + fmt.Sprintf("initrd %s\noptions %s\n", e.Initrd, e.Options)
 }
 
 // withRoot returns options with root=PARTUUID= set to guid, the root hash

@@ -19,14 +19,14 @@ import (
 
 // A disk node's root is opened through dm-verity at boot. Beside the
 // image's own initrd, every boot entry loads a second, small one strata
-// writes (/strata/SLOT/verity.img on the ESP), and its command line names
+// writes (/strata/SLOT/verity.img on the ESP), before the image's own, and its command line names
 // the root hash:
 //
-//	initrd /strata/a/initrd.img
 //	initrd /strata/a/verity.img
+//	initrd /strata/a/initrd.img
 //	options root=PARTUUID=… strata.verity=ROOTHASH …
 //
-// The second initrd unpacks below /strata in the initramfs: the image's
+// The verity initrd, loaded first, unpacks below /strata in the initramfs: the image's
 // own strata binary, the keys the image trusts, and the image's signed
 // verity record. The image's initramfs (images/debian-bootable's
 // local-top script) runs `strata boot open-root`, which checks the

@@ -52,7 +52,7 @@ func TestProvisionVerityBoot(t *testing.T) {
 	}
 	v := res.Verity
 	entry := espRead(t, d, "/loader/entries/strata-1-a.conf")
-	if !strings.Contains(entry, "initrd /strata/a/initrd.img\ninitrd /strata/a/verity.img\n") ||
+	if !strings.Contains(entry, "initrd /strata/a/verity.img\ninitrd /strata/a/initrd.img\n") ||
 		!strings.Contains(entry, "root=PARTUUID="+strings.ToLower(r.Layout.Part(disk.PartRootA).GUID)+" strata.verity="+v.RootHash+" ro ") {
 		t.Fatalf("loader entry:\n%s", entry)
 	}
