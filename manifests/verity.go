@@ -13,6 +13,14 @@ const (
 	MaxVeritySalt   = 256
 )
 
+// VerityParam is the kernel command line parameter with which a disk
+// node's boot entry names its root hash, and VerityRootDevice the
+// device-mapper name its initramfs opens the root as.
+const (
+	VerityParam      = "strata.verity="
+	VerityRootDevice = "strata-root"
+)
+
 // Verity is the signed record of an image file's dm-verity hash tree:
 // the root hash and every parameter the kernel and veritysetup need to
 // open the image as a verified device. It is a document of its own,

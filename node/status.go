@@ -26,6 +26,9 @@ type Status struct {
 	// changed it, and Slot its root partition.
 	Running *manifests.Ref `json:"running,omitempty"`
 	Slot    string         `json:"slot,omitempty"`
+	// RootIntegrity says, on a booted disk node, whether the kernel
+	// checks its root image's blocks (dm-verity).
+	RootIntegrity *RootIntegrity `json:"root_integrity,omitempty"`
 	// Upgrade is a whole-image upgrade staged and not confirmed yet.
 	Upgrade *UpgradeStatus `json:"upgrade,omitempty"`
 	Head    manifests.Ref  `json:"head"`
@@ -87,6 +90,7 @@ func (h *Node) Status(ctx context.Context) (*Status, error) {
 	if run := l.Running(); run.Action == manifests.LedgerUpgrade {
 		st.Running, st.Slot = &manifests.Ref{Version: run.Version, Digest: run.Digest}, run.Slot
 	}
+	st.RootIntegrity = rootIntegrity(root)
 	if u := ev.Staged; u != nil {
 		st.Upgrade = &UpgradeStatus{State: UpgradeStaged, Image: manifests.Ref{Version: u.Record.Version, Digest: u.Record.Digest},
 			Slot: u.Record.Slot, Entry: u.Entry, Staged: u.Staged}

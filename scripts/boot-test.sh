@@ -33,9 +33,16 @@
 #     published 1.1.0): it boots root B with the three layers stacked
 #     above 1.1.0, confirms, the entry is blessed, `verify-sequence
 #     --files` passes.
-# Node up2, offline compacted (`upgrade --disk --compact --repo`) onto
-# `strata regenerate --through 1.0.3`, published with `repo add-image`:
-#  3. it boots root B with no layer stacked and the tree digest it had,
+# Every root is opened through dm-verity (the boot entry names the signed
+# root hash; the check unit reports dm=verity, `strata status` a
+# kernel-verified root).
+# Node up2, offline compacted (`upgrade --disk --compact --repo --tries 1`)
+# onto `strata regenerate --through 1.0.3`, published with `repo add-image`:
+#  3. one byte of root B's first block is flipped on the disk: its trial
+#     boot opens it through dm-verity, the kernel refuses the block
+#     ("data block 0 is corrupted"), the initramfs cannot mount it and
+#     restarts; root A boots and records the failed upgrade;
+#  4. compacted again, it boots root B with no layer stacked and the tree digest it had,
 #     the entry is blessed, and `strata rollout` brings it to overlay 1.0.4,
 #     which `status --inventory` then reports.
 #
@@ -177,7 +184,7 @@ TREE2=$("$BIN" verify-sequence --disk "$WORK/disk2.img" --json | json_field tree
 "$BIN" repo add-image "$REPO" --image "$(ls "$WORK"/regen/*.squashfs)" --key "$WORK/k.key"
 "$BIN" repo add-image "$REPO" --image "$(ls "$WORK"/ship/v1.1.0/*.squashfs)" --key "$WORK/k.key"
 "$BIN" verify-sequence --repo "$REPO" >/dev/null || fail "verify-sequence --repo with upgrade images"
-"$BIN" upgrade --disk "$WORK/disk2.img" --compact --repo "$REPO"
+"$BIN" upgrade --disk "$WORK/disk2.img" --compact --repo "$REPO" --tries 1
 rm -rf "$WORK/shiprepo" "$WORK/ship.img"
 mkdir -p "$WORK/shiprepo"
 cp -a "$REPO" "$WORK/shiprepo/repo"
@@ -223,6 +230,7 @@ got=$(on_node strata verify-sequence --root / --files --json | json_field tree_d
 st=$(on_node strata status --root /)
 echo "$st"
 grep -q '^failed    upgrade to image 1.2.0 ' <<<"$st" || fail "status does not name the failed upgrade"
+grep -q '^root      dm-verity: kernel-verified, root hash ' <<<"$st" || fail "status does not report the verified root"
 grep -q '^head      1.0.3 ' <<<"$st" && grep -q '^layers    1.0.1 1.0.2 1.0.3$' <<<"$st" || fail "the head or the layers moved"
 inventory up1
 # It exits 0 or 3 (3: the node's failure counts); the row says which.
@@ -248,11 +256,32 @@ on_node strata verify-sequence --root / --files || fail "verify-sequence --files
 st=$(on_node strata status --root /)
 echo "$st"
 grep -q '^running   image 1.1.0 on root B ' <<<"$st" && grep -q '^layers    1.0.1 1.0.2 1.0.3$' <<<"$st" &&
+	grep -q '^root      dm-verity: kernel-verified, root hash ' <<<"$st" &&
 	! grep -q '^upgrade ' <<<"$st" || fail "status on 1.1.0"
 blessed strata-3-b.conf
 t4=$(date +%s)
 
-echo "== 3. up2: compacted onto the regenerated image, then overlay 1.0.4 rolled out"
+echo "== 3. up2: root B with one byte changed fails dm-verity; root A boots and records the failed upgrade"
+# One byte of the first block of root B (the squashfs superblock's
+# block), flipped after the upgrade wrote and read it back.
+start=$(partx -g -o START,NAME "$WORK/disk2.img" | awk '$2 == "rootB" { print $1 }')
+[ -n "$start" ] || fail "no rootB partition on disk2"
+off=$((start * 512 + 100))
+byte=$(dd if="$WORK/disk2.img" bs=1 skip="$off" count=1 status=none | od -An -tu1 | tr -d ' ')
+printf "\\$(printf %03o $((byte ^ 255)))" | dd of="$WORK/disk2.img" bs=1 seek="$off" count=1 conv=notrunc status=none
+boot "$WORK/disk2.img"
+wait_for "a changed root B refused" 'opened as /dev/mapper/strata-root: dm-verity, image debian-bootable-1.0.0+head.1.0.3' \
+	'data block 0 is corrupted' 'Rebooting automatically due to panic= boot argument'
+mark
+wait_for "fallback to root A" 'opened as /dev/mapper/strata-root: dm-verity, image debian-bootable-1.0.0, root hash' \
+	'upgrade failed, recorded: upgrade to image 1.0.0+head.1.0.3 (root b, boot entry strata-2-b.conf) did not boot to health' \
+	'STRATA-UPGRADE-CHECK release=1.0.0 etc=[layer 1.0.3] stacks=2 root=rootA dm=verity'
+no_failure "fallback from a changed root"
+stop_qemu
+t45=$(date +%s)
+"$BIN" upgrade --disk "$WORK/disk2.img" --compact --repo "$REPO" --tries 1
+
+echo "== 4. up2: compacted onto the regenerated image, then overlay 1.0.4 rolled out"
 boot "$WORK/disk2.img"
 wait_for "trial boot of the regenerated image" 'strata: activated /root at 1.0.3 (layers: none)' 'trial boot of image' \
 	'confirmed: node / healthy, at 1.0.3' 'STRATA-UPGRADE-CHECK release=1.0.0 etc=[layer 1.0.3] stacks=0 root=rootB dm=verity'
@@ -260,7 +289,7 @@ no_failure "compaction boot"
 ssh_up
 got=$(on_node strata verify-sequence --root / --files --json | json_field tree_digest)
 [ "$got" = "$TREE2" ] || fail "tree after compaction $got, before $TREE2"
-blessed strata-2-b.conf
+blessed strata-3-b.conf
 "$BIN" overlay create --repo "$REPO" --version 1.0.4 --key "$WORK/k.key" --add /etc/strata-boot-check="$OV/etc-1.0.4"
 inventory up2
 "$BIN" rollout "${SSHF[@]}" --health-timeout 10m || fail "rollout of 1.0.4 after compaction"
@@ -274,6 +303,6 @@ grep -q '"head": "1.0.4"' "$WORK/status.json" && grep -qE '"state": "(current|pe
 t5=$(date +%s)
 stop_qemu
 
-echo "== timings: builds $((t1 - t0))s, disks $((t2 - t1))s, failed trial and fallback $((t3 - t2))s, upgrade $((t4 - t3))s, compaction and rollout $((t5 - t4))s"
-echo "PASS: up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out"
+echo "== timings: builds $((t1 - t0))s, disks $((t2 - t1))s, failed trial and fallback $((t3 - t2))s, upgrade $((t4 - t3))s, changed root refused $((t45 - t4))s, compaction and rollout $((t5 - t45))s"
+echo "PASS: up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; every root opened through dm-verity"
 [ -n "${BOOT_WORK:-}" ] || rm -rf "$WORK"

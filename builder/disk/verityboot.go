@@ -36,9 +36,9 @@ import (
 // from the partition it protects.
 const (
 	// VerityParam is the kernel command line parameter with the root hash.
-	VerityParam = "strata.verity="
+	VerityParam = manifests.VerityParam
 	// VerityDevice is the device-mapper name of the verified root.
-	VerityDevice = "strata-root"
+	VerityDevice = manifests.VerityRootDevice
 	// VerityInitrdDir is where the verity initrd's files are in the
 	// initramfs.
 	VerityInitrdDir = "/strata"

@@ -223,6 +223,13 @@ func printStatus(w io.Writer, st *node.Status) {
 	if r := st.Running; r != nil {
 		fmt.Fprintf(w, "running   image %s on root %s (whole-image upgrade)\n", r.Version, strings.ToUpper(st.Slot))
 	}
+	if ri := st.RootIntegrity; ri != nil {
+		if ri.Mode == node.RootVerified {
+			fmt.Fprintf(w, "root      %s: kernel-verified, root hash %s (device %s)\n", ri.Mode, ri.RootHash, ri.Device)
+		} else {
+			fmt.Fprintf(w, "root      %s (device %s): %s\n", ri.Mode, ri.Device, ri.Note)
+		}
+	}
 	if u := st.Upgrade; u != nil {
 		what := "the next boot tries it"
 		switch u.State {
