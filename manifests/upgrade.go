@@ -18,6 +18,11 @@ const KindUpgrade = "upgrade"
 // UpgradePath is where a node keeps its staged upgrade.
 const UpgradePath = StateDir + "/upgrade.json"
 
+// BootRefusalPath is where a disk node's initramfs leaves, in one line of
+// text, why it refused to boot a root (dm-verity refused its blocks): the
+// next boot's activation adds it to the failed upgrade it records.
+const BootRefusalPath = StateDir + "/boot-refused"
+
 // The unit that confirms a trial boot of an upgrade (strata upgrade
 // --confirm), and its link into boot-complete.target: an image an
 // upgrade switches to must have both (builder bakes them in with

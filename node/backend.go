@@ -35,6 +35,10 @@ type ActivateReport struct {
 	// FailedUpgrade is the failed record written because the node booted
 	// its old image again after an upgrade was staged.
 	FailedUpgrade *manifests.LedgerEntry `json:"failed_upgrade,omitempty"`
+	// Refused is the initramfs's note of a root it refused to boot that
+	// no failed upgrade took (a refusal outside a trial boot): reported
+	// once, then dropped.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Activate builds the overlayfs stacks of the node from its ledger,
@@ -77,6 +81,11 @@ func (h *Node) ActivateBoot(ctx context.Context) (*ActivateReport, error) {
 		return rep, err
 	}
 	rep.FailedUpgrade = fb.Failed
+	if why, err := h.state().TakeBootRefusal(); err != nil {
+		rep.Refused = "a note of a refused root could not be read: " + err.Error()
+	} else {
+		rep.Refused = why
+	}
 	return rep, nil
 }
 

@@ -158,6 +158,12 @@ func (h *Node) SettleUpgrade(ctx context.Context, bootID string) (*FallbackRepor
 		Error: fmt.Sprintf("upgrade to image %s (root %s, boot entry %s) did not boot to health; the node booted its image %s again", u.Record.Version, u.Record.Slot, u.Entry, run.Version),
 		Time:  time.Now().UTC().Format(time.RFC3339),
 	}
+	// Why, when the initramfs knew: it refused the root (dm-verity).
+	if why, err := n.TakeBootRefusal(); err != nil {
+		rec.Error += "; its boot refusal note could not be read: " + err.Error()
+	} else if why != "" {
+		rec.Error += "; its boot was refused: " + why
+	}
 	if l, err = n.Commit(l, rec); err != nil {
 		return nil, err
 	}

@@ -281,3 +281,36 @@ func TestUpgradeHostileStaged(t *testing.T) {
 		}
 	}
 }
+
+// The initramfs's note of a refused root joins the failed record, once,
+// cleaned of control characters; a planted note that is not a file is
+// reported in the record and does not stop the fallback.
+func TestUpgradeFallbackWithRefusal(t *testing.T) {
+	for name, plant := range map[string]struct {
+		write func(p string) error
+		want  string
+	}{
+		"note": {func(p string) error {
+			return os.WriteFile(p, []byte("root b (/dev/vda3): device-mapper: verity: 254:0: data block 0 is corrupted\n\x1b[31m\n"), 0o644)
+		}, "; its boot was refused: root b (/dev/vda3): device-mapper: verity: 254:0: data block 0 is corrupted [31m"},
+		"fifo": {func(p string) error { return unix.Mkfifo(p, 0o644) }, "; its boot refusal note could not be read: "},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := fixture.New(t)
+			root, _ := stagedNode(t, f, "")
+			p := filepath.Join(root, manifests.BootRefusalPath)
+			if err := plant.write(p); err != nil {
+				t.Fatal(err)
+			}
+			fb, err := nodetest.SettleUpgrade(context.Background(), root, "1a2b3c4d-0000-4000-8000-000000000000")
+			if err != nil || fb.Failed == nil || !strings.Contains(fb.Failed.Error, plant.want) {
+				t.Fatalf("fallback: %+v %v, want the error to hold %q", fb, err, plant.want)
+			}
+			if name == "note" {
+				if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("the note was not taken: %v", err)
+				}
+			}
+		})
+	}
+}

@@ -271,12 +271,18 @@ byte=$(dd if="$WORK/disk2.img" bs=1 skip="$off" count=1 status=none | od -An -tu
 printf "\\$(printf %03o $((byte ^ 255)))" | dd of="$WORK/disk2.img" bs=1 seek="$off" count=1 conv=notrunc status=none
 boot "$WORK/disk2.img"
 wait_for "a changed root B refused" 'opened as /dev/mapper/strata-root: dm-verity, image debian-bootable-1.0.0+head.1.0.3' \
-	'data block 0 is corrupted' 'Rebooting automatically due to panic= boot argument'
+	'data block 0 is corrupted' 'strata: VERIFIED ROOT REFUSED: root /dev/' 'Rebooting automatically due to panic= boot argument'
 mark
 wait_for "fallback to root A" 'opened as /dev/mapper/strata-root: dm-verity, image debian-bootable-1.0.0, root hash' \
 	'upgrade failed, recorded: upgrade to image 1.0.0+head.1.0.3 (root b, boot entry strata-2-b.conf) did not boot to health' \
+	'its boot was refused: root /dev/' 'data block 0 is corrupted' \
 	'STRATA-UPGRADE-CHECK release=1.0.0 etc=[layer 1.0.3] stacks=2 root=rootA dm=verity'
 no_failure "fallback from a changed root"
+ssh_up
+st=$(on_node strata status --root /)
+echo "$st"
+grep -q '^failed    upgrade to image 1.0.0+head.1.0.3 .*its boot was refused: root /dev/.*data block 0 is corrupted' <<<"$st" ||
+	fail "status does not say why root B was refused"
 stop_qemu
 t45=$(date +%s)
 "$BIN" upgrade --disk "$WORK/disk2.img" --compact --repo "$REPO" --tries 1

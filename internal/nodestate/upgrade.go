@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
@@ -148,4 +149,36 @@ func (n Node) Effective() (*View, error) {
 		v.Ledger, v.Trial = trial, true
 	}
 	return v, nil
+}
+
+// maxBootRefusal bounds the initramfs's note of a refused boot.
+const maxBootRefusal = 4 << 10
+
+// TakeBootRefusal returns, and removes, the note a disk node's initramfs
+// left when it refused to boot a root ("" when there is none). The note
+// is one line of text, at most 4 KiB; control characters and anything
+// that is not UTF-8 are replaced, and a note that is not a regular file
+// is refused as node state planted by someone else.
+func (n Node) TakeBootRefusal() (string, error) {
+	if err := n.CheckState(); err != nil {
+		return "", err
+	}
+	p := n.Path(manifests.BootRefusalPath)
+	raw, err := safefile.Read(p, maxBootRefusal)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the boot refusal note: %w: %w", ErrBadState, err)
+	}
+	note := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(string(raw), "?"))
+	if err := removeDoc(n, manifests.BootRefusalPath, "the boot refusal note"); err != nil {
+		return "", err
+	}
+	return strings.Join(strings.Fields(note), " "), nil
 }
