@@ -202,11 +202,9 @@ func writeImage(ctx context.Context, outDir string, m *manifests.ImageManifest, 
 		return nil, err
 	}
 	s.progress(fmt.Sprintf("writing %s (%d entries, %s)", img, len(l.state), m.Compressor))
-	err = streamImage(ctx, img, m.Compressor, epoch, l.state.Entries(), tree.Opener(l.open), s)
-	if err != nil {
-		return nil, err
-	}
-	v, err := sealImage(ctx, img, m, manifests.Digest(raw), s)
+	v, err := writeSealed(ctx, img, m, manifests.Digest(raw), s, func(out string) error {
+		return streamImage(ctx, out, m.Compressor, epoch, l.state.Entries(), tree.Opener(l.open), s)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -111,14 +111,12 @@ func Regenerate(ctx context.Context, repoDir, line, through, outDir string, opts
 	if err != nil {
 		return nil, err
 	}
-	err = format.Write(ctx, img, imagefile.WriteOptions{Compressor: m.Compressor, Epoch: epoch}, func(w io.Writer) error {
-		return foldStream(ctx, w, baseImage, c.Fold, raw, epoch)
-	})
-	if err != nil {
-		return nil, err
-	}
 	written = true
-	v, err := sealImage(ctx, img, m, manifests.Digest(raw), s)
+	v, err := writeSealed(ctx, img, m, manifests.Digest(raw), s, func(out string) error {
+		return format.Write(ctx, out, imagefile.WriteOptions{Compressor: m.Compressor, Epoch: epoch}, func(w io.Writer) error {
+			return foldStream(ctx, w, baseImage, c.Fold, raw, epoch)
+		})
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
@@ -22,19 +23,27 @@ func veritySalt(digest string) []byte {
 	return s[:]
 }
 
-// sealImage appends the dm-verity hash tree to the image img, whose
-// manifest m has digest digest, and writes the signed verity record
-// beside it (unsigned without a key, as the manifest is). It returns the
-// record.
-func sealImage(ctx context.Context, img string, m *manifests.ImageManifest, digest string, s *settings) (*manifests.Verity, error) {
-	f, err := os.OpenFile(img, os.O_RDWR, 0)
+// writeSealed has write make the image beside img, appends its dm-verity
+// hash tree there, writes the signed verity record beside img (unsigned
+// without a key, as the manifest is), and only then renames the image
+// into place: an interrupted build leaves no image without its tree. The
+// record names the manifest's digest, so a record left beside another
+// image is refused as another image's. It returns the record.
+func writeSealed(ctx context.Context, img string, m *manifests.ImageManifest, digest string, s *settings, write func(out string) error) (*manifests.Verity, error) {
+	tmp := filepath.Join(filepath.Dir(img), "."+filepath.Base(img)+".unsealed")
+	_ = os.Remove(tmp)
+	defer os.Remove(tmp) // a no-op once renamed
+	if err := write(tmp); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(tmp, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("sealing image %s: %w", img, err)
 	}
 	defer f.Close()
 	t, err := verity.Append(ctx, f, veritySalt(digest))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sealing image %s: %w", img, err)
 	}
 	if err := f.Sync(); err != nil {
 		return nil, fmt.Errorf("sealing image %s: %w", img, err)
@@ -55,22 +64,12 @@ func sealImage(ctx context.Context, img string, m *manifests.ImageManifest, dige
 	if err := safefile.WriteAtomic(vp, raw, 0o644); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, img); err != nil {
+		return nil, fmt.Errorf("sealing image %s: %w", img, err)
+	}
 	s.progress(fmt.Sprintf("wrote %s (dm-verity root hash %s)", vp, v.RootHash))
 	return v, ctx.Err()
-}
-
-// VerifyImage reads the image file img whole and checks it and its
-// appended hash tree against the verity record v, as dm-verity would on
-// reads: the error names the first block that does not match.
-func VerifyImage(ctx context.Context, img string, v *manifests.Verity) error {
-	p, root, err := verity.FromRecord(v)
-	if err != nil {
-		return err
-	}
-	f, err := safefile.OpenFollow(img)
-	if err != nil {
-		return fmt.Errorf("verifying image %s: %w", img, err)
-	}
-	defer f.Close()
-	return verity.VerifyFile(ctx, f, p, root)
 }

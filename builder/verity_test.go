@@ -83,7 +83,7 @@ func TestBuildVerity(t *testing.T) {
 	if out, err := exec.Command("veritysetup", args...).CombinedOutput(); err != nil {
 		t.Fatalf("veritysetup verify: %v\n%s", err, out)
 	}
-	if err := builder.VerifyImage(context.Background(), res.Image, v); err != nil {
+	if err := repo.VerifyTree(context.Background(), res.Image, v); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("unsquashfs", "-l", "-d", "x", res.Image).CombinedOutput(); err != nil || !strings.Contains(string(out), "x/usr/lib/strata/image.json") {
@@ -108,7 +108,7 @@ func TestBuildVerity(t *testing.T) {
 	if out, err := exec.Command("veritysetup", args...).CombinedOutput(); err == nil {
 		t.Fatalf("veritysetup verify accepted a changed image:\n%s", out)
 	}
-	err = builder.VerifyImage(context.Background(), res.Image, v)
+	err = repo.VerifyTree(context.Background(), res.Image, v)
 	if want := "data block " + strconv.FormatInt(at/4096, 10) + " "; !errors.Is(err, verity.ErrCorrupt) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("VerifyImage of a changed image = %v, want ErrCorrupt naming %q", err, want)
 	}

@@ -11,6 +11,8 @@ const KindVerity = "verity"
 const (
 	VerityBlockSize = 4096
 	MaxVeritySalt   = 256
+	// MaxVerityBlocks bounds an image to 64 GiB of data blocks.
+	MaxVerityBlocks = 1 << 24
 )
 
 // VerityParam is the kernel command line parameter with which a disk
@@ -71,8 +73,8 @@ func (v *Verity) Validate() error {
 	if v.DataBlockSize != VerityBlockSize || v.HashBlockSize != VerityBlockSize {
 		return fmt.Errorf("%w: verity record: block sizes %d and %d (strata writes %d)", ErrInvalid, v.DataBlockSize, v.HashBlockSize, VerityBlockSize)
 	}
-	if v.DataBlocks < 1 || v.DataBlocks > 1<<40 {
-		return fmt.Errorf("%w: verity record: %d data blocks", ErrInvalid, v.DataBlocks)
+	if v.DataBlocks < 1 || v.DataBlocks > MaxVerityBlocks {
+		return fmt.Errorf("%w: verity record: %d data blocks (1 to %d)", ErrInvalid, v.DataBlocks, MaxVerityBlocks)
 	}
 	if v.HashOffset != v.DataBlocks*int64(v.DataBlockSize) {
 		return fmt.Errorf("%w: verity record: hash offset %d is not the end of the data (%d blocks of %d bytes)", ErrInvalid, v.HashOffset, v.DataBlocks, v.DataBlockSize)

@@ -49,20 +49,24 @@ func rootIntegrity(root string) *RootIntegrity {
 		return nil
 	}
 	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
-	name, cmdline := "", ""
+	name, uuid, cmdline := "", "", ""
 	if b, err := safefile.Read(filepath.Join("/sys/dev/block", dev, "dm", "name"), 4096); err == nil {
 		name = strings.TrimSpace(string(b))
+	}
+	if b, err := safefile.Read(filepath.Join("/sys/dev/block", dev, "dm", "uuid"), 4096); err == nil {
+		uuid = strings.TrimSpace(string(b))
 	}
 	if b, err := safefile.Read("/proc/cmdline", 64<<10); err == nil {
 		cmdline = string(b)
 	}
-	return judgeRoot(dev, name, cmdline)
+	return judgeRoot(dev, name, uuid, cmdline)
 }
 
-// judgeRoot says how a root on device dev (major:minor; dmName its
-// device-mapper name, "" for none) booted with kernel command line
-// cmdline is checked.
-func judgeRoot(dev, dmName, cmdline string) *RootIntegrity {
+// judgeRoot says how a root on device dev (major:minor; dmName and
+// dmUUID its device-mapper name and UUID, "" for none) booted with kernel
+// command line cmdline is checked. veritysetup gives the devices it makes
+// UUIDs that start CRYPT-VERITY-; the device's table is not read.
+func judgeRoot(dev, dmName, dmUUID, cmdline string) *RootIntegrity {
 	ri := &RootIntegrity{Mode: RootUnverified, Device: dev}
 	if dmName != "" {
 		ri.Device += " (" + dmName + ")"
@@ -73,7 +77,7 @@ func judgeRoot(dev, dmName, cmdline string) *RootIntegrity {
 		}
 	}
 	switch {
-	case dmName == manifests.VerityRootDevice && ri.RootHash != "":
+	case dmName == manifests.VerityRootDevice && strings.HasPrefix(dmUUID, "CRYPT-VERITY-") && ri.RootHash != "":
 		ri.Mode = RootVerified
 	case ri.RootHash != "":
 		ri.Note = "the boot entry names a root hash, but the root is not the dm-verity device " + manifests.VerityRootDevice + ": the image's initramfs does not open it (see docs/images.md, A verified root)"

@@ -143,7 +143,7 @@ m() { awk -v p="$1" '$5 == p { n++ } END { print n + 0 }' /proc/self/mountinfo; 
 [ -e /etc/motd ] && motd=present || motd=deleted
 so=$(findmnt -no OPTIONS /state | tr , '\n' | grep -cxE 'nodev|nosuid')
 # The root: a dm-verity device (its target type) on a root partition.
-sys=/sys/dev/block/$(findmnt -no MAJ:MIN /)
+sys=/sys/dev/block/$(findmnt -no MAJ:MIN / | tr -d ' ')
 dm=none root=$(findmnt -no SOURCE /)
 if [ -e "$sys/dm" ]; then
 	dm=$(dmsetup table "$(cat "$sys/dm/name")" | awk '{ print $3 }')
@@ -271,7 +271,7 @@ byte=$(dd if="$WORK/disk2.img" bs=1 skip="$off" count=1 status=none | od -An -tu
 printf "\\$(printf %03o $((byte ^ 255)))" | dd of="$WORK/disk2.img" bs=1 seek="$off" count=1 conv=notrunc status=none
 boot "$WORK/disk2.img"
 wait_for "a changed root B refused" 'opened as /dev/mapper/strata-root: dm-verity, image debian-bootable-1.0.0+head.1.0.3' \
-	'data block 0 is corrupted' 'strata: VERIFIED ROOT REFUSED: root /dev/' 'Rebooting automatically due to panic= boot argument'
+	'data block 0 is corrupted' 'strata: VERIFIED ROOT REFUSED: root /dev/' 'not booting an unverified root; restarting in 10 s'
 mark
 wait_for "fallback to root A" 'opened as /dev/mapper/strata-root: dm-verity, image debian-bootable-1.0.0, root hash' \
 	'upgrade failed, recorded: upgrade to image 1.0.0+head.1.0.3 (root b, boot entry strata-2-b.conf) did not boot to health' \

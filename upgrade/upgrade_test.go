@@ -20,6 +20,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/internal/verity"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/overlay"
@@ -306,6 +307,7 @@ func TestUpgradeDisk(t *testing.T) {
 		}
 		entry := e.espRead(t, name)
 		if !strings.Contains(entry, "initrd /strata/"+slot+"/verity.img\ninitrd /strata/"+slot+"/initrd.img\n") ||
+			!strings.Contains(entry, "options root=/dev/mapper/strata-root strata.root=PARTUUID=") ||
 			!strings.Contains(entry, " strata.verity="+v.RootHash+" ") || strings.Count(entry, "strata.verity=") != 1 {
 			t.Fatalf("root %s's entry does not open it verified with %s:\n%s", slot, v.RootHash, entry)
 		}
@@ -382,6 +384,17 @@ func TestUpgradeDiskRefusals(t *testing.T) {
 	if err := os.WriteFile(bigFile, big, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// An image whose verity record is gone, and one whose tree no longer
+	// matches its record (a byte of the squashfs changed after the build).
+	noRecord := e.build(t, "up", "1.1.0", "2", e.key)
+	if err := os.Remove(repo.VerityPath(noRecord)); err != nil {
+		t.Fatal(err)
+	}
+	// (The last byte of the data: squashfs padding, which its tools never
+	// read, so only the tree can tell.)
+	changed := e.build(t, "up", "1.1.0", "2", e.key)
+	cv := verityOf(t, changed)
+	flipByte(t, changed, cv.HashOffset-1)
 	cases := []struct {
 		name, image string
 		o           upgrade.Options
@@ -398,6 +411,9 @@ func TestUpgradeDiskRefusals(t *testing.T) {
 		{"too big", e.build(t, "up", "1.1.0", "2", e.key, "  - path: /big\n    src: "+bigFile+"\n"), upgrade.Options{}, disk.ErrTooSmall, "does not fit root B"},
 		{"no confirmation unit", e.build(t, "nostrata", "1.1.0", "2", e.key), upgrade.Options{}, node.ErrUpgrade, "has no /usr/lib/systemd/system/strata-upgrade-confirm.service"},
 		{"compact, not regenerated", e.build(t, "up", "1.1.0", "2", e.key), upgrade.Options{UpgradeOptions: node.UpgradeOptions{Compact: true}}, node.ErrUpgrade, "not a regenerated image"},
+		// Root A boots through dm-verity: never to an unverified root B.
+		{"no verity record", noRecord, upgrade.Options{}, disk.ErrUnverifiedRoot, "would boot root B unverified"},
+		{"tree does not match its record", changed, upgrade.Options{}, verity.ErrCorrupt, fmt.Sprintf("data block %d ", cv.DataBlocks-1)},
 	}
 	before := e.sum(t)
 	for _, c := range cases {
@@ -490,4 +506,22 @@ func verityOf(t *testing.T, img string) *manifests.Verity {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// flipByte inverts the byte at off of file p.
+func flipByte(t *testing.T, p string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := []byte{0}
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -129,7 +129,7 @@ func verifyImage(ctx context.Context, image string, im *repo.Image, work string)
 	v := versions[len(versions)-1]
 	b.kernel, b.initrd = kernels[v], initrds[v]
 	b.kernelFile, b.initrdFile = files[b.kernel], files[b.initrd]
-	if b.verity, err = makeVerityBoot(image, im, strataFile, work); err != nil {
+	if b.verity, err = makeVerityBoot(ctx, image, im, strataFile, work); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -195,12 +195,12 @@ func writeESP(ctx context.Context, target string, p Partition, b *bootFiles, boo
 	if b.kernel != "" {
 		puts[espKernel], puts[espInitrd] = b.kernelFile, b.initrdFile
 		e := BootEntry{Title: b.title, Linux: espKernel, Initrd: espInitrd}
-		e.Options = fmt.Sprintf("root=PARTUUID=%s ro rootfstype=squashfs console=tty0 console=ttyS0,115200", strings.ToLower(b.rootA))
+		rootHash := ""
 		if b.verity != nil {
 			puts[espVerity] = b.verity.initrd
-			e.VerityInitrd = espVerity
-			e.Options = fmt.Sprintf("root=PARTUUID=%s %s%s ro rootfstype=squashfs console=tty0 console=ttyS0,115200", strings.ToLower(b.rootA), VerityParam, b.verity.rootHash)
+			e.VerityInitrd, rootHash = espVerity, b.verity.rootHash
 		}
+		e.Options = rootOptions(b.rootA, rootHash) + " ro rootfstype=squashfs console=tty0 console=ttyS0,115200"
 		if b.hostname != "" {
 			e.Options += " systemd.hostname=" + b.hostname
 		}

@@ -67,6 +67,10 @@ type Result struct {
 	Kernel    string `json:"kernel,omitempty"`
 	Initrd    string `json:"initrd,omitempty"`
 	BootEntry bool   `json:"boot_entry"`
+	// RootHash is the dm-verity root hash root A is opened with at boot;
+	// empty when it boots unverified (no verity record or no strata in
+	// the image).
+	RootHash string `json:"root_hash,omitempty"`
 	// Note says what the caller should know but is no error (a device
 	// whose partition table the kernel did not re-read).
 	Note string `json:"note,omitempty"`
@@ -149,6 +153,12 @@ func Provision(ctx context.Context, image, diskPath string, trust *sign.KeySet, 
 		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
 	}
 	res.Kernel, res.Initrd, res.BootEntry = boot.kernel, boot.initrd, boot.kernel != ""
+	if boot.verity != nil {
+		res.RootHash = boot.verity.rootHash
+		progress(fmt.Sprintf("root A opens through dm-verity at boot (root hash %s)", res.RootHash))
+	} else if res.BootEntry {
+		progress("root A boots unverified: the image has no verity record or no strata to open it with")
+	}
 
 	progress(fmt.Sprintf("copying %s into root A", image))
 	if err := writeRoots(ctx, target, device, res.Layout, image, imgSum); err != nil {

@@ -119,14 +119,30 @@ func parseEntry(e *BootEntry, text string) {
 	}
 }
 
-// rootGUID returns the PARTUUID an entry's options boot.
+// rootGUID returns the PARTUUID an entry's options boot: root=, or for a
+// verified root (root=/dev/mapper/strata-root) strata.root=.
 func rootGUID(options string) string {
 	for _, f := range strings.Fields(options) {
-		if g, ok := strings.CutPrefix(f, "root=PARTUUID="); ok {
-			return strings.ToUpper(g)
+		for _, k := range []string{"root=PARTUUID=", verityRootParam + "PARTUUID="} {
+			if g, ok := strings.CutPrefix(f, k); ok {
+				return strings.ToUpper(g)
+			}
 		}
 	}
 	return ""
+}
+
+// rootOptions are the options that name an entry's root: the partition
+// itself, or, opened through dm-verity, the verified device, the
+// partition below it and the root hash. An image whose initramfs does
+// not open it cannot mount /dev/mapper/strata-root and stops: the entry
+// fails closed, never booting the partition unverified.
+func rootOptions(guid, rootHash string) string {
+	guid = strings.ToLower(guid)
+	if rootHash == "" {
+		return "root=PARTUUID=" + guid
+	}
+	return "root=/dev/mapper/" + VerityDevice + " " + verityRootParam + "PARTUUID=" + guid + " " + VerityParam + rootHash
 }
 
 // readEntries lists strata's entries on the ESP, newest generation first,
@@ -178,17 +194,14 @@ func entryText(e BootEntry) string {
 	return t + fmt.Sprintf("initrd %s\noptions %s\n", e.Initrd, e.Options)
 }
 
-// withRoot returns options with root=PARTUUID= set to guid, the root hash
-// the root is opened with (strata.verity=; none when rootHash is empty),
+// withRoot returns options booting the root partition guid (rootOptions:
+// through dm-verity with rootHash, or unverified when it is empty),
 // and a kernel panic rebooting after 10 s (panic=10: a kernel or
 // initramfs that cannot boot the image uses up a try instead of hanging).
 func withRoot(options, guid, rootHash string) string {
-	out := []string{"root=PARTUUID=" + strings.ToLower(guid)}
-	if rootHash != "" {
-		out = append(out, VerityParam+rootHash)
-	}
+	out := []string{rootOptions(guid, rootHash)}
 	for _, f := range strings.Fields(options) {
-		if strings.HasPrefix(f, "root=") || strings.HasPrefix(f, "panic=") || strings.HasPrefix(f, VerityParam) {
+		if strings.HasPrefix(f, "root=") || strings.HasPrefix(f, "panic=") || strings.HasPrefix(f, VerityParam) || strings.HasPrefix(f, verityRootParam) {
 			continue
 		}
 		out = append(out, f)

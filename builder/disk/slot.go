@@ -284,6 +284,13 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 	if active == nil {
 		return nil, fmt.Errorf("no boot entry on the ESP of %s boots root %s, the root the node runs: %w", t.Disk, strings.ToUpper(t.Active), ErrNotNodeDisk)
 	}
+	// Never from a verified root to an unverified one: a repository that
+	// lost (or dropped) an image's verity record must not turn the
+	// kernel's checks off.
+	if boot.verity == nil && strings.Contains(" "+active.Options, " "+VerityParam) {
+		return nil, fmt.Errorf("image %s has no verity record (or no strata to open its root with), but root %s of %s boots through dm-verity: the upgrade would boot root %s unverified; rebuild the image with this strata, or publish it with its .verity.json: %w",
+			image, strings.ToUpper(t.Active), t.Disk, strings.ToUpper(slot), ErrUnverifiedRoot)
+	}
 	if es, err = migrateLegacy(t.esp, es); err != nil {
 		return nil, err
 	}

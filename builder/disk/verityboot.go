@@ -2,6 +2,7 @@ package disk
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,8 +13,6 @@ import (
 
 	"github.com/strata-dev/strata/internal/cpio"
 	"github.com/strata-dev/strata/internal/repo"
-	"github.com/strata-dev/strata/internal/safefile"
-	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -24,7 +23,7 @@ import (
 //
 //	initrd /strata/a/verity.img
 //	initrd /strata/a/initrd.img
-//	options root=PARTUUID=… strata.verity=ROOTHASH …
+//	options root=/dev/mapper/strata-root strata.root=PARTUUID=… strata.verity=ROOTHASH …
 //
 // The verity initrd, loaded first, unpacks below /strata in the initramfs: the image's
 // own strata binary, the keys the image trusts, and the image's signed
@@ -32,13 +31,16 @@ import (
 // local-top script) runs `strata boot open-root`, which checks the
 // record's signature with those keys and that it names the command
 // line's root hash, then opens the root partition as the dm-verity device
-// /dev/mapper/strata-root and makes that the root. The hash never comes
-// from the partition it protects.
+// /dev/mapper/strata-root, which root= names. The hash never comes from
+// the partition it protects, and an initramfs that does not open it
+// cannot mount the root: the boot fails closed.
 const (
 	// VerityParam is the kernel command line parameter with the root hash.
 	VerityParam = manifests.VerityParam
 	// VerityDevice is the device-mapper name of the verified root.
 	VerityDevice = manifests.VerityRootDevice
+	// verityRootParam names the partition below the verified root.
+	verityRootParam = "strata.root="
 	// VerityInitrdDir is where the verity initrd's files are in the
 	// initramfs.
 	VerityInitrdDir = "/strata"
@@ -55,9 +57,10 @@ type verityBoot struct {
 // makeVerityBoot writes the verity initrd of image into work: nil when
 // the image has no verity record or no strata binary to open it with
 // (the root then boots unverified, and the node's status says so). A
-// record that is there and does not verify is an error.
-func makeVerityBoot(image string, im *repo.Image, strataFile, work string) (*verityBoot, error) {
-	v, err := repo.LoadVerity(image, im, nil)
+// record that is there and does not verify, or an image whose blocks do
+// not match it, is an error: nothing is written to the disk then.
+func makeVerityBoot(ctx context.Context, image string, im *repo.Image, strataFile, work string) (*verityBoot, error) {
+	d, err := repo.LoadVerityDoc(image, im, nil)
 	if err != nil {
 		if errors.Is(err, repo.ErrNoVerity) {
 			return nil, nil
@@ -67,14 +70,10 @@ func makeVerityBoot(image string, im *repo.Image, strataFile, work string) (*ver
 	if strataFile == "" {
 		return nil, nil
 	}
-	record, err := safefile.Read(repo.VerityPath(image), manifests.MaxManifestSize)
-	if err != nil {
+	if err := repo.VerifyTree(ctx, image, d.Verity); err != nil {
 		return nil, err
 	}
-	sig, err := safefile.Read(repo.SigPath(repo.VerityPath(image)), sign.MaxSignatureSize)
-	if err != nil {
-		return nil, fmt.Errorf("image %s: verity record signature: %w", image, err)
-	}
+	record, sig := d.Raw, d.Sig
 	bin, err := os.ReadFile(strataFile)
 	if err != nil {
 		return nil, fmt.Errorf("verity initrd: %w", err)
@@ -103,5 +102,5 @@ func makeVerityBoot(image string, im *repo.Image, strataFile, work string) (*ver
 	if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
 		return nil, fmt.Errorf("verity initrd: %w", err)
 	}
-	return &verityBoot{rootHash: v.RootHash, initrd: p}, nil
+	return &verityBoot{rootHash: d.Verity.RootHash, initrd: p}, nil
 }

@@ -19,8 +19,9 @@ import (
 )
 
 // TestProvisionVerityBoot provisions an image with a kernel and strata:
-// the boot entry loads the verity initrd after the image's own and names
-// the signed root hash; the initrd holds the image's strata, its keys
+// the boot entry loads the verity initrd before the image's own, mounts
+// the dm-verity device (so an initramfs that does not open it fails
+// closed) and names the partition and the signed root hash; the initrd holds the image's strata, its keys
 // and its signed record, which CheckRootRecord accepts for that hash
 // only; root A verifies with veritysetup against the record's values.
 func TestProvisionVerityBoot(t *testing.T) {
@@ -53,7 +54,7 @@ func TestProvisionVerityBoot(t *testing.T) {
 	v := res.Verity
 	entry := espRead(t, d, "/loader/entries/strata-1-a.conf")
 	if !strings.Contains(entry, "initrd /strata/a/verity.img\ninitrd /strata/a/initrd.img\n") ||
-		!strings.Contains(entry, "root=PARTUUID="+strings.ToLower(r.Layout.Part(disk.PartRootA).GUID)+" strata.verity="+v.RootHash+" ro ") {
+		!strings.Contains(entry, "options root=/dev/mapper/strata-root strata.root=PARTUUID="+strings.ToLower(r.Layout.Part(disk.PartRootA).GUID)+" strata.verity="+v.RootHash+" ro ") {
 		t.Fatalf("loader entry:\n%s", entry)
 	}
 
@@ -91,7 +92,7 @@ func TestProvisionVerityBoot(t *testing.T) {
 
 	// Refusals: the initramfs stops the boot on each.
 	stranger := testKey(t)
-	refuse := func(name, hash string, edit func(dir string)) {
+	refuse := func(name, hash, want string, edit func(dir string)) {
 		t.Helper()
 		c := t.TempDir()
 		if err := os.CopyFS(c, os.DirFS(files)); err != nil {
@@ -100,24 +101,24 @@ func TestProvisionVerityBoot(t *testing.T) {
 		if edit != nil {
 			edit(c)
 		}
-		if _, _, err := disk.CheckRootRecord(c, hash); !errors.Is(err, disk.ErrUnverifiedRoot) {
-			t.Errorf("%s: CheckRootRecord = %v, want ErrUnverifiedRoot", name, err)
+		if _, _, err := disk.CheckRootRecord(c, hash); !errors.Is(err, disk.ErrUnverifiedRoot) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: CheckRootRecord = %v, want ErrUnverifiedRoot saying %q", name, err, want)
 		}
 	}
-	refuse("another root hash", strings.Repeat("0", 64), nil)
-	refuse("no hash", "", nil)
-	refuse("a stranger's key only", v.RootHash, func(editIn string) {
+	refuse("another root hash", strings.Repeat("0", 64), "is not the signed one", nil)
+	refuse("no hash", "", "is not the signed one", nil)
+	refuse("a stranger's key only", v.RootHash, "signature", func(editIn string) {
 		must(t, os.Remove(filepath.Join(editIn, "keys", key.ID()+".pub")))
 		must(t, os.WriteFile(filepath.Join(editIn, "keys", stranger.ID()+".pub"), stranger.PublicText(), 0o644))
 	})
-	refuse("record signed by a stranger", v.RootHash, func(editIn string) {
+	refuse("record signed by a stranger", v.RootHash, "signature", func(editIn string) {
 		raw := readFile(t, filepath.Join(editIn, "verity.json"))
 		must(t, os.WriteFile(filepath.Join(editIn, "verity.json.minisig"), stranger.Sign(raw, sign.VerityComment(v.Line, v.Version)), 0o644))
 	})
-	refuse("record without signature", v.RootHash, func(editIn string) {
+	refuse("record without signature", v.RootHash, "verity.json.minisig", func(editIn string) {
 		must(t, os.Remove(filepath.Join(editIn, "verity.json.minisig")))
 	})
-	refuse("record with another root hash, and the command line's", strings.Repeat("1", 64), func(editIn string) {
+	refuse("record with another root hash, and the command line's", strings.Repeat("1", 64), "signature", func(editIn string) {
 		raw := bytes.Replace(readFile(t, filepath.Join(editIn, "verity.json")), []byte(v.RootHash), []byte(strings.Repeat("1", 64)), 1)
 		must(t, os.WriteFile(filepath.Join(editIn, "verity.json"), raw, 0o644))
 	})

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -84,7 +83,7 @@ as dm-verity does, and names the first block that does not match.`,
 				return err
 			}
 			if check {
-				if err := builder.VerifyImage(c.Context(), img, v); err != nil {
+				if err := repo.VerifyTree(c.Context(), img, v); err != nil {
 					return err
 				}
 				info.Verified = true

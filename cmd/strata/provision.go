@@ -161,6 +161,11 @@ func printDisk(w io.Writer, res *disk.Result) {
 	}
 	if res.BootEntry {
 		fmt.Fprintf(w, "  boot entry: /%s, /%s\n", res.Kernel, res.Initrd)
+		if res.RootHash != "" {
+			fmt.Fprintf(w, "  root A: dm-verity, root hash %s\n", res.RootHash)
+		} else {
+			fmt.Fprintln(w, "  root A: unverified (the image has no verity record or no strata)")
+		}
 	} else {
 		fmt.Fprintln(w, "  no kernel in the image: the ESP has systemd-boot but no boot entry")
 	}

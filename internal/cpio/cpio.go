@@ -50,6 +50,10 @@ func (cw *Writer) member(name string, mode uint32, data []byte) error {
 	if name == "" || strings.HasPrefix(name, "/") || path.Clean(name) != name || name == "." || strings.HasPrefix(name, "../") || name == ".." || strings.ContainsRune(name, 0) {
 		return fmt.Errorf("%w: %q", ErrName, name)
 	}
+	if int64(len(data)) > 0xffffffff {
+		cw.err = fmt.Errorf("cpio member %s: %d bytes (newc holds at most 4 GiB - 1)", name, len(data))
+		return cw.err
+	}
 	ino := cw.ino
 	cw.ino++
 	nlink := uint32(1)

@@ -157,8 +157,9 @@ const maxBootRefusal = 4 << 10
 // TakeBootRefusal returns, and removes, the note a disk node's initramfs
 // left when it refused to boot a root ("" when there is none). The note
 // is one line of text, at most 4 KiB; control characters and anything
-// that is not UTF-8 are replaced, and a note that is not a regular file
-// is refused as node state planted by someone else.
+// that is not UTF-8 are replaced. A note that is not a regular file, or
+// is larger, is refused as node state planted by someone else, and
+// removed, so it is reported once.
 func (n Node) TakeBootRefusal() (string, error) {
 	if err := n.CheckState(); err != nil {
 		return "", err
@@ -169,6 +170,9 @@ func (n Node) TakeBootRefusal() (string, error) {
 		return "", nil
 	}
 	if err != nil {
+		// Reported once: a link, FIFO or oversized note goes (the name,
+		// never what it points to).
+		_ = os.Remove(p)
 		return "", fmt.Errorf("reading the boot refusal note: %w: %w", ErrBadState, err)
 	}
 	note := strings.Map(func(r rune) rune {

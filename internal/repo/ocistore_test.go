@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/ctxio/ctxiotest"
 	"github.com/strata-dev/strata/internal/registrytest"
 	"github.com/strata-dev/strata/internal/repo"
@@ -73,7 +72,7 @@ func TestOCIPushAndRead(t *testing.T) {
 	// Its verity record travelled too, and the image verifies against it.
 	if v, err := repo.LoadVerity(got, im, trust); err != nil {
 		t.Fatalf("the fetched upgrade image's verity record: %v", err)
-	} else if err := builder.VerifyImage(ctx, got, v); err != nil {
+	} else if err := repo.VerifyTree(ctx, got, v); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := st.Open(ctx, "overlays/none.overlay.tar.zst"); !errors.Is(err, os.ErrNotExist) {

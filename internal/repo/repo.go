@@ -91,7 +91,8 @@ func Init(ctx context.Context, dir, image string, key *sign.Key) (*Repo, error) 
 	if m.Head != nil {
 		return nil, fmt.Errorf("init repository %s: %s is a regenerated image; start a line from its original image", dir, image)
 	}
-	if err := checkVerity(image, im, nil); err != nil {
+	vd, err := checkVerity(ctx, image, im, nil)
+	if err != nil {
 		return nil, err
 	}
 	rel := filepath.ToSlash(filepath.Join("images", fmt.Sprintf("%s-%s.squashfs", m.Line, m.Version)))
@@ -107,7 +108,7 @@ func Init(ctx context.Context, dir, image string, key *sign.Key) (*Repo, error) 
 	if _, _, err := putFile(ctx, st, SigPath(mp), SigPath(ManifestPath(image))); err != nil {
 		return nil, err
 	}
-	if err := putVerity(ctx, st, rel, image, im, nil); err != nil {
+	if err := putVerity(ctx, st, rel, vd); err != nil {
 		return nil, err
 	}
 	r.Index.Lines = append(r.Index.Lines, manifests.Line{

@@ -86,7 +86,8 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 	if err != nil {
 		return nil, fmt.Errorf("adding image %s: %w", image, err)
 	}
-	if err := checkVerity(image, im, keys); err != nil {
+	vd, err := checkVerity(ctx, image, im, keys)
+	if err != nil {
 		return nil, err
 	}
 	// The index as it will be, checked before a file is written (the
@@ -116,7 +117,7 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 	if err := st.Put(ctx, SigPath(mp), bytes.NewReader(sig)); err != nil {
 		return nil, err
 	}
-	if err := putVerity(ctx, st, ref.File, image, im, keys); err != nil {
+	if err := putVerity(ctx, st, ref.File, vd); err != nil {
 		return nil, err
 	}
 	l.Upgrades[len(l.Upgrades)-1] = ref

@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/verity"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -32,6 +34,22 @@ func VerityPath(image string) string {
 // record's own trusted comment, and naming im's line, version and digest.
 // A missing record is ErrNoVerity.
 func LoadVerity(image string, im *Image, trust *sign.KeySet) (*manifests.Verity, error) {
+	d, err := LoadVerityDoc(image, im, trust)
+	if err != nil {
+		return nil, err
+	}
+	return d.Verity, nil
+}
+
+// VerityDoc is a verified verity record with the bytes it was verified
+// from, to be published or embedded as they are, not read again.
+type VerityDoc struct {
+	Verity   *manifests.Verity
+	Raw, Sig []byte
+}
+
+// LoadVerityDoc is LoadVerity keeping the record's bytes.
+func LoadVerityDoc(image string, im *Image, trust *sign.KeySet) (*VerityDoc, error) {
 	vp := VerityPath(image)
 	raw, err := safefile.Read(vp, manifests.MaxManifestSize)
 	if errors.Is(err, os.ErrNotExist) {
@@ -48,7 +66,7 @@ func LoadVerity(image string, im *Image, trust *sign.KeySet) (*manifests.Verity,
 	if err != nil {
 		return nil, fmt.Errorf("verity record %s: %w", vp, err)
 	}
-	return v, nil
+	return &VerityDoc{Verity: v, Raw: raw, Sig: sig}, nil
 }
 
 // ParseVerity is LoadVerity for a record given as bytes.
@@ -77,31 +95,54 @@ func ParseVerity(raw, sig []byte, im *Image, trust *sign.KeySet) (*manifests.Ver
 	return &v, nil
 }
 
-// checkVerity refuses an image whose verity record is there but does not
-// verify against trust, before anything of it is published.
-func checkVerity(image string, im *Image, trust *sign.KeySet) error {
-	if _, err := LoadVerity(image, im, trust); err != nil && !errors.Is(err, ErrNoVerity) {
-		return fmt.Errorf("publishing %s: %w", image, err)
+// checkVerity loads the verity record beside image and checks it, and
+// the hash tree in the image, before anything of it is published: nil
+// for an image without a record, an error for one whose record does not
+// verify or whose blocks do not match it.
+func checkVerity(ctx context.Context, image string, im *Image, trust *sign.KeySet) (*VerityDoc, error) {
+	d, err := LoadVerityDoc(image, im, trust)
+	if errors.Is(err, ErrNoVerity) {
+		return nil, nil
 	}
-	return nil
+	if err != nil {
+		return nil, fmt.Errorf("publishing %s: %w", image, err)
+	}
+	if err := VerifyTree(ctx, image, d.Verity); err != nil {
+		return nil, fmt.Errorf("publishing %s: %w", image, err)
+	}
+	return d, nil
 }
 
-// putVerity publishes the verity record beside image (whose manifest im
-// was verified) as the record of rel in st, after checking it against
-// trust. An image without a record publishes none; a record that does not
-// verify is an error, and nothing is written.
-func putVerity(ctx context.Context, st Putter, rel, image string, im *Image, trust *sign.KeySet) error {
-	if _, err := LoadVerity(image, im, trust); errors.Is(err, ErrNoVerity) {
+// VerifyTree reads the image file whole and checks it and its appended
+// hash tree against the verity record v, as dm-verity would on reads:
+// the error names the first block that does not match.
+func VerifyTree(ctx context.Context, image string, v *manifests.Verity) error {
+	p, root, err := verity.FromRecord(v)
+	if err != nil {
+		return err
+	}
+	f, err := safefile.OpenFollow(image)
+	if err != nil {
+		return fmt.Errorf("verifying image %s: %w", image, err)
+	}
+	defer f.Close()
+	return verity.VerifyFile(ctx, f, p, root)
+}
+
+// putVerity publishes the verity record d (nil: none) as the record of
+// rel in st, from the bytes it was verified from.
+func putVerity(ctx context.Context, st Putter, rel string, d *VerityDoc) error {
+	if d == nil {
 		return nil
-	} else if err != nil {
-		return fmt.Errorf("publishing %s: %w", image, err)
 	}
 	vp := VerityPath(rel)
-	if _, _, err := putFile(ctx, st, vp, VerityPath(image)); err != nil {
+	if err := st.Put(ctx, vp, bytes.NewReader(d.Raw)); err != nil {
 		return err
 	}
-	if _, _, err := putFile(ctx, st, SigPath(vp), SigPath(VerityPath(image))); err != nil {
-		return err
+	if d.Sig != nil {
+		if err := st.Put(ctx, SigPath(vp), bytes.NewReader(d.Sig)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

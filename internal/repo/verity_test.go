@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
@@ -30,7 +29,7 @@ func TestVerityRecordRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the build's own record: %v", err)
 	}
-	if err := builder.VerifyImage(context.Background(), img, v); err != nil {
+	if err := repo.VerifyTree(context.Background(), img, v); err != nil {
 		t.Fatalf("the build's own image: %v", err)
 	}
 	raw, _ := os.ReadFile(repo.VerityPath(img))
@@ -106,7 +105,7 @@ func TestVerityRecordRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if err := builder.VerifyImage(context.Background(), img, v); err == nil || !strings.Contains(err.Error(), "data block 0 ") {
+	if err := repo.VerifyTree(context.Background(), img, v); err == nil || !strings.Contains(err.Error(), "data block 0 ") {
 		t.Fatalf("VerifyImage of a changed image = %v", err)
 	}
 }
@@ -149,7 +148,7 @@ func TestRepositoryCarriesVerity(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the fetched image's record: %v", err)
 	}
-	if err := builder.VerifyImage(ctx, got, v); err != nil {
+	if err := repo.VerifyTree(ctx, got, v); err != nil {
 		t.Fatal(err)
 	}
 

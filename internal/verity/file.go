@@ -48,6 +48,18 @@ func Append(ctx context.Context, f *os.File, salt []byte) (*Tree, error) {
 // against root. The caller opens f (as a regular file: a FIFO or a device
 // would be read without end).
 func VerifyFile(ctx context.Context, f *os.File, p Params, root []byte) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("verifying %s: %w", f.Name(), err)
+	}
+	// The file must hold the data and the tree before anything is
+	// allocated for them.
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("verifying %s: %w", f.Name(), err)
+	}
+	if need := max(p.DataSize(), p.HashOffset+p.TreeSize()); fi.Size() < need {
+		return fmt.Errorf("verifying %s: %w: the file has %d bytes, its data and hash tree need %d", f.Name(), ErrCorrupt, fi.Size(), need)
+	}
 	if err := Verify(ctx, f, f, p, root); err != nil {
 		return fmt.Errorf("verifying %s: %w", f.Name(), err)
 	}

@@ -23,6 +23,10 @@ const BlockSize = 4096
 // MaxSalt is the longest salt veritysetup accepts, in bytes.
 const MaxSalt = 256
 
+// MaxDataBlocks bounds the data a tree covers: 2^24 blocks (64 GiB of
+// 4 KiB blocks), whose digests take 512 MiB while the tree is computed.
+const MaxDataBlocks = 1 << 24
+
 const digestSize = sha256.Size
 
 // ErrCorrupt reports data or a hash tree that does not match its root
@@ -61,8 +65,8 @@ func (p Params) Validate() error {
 	if p.DataBlocks < 1 {
 		return fmt.Errorf("%w: %d data blocks", ErrParams, p.DataBlocks)
 	}
-	if p.DataBlocks > (1<<62)/int64(p.DataBlockSize) {
-		return fmt.Errorf("%w: %d data blocks of %d bytes is too much data", ErrParams, p.DataBlocks, p.DataBlockSize)
+	if p.DataBlocks > MaxDataBlocks {
+		return fmt.Errorf("%w: %d data blocks (at most %d: the level-0 digests are held in memory)", ErrParams, p.DataBlocks, MaxDataBlocks)
 	}
 	if p.HashOffset < 0 || p.HashOffset%int64(p.HashBlockSize) != 0 {
 		return fmt.Errorf("%w: hash offset %d is not a multiple of the hash block size %d", ErrParams, p.HashOffset, p.HashBlockSize)
@@ -194,7 +198,7 @@ func dataDigests(ctx context.Context, data io.ReaderAt, p Params) ([]byte, error
 				first := c * chunkBlocks
 				n := min(chunkBlocks, p.DataBlocks-first)
 				b := buf[:n*bs]
-				if _, err := data.ReadAt(b, first*bs); err != nil {
+				if got, err := data.ReadAt(b, first*bs); err != nil && !(errors.Is(err, io.EOF) && got == len(b)) {
 					if errors.Is(err, io.EOF) {
 						return fmt.Errorf("%w: the data ends before block %d of %d", ErrCorrupt, first+n, p.DataBlocks)
 					}

@@ -260,3 +260,25 @@ func verifyFile(p string, tr *verity.Tree) error {
 	defer f.Close()
 	return verity.VerifyFile(context.Background(), f, tr.Params, tr.Root)
 }
+
+// TestVerifyFileChecksSizeFirst: parameters that claim far more data than
+// the file holds are refused from the file's size, before a digest of it
+// is allocated (2^24 blocks would take 512 MiB); more than MaxDataBlocks
+// is refused outright.
+func TestVerifyFileChecksSizeFirst(t *testing.T) {
+	p, tr := appended(t, pattern(2), nil)
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	q := tr.Params
+	q.DataBlocks, q.HashOffset = verity.MaxDataBlocks, verity.MaxDataBlocks*verity.BlockSize
+	if err := verity.VerifyFile(context.Background(), f, q, tr.Root); !errors.Is(err, verity.ErrCorrupt) || !strings.Contains(err.Error(), "the file has 12288 bytes") {
+		t.Fatalf("VerifyFile with 2^24 claimed blocks = %v", err)
+	}
+	q.DataBlocks++
+	if err := verity.VerifyFile(context.Background(), f, q, tr.Root); !errors.Is(err, verity.ErrParams) {
+		t.Fatalf("VerifyFile with more than MaxDataBlocks = %v", err)
+	}
+}
