@@ -151,7 +151,7 @@ if [ -e "$sys/dm" ]; then
 fi
 echo "STRATA-HOSTKEY $(cat /var/lib/ssh/ssh_host_ed25519_key.pub)"
 echo "STRATA-BOOT-CHECK etc=[$(cat /etc/strata-boot-check)] usr=[$(cat /usr/share/strata-boot/check)] motd=$motd var-mounts=$(m /var) state-mounts=$(m /state) state-nodev-nosuid=$so multi-user=$(systemctl show -P ActiveState multi-user.target)"
-echo "STRATA-UPGRADE-CHECK release=$(cat /etc/strata-release 2>/dev/null || echo 1.0.0) etc=[$(cat /etc/strata-boot-check)] stacks=$(findmnt -n -t overlay | wc -l) root=$(lsblk -no PARTLABEL "$root") dm=$dm"
+echo "STRATA-UPGRADE-CHECK release=$(cat /etc/strata-release 2>/dev/null || echo 1.0.0) etc=[$(cat /etc/strata-boot-check)] stacks=$(findmnt -n -t overlay | wc -l) root=$(lsblk -dno PARTLABEL "$root") dm=$dm"
 SCRIPT
 chmod 0755 "$OV/check.sh"
 ln -s /etc/systemd/system/strata-boot-check.service "$OV/wants/strata-boot-check.service"
