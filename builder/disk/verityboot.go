@@ -16,21 +16,21 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
-// A disk node's root is opened through dm-verity at boot. Beside the
-// image's own initrd, every boot entry loads a second, small one strata
-// writes (/strata/SLOT/verity.img on the ESP), before the image's own, and its command line names
-// the root hash:
+// A disk node's root is opened through dm-verity at boot. Every boot
+// entry loads a small initrd strata writes (/strata/SLOT/verity.img on
+// the ESP) before the image's own, and its command line names the
+// verified device, the partition below it and the root hash:
 //
 //	initrd /strata/a/verity.img
 //	initrd /strata/a/initrd.img
 //	options root=/dev/mapper/strata-root strata.root=PARTUUID=… strata.verity=ROOTHASH …
 //
-// The verity initrd, loaded first, unpacks below /strata in the initramfs: the image's
+// The verity initrd unpacks below /strata in the initramfs: the image's
 // own strata binary, the keys the image trusts, and the image's signed
 // verity record. The image's initramfs (images/debian-bootable's
 // local-top script) runs `strata boot open-root`, which checks the
 // record's signature with those keys and that it names the command
-// line's root hash, then opens the root partition as the dm-verity device
+// line's root hash, then opens the partition as the dm-verity device
 // /dev/mapper/strata-root, which root= names. The hash never comes from
 // the partition it protects, and an initramfs that does not open it
 // cannot mount the root: the boot fails closed.
