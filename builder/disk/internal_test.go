@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -83,5 +84,37 @@ func TestCheckNotMounted(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("found no mounted block device to check against")
+	}
+}
+
+// TestRootPartitionSys: a root on a partition is that partition; a
+// dm-verity root is the one partition below it; a device-mapper root
+// over two devices is not a disk node's.
+func TestRootPartitionSys(t *testing.T) {
+	dir := t.TempDir()
+	part := filepath.Join(dir, "devices", "vda", "vda3")
+	dm := filepath.Join(dir, "devices", "dm-0")
+	two := filepath.Join(dir, "devices", "dm-1")
+	for _, d := range []string{part, filepath.Join(dm, "dm"), filepath.Join(dm, "slaves"), filepath.Join(two, "dm"), filepath.Join(two, "slaves")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(part, filepath.Join(dm, "slaves", "vda3")); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"vda2", "vdb1"} {
+		if err := os.Symlink(part, filepath.Join(two, "slaves", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := rootPartitionSys(part); err != nil || got != part {
+		t.Fatalf("a partition: %q %v", got, err)
+	}
+	if got, err := rootPartitionSys(dm); err != nil || got != part {
+		t.Fatalf("a dm-verity root: %q %v, want %s", got, err, part)
+	}
+	if _, err := rootPartitionSys(two); !errors.Is(err, ErrNotNodeDisk) {
+		t.Fatalf("a dm root over two devices: %v", err)
 	}
 }
