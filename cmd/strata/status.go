@@ -225,9 +225,9 @@ func printStatus(w io.Writer, st *node.Status) {
 	}
 	if ri := st.RootIntegrity; ri != nil {
 		if ri.Mode == node.RootVerified {
-			fmt.Fprintf(w, "root      %s: kernel-verified, root hash %s (device %s)\n", ri.Mode, ri.RootHash, ri.Device)
+			fmt.Fprintf(w, "root      %s: kernel-verified, root hash %s, device %s\n", ri.Mode, ri.RootHash, ri.Device)
 		} else {
-			fmt.Fprintf(w, "root      %s (device %s): %s\n", ri.Mode, ri.Device, ri.Note)
+			fmt.Fprintf(w, "root      %s, device %s: %s\n", ri.Mode, ri.Device, ri.Note)
 		}
 	}
 	if u := st.Upgrade; u != nil {
