@@ -6,7 +6,7 @@ need=()
 for pair in mksquashfs:squashfs-tools sqfs2tar:squashfs-tools-ng rdsquashfs:squashfs-tools-ng \
 	zstd:zstd xz:xz-utils minisign:minisign debootstrap:debootstrap ostree:ostree \
 	mkfs.ext4:e2fsprogs e2fsck:e2fsprogs debugfs:e2fsprogs mkfs.fat:dosfstools fsck.vfat:dosfstools \
-	mcopy:mtools mmd:mtools veritysetup:cryptsetup-bin cpio:cpio unshare:util-linux nsenter:util-linux losetup:mount unsquashfs:squashfs-tools ip:iproute2 \
+	mcopy:mtools mmd:mtools veritysetup:cryptsetup-bin fsck.erofs:erofs-utils cpio:cpio unshare:util-linux nsenter:util-linux losetup:mount unsquashfs:squashfs-tools ip:iproute2 \
 	man:man-db make:make; do
 	cmd=${pair%%:*} pkg=${pair##*:}
 	PATH=$PATH:/usr/sbin:/sbin command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
