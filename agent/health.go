@@ -76,7 +76,7 @@ func ReadHealth(ctx context.Context, root string, obs node.Observer) (*schema.He
 	}
 	h := &schema.Health{Root: root, Backend: st.Backend, Line: st.Line, Image: st.Image, Head: st.Head,
 		Layers: st.Layers, Pending: st.Pending, Reboot: st.Reboot, LastFailure: st.LastFailure, Held: st.Held,
-		Units: st.Units, UnitsError: st.UnitsError}
+		Units: st.Units, UnitsError: st.UnitsError, LayerIntegrity: st.LayerIntegrity}
 	if len(st.Units) > 0 {
 		h.ConfigDigest = node.ConfigDigest(st.Units)
 	}

@@ -77,13 +77,15 @@ var (
 		[]string{"unit", "state"}, nil)
 	descLoaded = prometheus.NewDesc("strata_service_config_loaded_timestamp_seconds", "When the service last started or reloaded (Unix time), where known.",
 		[]string{"unit"}, nil)
-	descUnreachable = prometheus.NewDesc("strata_repo_unreachable_seconds", "Seconds since the first of the polls that have failed since the last successful one; 0 while polls succeed.", nil, nil)
-	descTree        = prometheus.NewDesc("strata_tree_matches_head", "1 when the node's files matched its head at the last check, 0 when they did not.", nil, nil)
-	descNode        = prometheus.NewDesc("strata_node_readable", "1 when the agent could read the node's state at this scrape.", nil, nil)
+	descUnreachable  = prometheus.NewDesc("strata_repo_unreachable_seconds", "Seconds since the first of the polls that have failed since the last successful one; 0 while polls succeed.", nil, nil)
+	descTree         = prometheus.NewDesc("strata_tree_matches_head", "1 when the node's files matched its head at the last check, 0 when they did not.", nil, nil)
+	descNode         = prometheus.NewDesc("strata_node_readable", "1 when the agent could read the node's state at this scrape.", nil, nil)
+	descLayerRefused = prometheus.NewDesc("strata_layer_refused", "1 for the layer image the node's activation refused (it does not match the record of its apply; the stacks hold only the layers below it) until strata restart --repair rewrites it; absent when every layer is stacked.",
+		[]string{"version"}, nil)
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHead, descPending, descSerial, descSince, descUnreachable, descService, descServiceState, descLoaded, descTree, descNode} {
+	for _, d := range []*prometheus.Desc{descHead, descPending, descSerial, descSince, descUnreachable, descService, descServiceState, descLoaded, descTree, descNode, descLayerRefused} {
 		ch <- d
 	}
 }
@@ -108,6 +110,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descHead, prometheus.GaugeValue, 1, h.Line, h.Head.Version, h.Head.Digest, h.Image.Version)
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(len(h.Pending)))
 	ch <- prometheus.MustNewConstMetric(descSerial, prometheus.GaugeValue, float64(h.IndexSerial))
+	if li := h.LayerIntegrity; li != nil && li.Refused != nil {
+		ch <- prometheus.MustNewConstMetric(descLayerRefused, prometheus.GaugeValue, 1, li.Refused.Version)
+	}
 	if h.UnitsError != "" {
 		// Nothing is proven: every service says so.
 		for _, unit := range h.Services {

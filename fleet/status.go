@@ -241,6 +241,10 @@ func judge(row *NodeStatus, h *schema.Health, ref string, o StatusOptions) {
 		// The agent's own words: the file, the line, what is wrong, and
 		// whether it follows on with its last good config.
 		row.State, row.Error = StateFailing, "agent "+h.Agent.Config
+	case h.LayerIntegrity != nil && h.LayerIntegrity.Refused != nil:
+		r := h.LayerIntegrity.Refused
+		row.State, row.ConfigMatches = StateFailing, 0
+		row.Error = fmt.Sprintf("layer %s refused at activation (%s): it runs the layers below it; strata restart --repair --root %s rewrites it from its overlay", r.Version, r.Error, h.Root)
 	case h.Held != nil:
 		row.State, row.Error = StateHeld, fmt.Sprintf("held at %s since %s: %s; strata release --root %s lets it follow the line", h.Held.Head.Version, h.Held.Since, h.Held.Reason, h.Root)
 	case h.Agent.LastApply != nil && h.Agent.LastApply.Result == "held":

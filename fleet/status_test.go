@@ -98,6 +98,9 @@ func TestStatus(t *testing.T) {
 	// The agent says it is held before the node state it cached does.
 	heldByAgent := health("1.0.1", true)
 	heldByAgent.Agent.LastApply = &schema.ApplyResult{Result: "held", Reason: "held", Error: "node / is held at 1.0.1"}
+	refused := health("1.0.2", true)
+	refused.LayerIntegrity = &schema.LayerIntegrity{Mode: schema.LayersDigestChecked, Images: 2,
+		Refused: &schema.LayerRefusal{Version: "1.0.2", Error: "sha256 x, its apply wrote y", Time: "2026-12-04T10:00:00Z"}}
 	gone := httptest.NewServer(http.NotFoundHandler())
 	goneURL := gone.URL + "/health"
 	gone.Close()
@@ -113,6 +116,7 @@ func TestStatus(t *testing.T) {
 		{Name: "i", Health: serveHealth(t, restartFailed, 0)},
 		{Name: "j", Health: serveHealth(t, badConfig, 0)},
 		{Name: "k", Health: serveHealth(t, heldByAgent, 0)},
+		{Name: "l", Health: serveHealth(t, refused, 0)},
 	}
 	rep := Status(context.Background(), nodes, StatusOptions{Line: refs("1.0.0", "1.0.1", "1.0.2"), LineName: "demo", Timeout: 5 * time.Second})
 	want := map[string]struct {
@@ -123,6 +127,7 @@ func TestStatus(t *testing.T) {
 		"a": {StateCurrent, 0, 1}, "b": {StateBehind, 2, 1}, "c": {StatePending, 0, 0}, "d": {StatePending, 0, 0},
 		"e": {StateFailing, 0, 1}, "f": {StateUnreachable, -1, 0}, "g": {StateUnreachable, -1, 0}, "h": {StateCurrent, 0, 1},
 		"i": {StatePending, 0, 0}, "j": {StateFailing, 0, 1}, "k": {StateHeld, 1, 1},
+		"l": {StateFailing, 0, 0},
 	}
 	for _, n := range rep.Nodes {
 		w := want[n.Name]
@@ -146,6 +151,9 @@ func TestStatus(t *testing.T) {
 		if n.Name == "j" && n.Error != "agent "+badConfig.Agent.Config {
 			t.Errorf("j: note %q, want the agent's words on its config", n.Error)
 		}
+		if n.Name == "l" && !strings.Contains(n.Notes(), "layer 1.0.2 refused at activation") || n.Name == "l" && !strings.Contains(n.Notes(), "strata restart --repair") {
+			t.Errorf("l: note %q, want the refused layer and the repair", n.Notes())
+		}
 		if n.Name == "i" && n.LastFailure != "restart failed at 2026-12-03T10:00:00Z: service restart failed: app.service is failed; fix the unit, then strata restart settles the debt" {
 			t.Errorf("i: last failure %q", n.LastFailure)
 		}
@@ -153,7 +161,7 @@ func TestStatus(t *testing.T) {
 	if rep.Reference != "1.0.2" || len(rep.Nodes) != len(nodes) {
 		t.Fatalf("reference %s, %d nodes", rep.Reference, len(rep.Nodes))
 	}
-	if err := rep.Err(); !errors.Is(err, ErrNotCurrent) || err.Error() != "not every node is at the head: 1 behind, 2 failing, 0 diverged, 2 unreachable of 11" {
+	if err := rep.Err(); !errors.Is(err, ErrNotCurrent) || err.Error() != "not every node is at the head: 1 behind, 3 failing, 0 diverged, 2 unreachable of 12" {
 		t.Errorf("Err = %v", err)
 	}
 	if s := rep.Sorted(); s[0].Name != "f" || s[len(s)-1].Name != "h" {

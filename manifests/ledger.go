@@ -88,6 +88,9 @@ type LedgerEntry struct {
 	Dropped []string `json:"dropped,omitempty"`
 	// Compact marks an upgrade to a regenerated image of the node's head.
 	Compact bool `json:"compact,omitempty"`
+	// Layer is the layer image an apply on an overlayfs node wrote (nil
+	// for a layer directory, or on another backend).
+	Layer *LayerImage `json:"layer,omitempty"`
 	// Signer is the id of the key whose signature on the overlay's
 	// manifest was verified when it was applied (apply and failed
 	// records of an overlay), so the history names it after the overlay
@@ -198,6 +201,13 @@ func (e LedgerEntry) validate() error {
 		return fmt.Errorf("%s record marked offline", e.Action)
 	case len(e.Overwrote) > 0 && e.Action != LedgerApply:
 		return fmt.Errorf("%s record with overwritten paths", e.Action)
+	case e.Layer != nil && e.Action != LedgerApply:
+		return fmt.Errorf("%s record with a layer image", e.Action)
+	}
+	if e.Layer != nil {
+		if err := e.Layer.Validate(); err != nil {
+			return err
+		}
 	}
 	if err := e.checkText(); err != nil {
 		return err

@@ -228,6 +228,24 @@ func TestLedgerCheckChainFields(t *testing.T) {
 			e.Done = []manifests.ServiceAction{sa("a.service", "try-restart now", false)}
 		},
 		"done verb empty": func(e *manifests.LedgerEntry) { e.Done = []manifests.ServiceAction{sa("a.service", "", false)} },
+		"layer format": func(e *manifests.LedgerEntry) {
+			e.Layer = layer(func(li *manifests.LayerImage) { li.Format = "squashfs" })
+		},
+		"layer digest": func(e *manifests.LedgerEntry) {
+			e.Layer = layer(func(li *manifests.LayerImage) { li.SHA256 = "sha256:" + li.SHA256[7:] })
+		},
+		"layer no blocks": func(e *manifests.LedgerEntry) { e.Layer = layer(func(li *manifests.LayerImage) { li.DataBlocks = 0 }) },
+		"layer no tree": func(e *manifests.LedgerEntry) {
+			e.Layer = layer(func(li *manifests.LayerImage) { li.Size = li.DataBlocks * 4096 })
+		},
+		"layer odd size": func(e *manifests.LedgerEntry) { e.Layer = layer(func(li *manifests.LayerImage) { li.Size += 1 }) },
+		"layer salt":     func(e *manifests.LedgerEntry) { e.Layer = layer(func(li *manifests.LayerImage) { li.Salt = "XY" }) },
+		"layer root hash": func(e *manifests.LedgerEntry) {
+			e.Layer = layer(func(li *manifests.LayerImage) { li.RootHash = li.RootHash[:62] })
+		},
+		"layer on a rollback record": func(e *manifests.LedgerEntry) {
+			e.Action, e.Layer = manifests.LedgerRollback, layer(func(*manifests.LayerImage) {})
+		},
 	} {
 		l := newLedger(t)
 		bad := rec(manifests.LedgerApply, "1.0.3")
@@ -251,6 +269,23 @@ func TestLedgerCheckChainFields(t *testing.T) {
 	if err := l.CheckChain(); err != nil {
 		t.Errorf("CheckChain on a ledger with a node's own restart record: %v", err)
 	}
+	// An apply's record of the layer image it wrote passes.
+	withLayer := rec(manifests.LedgerApply, "1.0.3")
+	withLayer.Layer = layer(func(*manifests.LayerImage) {})
+	if err := l.Append(withLayer); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CheckChain(); err != nil {
+		t.Errorf("CheckChain on an apply record with its layer image: %v", err)
+	}
+}
+
+// layer returns a valid record of a layer image, changed by edit.
+func layer(edit func(*manifests.LayerImage)) *manifests.LayerImage {
+	li := &manifests.LayerImage{Format: manifests.LayerFormatEROFS, SHA256: strings.Repeat("ab", 32), Size: 5 * 4096,
+		DataBlocks: 4, Salt: strings.Repeat("01", 32), RootHash: strings.Repeat("cd", 32)}
+	edit(li)
+	return li
 }
 
 func versions(es []manifests.LedgerEntry) []string {

@@ -8,6 +8,7 @@ import (
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node/internal/view"
+	"github.com/strata-dev/strata/schema"
 )
 
 // managedOf reads the managed hierarchies of the node's image.
@@ -39,6 +40,10 @@ type ActivateReport struct {
 	// no failed upgrade took (a refusal outside a trial boot): reported
 	// once, then dropped.
 	Refused string `json:"refused,omitempty"`
+	// LayerRefused is a layer image that does not match the record of its
+	// apply: it is not stacked, nor is any layer above it (Layers lists
+	// those stacked), until strata restart --repair rewrites it.
+	LayerRefused *schema.LayerRefusal `json:"layer_refused,omitempty"`
 }
 
 // Activate builds the overlayfs stacks of the node from its ledger,
@@ -54,7 +59,17 @@ func (h *Node) Activate(ctx context.Context) (*ActivateReport, error) {
 		return nil, err
 	}
 	rep := &ActivateReport{Root: h.root, Head: ev.Ledger.Last().Head, Layers: []string{}}
+	if lr, ok := h.b.(nodestate.LayerRebuilder); ok {
+		li, err := lr.LayerIntegrity()
+		if err != nil {
+			return nil, err
+		}
+		rep.LayerRefused = li.Refused
+	}
 	for _, e := range ev.Ledger.Applied() {
+		if rep.LayerRefused != nil && e.Version == rep.LayerRefused.Version {
+			break
+		}
 		rep.Layers = append(rep.Layers, e.Version)
 	}
 	if ev.Trial {

@@ -76,15 +76,25 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 	for _, d := range drift {
 		rep.Drift = append(rep.Drift, d.Msg)
 	}
-	if len(drift) == 0 {
+	badLayers, err := lr.CheckLayers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bad := map[string]bool{}
+	for _, p := range badLayers {
+		rep.Drift = append(rep.Drift, p.Msg)
+		bad[p.Version] = true
+	}
+	if len(drift) == 0 && len(badLayers) == 0 {
 		return rep, nil
 	}
-	// The layers to rebuild: those whose overlay writes or deletes a
-	// drifted path (or a parent of it), and those holding one.
+	// The layers to rebuild: those whose image differs from its record,
+	// those whose overlay writes or deletes a drifted path (or a parent
+	// of it), and those holding one.
 	var todo []int
 	claimed := map[string]bool{}
 	for i, m := range v.Overlays {
-		hit := false
+		hit := bad[m.Version]
 		for _, d := range drift {
 			if touches(m, d.Path) || lr.LayerHas(m.Version, d.Path) {
 				hit, claimed[d.Path] = true, true
@@ -157,6 +167,13 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 		return rep, err
 	}
 	left := audit.Drift(want, audit.Comparable(got, want, v.Image.Manifest.IsData))
+	stillBad, err := lr.CheckLayers(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for _, p := range stillBad {
+		left = append(left, audit.Drifted{Path: p.Path, Msg: p.Msg})
+	}
 	// The ledger says what was rebuilt, whether or not it was enough.
 	last := v.Ledger.Last()
 	if _, err := n.Commit(v.Ledger, manifests.LedgerEntry{

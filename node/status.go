@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node/internal/view"
@@ -37,6 +38,9 @@ type Status struct {
 	// Active reports, for an overlayfs node, whether its stacks are in
 	// place (activated since boot).
 	Active *bool `json:"active,omitempty"`
+	// LayerIntegrity says, for a node that stacks layers, how they are
+	// checked, and names a layer image its activation refused.
+	LayerIntegrity *schema.LayerIntegrity `json:"layer_integrity,omitempty"`
 	// Interrupted describes what a crash left for the next run.
 	Interrupted string `json:"interrupted,omitempty"`
 	// Pending are restarts due (restart debt).
@@ -107,6 +111,11 @@ func (h *Node) Status(ctx context.Context) (*Status, error) {
 			return nil, err
 		}
 		st.Active = &active
+	}
+	if lr, ok := b.(nodestate.LayerRebuilder); ok {
+		if st.LayerIntegrity, err = lr.LayerIntegrity(); err != nil {
+			return nil, err
+		}
 	}
 	if st.Interrupted, err = b.Interrupted(); err != nil {
 		return nil, err

@@ -27,6 +27,9 @@ type Health struct {
 	LastFailure  *manifests.LedgerEntry    `json:"last_failure,omitempty"`
 	// Held is the node's hold: nothing moves it until it is released.
 	Held *manifests.Hold `json:"held,omitempty"`
+	// LayerIntegrity says, for a node that stacks layers, how they are
+	// checked, and names a layer image its activation refused.
+	LayerIntegrity *LayerIntegrity `json:"layer_integrity,omitempty"`
 	// IndexSerial is the highest index serial the node accepted.
 	IndexSerial uint64 `json:"index_serial"`
 	// Services are the units of the node's catalog; Configs the managed

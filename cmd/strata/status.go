@@ -209,6 +209,19 @@ func printable(s string) string {
 	}, s)
 }
 
+// layerChecks says how a node's layers are checked: "2 layer images,
+// digest-checked at activation".
+func layerChecks(li *schema.LayerIntegrity) string {
+	var parts []string
+	if li.Images > 0 {
+		parts = append(parts, fmt.Sprintf("%d layer image(s), %s", li.Images, li.Mode))
+	}
+	if li.Directories > 0 {
+		parts = append(parts, fmt.Sprintf("%d layer director(ies), checked by the file audit only", li.Directories))
+	}
+	return strings.Join(parts, "; ")
+}
+
 func printStatus(w io.Writer, st *node.Status) {
 	backend := st.Backend
 	if st.Active != nil {
@@ -220,6 +233,12 @@ func printStatus(w io.Writer, st *node.Status) {
 	}
 	fmt.Fprintf(w, "node      %s\nbackend   %s\nline      %s\nimage     %s\nhead      %s (%s)\nlayers    %s\n",
 		st.Root, backend, st.Line, st.Image.Version, st.Head.Version, st.Head.Digest, layers)
+	if li := st.LayerIntegrity; li != nil && li.Images+li.Directories > 0 {
+		fmt.Fprintf(w, "checks    %s\n", layerChecks(li))
+	}
+	if li := st.LayerIntegrity; li != nil && li.Refused != nil {
+		fmt.Fprintf(w, "REFUSED   layer %s at activation (%s): %s; the stacks hold only the layers below it\n", li.Refused.Version, li.Refused.Time, li.Refused.Error)
+	}
 	if r := st.Running; r != nil {
 		fmt.Fprintf(w, "running   image %s on root %s (whole-image upgrade)\n", r.Version, strings.ToUpper(st.Slot))
 	}

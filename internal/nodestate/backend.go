@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/schema"
 )
 
 // Backend is the node side of apply and rollback: it owns how the node's
@@ -60,6 +61,24 @@ type LayerRebuilder interface {
 	LayerHas(version, rel string) bool
 	// ImageDir is where the image's own tree stays reachable.
 	ImageDir() string
+	// CheckLayers checks each applied overlay's layer that has a record
+	// of its own (a layer image's digest) against that record, changing
+	// nothing, and lists those that differ.
+	CheckLayers(ctx context.Context) ([]LayerProblem, error)
+	// LayerIntegrity says how the layers are checked and names one that
+	// activation refused.
+	LayerIntegrity() (*schema.LayerIntegrity, error)
+}
+
+// LayerProblem is a layer that is not what its apply wrote.
+type LayerProblem struct {
+	// Version is the overlay whose layer it is.
+	Version string
+	// Path is the layer's file, slash-separated and relative to the
+	// node's root.
+	Path string
+	// Msg says how it differs.
+	Msg string
 }
 
 // BackendOptions are what opening a backend may take.

@@ -275,36 +275,65 @@ func Run(t *testing.T, newNode Factory, opts ...fixture.Option) {
 		if _, err := apply(t, root, c.Path); err != nil {
 			t.Fatal(err)
 		}
-		tamper(t, root, "etc/app/app.conf")
+		at := tamper(t, root, "etc/app/app.conf")
 		a, err := open(t, root, node.Options{}).Verify(context.Background(), node.VerifyOptions{Files: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		found := false
 		for _, f := range a.Findings {
-			found = found || f.Kind == "drift" && f.Path == "etc/app/app.conf"
+			found = found || f.Kind == "drift" && f.Path == at
 		}
 		if a.OK() || !found {
-			t.Fatalf("audit after tampering with etc/app/app.conf: %+v", a.Findings)
+			t.Fatalf("audit after tampering with etc/app/app.conf (at %s): %+v", at, a.Findings)
 		}
 	})
 	t.Run("CrashAtEveryPoint", func(t *testing.T) { crashes(t, newEnv(t, opts), newNode) })
 }
 
-// tamper changes the content of rel where the node keeps it: in the tree,
-// or, when the tree is read-only, in the top layer that holds it.
-func tamper(t *testing.T, root, rel string) {
+// tamper changes the content of rel where the node keeps it: in the
+// tree; or, when the tree is read-only, in the top layer directory that
+// holds it; or else by flipping a byte of the top layer image. It returns
+// the path (relative to root) an audit must name: rel, or the image's.
+func tamper(t *testing.T, root, rel string) string {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(root, rel), []byte("tampered\n"), 0o644); err == nil {
-		return
+		return rel
 	}
-	layers, _ := filepath.Glob(filepath.Join(root, manifests.StateDir, "layers", "*", rel))
-	if len(layers) == 0 {
-		t.Fatalf("cannot tamper with %s: read-only and in no layer", rel)
+	layers := filepath.Join(root, manifests.StateDir, "layers")
+	if dirs, _ := filepath.Glob(filepath.Join(layers, "*", rel)); len(dirs) > 0 {
+		if err := os.WriteFile(dirs[len(dirs)-1], []byte("tampered\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return rel
 	}
-	if err := os.WriteFile(layers[len(layers)-1], []byte("tampered\n"), 0o644); err != nil {
+	images, _ := filepath.Glob(filepath.Join(layers, "*.erofs"))
+	if len(images) == 0 {
+		t.Fatalf("cannot tamper with %s: read-only, in no layer directory and no layer image", rel)
+	}
+	img := images[len(images)-1]
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	out, err := filepath.Rel(root, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.ToSlash(out)
 }
 
 const (

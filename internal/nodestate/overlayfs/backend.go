@@ -102,6 +102,11 @@ func hierarchyOf(hier []string, p string) string {
 // Check refuses an overlay that changes anything outside the managed
 // hierarchies, or deletes a hierarchy itself.
 func (b *Backend) Check(m *manifests.OverlayManifest) error {
+	if r, err := b.refusal(); err != nil {
+		return err
+	} else if r != nil {
+		return fmt.Errorf("applying %s: layer %s was refused at activation, so the node runs the layers below it, not its head: %w (strata restart --repair rewrites it from its overlay)", m.Version, r.Version, ErrLayerRefused)
+	}
 	hier := b.managed()
 	for _, d := range m.Deletes {
 		if h := hierarchyOf(hier, d); h == "" || d == h {
@@ -150,15 +155,6 @@ func (b *Backend) Interrupted() (string, error) {
 	return fmt.Sprintf("an interrupted %s of layer %s is pending (%s)", j.Kind, j.Record.Version, b.journalPath()), nil
 }
 
-// applied returns the versions of the layers in effect per ledger l.
-func applied(l *manifests.Ledger) []string {
-	var out []string
-	for _, e := range l.Applied() {
-		out = append(out, e.Version)
-	}
-	return out
-}
-
 // Recover settles a crash: a switch whose record is in ledger l is
 // finished, any other is taken back; stacks in place are rebuilt from the
 // ledger, and half-written layers are removed. An interrupted repair
@@ -186,11 +182,11 @@ func (b *Backend) Recover(ctx context.Context, l *manifests.Ledger) (*manifests.
 	if j != nil {
 		// Only an interrupted switch leaves stacks that may differ
 		// from the ledger.
-		if err := b.restackLive(applied(l)); err != nil {
+		if _, err := b.restackLiveOrRefuse(ctx, refs(l.Applied())); err != nil {
 			return nil, err
 		}
 	}
-	if err := b.prune(applied(l)); err != nil {
+	if err := b.prune(refs(l.Applied())); err != nil {
 		return nil, err
 	}
 	if j != nil {
@@ -201,8 +197,9 @@ func (b *Backend) Recover(ctx context.Context, l *manifests.Ledger) (*manifests.
 	return undone, safefile.SyncFS(b.n.StateDir())
 }
 
-// prune removes every layer directory that is not one of keep.
-func (b *Backend) prune(keep []string) error {
+// prune removes every layer image and directory that is not one of
+// keep.
+func (b *Backend) prune(keep []layerRef) error {
 	ents, err := os.ReadDir(b.layersDir())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -211,8 +208,8 @@ func (b *Backend) prune(keep []string) error {
 		return fmt.Errorf("listing layers: %w", err)
 	}
 	want := map[string]bool{"txn.json": true}
-	for _, v := range keep {
-		want[v] = true
+	for _, l := range keep {
+		want[filepath.Base(b.path(l))] = true
 	}
 	for _, e := range ents {
 		if !want[e.Name()] {
@@ -236,18 +233,17 @@ func (b *Backend) Stage(ctx context.Context, ch *nodestate.Change) (nodestate.Tx
 	if err := safefile.MkdirAll(b.layersDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("writing layer %s: %w", v, err)
 	}
-	for _, p := range []string{b.newLayerDir(v), b.layerDir(v)} {
-		if err := os.RemoveAll(p); err != nil {
-			return nil, fmt.Errorf("writing layer %s: %w", v, err)
-		}
+	if err := b.removeLayer(v, true); err != nil {
+		return nil, fmt.Errorf("writing layer %s: %w", v, err)
 	}
 	t := &txn{b: b, j: journal{Kind: "apply", Record: ch.Record}}
-	if err := writeLayer(ctx, b.newLayerDir(v), ch); err != nil {
-		_ = os.RemoveAll(b.newLayerDir(v))
+	li, err := writeLayerImage(ctx, b.newLayerFile(v), ch)
+	if err != nil {
 		return nil, err
 	}
-	if err := safefile.SyncFS(b.layersDir()); err != nil {
-		_ = os.RemoveAll(b.newLayerDir(v))
+	t.j.Record.Layer = li
+	if err := safefile.SyncDir(b.layersDir()); err != nil {
+		_ = os.Remove(b.newLayerFile(v))
 		return nil, err
 	}
 	fault.Point("layer-written")
@@ -265,10 +261,34 @@ func (b *Backend) StageRevert(ctx context.Context, ch *nodestate.Change) (nodest
 // CheckRevert checks, changing nothing, that ch.Manifest's layer is there
 // to be dropped (the layers below it are the tree it returns to).
 func (b *Backend) CheckRevert(ctx context.Context, ch *nodestate.Change) error {
-	if fi, err := os.Lstat(b.layerDir(ch.Manifest.Version)); err != nil || !fi.IsDir() {
-		return fmt.Errorf("rolling back %s: its layer %s is missing: %w", ch.Manifest.Version, b.layerDir(ch.Manifest.Version), nodestate.ErrDrift)
+	if !b.hasLayer(ch.Manifest.Version) {
+		return fmt.Errorf("rolling back %s: its layer (%s or %s) is missing: %w", ch.Manifest.Version, b.layerFile(ch.Manifest.Version), b.layerDir(ch.Manifest.Version), nodestate.ErrDrift)
 	}
 	return nil
+}
+
+// hasLayer reports whether version's layer is there, as an image or as
+// a directory.
+func (b *Backend) hasLayer(v string) bool {
+	if fi, err := os.Lstat(b.layerFile(v)); err == nil && fi.Mode().IsRegular() {
+		return true
+	}
+	fi, err := os.Lstat(b.layerDir(v))
+	return err == nil && fi.IsDir()
+}
+
+// removeLayer removes version's layer in every form, and with staged its
+// staged new image too.
+func (b *Backend) removeLayer(v string, staged bool) error {
+	var errs []error
+	paths := []string{b.layerFile(v), b.layerDir(v), b.newLayerDir(v)}
+	if staged {
+		paths = append(paths, b.newLayerFile(v))
+	}
+	for _, p := range paths {
+		errs = append(errs, os.RemoveAll(p))
+	}
+	return errors.Join(errs...)
 }
 
 // txn is one switch of the layer list.
@@ -280,18 +300,18 @@ type txn struct {
 
 // layersWith returns the versions in effect after the switch (with) or
 // before it (without).
-func (t *txn) layers(with bool) ([]string, error) {
+func (t *txn) layers(with bool) ([]layerRef, error) {
 	l, err := t.b.n.ReadLedger()
 	if err != nil {
 		return nil, err
 	}
-	cur := applied(l)
+	cur := refs(l.Applied())
 	v := t.j.Record.Version
 	switch {
 	case t.j.Kind == "apply" && with:
-		return append(cur, v), nil
+		return append(cur, layerRef{Version: v, Image: t.j.Record.Layer}), nil
 	case t.j.Kind == "rollback" && with:
-		if n := len(cur); n > 0 && cur[n-1] == v {
+		if n := len(cur); n > 0 && cur[n-1].Version == v {
 			return cur[:n-1], nil
 		}
 		return nil, fmt.Errorf("rolling back %s: it is not the top layer: %w", v, nodestate.ErrDrift)
@@ -311,7 +331,7 @@ func (t *txn) Switch(ctx context.Context) error {
 		return err
 	}
 	if t.j.Kind == "apply" {
-		if err := os.Rename(b.newLayerDir(v), b.layerDir(v)); err != nil {
+		if err := os.Rename(b.newLayerFile(v), b.layerFile(v)); err != nil {
 			return errors.Join(fmt.Errorf("adding layer %s: %w", v, err), t.Abort(ctx))
 		}
 		if err := safefile.SyncDir(b.layersDir()); err != nil {
@@ -321,7 +341,7 @@ func (t *txn) Switch(ctx context.Context) error {
 	t.switched = true
 	layers, err := t.layers(true)
 	if err == nil {
-		err = b.restackLive(layers)
+		err = b.restackLive(ctx, layers)
 	}
 	if err != nil {
 		return errors.Join(err, t.Abort(ctx))
@@ -339,7 +359,7 @@ func (t *txn) Commit(ctx context.Context, l *manifests.Ledger) (*manifests.Ledge
 	}
 	fault.Point("after-ledger")
 	if t.j.Kind == "rollback" {
-		if err := os.RemoveAll(t.b.layerDir(t.j.Record.Version)); err != nil {
+		if err := t.b.removeLayer(t.j.Record.Version, false); err != nil {
 			return next, fmt.Errorf("removing layer %s: %w", t.j.Record.Version, err)
 		}
 	}
@@ -363,7 +383,7 @@ func (t *txn) Abort(ctx context.Context) error {
 	if t.switched {
 		layers, err := t.layers(false)
 		if err == nil {
-			err = b.restackLive(layers)
+			err = b.restackLive(ctx, layers)
 		}
 		if err != nil {
 			// The stacks may still hold the layer: keep it and the
@@ -372,7 +392,7 @@ func (t *txn) Abort(ctx context.Context) error {
 		}
 	}
 	if t.j.Kind == "apply" {
-		errs = append(errs, os.RemoveAll(b.newLayerDir(v)), os.RemoveAll(b.layerDir(v)))
+		errs = append(errs, b.removeLayer(v, true))
 	}
 	if err := os.Remove(b.journalPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)

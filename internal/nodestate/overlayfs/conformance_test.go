@@ -11,6 +11,7 @@ import (
 	"github.com/strata-dev/strata/builder/disk/disktest"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/node/nodetest"
 	"github.com/strata-dev/strata/tests/fixture"
 )
@@ -51,13 +52,23 @@ func newNode(t *testing.T, image string) string {
 // boot mounts the node's root and state and activates it.
 func boot(t *testing.T, image, state, root string) {
 	t.Helper()
+	if rep := bootReport(t, image, state, root); rep.LayerRefused != nil {
+		t.Fatalf("activation refused layer %s: %s", rep.LayerRefused.Version, rep.LayerRefused.Error)
+	}
+}
+
+// bootReport is boot, returning what the activation reports.
+func bootReport(t *testing.T, image, state, root string) *node.ActivateReport {
+	t.Helper()
 	mount(t, "-o", "loop,ro", image, root)
 	t.Cleanup(func() { _ = exec.Command("umount", "-R", "-l", root).Run() })
 	mount(t, "--bind", filepath.Join(state, "var"), filepath.Join(root, "var"))
 	mount(t, "-t", "tmpfs", "tmpfs", filepath.Join(root, "run"))
-	if _, err := nodetest.Activate(context.Background(), root, ""); err != nil {
+	rep, err := nodetest.Activate(context.Background(), root, "")
+	if err != nil {
 		t.Fatal(err)
 	}
+	return rep
 }
 
 // The overlayfs backend passes the shared conformance suite unchanged.

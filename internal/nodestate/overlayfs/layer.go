@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-dev/strata/internal/erofs"
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -19,110 +20,141 @@ import (
 // the layers underneath.
 const opaqueXattr = "trusted.overlay.opaque"
 
-// layerWriter builds one layer directory from a change.
-type layerWriter struct {
-	dir     string
-	ch      *nodestate.Change
-	deleted map[string]bool
-	made    map[string]bool
-}
-
-// writeLayer writes the layer of ch into the new directory dir: every
-// entry with its owner and mode, every parent directory with the owner and
-// mode the tree after the change gives it (the topmost layer holding a
-// directory decides how the stack shows it), every deleted path as a
-// whiteout, and a directory that replaces a deleted one as opaque.
-func writeLayer(ctx context.Context, dir string, ch *nodestate.Change) error {
-	w := &layerWriter{dir: dir, ch: ch, deleted: map[string]bool{}, made: map[string]bool{}}
+// layerNodes lists the layer of ch, parents before children: every
+// entry with its owner and mode, every parent directory with the owner
+// and mode the tree after the change gives it (the topmost layer holding
+// a directory decides how the stack shows it), every deleted path as a
+// whiteout, and a directory that replaces a deleted one as opaque. It
+// depends on the manifest and the tree after the change only, so every
+// node that applies an overlay to the same tree gets the same layer.
+func layerNodes(ch *nodestate.Change) ([]erofs.Node, error) {
+	p := &layerPlan{ch: ch, deleted: map[string]bool{}, nodes: map[string]erofs.Node{}}
 	for _, d := range ch.Manifest.Deletes {
-		w.deleted[d] = true
+		p.deleted[d] = true
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return fmt.Errorf("writing layer: %w", err)
-	}
-	err := ch.Payload(ctx, func(e manifests.Entry, r io.Reader) error {
-		if err := w.parents(e.Path); err != nil {
-			return err
+	for _, e := range ch.Manifest.Entries {
+		if err := p.parents(e.Path); err != nil {
+			return nil, err
 		}
-		return w.entry(e, r)
-	})
-	if err != nil {
-		return err
+		n, err := node(e)
+		if err != nil {
+			return nil, err
+		}
+		n.Opaque = n.Type == erofs.Dir && p.deleted[e.Path]
+		p.nodes[e.Path] = n
 	}
 	deletes := append([]string{}, ch.Manifest.Deletes...)
 	sort.Strings(deletes)
 	for _, d := range deletes {
-		if w.made[d] || w.underDeleted(d) {
+		if _, made := p.nodes[d]; made || p.underDeleted(d) {
 			continue // re-created (opaque) or inside a deleted directory
 		}
-		if err := w.parents(d); err != nil {
-			return err
+		if err := p.parents(d); err != nil {
+			return nil, err
 		}
-		p := w.host(d)
-		if err := unix.Mknod(p, unix.S_IFCHR, 0); err != nil {
-			return fmt.Errorf("writing whiteout for %s: %w", d, &os.PathError{Op: "mknod", Path: p, Err: err})
-		}
+		p.nodes[d] = erofs.Node{Path: d, Type: erofs.Whiteout}
 	}
-	return nil
+	out := make([]erofs.Node, 0, len(p.nodes))
+	for _, n := range p.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
 }
 
-func (w *layerWriter) host(rel string) string { return filepath.Join(w.dir, filepath.FromSlash(rel)) }
+type layerPlan struct {
+	ch      *nodestate.Change
+	deleted map[string]bool
+	nodes   map[string]erofs.Node
+}
 
-// underDeleted reports whether a parent of p is itself deleted.
-func (w *layerWriter) underDeleted(p string) bool {
-	for d := manifests.Parent(p); d != ""; d = manifests.Parent(d) {
-		if w.deleted[d] && !w.made[d] {
+// underDeleted reports whether a parent of p is itself deleted and not
+// made again.
+func (p *layerPlan) underDeleted(path string) bool {
+	for d := manifests.Parent(path); d != ""; d = manifests.Parent(d) {
+		if _, made := p.nodes[d]; p.deleted[d] && !made {
 			return true
 		}
 	}
 	return false
 }
 
-// parents creates the missing parent directories of p.
-func (w *layerWriter) parents(p string) error {
-	var missing []string
-	for d := manifests.Parent(p); d != "" && !w.made[d]; d = manifests.Parent(d) {
-		missing = append(missing, d)
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		d := missing[i]
-		e, ok := w.ch.After[d]
-		if !ok || e.Type != manifests.TypeDir {
-			return fmt.Errorf("writing layer: parent %s of %s is not a directory in the tree after the change: %w", d, p, nodestate.ErrDrift)
+// parents adds the missing parent directories of path.
+func (p *layerPlan) parents(path string) error {
+	for d := manifests.Parent(path); d != ""; d = manifests.Parent(d) {
+		if _, made := p.nodes[d]; made {
+			return nil
 		}
-		if err := w.dirEntry(e); err != nil {
+		e, ok := p.ch.After[d]
+		if !ok || e.Type != manifests.TypeDir {
+			return fmt.Errorf("writing layer: parent %s of %s is not a directory in the tree after the change: %w", d, path, nodestate.ErrDrift)
+		}
+		n, err := node(e)
+		if err != nil {
 			return err
 		}
+		n.Opaque = p.deleted[d]
+		p.nodes[d] = n
 	}
 	return nil
 }
 
-func (w *layerWriter) dirEntry(e manifests.Entry) error {
-	p := w.host(e.Path)
-	if err := tree.Create(p, e, nil); err != nil {
-		return err
+// node is the layer node of a tree entry. A symbolic link's mode is
+// 0777, as on any file system.
+func node(e manifests.Entry) (erofs.Node, error) {
+	n := erofs.Node{Path: e.Path, Mode: uint32(e.Mode) & 0o7777, UID: uint32(e.UID), GID: uint32(e.GID), Size: e.Size, Target: e.Target}
+	switch e.Type {
+	case manifests.TypeDir:
+		n.Type = erofs.Dir
+	case manifests.TypeFile:
+		n.Type = erofs.File
+	case manifests.TypeSymlink:
+		n.Type, n.Mode = erofs.Symlink, 0o777
+	default:
+		return n, fmt.Errorf("writing layer: %s: type %q: %w", e.Path, e.Type, tree.ErrSpecialFile)
 	}
-	w.made[e.Path] = true
-	if w.deleted[e.Path] {
-		if err := unix.Lsetxattr(p, opaqueXattr, []byte("y"), 0); err != nil {
-			return fmt.Errorf("marking %s opaque: %w", e.Path, &os.PathError{Op: "setxattr", Path: p, Err: err})
-		}
-	}
-	return nil
+	return n, nil
 }
 
-func (w *layerWriter) entry(e manifests.Entry, r io.Reader) error {
-	if e.Type == manifests.TypeDir {
-		if w.made[e.Path] {
-			return tree.SetMeta(w.host(e.Path), e)
-		}
-		return w.dirEntry(e)
-	}
-	// Content is checked by Payload at the member's end.
-	e.SHA256 = ""
-	if err := tree.Create(w.host(e.Path), e, r); err != nil {
+// writeLayer writes the layer of ch as the new directory dir: the form
+// of layers written before layer images, which a repair of such a layer
+// keeps.
+func writeLayer(ctx context.Context, dir string, ch *nodestate.Change) error {
+	nodes, err := layerNodes(ch)
+	if err != nil {
 		return err
 	}
-	w.made[e.Path] = true
-	return nil
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("writing layer: %w", err)
+	}
+	host := func(rel string) string { return filepath.Join(dir, filepath.FromSlash(rel)) }
+	for _, n := range nodes {
+		p := host(n.Path)
+		switch n.Type {
+		case erofs.Whiteout:
+			if err := unix.Mknod(p, unix.S_IFCHR, 0); err != nil {
+				return fmt.Errorf("writing whiteout for %s: %w", n.Path, &os.PathError{Op: "mknod", Path: p, Err: err})
+			}
+		case erofs.Dir, erofs.Symlink:
+			typ := manifests.TypeDir
+			if n.Type == erofs.Symlink {
+				typ = manifests.TypeSymlink
+			}
+			if err := tree.Create(p, manifests.Entry{Path: n.Path, Type: typ, Mode: manifests.Mode(n.Mode), UID: int(n.UID), GID: int(n.GID), Target: n.Target}, nil); err != nil {
+				return err
+			}
+			if n.Opaque {
+				if err := unix.Lsetxattr(p, opaqueXattr, []byte("y"), 0); err != nil {
+					return fmt.Errorf("marking %s opaque: %w", n.Path, &os.PathError{Op: "setxattr", Path: p, Err: err})
+				}
+			}
+		}
+	}
+	return ch.Payload(ctx, func(e manifests.Entry, r io.Reader) error {
+		if e.Type != manifests.TypeFile {
+			return nil
+		}
+		e.SHA256 = "" // content is checked by Payload at the member's end
+		return tree.Create(host(e.Path), e, r)
+	})
 }

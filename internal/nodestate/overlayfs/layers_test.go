@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/testenv"
-	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/node/nodetest"
 	"github.com/strata-dev/strata/overlay"
@@ -95,8 +93,9 @@ func newLine(t *testing.T, recipe string, files map[string]string) *line {
 	return &line{dir: dir, key: key, res: res, repo: rp}
 }
 
-// A node that boots an image: each overlay is a layer in the state (a
-// deletion a whiteout), /etc and /usr become stacks, the root stays
+// A node that boots an image: each overlay is a layer image in the state
+// (a deletion a whiteout in it), written as the apply recorded it and
+// verifiable with veritysetup, /etc and /usr become stacks, the root stays
 // read-only, a reboot (everything unmounted, activate again) brings the
 // same tree back before anything else runs, and a rollback drops the
 // stack when no layer is left.
@@ -117,10 +116,11 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	if _, err := nodetest.Apply(context.Background(), root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	layer := filepath.Join(state, "var", manifests.StateDir[len("var/"):], "layers", "1.0.1")
+	layer := filepath.Join(layersOf(root), "1.0.1.erofs")
+	checkImage(t, layer, appliedLayer(t, root, "1.0.1"))
 	var st unix.Stat_t
-	if err := unix.Lstat(filepath.Join(layer, "etc/motd"), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != 0 {
-		t.Fatalf("etc/motd in the layer: %+v, %v; want a whiteout (char 0/0)", st, err)
+	if err := unix.Lstat(filepath.Join(mountedLayer(t, root, "1.0.1"), "etc/motd"), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != 0 {
+		t.Fatalf("etc/motd in the layer image: %+v, %v; want a whiteout (char 0/0)", st, err)
 	}
 	if fstype, source := stackOf(t, filepath.Join(root, "etc")); fstype != "overlay" || source != "strata" {
 		t.Fatalf("/etc is %s from %s, want a strata overlay stack", fstype, source)
@@ -151,9 +151,7 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	}
 	check("after apply")
 	// Reboot: nothing mounted any more, then the initramfs's steps.
-	if out, err := exec.Command("umount", "-R", root).CombinedOutput(); err != nil {
-		t.Fatalf("unmounting the node: %v: %s", err, out)
-	}
+	shutdown(t, root)
 	if b, _ := os.ReadFile(filepath.Join(root, "etc/app/app.conf")); len(b) != 0 {
 		t.Fatal("the node is still mounted")
 	}
@@ -185,6 +183,9 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	}
 	if _, err := os.Lstat(layer); !os.IsNotExist(err) {
 		t.Fatalf("layer 1.0.1 still in the state after its rollback: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(root, "run/strata/layers/*")); len(m) != 0 {
+		t.Fatalf("layer images still mounted after the rollback: %v", m)
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "etc/motd")); err != nil || string(b) != "hi\n" {
 		t.Fatalf("after rollback etc/motd = %q, %v", b, err)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -14,14 +16,31 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
+// appliedRef returns the layer of the applied overlay version, as the
+// ledger records its apply.
+func (b *Backend) appliedRef(version string) (layerRef, error) {
+	l, err := b.n.ReadLedger()
+	if err != nil {
+		return layerRef{}, err
+	}
+	for _, r := range refs(l.Applied()) {
+		if r.Version == version {
+			return r, nil
+		}
+	}
+	return layerRef{}, fmt.Errorf("layer %s: not an applied overlay of the ledger: %w", version, nodestate.ErrDrift)
+}
+
 // RebuildLayer writes the layer of ch, an overlay the node has applied,
-// anew from its payload, and puts it in place of the layer directory the
-// node has, which drifted (verify-sequence --files): the new directory is
-// written and synced beside it, a journal ("repair") is written, the two
-// are exchanged atomically (renameat2 RENAME_EXCHANGE: the layer's path
+// anew from its payload, and puts it in place of the layer the node has,
+// which drifted or was refused (verify-sequence --files): the new image
+// (or, for a layer written before layer images, directory) is written
+// and synced beside it, a journal ("repair") is written, the two are
+// exchanged atomically (renameat2 RENAME_EXCHANGE: the layer's path
 // never goes missing, so a crash leaves the old or the new layer), the
-// stacks of a running node are rebuilt on it, and the old directory and
-// the journal are removed. After a crash, Recover restacks from the
+// stacks of a running node are rebuilt on it, and the old copy and the
+// journal are removed. A rebuilt image must be the one the apply
+// recorded, byte for byte. After a crash, Recover restacks from the
 // ledger before it removes the other copy. ch.Record is the ledger record
 // of the overlay's apply. The ledger does not change.
 func (b *Backend) RebuildLayer(ctx context.Context, ch *nodestate.Change) error {
@@ -29,14 +48,26 @@ func (b *Backend) RebuildLayer(ctx context.Context, ch *nodestate.Change) error 
 	if err := b.checkLayers(); err != nil {
 		return err
 	}
-	if fi, err := os.Lstat(b.layerDir(v)); err != nil || !fi.IsDir() {
-		return fmt.Errorf("rebuilding layer %s: %s is missing or not a directory: %w", v, b.layerDir(v), nodestate.ErrDrift)
+	ref, err := b.appliedRef(v)
+	if err != nil {
+		return err
 	}
-	fresh := b.newLayerDir(v)
+	cur, fresh := b.layerDir(v), b.newLayerDir(v)
+	if ref.Image != nil {
+		cur, fresh = b.layerFile(v), b.newLayerFile(v)
+	}
+	if fi, err := os.Lstat(cur); err != nil || fi.IsDir() != (ref.Image == nil) {
+		return fmt.Errorf("rebuilding layer %s: %s is missing or not what its apply wrote: %w", v, cur, nodestate.ErrDrift)
+	}
 	if err := os.RemoveAll(fresh); err != nil {
 		return fmt.Errorf("rebuilding layer %s: %w", v, err)
 	}
-	if err := writeLayer(ctx, fresh, ch); err != nil {
+	if ref.Image == nil {
+		err = writeLayer(ctx, fresh, ch)
+	} else {
+		err = b.rewriteImage(ctx, fresh, ch, ref.Image)
+	}
+	if err != nil {
 		return errors.Join(fmt.Errorf("rebuilding layer %s: %w", v, err), os.RemoveAll(fresh))
 	}
 	if err := safefile.SyncFS(b.layersDir()); err != nil {
@@ -52,8 +83,8 @@ func (b *Backend) RebuildLayer(ctx context.Context, ch *nodestate.Change) error 
 		// Nothing is exchanged yet: take it all back.
 		return errors.Join(err, os.RemoveAll(fresh), ignoreMissing(os.Remove(b.journalPath())))
 	}
-	if err := unix.Renameat2(unix.AT_FDCWD, fresh, unix.AT_FDCWD, b.layerDir(v), unix.RENAME_EXCHANGE); err != nil {
-		return errors.Join(fmt.Errorf("rebuilding layer %s: exchanging %s and %s: %w", v, fresh, b.layerDir(v), err), os.RemoveAll(fresh), os.Remove(b.journalPath()))
+	if err := unix.Renameat2(unix.AT_FDCWD, fresh, unix.AT_FDCWD, cur, unix.RENAME_EXCHANGE); err != nil {
+		return errors.Join(fmt.Errorf("rebuilding layer %s: exchanging %s and %s: %w", v, fresh, cur, err), os.RemoveAll(fresh), os.Remove(b.journalPath()))
 	}
 	if err := safefile.SyncDir(b.layersDir()); err != nil {
 		return err
@@ -63,7 +94,13 @@ func (b *Backend) RebuildLayer(ctx context.Context, ch *nodestate.Change) error 
 	if err != nil {
 		return err
 	}
-	if err := b.restackLive(applied(l)); err != nil {
+	// Another layer image may still be refused (a repair rebuilds them
+	// one by one): the stacks then hold the layers below that one.
+	refused, err := b.restackLiveOrRefuse(ctx, refs(l.Applied()))
+	if err == nil && refused != nil && refused.version == v {
+		err = refused
+	}
+	if err != nil {
 		// The journal stays: the next run restacks before it removes
 		// anything.
 		return fmt.Errorf("rebuilding layer %s: restacking: %w", v, err)
@@ -79,6 +116,19 @@ func (b *Backend) RebuildLayer(ctx context.Context, ch *nodestate.Change) error 
 	return nil
 }
 
+// rewriteImage writes ch's layer image to fresh and checks it is the one
+// the apply recorded (want).
+func (b *Backend) rewriteImage(ctx context.Context, fresh string, ch *nodestate.Change, want *manifests.LayerImage) error {
+	got, err := writeLayerImage(ctx, fresh, ch)
+	if err != nil {
+		return err
+	}
+	if *got != *want {
+		return fmt.Errorf("the image written anew (sha256 %s, %d bytes) is not the one its apply wrote (sha256 %s, %d bytes): the overlay or the tree below it differs from then: %w", got.SHA256, got.Size, want.SHA256, want.Size, nodestate.ErrDrift)
+	}
+	return nil
+}
+
 // ignoreMissing drops a not-exist error.
 func ignoreMissing(err error) error {
 	if errors.Is(err, os.ErrNotExist) {
@@ -87,12 +137,20 @@ func ignoreMissing(err error) error {
 	return err
 }
 
-// LayerHas reports whether the layer directory of version holds rel
+// LayerHas reports whether the layer of version holds rel
 // (slash-separated, resolved beneath the layer without following
 // symlinks), or a symlink on the way to it: something there may make the
-// stack differ from the overlay.
+// stack differ from the overlay. A layer image that no longer matches
+// the record of its apply may hold anything: it reports true.
 func (b *Backend) LayerHas(version, rel string) bool {
-	dfd, err := unix.Open(b.layerDir(version), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root := b.layerDir(version)
+	if ref, err := b.appliedRef(version); err == nil && ref.Image != nil {
+		var ok bool
+		if root, ok = b.mountedImage(ref); !ok {
+			return true
+		}
+	}
+	dfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
 	}
@@ -105,4 +163,29 @@ func (b *Backend) LayerHas(version, rel string) bool {
 	}
 	unix.Close(fd)
 	return true
+}
+
+// mountedImage returns where r's image file is mounted, if it is and it
+// still matches its record.
+func (b *Backend) mountedImage(r layerRef) (string, bool) {
+	var st unix.Stat_t
+	if err := unix.Lstat(b.path(r), &st); err != nil {
+		return "", false
+	}
+	dir := b.layerMount(r, st.Ino)
+	ms, err := mounts()
+	if err != nil || !isMountPoint(ms, dir) {
+		return "", false
+	}
+	f, err := b.openLayerImage(context.Background(), r)
+	if err != nil {
+		return "", false
+	}
+	f.Close()
+	return dir, true
+}
+
+// layerMount is the mount point of r's image file, inode ino.
+func (b *Backend) layerMount(r layerRef, ino uint64) string {
+	return filepath.Join(b.layerMounts(), r.Version+"-"+r.Image.SHA256[:16]+"-"+strconv.FormatUint(ino, 10))
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/internal/nodestate/overlayfs"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
@@ -21,12 +22,14 @@ import (
 	"github.com/strata-dev/strata/schema"
 )
 
-// Repair rebuilds exactly the drifted layers (a changed file, a removed
+// On a node whose layers are directories (written before layer images),
+// repair rebuilds exactly the drifted layers (a changed file, a removed
 // whiteout, an extra file, a symlink planted to a directory outside) from
-// the repository, never following the symlink, leaves the others alone, and the audit passes; a repository
-// whose overlay is not the one the node applied is refused before
-// anything changes; a node without drift is left alone.
-func TestRepairRebuildsDriftedLayers(t *testing.T) {
+// the repository, never following the symlink, leaves the others alone,
+// and the audit passes; a repository whose overlay is not the one the
+// node applied is refused before anything changes; a node without drift
+// is left alone.
+func TestRepairRebuildsDriftedLayerDirs(t *testing.T) {
 	recipe := "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nhierarchies: [/etc, /usr]\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /usr/share/x\n    content: \"x\\n\"\n"
 	l := newLine(t, recipe, map[string]string{"rootfs/etc/app/app.conf": "port 80\n", "rootfs/etc/motd": "hi\n"})
 	write := func(name, content string) string {
@@ -48,12 +51,12 @@ func TestRepairRebuildsDriftedLayers(t *testing.T) {
 	if _, err := nodetest.Apply(ctx, root, node.Source{Repo: l.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
+	toLayerDirs(t, l.res.Image, root)
 	rep, err := nodetest.Repair(ctx, root, node.Source{Repo: l.repo}, node.Options{})
 	if err != nil || len(rep.Drift) != 0 || len(rep.Layers) != 0 {
 		t.Fatalf("repair of a clean node: %+v, %v", rep, err)
 	}
-	state := filepath.Join(filepath.Dir(root), "state")
-	layers := filepath.Join(state, "var", manifests.StateDir[len("var/"):], "layers")
+	layers := layersOf(root)
 	untouched, err := os.Stat(filepath.Join(layers, "1.0.1/usr/share/x"))
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +149,7 @@ func TestRepairRebuildsDriftedLayers(t *testing.T) {
 }
 
 // A repair interrupted right after the exchange (the stacks still on the
-// drifted copy, now .new-<v>) is settled by the next run: it restacks on
+// drifted image, now .new-<v>.erofs) is settled by the next run: it restacks on
 // the rebuilt layer before it removes the drifted copy.
 func TestRepairInterruptedAfterExchange(t *testing.T) {
 	recipe := "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nhierarchies: [/etc]\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n"
@@ -163,14 +166,12 @@ func TestRepairInterruptedAfterExchange(t *testing.T) {
 	if _, err := nodetest.Apply(ctx, root, node.Source{Repo: l.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	layers := filepath.Join(filepath.Dir(root), "state", "var", manifests.StateDir[len("var/"):], "layers")
-	layer, fresh := filepath.Join(layers, "1.0.1"), filepath.Join(layers, ".new-1.0.1")
+	layers := layersOf(root)
+	layer, fresh := filepath.Join(layers, "1.0.1.erofs"), filepath.Join(layers, ".new-1.0.1.erofs")
 	if out, err := exec.Command("cp", "-a", layer, fresh).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v: %s", err, out)
 	}
-	if err := os.WriteFile(filepath.Join(layer, "etc/app.conf"), []byte("port 9999\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	flip(t, layer, 0)
 	// What RebuildLayer has done when it dies after the exchange.
 	led, err := nodestate.Node{Root: root}.ReadLedger()
 	if err != nil {
@@ -202,5 +203,135 @@ func TestRepairInterruptedAfterExchange(t *testing.T) {
 		if _, err := os.Lstat(p); !os.IsNotExist(err) {
 			t.Errorf("%s is left: %v", p, err)
 		}
+	}
+	checkImage(t, layer, appliedLayer(t, root, "1.0.1"))
+	if m, _ := filepath.Glob(filepath.Join(root, "run/strata/layers/*")); len(m) != 1 {
+		t.Errorf("layer images mounted: %v, want the rebuilt one only", m)
+	}
+}
+
+// A layer image that no longer matches the record of its apply (a byte
+// changed, or another genuine image planted in its place) is refused at
+// activation: the stacks hold the layers below it, the activation, status
+// and the audit name it, and an apply waits for the repair; the repair
+// rewrites it byte for byte from its overlay, and the node is whole.
+func TestLayerImageRefusedThenRepaired(t *testing.T) {
+	recipe := "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nhierarchies: [/etc, /usr]\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n  - path: /usr/share/x\n    content: \"x\\n\"\n"
+	l := newLine(t, recipe, map[string]string{"rootfs/etc/app.conf": "port 80\n"})
+	ctx := context.Background()
+	write := func(name, content string) string {
+		p := filepath.Join(l.dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, o := range []struct{ v, dest, content string }{{"1.0.1", "/usr/share/x", "x2\n"}, {"1.0.2", "/etc/app.conf", "port 81\n"}, {"1.0.3", "/etc/app.conf", "port 82\n"}} {
+		if _, err := overlay.Create(ctx, l.repo, l.key, overlay.Change{Adds: []overlay.Add{{Dest: o.dest, Src: write(o.v, o.content)}}}, overlay.CreateOptions{Version: o.v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := newNode(t, l.res.Image)
+	state := filepath.Join(filepath.Dir(root), "state")
+	if _, err := nodetest.Apply(ctx, root, node.Source{Repo: l.repo, Through: "1.0.2"}, node.ApplyOptions{}, node.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	layers := layersOf(root)
+	img1, img2 := filepath.Join(layers, "1.0.1.erofs"), filepath.Join(layers, "1.0.2.erofs")
+	read := func(p string) string {
+		b, _ := os.ReadFile(filepath.Join(root, p))
+		return string(b)
+	}
+	// A byte of 1.0.2's image changed while the node is down.
+	size2 := appliedLayer(t, root, "1.0.2").Size
+	shutdown(t, root)
+	flip(t, img2, size2/2)
+	rep := bootReport(t, l.res.Image, state, root)
+	if rep.LayerRefused == nil || rep.LayerRefused.Version != "1.0.2" || !strings.Contains(rep.LayerRefused.Error, "sha256") || strings.Join(rep.Layers, " ") != "1.0.1" {
+		t.Fatalf("activation with 1.0.2's image changed: %+v", rep)
+	}
+	if read("etc/app.conf") != "port 80\n" || read("usr/share/x") != "x2\n" {
+		t.Fatalf("the tree with 1.0.2 refused: app.conf %q, x %q; want 1.0.1's", read("etc/app.conf"), read("usr/share/x"))
+	}
+	st, err := nodetest.Status(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if li := st.LayerIntegrity; li == nil || li.Mode != schema.LayersDigestChecked || li.Images != 2 || li.Refused == nil || li.Refused.Version != "1.0.2" {
+		t.Fatalf("status: %+v", st.LayerIntegrity)
+	}
+	if _, err := nodetest.Apply(ctx, root, node.Source{Repo: l.repo}, node.ApplyOptions{}, node.Options{}); !errors.Is(err, overlayfs.ErrLayerRefused) {
+		t.Fatalf("apply of 1.0.3 over a refused layer: %v, want ErrLayerRefused", err)
+	}
+	a, err := nodetest.Verify(ctx, root, node.VerifyOptions{Files: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(root, filepath.Join(root, manifests.StateDir, "layers/1.0.2.erofs"))
+	found := false
+	for _, f := range a.Findings {
+		found = found || f.Kind == "drift" && f.Path == rel && strings.Contains(f.Message, "restart --repair")
+	}
+	if a.OK() || !found {
+		t.Fatalf("audit with 1.0.2's image changed: %+v", a.Findings)
+	}
+	// Another genuine image planted for 1.0.1: refused at 1.0.1, so
+	// nothing is stacked.
+	shutdown(t, root)
+	raw, err := os.ReadFile(img2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(img1, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep = bootReport(t, l.res.Image, state, root)
+	if rep.LayerRefused == nil || rep.LayerRefused.Version != "1.0.1" || len(rep.Layers) != 0 {
+		t.Fatalf("activation with an image planted for 1.0.1: %+v", rep)
+	}
+	if read("etc/app.conf") != "port 80\n" || read("usr/share/x") != "x\n" {
+		t.Fatalf("the tree with 1.0.1 refused: app.conf %q, x %q; want the image's", read("etc/app.conf"), read("usr/share/x"))
+	}
+	// The repair rewrites both, as their applies wrote them.
+	rr, err := nodetest.Repair(ctx, root, node.Source{Repo: l.repo}, node.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(rr.Layers, " ") != "1.0.1 1.0.2" {
+		t.Fatalf("repair rebuilt %v, want 1.0.1 and 1.0.2", rr.Layers)
+	}
+	checkImage(t, img1, appliedLayer(t, root, "1.0.1"))
+	checkImage(t, img2, appliedLayer(t, root, "1.0.2"))
+	if read("etc/app.conf") != "port 81\n" || read("usr/share/x") != "x2\n" {
+		t.Fatalf("after the repair: app.conf %q, x %q", read("etc/app.conf"), read("usr/share/x"))
+	}
+	if st, err := nodetest.Status(ctx, root); err != nil || st.LayerIntegrity == nil || st.LayerIntegrity.Refused != nil {
+		t.Fatalf("status after the repair: %+v, %v", st, err)
+	}
+	if a, err := nodetest.Verify(ctx, root, node.VerifyOptions{Repo: l.repo, Files: true}); err != nil || !a.OK() {
+		t.Fatalf("audit after the repair: %+v, %v", a, err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(root, "run/strata/layers/*")); len(m) != 2 {
+		t.Errorf("layer images mounted after the repair: %v, want 1.0.1's and 1.0.2's", m)
+	}
+	if _, err := nodetest.Apply(ctx, root, node.Source{Repo: l.repo}, node.ApplyOptions{}, node.Options{}); err != nil || read("etc/app.conf") != "port 82\n" {
+		t.Fatalf("apply of 1.0.3 after the repair: %v, app.conf %q", err, read("etc/app.conf"))
+	}
+	// gc removes images no layer of the stack is: a stray one, and a
+	// new one a crash left behind.
+	for _, p := range []string{"7.0.0.erofs", ".new-1.0.4.erofs"} {
+		if err := os.WriteFile(filepath.Join(layers, p), raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := nodetest.GC(ctx, root, 1, node.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(layers); len(ents) != 3 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("layers after gc: %v, want the images of 1.0.1 to 1.0.3 only", names)
 	}
 }

@@ -64,40 +64,102 @@ func (b *Backend) Activate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return b.restack(applied(ev.Ledger))
+	_, err = b.stackOrRefuse(ctx, refs(ev.Ledger.Applied()))
+	return err
+}
+
+// stackOrRefuse stacks layers. A layer image that does not match its
+// record is not stacked, and neither is anything above it: the stacks
+// hold the layers below it, a tree the node had before, and the refusal
+// is recorded for status, /health and metrics (LayerIntegrity), and
+// returned; only a refusal that cannot be recorded is an error. The node
+// goes on with that tree until strata restart --repair rewrites the
+// image; applies wait for that (Check). Once every layer is stacked, a
+// refusal recorded before is dropped.
+func (b *Backend) stackOrRefuse(ctx context.Context, layers []layerRef) (*refusedError, error) {
+	err := b.restack(ctx, layers)
+	var refused *refusedError
+	switch {
+	case err == nil:
+		return nil, b.clearRefusal()
+	case !errors.As(err, &refused):
+		return nil, err
+	}
+	below := layers[:refused.at]
+	if serr := b.restack(ctx, below); serr != nil {
+		return nil, errors.Join(err, fmt.Errorf("stacking the %d layers below %s: %w", len(below), refused.version, serr))
+	}
+	if rerr := b.recordRefusal(refused); rerr != nil {
+		return nil, errors.Join(err, rerr)
+	}
+	return refused, nil
+}
+
+// restackLiveOrRefuse is stackOrRefuse on an active node; an inactive
+// node takes its layers at the next Activate.
+func (b *Backend) restackLiveOrRefuse(ctx context.Context, layers []layerRef) (*refusedError, error) {
+	live, err := b.Live()
+	if err != nil || !live {
+		return nil, err
+	}
+	return b.stackOrRefuse(ctx, layers)
 }
 
 // restackLive rebuilds the stacks when the node is active; an inactive
 // node (a disk not booted, a tree not activated) takes its layers at the
 // next Activate.
-func (b *Backend) restackLive(layers []string) error {
+func (b *Backend) restackLive(ctx context.Context, layers []layerRef) error {
 	live, err := b.Live()
 	if err != nil || !live {
 		return err
 	}
-	return b.restack(layers)
+	if err := b.restack(ctx, layers); err != nil {
+		return err
+	}
+	// Every layer is stacked: a refusal no longer stands.
+	return b.clearRefusal()
 }
 
 // restack puts, on each managed hierarchy, the stack of layers (oldest
-// first) above the image, replacing the stack in place atomically.
-func (b *Backend) restack(layers []string) error {
+// first) above the image, replacing the stack in place atomically. A
+// layer image is checked against its record and mounted first
+// (mountLayer); one that does not match is a *refusedError, and no stack
+// changes. Layer images no stack uses any more are detached.
+func (b *Backend) restack(ctx context.Context, layers []layerRef) error {
 	if err := b.checkLayers(); err != nil {
 		return err
 	}
-	for _, v := range layers {
-		if fi, err := os.Lstat(b.layerDir(v)); err != nil || !fi.IsDir() {
-			return fmt.Errorf("stacking layer %s: %s is missing or not a directory: %w", v, b.layerDir(v), nodestate.ErrDrift)
-		}
-	}
 	ms, err := mounts()
 	if err != nil {
+		return err
+	}
+	roots := make([]string, len(layers))
+	keep := map[string]bool{}
+	for i, l := range layers {
+		if l.Image == nil {
+			if fi, err := os.Lstat(b.layerDir(l.Version)); err != nil || !fi.IsDir() {
+				return fmt.Errorf("stacking layer %s: %s is missing or not a directory: %w", l.Version, b.layerDir(l.Version), nodestate.ErrDrift)
+			}
+			roots[i] = b.layerDir(l.Version)
+			continue
+		}
+		dir, err := b.mountLayer(ctx, l, ms)
+		if errors.Is(err, ErrLayerRefused) {
+			return &refusedError{at: i, version: l.Version, err: err}
+		}
+		if err != nil {
+			return err
+		}
+		roots[i], keep[dir] = dir, true
+	}
+	if ms, err = mounts(); err != nil {
 		return err
 	}
 	for _, h := range b.managed() {
 		target := filepath.Join(b.n.Root, h)
 		var lowers []string
 		for i := len(layers) - 1; i >= 0; i-- {
-			if p := filepath.Join(b.layerDir(layers[i]), h); isDir(p) {
+			if p := filepath.Join(roots[i], h); isDir(p) {
 				lowers = append(lowers, p)
 			}
 		}
@@ -128,7 +190,7 @@ func (b *Backend) restack(layers []string) error {
 			return err
 		}
 	}
-	return nil
+	return b.unmountStale(keep)
 }
 
 // emptyLayer returns an empty directory below the run directory, the

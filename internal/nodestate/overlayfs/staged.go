@@ -35,7 +35,7 @@ func (b *Backend) RunStaged(ctx context.Context, nt nodestate.Txn, argv []string
 	if err != nil {
 		return "", err
 	}
-	layers = append(layers, ".new-"+t.j.Record.Version)
+	layers = append(layers, layerRef{Version: t.j.Record.Version, Image: t.j.Record.Layer, staged: true})
 	return sandbox.Private(func() (string, error) { return b.runPrivate(ctx, layers, argv) })
 }
 
@@ -43,15 +43,31 @@ func (b *Backend) RunStaged(ctx context.Context, nt nodestate.Txn, argv []string
 // stacks layers (their directories and the image id-mapped for the
 // sandbox, so the stacks show the tree's owners inside it) and runs argv
 // in a sandbox whose root is the node's root as this namespace sees it.
-func (b *Backend) runPrivate(ctx context.Context, layers, argv []string) (string, error) {
+func (b *Backend) runPrivate(ctx context.Context, layers []layerRef, argv []string) (string, error) {
 	maps := []string{b.layersDir(), b.ImageDir()}
 	if empty, err := b.emptyLayer(); err == nil {
 		maps = append(maps, empty)
 	}
+	// Layer images are mounted (in this namespace) before they are
+	// mapped; restack then stacks the mapped mounts.
+	ms, err := mounts()
+	if err != nil {
+		return "", err
+	}
+	for _, l := range layers {
+		if l.Image == nil {
+			continue
+		}
+		dir, err := b.mountLayer(ctx, l, ms)
+		if err != nil {
+			return "", err
+		}
+		maps = append(maps, dir)
+	}
 	if _, err := sandbox.MapInPlace(maps...); err != nil {
 		return "", err
 	}
-	if err := b.restack(layers); err != nil {
+	if err := b.restack(ctx, layers); err != nil {
 		return "", err
 	}
 	return sandbox.RunHere(ctx, sandbox.Spec{Root: b.n.Root, Argv: argv, FileCaps: true})

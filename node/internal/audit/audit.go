@@ -154,7 +154,8 @@ func AgainstRepo(ctx context.Context, a *schema.Audit, v *view.View, repoDir str
 }
 
 // Files checks every file of the node's tree (b.Scan) against the
-// expected tree and the ledger's tree digest.
+// expected tree and the ledger's tree digest, and each layer image of a
+// backend that keeps them against the digest its apply recorded.
 func Files(ctx context.Context, a *schema.Audit, v *view.View, b nodestate.Backend) error {
 	a.FilesChecked = true
 	want, err := v.Expected()
@@ -170,6 +171,15 @@ func Files(ctx context.Context, a *schema.Audit, v *view.View, b nodestate.Backe
 	drift := Drift(want, got)
 	for _, d := range drift {
 		a.Problem("drift", d.Path, "%s", d.Msg)
+	}
+	if lr, ok := b.(nodestate.LayerRebuilder); ok {
+		bad, err := lr.CheckLayers(ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range bad {
+			a.Problem("drift", p.Path, "%s: strata restart --repair rewrites it from its overlay", p.Msg)
+		}
 	}
 	sort.Slice(a.Findings, func(i, j int) bool { return a.Findings[i].Path < a.Findings[j].Path })
 	d := manifests.TreeDigest(got)

@@ -1,0 +1,328 @@
+package overlayfs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/strata-dev/strata/internal/ctxio"
+	"github.com/strata-dev/strata/internal/erofs"
+	"github.com/strata-dev/strata/internal/loop"
+	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/internal/verity"
+	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/schema"
+)
+
+// ErrLayerRefused reports a layer image that does not match the record of
+// its apply: it is not stacked, and neither is anything above it.
+var ErrLayerRefused = errors.New("overlayfs: layer image refused")
+
+// layerImageExt ends a layer image's file name.
+const layerImageExt = ".erofs"
+
+func (b *Backend) layerFile(v string) string {
+	return filepath.Join(b.layersDir(), v+layerImageExt)
+}
+func (b *Backend) newLayerFile(v string) string {
+	return filepath.Join(b.layersDir(), ".new-"+v+layerImageExt)
+}
+
+// layerMounts is where layer images are mounted, one directory each.
+func (b *Backend) layerMounts() string { return filepath.Join(b.run, "strata", "layers") }
+
+// layerRef is one layer of a stack: an applied overlay's layer image (as
+// its apply recorded it) or, for a layer written before layer images, its
+// directory.
+type layerRef struct {
+	Version string
+	Image   *manifests.LayerImage // nil: a layer directory
+	staged  bool                  // the staged new image of an apply
+}
+
+// refs lists the layers of ledger records, oldest first.
+func refs(entries []manifests.LedgerEntry) []layerRef {
+	out := make([]layerRef, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, layerRef{Version: e.Version, Image: e.Layer})
+	}
+	return out
+}
+
+// path is the layer's image file or directory.
+func (b *Backend) path(r layerRef) string {
+	switch {
+	case r.Image == nil:
+		return b.layerDir(r.Version)
+	case r.staged:
+		return b.newLayerFile(r.Version)
+	}
+	return b.layerFile(r.Version)
+}
+
+// layerSalt is the salt of a layer's hash tree: derived from the
+// overlay's digest, so every node writes the same tree.
+func layerSalt(overlayDigest string) []byte {
+	s := sha256.Sum256([]byte("strata layer salt\x00" + overlayDigest))
+	return s[:]
+}
+
+// writeLayerImage writes the layer image of ch to the new file path: the
+// layer (layerNodes) as an EROFS image, its dm-verity tree appended, and
+// synced. It returns what the apply records of it.
+func writeLayerImage(ctx context.Context, path string, ch *nodestate.Change) (li *manifests.LayerImage, err error) {
+	nodes, err := layerNodes(ch)
+	if err != nil {
+		return nil, err
+	}
+	im, err := erofs.Plan(nodes)
+	if err != nil {
+		return nil, fmt.Errorf("writing layer image %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("writing layer image: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("writing layer image %s: %w", path, cerr)
+		}
+		if err != nil {
+			_ = os.Remove(path)
+		}
+	}()
+	if err := f.Truncate(im.Size()); err != nil {
+		return nil, fmt.Errorf("writing layer image %s: %w", path, err)
+	}
+	if err := im.WriteMeta(f); err != nil {
+		return nil, fmt.Errorf("writing layer image %s: %w", path, err)
+	}
+	err = ch.Payload(ctx, func(e manifests.Entry, r io.Reader) error {
+		if e.Type != manifests.TypeFile {
+			return nil
+		}
+		return im.WriteFile(f, e.Path, r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if u := im.Unwritten(); len(u) > 0 {
+		return nil, fmt.Errorf("writing layer image %s: the payload carried no content for %s: %w", path, strings.Join(u, ", "), manifests.ErrInvalid)
+	}
+	salt := layerSalt(ch.Record.Digest)
+	t, err := verity.Append(ctx, f, salt)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		return nil, fmt.Errorf("writing layer image %s: %w", path, err)
+	}
+	sum, size, err := digest(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return &manifests.LayerImage{
+		Format: manifests.LayerFormatEROFS, SHA256: sum, Size: size,
+		DataBlocks: im.Blocks(), Salt: hex.EncodeToString(salt), RootHash: t.RootHex(),
+	}, nil
+}
+
+// digest hashes the whole of f from its start.
+func digest(ctx context.Context, f *os.File) (string, int64, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, ctxio.NewReader(ctx, io.NewSectionReader(f, 0, 1<<62)))
+	if err != nil {
+		return "", 0, fmt.Errorf("hashing layer image %s: %w", f.Name(), err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// openLayerImage opens r's image file (a regular file, no link
+// followed) and checks it against the record of its apply: its size and
+// its SHA-256. A mismatch is ErrLayerRefused.
+func (b *Backend) openLayerImage(ctx context.Context, r layerRef) (*os.File, error) {
+	p := b.path(r)
+	f, err := safefile.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("layer %s: %w: %w", r.Version, ErrLayerRefused, err)
+	}
+	refuse := func(format string, a ...any) (*os.File, error) {
+		f.Close()
+		return nil, fmt.Errorf("layer %s: %w: %s: %s", r.Version, ErrLayerRefused, p, fmt.Sprintf(format, a...))
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return refuse("%v", err)
+	}
+	if fi.Size() != r.Image.Size {
+		return refuse("%d bytes, its apply wrote %d", fi.Size(), r.Image.Size)
+	}
+	sum, _, err := digest(ctx, f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if sum != r.Image.SHA256 {
+		return refuse("sha256 %s, its apply wrote %s", sum, r.Image.SHA256)
+	}
+	return f, nil
+}
+
+// mountLayer mounts r's image read-only below the run directory, once it
+// matches its record, and returns the mount point; an image mounted
+// there already (the same file: the mount point names its inode) is
+// used as it is.
+func (b *Backend) mountLayer(ctx context.Context, r layerRef, ms []mountInfo) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(b.path(r), &st); err != nil {
+		return "", fmt.Errorf("layer %s: %w: %w", r.Version, ErrLayerRefused, &os.PathError{Op: "lstat", Path: b.path(r), Err: err})
+	}
+	dir := b.layerMount(r, st.Ino)
+	if isMountPoint(ms, dir) {
+		return dir, nil
+	}
+	f, err := b.openLayerImage(ctx, r)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := safefile.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("mounting layer %s: %w", r.Version, err)
+	}
+	// The device reads the file just checked, through its descriptor.
+	cfg := loop.Config{ReadOnly: true, SizeLimit: r.Image.DataBlocks * erofs.BlockSize}
+	if _, err := loop.Mount("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), cfg, dir, "erofs", unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
+		_ = os.Remove(dir)
+		return "", fmt.Errorf("mounting layer %s: %w", r.Version, err)
+	}
+	return dir, nil
+}
+
+// unmountStale detaches the layer images mounted below the run directory
+// that are not in keep (mount points), and removes their directories.
+func (b *Backend) unmountStale(keep map[string]bool) error {
+	ms, err := mounts()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range ms {
+		if filepath.Dir(m.Point) != b.layerMounts() || keep[m.Point] {
+			continue
+		}
+		if err := unix.Unmount(m.Point, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("detaching layer image %s: %w", m.Point, err))
+			continue
+		}
+		_ = os.Remove(m.Point)
+	}
+	return errors.Join(errs...)
+}
+
+// refusedError is a layer image restack refused: the at'th layer.
+type refusedError struct {
+	at      int
+	version string
+	err     error
+}
+
+func (e *refusedError) Error() string {
+	return e.err.Error() + " (strata restart --repair rewrites it from its overlay)"
+}
+func (e *refusedError) Unwrap() error { return e.err }
+
+func (b *Backend) refusalPath() string { return filepath.Join(b.run, "strata", "layer-refused") }
+
+func (b *Backend) recordRefusal(e *refusedError) error {
+	raw, err := manifests.Encode(schema.LayerRefusal{Version: e.version, Error: e.Error(), Time: time.Now().UTC().Format(time.RFC3339)})
+	if err != nil {
+		return err
+	}
+	if err := writeNoFollow(b.refusalPath(), raw); err != nil {
+		return fmt.Errorf("recording the refused layer %s: %w", e.version, err)
+	}
+	return nil
+}
+
+func (b *Backend) clearRefusal() error { return ignoreMissing(os.Remove(b.refusalPath())) }
+
+// refusal returns the layer image the last activation refused, if that
+// still stands (nil when every layer is stacked).
+func (b *Backend) refusal() (*schema.LayerRefusal, error) {
+	raw, err := safefile.Read(b.refusalPath(), 64<<10)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the refused layer: %w", err)
+	}
+	var r schema.LayerRefusal
+	if err := manifests.Decode(raw, &r); err != nil {
+		return nil, fmt.Errorf("reading the refused layer %s: %w", b.refusalPath(), err)
+	}
+	return &r, nil
+}
+
+// LayerIntegrity says how the node's layers are checked, counts them by
+// form, and names the layer image its activation refused, if that still
+// stands. It changes nothing.
+func (b *Backend) LayerIntegrity() (*schema.LayerIntegrity, error) {
+	l, err := b.n.ReadLedger()
+	if err != nil {
+		return nil, err
+	}
+	li := &schema.LayerIntegrity{Mode: schema.LayersDigestChecked}
+	for _, r := range refs(l.Applied()) {
+		if r.Image != nil {
+			li.Images++
+		} else {
+			li.Directories++
+		}
+	}
+	if li.Directories > 0 && li.Images == 0 {
+		li.Mode = schema.LayersAudited
+	}
+	if li.Refused, err = b.refusal(); err != nil {
+		return nil, err
+	}
+	return li, nil
+}
+
+// CheckLayers checks each applied layer image against the record of its
+// apply (its size and SHA-256: one hash per layer), changing nothing. A
+// layer written before layer images has no such record; the file audit
+// walks it.
+func (b *Backend) CheckLayers(ctx context.Context) ([]nodestate.LayerProblem, error) {
+	l, err := b.n.ReadLedger()
+	if err != nil {
+		return nil, err
+	}
+	var out []nodestate.LayerProblem
+	for _, r := range refs(l.Applied()) {
+		if r.Image == nil {
+			continue
+		}
+		f, err := b.openLayerImage(ctx, r)
+		if errors.Is(err, ErrLayerRefused) {
+			rel, _ := filepath.Rel(b.n.Root, b.path(r))
+			out = append(out, nodestate.LayerProblem{Version: r.Version, Path: filepath.ToSlash(rel), Msg: err.Error()})
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		f.Close()
+	}
+	return out, nil
+}
