@@ -154,14 +154,10 @@ func TestDemoFleet(t *testing.T) {
 	d.fleet(0, "rollout", "--inventory", c.inventory, "--repo", c.repo, "--via", "agent", "--key", c.img.Key, "--max-unavailable", "1")
 	d.fleet(0, "status", "--inventory", c.inventory, "--repo", c.repo)
 
-	d.step("a local edit on demo1 (a byte of nginx's config changed on the state partition): the metric turns red at the next scrape")
+	d.step("a local edit on demo1 (another nginx config mounted over the file: the layers are read-only images): the metric turns red at the next scrape")
 	edited := c.labs[0]
-	conf := filepath.Join(edited.state, "var/lib/strata/layers/1.0.2/etc/nginx/conf.d/demo.conf")
-	raw, err := os.ReadFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, conf, strings.Replace(string(raw), "hello again", "hello by hand", 1))
+	raw := edited.sh("cat /etc/nginx/conf.d/demo.conf")
+	edited.handEdit("etc/nginx/conf.d/demo.conf", strings.Replace(raw, "hello again", "hello by hand", 1))
 	nginx := func() string { return d.metric(edited, `strata_service_config_current{unit="nginx.service"`) }
 	waitFor(t, "the metric to turn red", func() bool { return strings.HasSuffix(nginx(), "} 0") })
 	fmt.Printf("$ curl -s http://%s:9411/metrics | grep 'config_current.*nginx'\n%s\n", edited.node.Address(), nginx())

@@ -6,9 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -227,6 +229,25 @@ func (l *lab) sh(script string) string {
 	}
 	return string(out)
 }
+
+// handEdit puts content at /rel on the node as root there can: its
+// layers are read-only images, so by mounting over rel's directory a copy
+// of it (on /var, so that a validation sandbox carries it) with rel
+// changed. It returns what takes the edit back.
+func (l *lab) handEdit(rel, content string) func() {
+	l.t.Helper()
+	dir, name := path.Split("/" + rel)
+	copyDir := "/var/tmp/strata-hand-edit/" + strings.ReplaceAll(strings.Trim(dir, "/"), "/", "_")
+	l.sh(fmt.Sprintf("mkdir -p %[1]s && cp -a %[2]s. %[1]s/ && printf %%s %[3]s > %[1]s/%[4]s && mount --bind %[1]s %[2]s",
+		copyDir, dir, shellQuote(content), name))
+	return func() {
+		l.t.Helper()
+		l.sh(fmt.Sprintf("umount %s && rm -rf %s", dir, copyDir))
+	}
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // get fetches http://127.0.0.1:PORT/ inside the node.
 func (l *lab) get(port string) string {

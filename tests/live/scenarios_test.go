@@ -5,9 +5,7 @@ package live_test
 import (
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -58,21 +56,15 @@ func TestNginxConfigReloads(t *testing.T) {
 	l.audit()
 
 	// Runtime truth: strata's reload recorded what nginx loaded. A broken
-	// config put in by hand (into the layer on the state partition: the
-	// live /etc is read-only) is named, refused by nginx -t run in the
-	// sandbox against the tree on disk, and strata restart does not
-	// restart nginx onto it; the file put back, nginx is current again.
+	// config put in by hand (mounted over the file: the live /etc and
+	// its layer images are read-only) is named, refused by nginx -t run
+	// in the sandbox against the tree on disk, and strata restart does
+	// not restart nginx onto it; the file put back, nginx is current
+	// again.
 	if u := l.unitConfig("nginx.service"); !u.Current() || u.LoadedBy != "apply 1.0.1" || u.Loaded != u.Head || u.InvocationID != nginx.InvocationID {
 		t.Fatalf("nginx.service after the apply's reload: %+v (invocation %s)", u, nginx.InvocationID)
 	}
-	conf := filepath.Join(l.state, "var/lib/strata/layers/1.0.1/etc/nginx/conf.d/strata-live.conf")
-	good, err := os.ReadFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(conf, []byte("this is not nginx;\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	undo := l.handEdit("etc/nginx/conf.d/strata-live.conf", "this is not nginx;\n")
 	u := l.unitConfig("nginx.service")
 	if u.State != schema.UnitBad || !strings.Contains(u.Note, "config on disk is bad") || !slices.Equal(u.Differ, []string{"etc/nginx/conf.d/strata-live.conf"}) {
 		t.Fatalf("nginx.service with a broken config put in by hand: %+v", u)
@@ -83,9 +75,7 @@ func TestNginxConfigReloads(t *testing.T) {
 	if got := l.unit("nginx.service"); got.MainPID != nginx.MainPID || got.InvocationID != nginx.InvocationID {
 		t.Fatalf("nginx was restarted onto a bad config")
 	}
-	if err := os.WriteFile(conf, good, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	undo()
 	if u = l.unitConfig("nginx.service"); !u.Current() {
 		t.Fatalf("nginx.service with its file put back: %+v", u)
 	}

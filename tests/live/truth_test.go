@@ -5,7 +5,6 @@ package live_test
 import (
 	"encoding/json"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,19 +68,14 @@ func TestRuntimeTruth(t *testing.T) {
 		return promtest.Value(prom, `strata_service_config_current{unit="nginx.service"}`)
 	}
 	waitFor(t, "Prometheus to see nginx.service current", func() bool { return nginx() == "1" })
-	conf := filepath.Join(l.state, "var/lib/strata/layers/1.0.1/etc/nginx/conf.d/strata-truth.conf")
-	orig, err := os.ReadFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, conf, nginxSite("8093", "edited by hand"))
+	undo := l.handEdit("etc/nginx/conf.d/strata-truth.conf", nginxSite("8093", "edited by hand"))
 	edited := time.Now()
 	waitFor(t, "the hand edit to turn the metric to 0", func() bool { return nginx() == "0" })
 	t.Logf("the metric turned 0 %s after the hand edit", time.Since(edited).Round(time.Millisecond))
 	if n := fleetView(); n.State != fleet.StatePending || !strings.Contains(n.Notes(), "nginx.service: config changed on disk (etc/nginx/conf.d/strata-truth.conf") {
 		t.Fatalf("the fleet view of the hand edit: %+v", n)
 	}
-	writeFile(t, conf, string(orig))
+	undo()
 	waitFor(t, "the file put back to turn the metric to 1", func() bool { return nginx() == "1" })
 
 	// A broken agent config while 1.0.2 is published.
