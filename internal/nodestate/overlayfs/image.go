@@ -210,7 +210,8 @@ func (b *Backend) mountLayer(ctx context.Context, r layerRef, ms []mountInfo) (s
 }
 
 // unmountStale detaches the layer images mounted below the run directory
-// that are not in keep (mount points), and removes their directories.
+// that are not in keep (mount points), and removes their directories and
+// the empty ones a validation's private mounts left.
 func (b *Backend) unmountStale(keep map[string]bool) error {
 	ms, err := mounts()
 	if err != nil {
@@ -226,6 +227,12 @@ func (b *Backend) unmountStale(keep map[string]bool) error {
 			continue
 		}
 		_ = os.Remove(m.Point)
+	}
+	ents, _ := os.ReadDir(b.layerMounts())
+	for _, e := range ents {
+		if p := filepath.Join(b.layerMounts(), e.Name()); !keep[p] && !isMountPoint(ms, p) {
+			_ = os.Remove(p) // only an empty directory goes
+		}
 	}
 	return errors.Join(errs...)
 }
