@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-dev/strata/agent"
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/nodestate/overlayfs"
 	"github.com/strata-dev/strata/internal/repo"
@@ -259,6 +260,9 @@ func TestLayerImageRefusedThenRepaired(t *testing.T) {
 	}
 	if li := st.LayerIntegrity; li == nil || li.Mode != schema.LayersDigestChecked || li.Images != 2 || li.Refused == nil || li.Refused.Version != "1.0.2" {
 		t.Fatalf("status: %+v", st.LayerIntegrity)
+	}
+	if h, err := agent.ReadHealth(ctx, root, nil); err != nil || h.LayerIntegrity == nil || h.LayerIntegrity.Refused == nil || h.LayerIntegrity.Refused.Version != "1.0.2" {
+		t.Fatalf("health with 1.0.2 refused: %+v, %v", h, err)
 	}
 	if _, err := nodetest.Apply(ctx, root, node.Source{Repo: l.repo}, node.ApplyOptions{}, node.Options{}); !errors.Is(err, overlayfs.ErrLayerRefused) {
 		t.Fatalf("apply of 1.0.3 over a refused layer: %v, want ErrLayerRefused", err)
