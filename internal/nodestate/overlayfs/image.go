@@ -153,7 +153,7 @@ func digest(ctx context.Context, f *os.File) (string, int64, error) {
 // its SHA-256. A mismatch is ErrLayerRefused.
 func (b *Backend) openLayerImage(ctx context.Context, r layerRef) (*os.File, error) {
 	p := b.path(r)
-	f, err := safefile.Open(p)
+	f, err := openDetached(p)
 	if err != nil {
 		return nil, fmt.Errorf("layer %s: %w: %w", r.Version, ErrLayerRefused, err)
 	}
@@ -177,6 +177,29 @@ func (b *Backend) openLayerImage(ctx context.Context, r layerRef) (*os.File, err
 		return refuse("sha256 %s, its apply wrote %s", sum, r.Image.SHA256)
 	}
 	return f, nil
+}
+
+// openDetached opens the regular file at path for reading, without
+// following a link, through a private clone of the mount that holds it
+// (open_tree OPEN_TREE_CLONE, as overlayfs takes its layers): a loop
+// device reading the file then pins that clone, not the node's /var, so
+// a shutdown can still unmount /var with the layer images in use.
+func openDetached(path string) (*os.File, error) {
+	dir, name := filepath.Split(path)
+	tfd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return nil, &os.PathError{Op: "open_tree", Path: dir, Err: err}
+	}
+	defer unix.Close(tfd)
+	fd, err := unix.Openat2(tfd, name, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	return safefile.Reopen(fd, path)
 }
 
 // mountLayer mounts r's image read-only below the run directory, once it
