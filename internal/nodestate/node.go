@@ -82,6 +82,11 @@ func (n Node) CheckState() error {
 	check := func(name string, want os.FileMode) error {
 		p := filepath.Join(n.StateDir(), name)
 		fi, err := os.Lstat(p)
+		// A file replaced by an atomic write (rename) while it was looked
+		// up shows the old inode, with no link left: look again.
+		for try := 0; try < 3 && err == nil && nlink(fi) == 0; try++ {
+			fi, err = os.Lstat(p)
+		}
 		if errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
@@ -111,6 +116,14 @@ func (n Node) CheckState() error {
 		}
 	}
 	return nil
+}
+
+// nlink is fi's link count (1 where the system does not say).
+func nlink(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
 }
 
 // ReadLedger reads and structurally checks the ledger.
