@@ -58,6 +58,11 @@ type OverlayManifest struct {
 	// Reverts is the overlay this one undoes (overlay revert), an
 	// earlier one of the line.
 	Reverts *Ref `json:"reverts,omitempty"`
+	// Layer is the layer image of the overlay (package layer): what every
+	// overlayfs node that applies it writes, byte for byte, and checks its
+	// own image against. Overlays published before layer images have
+	// none.
+	Layer *LayerImage `json:"layer,omitempty"`
 }
 
 // MaxReasonLen bounds a reason recorded in a signed manifest (such as
@@ -109,6 +114,11 @@ func (m *OverlayManifest) Validate() error {
 	if m.ValidationSkipped != "" {
 		if err := ValidReason("overlay "+m.Version+": validation_skipped", m.ValidationSkipped); err != nil {
 			return err
+		}
+	}
+	if m.Layer != nil {
+		if err := m.Layer.Validate(); err != nil {
+			return fmt.Errorf("overlay %s: %w", m.Version, err)
 		}
 	}
 	if r := m.Reverts; r != nil {

@@ -162,7 +162,7 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	}
-	created, err := publish(ctx, r, c, m, cancellable(ctx, patches.opener(open)), algo, key, key, next)
+	created, err := publish(ctx, r, c, m, cancellable(ctx, open), cancellable(ctx, patches.opener(open)), algo, key, key, next)
 	if err != nil {
 		return nil, err
 	}
@@ -331,11 +331,17 @@ func previewOn(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*Prev
 	return &Previewed{Manifest: m, Changes: Changes(c.State, m), Validation: v}, nil
 }
 
-// publish signs m with key, writes the overlay with the payload open
-// gives under r's overlays/, and appends it to the index, which indexKey
-// signs.
-func publish(ctx context.Context, r *repo.Repo, c *Chain, m *manifests.OverlayManifest, open tree.Opener, algo compress.Algorithm, key, indexKey *sign.Key, next tree.State) (*Created, error) {
+// publish records m's layer image (writing it from the full contents
+// content gives, over next, the tree after m), signs m with key, writes
+// the overlay with the payload open gives under r's overlays/, and
+// appends it to the index, which indexKey signs.
+func publish(ctx context.Context, r *repo.Repo, c *Chain, m *manifests.OverlayManifest, content, open tree.Opener, algo compress.Algorithm, key, indexKey *sign.Key, next tree.State) (*Created, error) {
 	head := c.Head()
+	li, err := layerRecord(ctx, m, next, content)
+	if err != nil {
+		return nil, fmt.Errorf("creating overlay %s: %w", m.Version, err)
+	}
+	m.Layer = li
 	keys, err := c.Keys.After(m)
 	if err != nil {
 		return nil, err

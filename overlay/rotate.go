@@ -128,7 +128,7 @@ func RotateKeys(ctx context.Context, repoDir string, key *sign.Key, o RotateOpti
 	open := func(e manifests.Entry) (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(files[e.Path])), nil
 	}
-	return publish(ctx, r, c, m, open, compress.Zstd, key, indexKey, next)
+	return publish(ctx, r, c, m, open, open, compress.Zstd, key, indexKey, next)
 }
 
 // rotation checks what o asks for against the keys the line trusts at

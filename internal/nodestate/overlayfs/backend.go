@@ -241,6 +241,9 @@ func (b *Backend) Stage(ctx context.Context, ch *nodestate.Change) (nodestate.Tx
 	if err != nil {
 		return nil, err
 	}
+	if err := sameLayer(ch.Manifest, li); err != nil {
+		return nil, errors.Join(err, os.Remove(b.newLayerFile(v)))
+	}
 	t.j.Record.Layer = li
 	if err := safefile.SyncDir(b.layersDir()); err != nil {
 		_ = os.Remove(b.newLayerFile(v))

@@ -2,25 +2,20 @@ package overlayfs
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/internal/erofs"
+	"github.com/strata-dev/strata/internal/layer"
 	"github.com/strata-dev/strata/internal/loop"
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
-	"github.com/strata-dev/strata/internal/verity"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/schema"
 )
@@ -71,24 +66,11 @@ func (b *Backend) path(r layerRef) string {
 	return b.layerFile(r.Version)
 }
 
-// layerSalt is the salt of a layer's hash tree: derived from the
-// overlay's digest, so every node writes the same tree.
-func layerSalt(overlayDigest string) []byte {
-	s := sha256.Sum256([]byte("strata layer salt\x00" + overlayDigest))
-	return s[:]
-}
-
-// writeLayerImage writes the layer image of ch to the new file path: the
-// layer (layerNodes) as an EROFS image, its dm-verity tree appended, and
-// synced. It returns what the apply records of it.
+// writeLayerImage writes the layer image of ch to the new file path
+// (layer.Write), synced, and returns what the apply records of it.
 func writeLayerImage(ctx context.Context, path string, ch *nodestate.Change) (li *manifests.LayerImage, err error) {
-	nodes, err := layerNodes(ch)
-	if err != nil {
+	if _, err := layerNodes(ch); err != nil {
 		return nil, err
-	}
-	im, err := erofs.Plan(nodes)
-	if err != nil {
-		return nil, fmt.Errorf("writing layer image %s: %w", path, err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
@@ -102,50 +84,17 @@ func writeLayerImage(ctx context.Context, path string, ch *nodestate.Change) (li
 			_ = os.Remove(path)
 		}
 	}()
-	if err := f.Truncate(im.Size()); err != nil {
-		return nil, fmt.Errorf("writing layer image %s: %w", path, err)
-	}
-	if err := im.WriteMeta(f); err != nil {
-		return nil, fmt.Errorf("writing layer image %s: %w", path, err)
-	}
-	err = ch.Payload(ctx, func(e manifests.Entry, r io.Reader) error {
-		if e.Type != manifests.TypeFile {
-			return nil
-		}
-		return im.WriteFile(f, e.Path, r)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if u := im.Unwritten(); len(u) > 0 {
-		return nil, fmt.Errorf("writing layer image %s: the payload carried no content for %s: %w", path, strings.Join(u, ", "), manifests.ErrInvalid)
-	}
-	salt := layerSalt(ch.Record.Digest)
-	t, err := verity.Append(ctx, f, salt)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.Sync(); err != nil {
-		return nil, fmt.Errorf("writing layer image %s: %w", path, err)
-	}
-	sum, size, err := digest(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	return &manifests.LayerImage{
-		Format: manifests.LayerFormatEROFS, SHA256: sum, Size: size,
-		DataBlocks: im.Blocks(), Salt: hex.EncodeToString(salt), RootHash: t.RootHex(),
-	}, nil
+	return layer.Write(ctx, f, ch.Manifest, ch.After, ch.Payload)
 }
 
-// digest hashes the whole of f from its start.
-func digest(ctx context.Context, f *os.File) (string, int64, error) {
-	h := sha256.New()
-	n, err := io.Copy(h, ctxio.NewReader(ctx, io.NewSectionReader(f, 0, 1<<62)))
-	if err != nil {
-		return "", 0, fmt.Errorf("hashing layer image %s: %w", f.Name(), err)
+// sameLayer checks the layer image a node wrote of overlay m (li)
+// against the one m's publisher signed, if m has that record.
+func sameLayer(m *manifests.OverlayManifest, li *manifests.LayerImage) error {
+	if m.Layer == nil || *m.Layer == *li {
+		return nil
 	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	return fmt.Errorf("layer %s: the image written here (sha256 %s, %d bytes, root hash %s) is not the one the overlay's signed manifest records (sha256 %s, %d bytes, root hash %s): the tree below the overlay is not the line's: %w",
+		m.Version, li.SHA256, li.Size, li.RootHash, m.Layer.SHA256, m.Layer.Size, m.Layer.RootHash, nodestate.ErrDrift)
 }
 
 // openLayerImage opens r's image file (a regular file, no link
@@ -168,7 +117,7 @@ func (b *Backend) openLayerImage(ctx context.Context, r layerRef) (*os.File, err
 	if fi.Size() != r.Image.Size {
 		return refuse("%d bytes, its apply wrote %d", fi.Size(), r.Image.Size)
 	}
-	sum, _, err := digest(ctx, f)
+	sum, _, err := layer.Digest(ctx, f)
 	if err != nil {
 		f.Close()
 		return nil, err

@@ -1,8 +1,10 @@
 package overlayfs_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +16,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-dev/strata/internal/archive/archivetest"
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/node"
+	"github.com/strata-dev/strata/node/nodetest"
+	"github.com/strata-dev/strata/overlay"
 )
 
 // layersOf is the layers directory of the test node at root (its state
@@ -155,4 +161,78 @@ func toLayerDirs(t *testing.T, image, root string) {
 		}
 	}
 	boot(t, image, filepath.Join(filepath.Dir(root), "state"), root)
+}
+
+// An overlay whose signed manifest records another layer image than the
+// one the node writes (the tree below it is not the line's, or the
+// record lies) is refused before anything switches: no layer, no mount,
+// no ledger record.
+func TestSignedLayerRecordMismatchRefused(t *testing.T) {
+	l := newLine(t, "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n", map[string]string{"rootfs/etc/app.conf": "port 80\n"})
+	ctx := context.Background()
+	src := filepath.Join(l.dir, "c")
+	if err := os.WriteFile(src, []byte("port 81\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := overlay.Create(ctx, l.repo, l.key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app.conf", Src: src}}}, overlay.CreateOptions{Version: "1.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := archivetest.Read(t, c.Path)[2:] // the payload, after the manifest and its signature
+	m := *c.Manifest
+	li := *m.Layer
+	li.RootHash = strings.Repeat("0", 64)
+	m.Layer = &li
+	forged := filepath.Join(l.dir, "forged.overlay.tar.zst")
+	archivetest.Craft(t, forged, &m, l.key, members)
+	root := newNode(t, l.res.Image)
+	_, err = nodetest.Apply(ctx, root, node.Source{Files: []string{forged}}, node.ApplyOptions{}, node.Options{})
+	if !errors.Is(err, nodestate.ErrDrift) || !strings.Contains(err.Error(), "signed manifest records") {
+		t.Fatalf("apply of an overlay whose signed layer record differs: %v, want ErrDrift naming the record", err)
+	}
+	if ents, _ := os.ReadDir(layersOf(root)); len(ents) != 0 {
+		t.Errorf("layers left by the refused apply: %v", ents)
+	}
+	if st, err := nodetest.Status(ctx, root); err != nil || st.Head.Version != "1.0.0" {
+		t.Fatalf("status after the refused apply: %+v, %v", st, err)
+	}
+	// The genuine overlay applies, and its image is the signed one.
+	if _, err := nodetest.Apply(ctx, root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := appliedLayer(t, root, "1.0.1"); *got != *c.Manifest.Layer {
+		t.Fatalf("layer image %+v, signed %+v", got, c.Manifest.Layer)
+	}
+	// A ledger rewritten to record another image is named by the audit:
+	// the signed manifest says which image the overlay makes.
+	n := nodestate.Node{Root: root}
+	led, err := n.ReadLedger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewritten := &manifests.Ledger{Schema: led.Schema, Kind: led.Kind}
+	for _, e := range led.Entries {
+		if e.Layer != nil {
+			li := *e.Layer
+			li.SHA256 = strings.Repeat("f", 64)
+			e.Layer = &li
+		}
+		if err := rewritten.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.WriteLedger(rewritten); err != nil {
+		t.Fatal(err)
+	}
+	a, err := nodetest.Verify(ctx, root, node.VerifyOptions{Files: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range a.Findings {
+		found = found || f.Kind == "tampered" && f.Path == manifests.StateDir+"/layers/1.0.1.erofs" && strings.Contains(f.Message, "signed manifest")
+	}
+	if !found {
+		t.Fatalf("audit with the ledger's layer record rewritten: %+v", a.Findings)
+	}
 }

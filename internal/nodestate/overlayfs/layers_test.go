@@ -95,7 +95,8 @@ func newLine(t *testing.T, recipe string, files map[string]string) *line {
 
 // A node that boots an image: each overlay is a layer image in the state
 // (a deletion a whiteout in it), written as the apply recorded it and
-// verifiable with veritysetup, /etc and /usr become stacks, the root stays
+// verifiable with veritysetup, the one the publisher signed into the
+// overlay's manifest, /etc and /usr become stacks, the root stays
 // read-only, a reboot (everything unmounted, activate again) brings the
 // same tree back before anything else runs, and a rollback drops the
 // stack when no layer is left.
@@ -118,6 +119,9 @@ func TestLayersStacksAndReboot(t *testing.T) {
 	}
 	layer := filepath.Join(layersOf(root), "1.0.1.erofs")
 	checkImage(t, layer, appliedLayer(t, root, "1.0.1"))
+	if signed := c.Manifest.Layer; signed == nil || *signed != *appliedLayer(t, root, "1.0.1") {
+		t.Fatalf("the node's layer image %+v is not the one the overlay's manifest signs, %+v", appliedLayer(t, root, "1.0.1"), signed)
+	}
 	var st unix.Stat_t
 	if err := unix.Lstat(filepath.Join(mountedLayer(t, root, "1.0.1"), "etc/motd"), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != 0 {
 		t.Fatalf("etc/motd in the layer image: %+v, %v; want a whiteout (char 0/0)", st, err)

@@ -123,6 +123,9 @@ func (b *Backend) rewriteImage(ctx context.Context, fresh string, ch *nodestate.
 	if err != nil {
 		return err
 	}
+	if err := sameLayer(ch.Manifest, got); err != nil {
+		return err
+	}
 	if *got != *want {
 		return fmt.Errorf("the image written anew (sha256 %s, %d bytes) is not the one its apply wrote (sha256 %s, %d bytes): the overlay or the tree below it differs from then: %w", got.SHA256, got.Size, want.SHA256, want.Size, nodestate.ErrDrift)
 	}

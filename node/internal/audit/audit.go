@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -179,6 +180,15 @@ func Files(ctx context.Context, a *schema.Audit, v *view.View, b nodestate.Backe
 		}
 		for _, p := range bad {
 			a.Problem("drift", p.Path, "%s: strata restart --repair rewrites it from its overlay", p.Msg)
+		}
+	}
+	// The ledger's record of each layer image against the one the
+	// overlay's signed manifest carries (overlays published with one).
+	for i, m := range v.Overlays {
+		rec := v.Applied[i].Layer
+		if m.Layer != nil && rec != nil && *m.Layer != *rec {
+			a.Problem("tampered", path.Join(manifests.StateDir, "layers", m.Version+".erofs"),
+				"layer %s: the ledger records an image with sha256 %s and root hash %s, the overlay's signed manifest %s and %s", m.Version, rec.SHA256, rec.RootHash, m.Layer.SHA256, m.Layer.RootHash)
 		}
 	}
 	sort.Slice(a.Findings, func(i, j int) bool { return a.Findings[i].Path < a.Findings[j].Path })
