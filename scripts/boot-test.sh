@@ -44,7 +44,13 @@
 #     restarts; root A boots and records the failed upgrade;
 #  4. compacted again, it boots root B with no layer stacked and the tree digest it had,
 #     the entry is blessed, and `strata rollout` brings it to overlay 1.0.4,
-#     which `status --inventory` then reports.
+#     which `status --inventory` then reports;
+#  5. one byte of 1.0.4's layer image is changed on the running node:
+#     `verify-sequence --files` names the image, the next boot's activation
+#     refuses it (the stacks without it, `LAYER REFUSED` on the console,
+#     `strata status` naming it), and `restart --inventory --repair`
+#     rewrites it from the repository: 1.0.4 in effect again, the audit
+#     passes.
 #
 #   scripts/boot-test.sh [STRATA_BIN]
 #
@@ -307,8 +313,32 @@ grep -q '^head      1.0.4 ' <<<"$st" && grep -q '^layers    1.0.4$' <<<"$st" || 
 grep -q '"head": "1.0.4"' "$WORK/status.json" && grep -qE '"state": "(current|pending)"' "$WORK/status.json" ||
 	fail "status --inventory after the rollout: $(cat "$WORK/status.json")"
 t5=$(date +%s)
+
+echo "== 5. up2: a byte of layer 1.0.4's image changed on the running node: the audit names it, the next boot refuses it, restart --repair rewrites it"
+st=$(on_node strata status --root /)
+grep -q '^checks    1 layer image(s), digest-checked at activation$' <<<"$st" || fail "status does not say how the layers are checked: $st"
+on_node "printf '\\377' | dd of=/var/lib/strata/layers/1.0.4.erofs bs=1 count=1 conv=notrunc status=none && sync"
+rc=0
+out=$(on_node strata verify-sequence --root / --files) || rc=$?
+echo "$out"
+[ $rc = 3 ] && grep -q 'var/lib/strata/layers/1.0.4.erofs' <<<"$out" || fail "verify-sequence --files does not name the changed layer image (exit $rc)"
+mark
+on_node systemctl reboot || true
+wait_for "the changed layer image refused at activation" 'strata: activated /root at 1.0.4 (layers: none)' \
+	'LAYER REFUSED: layer 1.0.4: ' 'STRATA-BOOT-CHECK etc=[layer 1.0.3]'
+ssh_up
+st=$(on_node strata status --root /)
+echo "$st"
+grep -q '^REFUSED   layer 1.0.4 at activation ' <<<"$st" || fail "status does not name the refused layer"
+"$BIN" restart "${SSHF[@]}" --repair || fail "restart --repair of the refused layer"
+st=$(on_node strata status --root /)
+echo "$st"
+! grep -q '^REFUSED' <<<"$st" && grep -q '^layers    1.0.4$' <<<"$st" || fail "status after the repair"
+[ "$(on_node cat /etc/strata-boot-check)" = "layer 1.0.4" ] || fail "1.0.4 not in effect after the repair"
+on_node strata verify-sequence --root / --files || fail "verify-sequence --files after the repair"
+t6=$(date +%s)
 stop_qemu
 
-echo "== timings: builds $((t1 - t0))s, disks $((t2 - t1))s, failed trial and fallback $((t3 - t2))s, upgrade $((t4 - t3))s, changed root refused $((t45 - t4))s, compaction and rollout $((t5 - t45))s"
-echo "PASS: up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; every root opened through dm-verity"
+echo "== timings: builds $((t1 - t0))s, disks $((t2 - t1))s, failed trial and fallback $((t3 - t2))s, upgrade $((t4 - t3))s, changed root refused $((t45 - t4))s, compaction and rollout $((t5 - t45))s, changed layer refused and repaired $((t6 - t5))s"
+echo "PASS: up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image with one byte changed named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity"
 [ -n "${BOOT_WORK:-}" ] || rm -rf "$WORK"
