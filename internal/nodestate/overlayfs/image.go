@@ -106,9 +106,15 @@ func (b *Backend) openLayerImage(ctx context.Context, r layerRef) (*os.File, err
 	if err != nil {
 		return nil, fmt.Errorf("layer %s: %w: %w", r.Version, ErrLayerRefused, err)
 	}
+	// The node's own path names it (an initramfs sees the node's root
+	// at /root).
+	shown := p
+	if rel, err := filepath.Rel(b.n.Root, p); err == nil && filepath.IsLocal(rel) {
+		shown = "/" + filepath.ToSlash(rel)
+	}
 	refuse := func(format string, a ...any) (*os.File, error) {
 		f.Close()
-		return nil, fmt.Errorf("layer %s: %w: %s: %s", r.Version, ErrLayerRefused, p, fmt.Sprintf(format, a...))
+		return nil, fmt.Errorf("layer %s: %w: %s: %s", r.Version, ErrLayerRefused, shown, fmt.Sprintf(format, a...))
 	}
 	fi, err := f.Stat()
 	if err != nil {
