@@ -57,7 +57,7 @@ Nodes whose backend is a directory tree have nothing to activate (exit 3).`,
 					fmt.Fprintf(w, "upgrade failed, recorded: %s\n", f.Error)
 				}
 				if r := rep.LayerRefused; r != nil {
-					fmt.Fprintf(w, "LAYER REFUSED: %s; the node runs the layers below it (strata restart --repair rewrites it from its overlay)\n", r.Error)
+					fmt.Fprintf(w, "LAYER REFUSED: %s; the node runs the layers below it\n", r.Error)
 				}
 				if rep.Refused != "" {
 					fmt.Fprintf(w, "a boot since the last one refused a root: %s\n", rep.Refused)
