@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/internal/nodestate/overlayfs"
 	"github.com/strata-dev/strata/node"
 
 	// The agent opens its node through the registered backends.
@@ -403,6 +404,8 @@ func Reason(err error) string {
 		return "validation"
 	case errors.Is(err, node.ErrLocalEdit):
 		return "local_edit"
+	case errors.Is(err, overlayfs.ErrLayerRefused):
+		return "layer_refused"
 	case errors.Is(err, sign.ErrBadSignature), errors.Is(err, sign.ErrUnsigned), errors.Is(err, sign.ErrNoKeys):
 		return "signature"
 	case errors.Is(err, overlay.ErrSequence):

@@ -28,7 +28,7 @@ func newMetrics(a *Agent) *metrics {
 			Name: "strata_overlays_applied_total", Help: "Overlays this agent applied.",
 		}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "strata_apply_failures_total", Help: "Failed apply attempts, by reason (index_rollback, index_expired, signature, sequence, restart, validation, locked, tampered, ...).",
+			Name: "strata_apply_failures_total", Help: "Failed apply attempts, by reason (index_rollback, index_expired, signature, sequence, restart, validation, locked, tampered, local_edit, layer_refused, ...).",
 		}, []string{"reason"}),
 		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_polls_total", Help: "Polls of the repository's index, by result (changed, unchanged, error).",

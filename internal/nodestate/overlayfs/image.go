@@ -21,8 +21,9 @@ import (
 )
 
 // ErrLayerRefused reports a layer image that does not match the record of
-// its apply: it is not stacked, and neither is anything above it.
-var ErrLayerRefused = errors.New("overlayfs: layer image refused")
+// its apply: it is not stacked, and neither is anything above it. It is
+// a rejection (exit 3).
+var ErrLayerRefused = manifests.Rejection("overlayfs: layer image refused")
 
 // layerImageExt ends a layer image's file name.
 const layerImageExt = ".erofs"
