@@ -143,8 +143,8 @@ func ignoreMissing(err error) error {
 // LayerHas reports whether the layer of version holds rel
 // (slash-separated, resolved beneath the layer without following
 // symlinks), or a symlink on the way to it: something there may make the
-// stack differ from the overlay. A layer image that no longer matches
-// the record of its apply may hold anything: it reports true.
+// stack differ from the overlay. A layer image that is not mounted may
+// hold anything: it reports true.
 func (b *Backend) LayerHas(version, rel string) bool {
 	root := b.layerDir(version)
 	if ref, err := b.appliedRef(version); err == nil && ref.Image != nil {
@@ -168,8 +168,10 @@ func (b *Backend) LayerHas(version, rel string) bool {
 	return true
 }
 
-// mountedImage returns where r's image file is mounted, if it is and it
-// still matches its record.
+// mountedImage returns where r's image file is mounted, if it is. Its
+// digest is not read again here (a repair asks for every drifted path):
+// it matched when it was mounted, and an image changed since is one
+// CheckLayers names, which a repair rebuilds whatever it holds.
 func (b *Backend) mountedImage(r layerRef) (string, bool) {
 	var st unix.Stat_t
 	if err := unix.Lstat(b.path(r), &st); err != nil {
@@ -180,11 +182,6 @@ func (b *Backend) mountedImage(r layerRef) (string, bool) {
 	if err != nil || !isMountPoint(ms, dir) {
 		return "", false
 	}
-	f, err := b.openLayerImage(context.Background(), r)
-	if err != nil {
-		return "", false
-	}
-	f.Close()
 	return dir, true
 }
 
