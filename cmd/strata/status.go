@@ -209,7 +209,7 @@ func printable(s string) string {
 	}, s)
 }
 
-// layerChecks says how a node's layers are checked: "2 layer images,
+// layerChecks says how a node's layers are checked: "2 layer image(s),
 // digest-checked at activation".
 func layerChecks(li *schema.LayerIntegrity) string {
 	var parts []string
@@ -237,7 +237,7 @@ func printStatus(w io.Writer, st *node.Status) {
 		fmt.Fprintf(w, "checks    %s\n", layerChecks(li))
 	}
 	if li := st.LayerIntegrity; li != nil && li.Refused != nil {
-		fmt.Fprintf(w, "REFUSED   layer %s at activation (%s): %s; the stacks hold only the layers below it\n", li.Refused.Version, li.Refused.Time, li.Refused.Error)
+		fmt.Fprintf(w, "REFUSED   layer %s at activation (%s): %s; the stacks hold only the layers below it\n", printable(li.Refused.Version), printable(li.Refused.Time), printable(li.Refused.Error))
 	}
 	if r := st.Running; r != nil {
 		fmt.Fprintf(w, "running   image %s on root %s (whole-image upgrade)\n", r.Version, strings.ToUpper(st.Slot))
