@@ -86,6 +86,20 @@ start_qemu() {
 	QEMU_PID=$!
 }
 
+# power_off shuts the node down cleanly (its file systems unmounted or
+# read-only, their journals flushed), so that a command that then reads
+# its disk offline (read-only first, without journal replay) sees what
+# the node wrote; stop_qemu alone is pulling the plug.
+power_off() {
+	on_node systemctl poweroff || true
+	local deadline=$(($(date +%s) + TIMEOUT))
+	while [ -n "$QEMU_PID" ] && kill -0 "$QEMU_PID" 2>/dev/null; do
+		[ "$(date +%s)" -lt "$deadline" ] || fail "the node did not power off"
+		sleep 2
+	done
+	stop_qemu
+}
+
 # MARK is the console line a phase starts at: wait_for and no_failure
 # look at the console from there on.
 MARK=1

@@ -289,7 +289,7 @@ st=$(on_node strata status --root /)
 echo "$st"
 grep -q '^failed    upgrade to image 1.0.0+head.1.0.3 .*its boot was refused: root /dev/.*data block 0 is corrupted' <<<"$st" ||
 	fail "status does not say why root B was refused"
-stop_qemu
+power_off
 t45=$(date +%s)
 "$BIN" upgrade --disk "$WORK/disk2.img" --compact --repo "$REPO" --tries 1
 
