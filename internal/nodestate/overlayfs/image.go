@@ -70,9 +70,6 @@ func (b *Backend) path(r layerRef) string {
 // writeLayerImage writes the layer image of ch to the new file path
 // (layer.Write), synced, and returns what the apply records of it.
 func writeLayerImage(ctx context.Context, path string, ch *nodestate.Change) (li *manifests.LayerImage, err error) {
-	if _, err := layerNodes(ch); err != nil {
-		return nil, err
-	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("writing layer image: %w", err)
@@ -85,7 +82,11 @@ func writeLayerImage(ctx context.Context, path string, ch *nodestate.Change) (li
 			_ = os.Remove(path)
 		}
 	}()
-	return layer.Write(ctx, f, ch.Manifest, ch.After, ch.Payload)
+	li, err = layer.Write(ctx, f, ch.Manifest, ch.After, ch.Payload)
+	if errors.Is(err, layer.ErrParent) {
+		err = fmt.Errorf("writing layer: %w: %w", nodestate.ErrDrift, err)
+	}
+	return li, err
 }
 
 // sameLayer checks the layer image a node wrote of overlay m (li)

@@ -137,7 +137,6 @@ func toLayerDirs(t *testing.T, image, root string) {
 		t.Fatal(err)
 	}
 	var images []string
-	old := &manifests.Ledger{Schema: l.Schema, Kind: l.Kind}
 	for _, e := range l.Entries {
 		if e.Layer != nil {
 			dir := filepath.Join(layersOf(root), e.Version)
@@ -145,15 +144,9 @@ func toLayerDirs(t *testing.T, image, root string) {
 				t.Fatalf("copying layer %s: %v: %s", e.Version, err, out)
 			}
 			images = append(images, filepath.Join(layersOf(root), e.Version+".erofs"))
-			e.Layer = nil
-		}
-		if err := old.Append(e); err != nil {
-			t.Fatal(err)
 		}
 	}
-	if err := n.WriteLedger(old); err != nil {
-		t.Fatal(err)
-	}
+	rewriteLedger(t, root, func(e *manifests.LedgerEntry) { e.Layer = nil })
 	shutdown(t, root)
 	for _, p := range images {
 		if err := os.Remove(p); err != nil {
@@ -205,25 +198,13 @@ func TestSignedLayerRecordMismatchRefused(t *testing.T) {
 	}
 	// A ledger rewritten to record another image is named by the audit:
 	// the signed manifest says which image the overlay makes.
-	n := nodestate.Node{Root: root}
-	led, err := n.ReadLedger()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rewritten := &manifests.Ledger{Schema: led.Schema, Kind: led.Kind}
-	for _, e := range led.Entries {
+	rewriteLedger(t, root, func(e *manifests.LedgerEntry) {
 		if e.Layer != nil {
 			li := *e.Layer
 			li.SHA256 = strings.Repeat("f", 64)
 			e.Layer = &li
 		}
-		if err := rewritten.Append(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := n.WriteLedger(rewritten); err != nil {
-		t.Fatal(err)
-	}
+	})
 	a, err := nodetest.Verify(ctx, root, node.VerifyOptions{Files: true})
 	if err != nil {
 		t.Fatal(err)
@@ -234,5 +215,26 @@ func TestSignedLayerRecordMismatchRefused(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("audit with the ledger's layer record rewritten: %+v", a.Findings)
+	}
+}
+
+// rewriteLedger rewrites the ledger of the node at root as root on the
+// node could: every record changed by edit, the hash chain made anew.
+func rewriteLedger(t *testing.T, root string, edit func(*manifests.LedgerEntry)) {
+	t.Helper()
+	n := nodestate.Node{Root: root}
+	l, err := n.ReadLedger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &manifests.Ledger{Schema: l.Schema, Kind: l.Kind}
+	for _, e := range l.Entries {
+		edit(&e)
+		if err := out.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.WriteLedger(out); err != nil {
+		t.Fatal(err)
 	}
 }
