@@ -11,7 +11,7 @@ type Finding struct {
 	// Severity is "problem" (the audit fails) or "warning".
 	Severity string `json:"severity"`
 	// Kind is a stable keyword: chain, gap, unknown, tampered, drift,
-	// behind, pending-restart, signature, constraint.
+	// unreadable, behind, pending-restart, signature, constraint.
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 	Path    string `json:"path,omitempty"`

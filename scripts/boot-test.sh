@@ -45,7 +45,9 @@
 #  4. compacted again, it boots root B with no layer stacked and the tree digest it had,
 #     the entry is blessed, and `strata rollout` brings it to overlay 1.0.4,
 #     which `status --inventory` then reports;
-#  5. one byte of 1.0.4's layer image is changed on the running node:
+#  5. 1.0.4's layer image is mounted through dm-verity (status:
+#     kernel-verified); one byte of a file's content in it is changed on
+#     the running node: the kernel refuses the next read of that file (EIO),
 #     `verify-sequence --files` names the image, the next boot's activation
 #     refuses it (the stacks without it, `LAYER REFUSED` on the console,
 #     `strata status` naming it), and `restart --inventory --repair`
@@ -316,12 +318,24 @@ t5=$(date +%s)
 
 echo "== 5. up2: a byte of layer 1.0.4's image changed on the running node: the audit names it, the next boot refuses it, restart --repair rewrites it"
 st=$(on_node strata status --root /)
-grep -q '^checks    1 layer image(s), digest-checked at activation$' <<<"$st" || fail "status does not say how the layers are checked: $st"
-on_node "printf '\\377' | dd of=/var/lib/strata/layers/1.0.4.erofs bs=1 count=1 conv=notrunc status=none && sync"
+grep -q '^checks    1 layer image(s), kernel-verified$' <<<"$st" || fail "status does not say the layers are kernel-verified: $st"
+on_node 'grep -qx "strata-layer-.*" /sys/block/dm-*/dm/name && findmnt -rno SOURCE,FSTYPE | grep -q "^/dev/mapper/strata-layer-.* erofs$"' ||
+	fail "layer 1.0.4 is not mounted through a dm-verity device"
+# The byte changed is the first of the file's content in the image: the
+# kernel refuses the block at the next read that misses the page cache.
+on_node 'off=$(grep -oba "layer 1\.0\.4" /var/lib/strata/layers/1.0.4.erofs | head -n1 | cut -d: -f1) && [ -n "$off" ] &&
+	printf L | dd of=/var/lib/strata/layers/1.0.4.erofs bs=1 seek="$off" count=1 conv=notrunc status=none && sync' ||
+	fail "changing a byte of layer 1.0.4's image"
+rc=0
+out=$(on_node 'echo 3 >/proc/sys/vm/drop_caches; cat /etc/strata-boot-check' 2>&1) || rc=$?
+echo "read of the changed file: $out (exit $rc)"
+[ $rc != 0 ] && grep -q 'Input/output error' <<<"$out" || fail "the changed block of layer 1.0.4 was read, not refused by dm-verity: $out"
+on_node 'dmesg | grep -m1 "verity.*corrupted"' || fail "no dm-verity corruption in the kernel log"
 rc=0
 out=$(on_node strata verify-sequence --root / --files) || rc=$?
 echo "$out"
-[ $rc = 3 ] && grep -q 'var/lib/strata/layers/1.0.4.erofs' <<<"$out" || fail "verify-sequence --files does not name the changed layer image (exit $rc)"
+[ $rc = 3 ] && grep -q 'var/lib/strata/layers/1.0.4.erofs' <<<"$out" && grep -q "reading the node's tree" <<<"$out" ||
+	fail "verify-sequence --files does not name the changed layer image and the refused read (exit $rc)"
 mark
 on_node systemctl reboot || true
 wait_for "the changed layer image refused at activation" 'strata: activated /root at 1.0.4 (layers: none)' \
@@ -335,10 +349,11 @@ st=$(on_node strata status --root /)
 echo "$st"
 ! grep -q '^REFUSED' <<<"$st" && grep -q '^layers    1.0.4$' <<<"$st" || fail "status after the repair"
 [ "$(on_node cat /etc/strata-boot-check)" = "layer 1.0.4" ] || fail "1.0.4 not in effect after the repair"
+grep -q '^checks    1 layer image(s), kernel-verified$' <<<"$st" || fail "the repaired layer is not kernel-verified: $st"
 on_node strata verify-sequence --root / --files || fail "verify-sequence --files after the repair"
 t6=$(date +%s)
 stop_qemu
 
 echo "== timings: builds $((t1 - t0))s, disks $((t2 - t1))s, failed trial and fallback $((t3 - t2))s, upgrade $((t4 - t3))s, changed root refused $((t45 - t4))s, compaction and rollout $((t5 - t45))s, changed layer refused and repaired $((t6 - t5))s"
-echo "PASS: up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image with one byte changed named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity"
+echo "PASS: up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image kernel-verified, with one byte changed refused by dm-verity on read, named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity"
 [ -n "${BOOT_WORK:-}" ] || rm -rf "$WORK"

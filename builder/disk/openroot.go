@@ -1,16 +1,14 @@
 package disk
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 
+	"github.com/strata-dev/strata/internal/dmverity"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/verity"
@@ -110,7 +108,7 @@ func OpenRoot(ctx context.Context, o OpenRootOptions) (*OpenedRoot, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, _, err := verity.FromRecord(v)
+	p, root, err := verity.FromRecord(v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnverifiedRoot, err)
 	}
@@ -121,28 +119,11 @@ func OpenRoot(ctx context.Context, o OpenRootOptions) (*OpenedRoot, error) {
 	if need := v.HashOffset + p.TreeSize(); size < need {
 		return nil, fmt.Errorf("%w: %s holds %d bytes; image %s-%s with its hash tree needs %d", ErrUnverifiedRoot, o.Device, size, v.Line, v.Version, need)
 	}
-	args := []string{"open", o.Device, o.Name, o.Device, v.RootHash, "--no-superblock", "--hash=" + v.Hash,
-		"--data-block-size=" + strconv.Itoa(v.DataBlockSize), "--hash-block-size=" + strconv.Itoa(v.HashBlockSize),
-		"--data-blocks=" + strconv.FormatInt(v.DataBlocks, 10), "--hash-offset=" + strconv.FormatInt(v.HashOffset, 10),
-		"--salt=" + saltArg(v.Salt)}
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "veritysetup", args...)
-	// libdevmapper makes the device node itself instead of waiting for
-	// udev, which in an initramfs may lack device-mapper's rules.
-	cmd.Env = append(os.Environ(), "DM_DISABLE_UDEV=1")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%w: veritysetup %s: %v: %s", ErrUnverifiedRoot, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	dev, err := dmverity.Open(ctx, dmverity.Target{Device: o.Device, Params: p, Root: root}, o.Name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnverifiedRoot, err)
 	}
-	return &OpenedRoot{Device: o.Device, Mapped: "/dev/mapper/" + o.Name, Verity: v, KeyID: id}, nil
-}
-
-// saltArg is a salt as veritysetup takes it: "-" for none.
-func saltArg(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return &OpenedRoot{Device: o.Device, Mapped: dev, Verity: v, KeyID: id}, nil
 }
 
 // deviceSize is the size of a block device or a regular file.

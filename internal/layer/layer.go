@@ -187,3 +187,23 @@ func Digest(ctx context.Context, f *os.File) (string, int64, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
+
+// Verity returns the dm-verity parameters and root hash of the layer
+// image li records (validated): the tree starts right after its
+// DataBlocks data blocks.
+func Verity(li *manifests.LayerImage) (verity.Params, []byte, error) {
+	salt, err := hex.DecodeString(li.Salt)
+	if err != nil {
+		return verity.Params{}, nil, fmt.Errorf("layer image record: salt: %w", err)
+	}
+	root, err := hex.DecodeString(li.RootHash)
+	if err != nil {
+		return verity.Params{}, nil, fmt.Errorf("layer image record: root hash: %w", err)
+	}
+	p := verity.Params{DataBlockSize: verity.BlockSize, HashBlockSize: verity.BlockSize, DataBlocks: li.DataBlocks,
+		HashOffset: li.DataBlocks * verity.BlockSize, Salt: salt}
+	if err := p.Validate(); err != nil {
+		return verity.Params{}, nil, fmt.Errorf("layer image record: %w", err)
+	}
+	return p, root, nil
+}

@@ -26,7 +26,7 @@ const tries = 20
 // (MS_RDONLY is added for a read-only device). It returns the device; the
 // mount is its only user, so unmounting it detaches the device.
 func Mount(file string, cfg Config, dir, fstype string, flags uintptr, data string) (string, error) {
-	dev, f, err := attach(file, cfg)
+	dev, f, err := Attach(file, cfg)
 	if err != nil {
 		return "", err
 	}
@@ -41,10 +41,11 @@ func Mount(file string, cfg Config, dir, fstype string, flags uintptr, data stri
 	return dev, nil
 }
 
-// attach configures a free loop device for cfg's range of file and
-// returns it open: with autoclear, closing the last descriptor detaches
-// it.
-func attach(file string, cfg Config) (string, *os.File, error) {
+// Attach configures a free loop device for cfg's range of file and
+// returns it open: with autoclear, the device is detached once this
+// descriptor and every other user (a mount, a device-mapper table) are
+// gone.
+func Attach(file string, cfg Config) (string, *os.File, error) {
 	if cfg.Offset < 0 || cfg.SizeLimit < 0 {
 		return "", nil, fmt.Errorf("attaching %s: negative offset or size limit", file)
 	}

@@ -2,15 +2,19 @@ package overlayfs
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-dev/strata/internal/dmverity"
 	"github.com/strata-dev/strata/internal/erofs"
 	"github.com/strata-dev/strata/internal/layer"
 	"github.com/strata-dev/strata/internal/loop"
@@ -181,12 +185,58 @@ func (b *Backend) mountLayer(ctx context.Context, r layerRef, ms []mountInfo) (s
 		return "", fmt.Errorf("mounting layer %s: %w", r.Version, err)
 	}
 	// The device reads the file just checked, through its descriptor.
-	cfg := loop.Config{ReadOnly: true, SizeLimit: r.Image.DataBlocks * erofs.BlockSize}
-	if _, err := loop.Mount("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), cfg, dir, "erofs", unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
+	if dmverity.Available() == nil {
+		err = mountVerified(ctx, r, f, dir)
+	} else {
+		cfg := loop.Config{ReadOnly: true, SizeLimit: r.Image.DataBlocks * erofs.BlockSize}
+		_, err = loop.Mount(fdPath(f), cfg, dir, "erofs", unix.MS_NODEV|unix.MS_NOSUID, "")
+	}
+	if err != nil {
 		_ = os.Remove(dir)
 		return "", fmt.Errorf("mounting layer %s: %w", r.Version, err)
 	}
 	return dir, nil
+}
+
+func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
+
+// verityPrefix starts the device-mapper name of every layer image
+// mapping.
+const verityPrefix = "strata-layer-"
+
+// mountVerified maps the checked image f as a dm-verity device (a loop
+// device of the whole file is its data and hash device; the root hash is
+// the one its apply recorded, which the overlay's signed manifest
+// carries) and mounts that read-only on dir: from then on the kernel
+// checks every block read, and a changed one reads as an I/O error. The
+// mapping is closed deferred, so it goes with the mount.
+func mountVerified(ctx context.Context, r layerRef, f *os.File, dir string) error {
+	p, root, err := layer.Verity(r.Image)
+	if err != nil {
+		return err
+	}
+	dev, lf, err := loop.Attach(fdPath(f), loop.Config{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer lf.Close() // the mapping holds the device from here
+	// A unique name: the same image may still be mapped for a
+	// validation whose namespace is going away.
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	name := verityPrefix + r.Image.SHA256[:16] + "-" + hex.EncodeToString(rnd[:])
+	mapped, err := dmverity.Open(ctx, dmverity.Target{Device: dev, Params: p, Root: root}, name)
+	if err != nil {
+		return err
+	}
+	if err := unix.Mount(mapped, dir, "erofs", unix.MS_RDONLY|unix.MS_NODEV|unix.MS_NOSUID, ""); err != nil {
+		return errors.Join(fmt.Errorf("mounting %s (%s) on %s: %w", mapped, dev, dir, err), dmverity.Close(context.WithoutCancel(ctx), name, false))
+	}
+	if err := dmverity.Close(ctx, name, true); err != nil {
+		_ = unix.Unmount(dir, 0)
+		return errors.Join(err, dmverity.Close(context.WithoutCancel(ctx), name, false))
+	}
+	return nil
 }
 
 // unmountStale detaches the layer images mounted below the run directory
@@ -207,6 +257,11 @@ func (b *Backend) unmountStale(keep map[string]bool) error {
 			continue
 		}
 		_ = os.Remove(m.Point)
+	}
+	if dmverity.Available() == nil {
+		// The kernel removed the mappings of the images detached;
+		// their nodes stay.
+		errs = append(errs, dmverity.Prune(verityPrefix))
 	}
 	ents, _ := os.ReadDir(b.layerMounts())
 	for _, e := range ents {
@@ -269,7 +324,10 @@ func (b *Backend) LayerIntegrity() (*schema.LayerIntegrity, error) {
 	if err != nil {
 		return nil, err
 	}
-	li := &schema.LayerIntegrity{Mode: schema.LayersDigestChecked}
+	li := &schema.LayerIntegrity{}
+	if li.Mode, err = b.layerMode(); err != nil {
+		return nil, err
+	}
 	for _, r := range refs(l.Applied()) {
 		if r.Image != nil {
 			li.Images++
@@ -284,6 +342,34 @@ func (b *Backend) LayerIntegrity() (*schema.LayerIntegrity, error) {
 		return nil, err
 	}
 	return li, nil
+}
+
+// layerMode says how the layer images mounted now are checked: kernel-
+// verified when each is a dm-verity device, digest-checked (at
+// activation) when any is a plain loop device. With none mounted (a node
+// not active) it is the mode the next activation takes.
+func (b *Backend) layerMode() (string, error) {
+	ms, err := mounts()
+	if err != nil {
+		return "", err
+	}
+	verified, plain := 0, 0
+	for _, m := range ms {
+		switch {
+		case filepath.Dir(m.Point) != b.layerMounts():
+		case strings.HasPrefix(m.Source, "/dev/mapper/"+verityPrefix):
+			verified++
+		default:
+			plain++
+		}
+	}
+	switch {
+	case plain > 0:
+		return schema.LayersDigestChecked, nil
+	case verified > 0 || dmverity.Available() == nil:
+		return schema.LayersKernelVerified, nil
+	}
+	return schema.LayersDigestChecked, nil
 }
 
 // CheckLayers checks each applied layer image against the record of its

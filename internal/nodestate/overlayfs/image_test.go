@@ -17,6 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/archive/archivetest"
+	"github.com/strata-dev/strata/internal/dmverity"
+	"github.com/strata-dev/strata/internal/layer"
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
@@ -74,6 +76,15 @@ func checkImage(t *testing.T, path string, li *manifests.LayerImage) {
 		"--data-blocks="+strconv.FormatInt(li.DataBlocks, 10), "--hash-offset="+strconv.FormatInt(li.DataBlocks*manifests.VerityBlockSize, 10),
 		"--salt="+li.Salt).CombinedOutput(); err != nil {
 		t.Fatalf("veritysetup verify %s: %v\n%s", path, err, out)
+	}
+	// What a node with device-mapper maps (kernel-verified mode) is
+	// built from the record the same way.
+	p, root, err := layer.Verity(li)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dmverity.Verify(context.Background(), dmverity.Target{Device: path, Params: p, Root: root}); err != nil {
+		t.Fatalf("the mapping a kernel-verified node makes of %s: %v", path, err)
 	}
 }
 

@@ -2,11 +2,13 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/strata-dev/strata/internal/nodestate"
@@ -164,15 +166,8 @@ func Files(ctx context.Context, a *schema.Audit, v *view.View, b nodestate.Backe
 		a.Problem("chain", "", "%v", err)
 		return nil
 	}
-	got, err := b.Scan(ctx)
-	if err != nil {
-		return err
-	}
-	got = Comparable(got, want, v.Image.Manifest.IsData)
-	drift := Drift(want, got)
-	for _, d := range drift {
-		a.Problem("drift", d.Path, "%s", d.Msg)
-	}
+	// Layer images first: a changed one explains the I/O errors that
+	// reading the tree through it (dm-verity) meets.
 	if lr, ok := b.(nodestate.LayerRebuilder); ok {
 		bad, err := lr.CheckLayers(ctx)
 		if err != nil {
@@ -181,6 +176,23 @@ func Files(ctx context.Context, a *schema.Audit, v *view.View, b nodestate.Backe
 		for _, p := range bad {
 			a.Problem("drift", p.Path, "%s: strata restart --repair rewrites it from its overlay", p.Msg)
 		}
+	}
+	got, err := b.Scan(ctx)
+	var drift []Drifted
+	switch {
+	case errors.Is(err, syscall.EIO):
+		// The kernel refused a block (a changed root or layer image
+		// under dm-verity, or a failing disk): that is the finding.
+		a.Problem("unreadable", "", "reading the node's tree: %v: a changed image or layer image that dm-verity refuses, or a failing disk (the findings above name a changed layer image; strata restart --repair rewrites it)", err)
+		got = nil
+	case err != nil:
+		return err
+	default:
+		got = Comparable(got, want, v.Image.Manifest.IsData)
+		drift = Drift(want, got)
+	}
+	for _, d := range drift {
+		a.Problem("drift", d.Path, "%s", d.Msg)
 	}
 	// The ledger's record of each layer image against the one the
 	// overlay's signed manifest carries (overlays published with one).
@@ -192,6 +204,9 @@ func Files(ctx context.Context, a *schema.Audit, v *view.View, b nodestate.Backe
 		}
 	}
 	sort.Slice(a.Findings, func(i, j int) bool { return a.Findings[i].Path < a.Findings[j].Path })
+	if got == nil {
+		return nil // the tree could not be read
+	}
 	d := manifests.TreeDigest(got)
 	if d != v.Ledger.Last().TreeDigest && len(drift) == 0 {
 		a.Problem("drift", "", "tree digest %s, ledger says %s", d, v.Ledger.Last().TreeDigest)
