@@ -37,6 +37,13 @@ const (
 	// that folds the line through Head (its tree is the line's tree).
 	// A failed record with a Slot is an upgrade that never reached health.
 	LedgerUpgrade LedgerAction = "upgrade"
+	// LedgerRefused records a layer image that activation refused (it
+	// did not match the record of its apply): Version and Digest name
+	// the layer's overlay, Error says why; the head is unchanged, since
+	// the ledger still holds the layer, and the stacks hold only the
+	// layers below it until restart --repair rewrites it (a repair
+	// record).
+	LedgerRefused LedgerAction = "refused"
 )
 
 // Ledger is a node's append-only record of what was applied to it. Each
@@ -180,7 +187,7 @@ func (l *Ledger) CheckChain() error {
 // and plans: a ledger is node state, and node state may have been planted.
 func (e LedgerEntry) validate() error {
 	switch e.Action {
-	case LedgerProvision, LedgerApply, LedgerRollback, LedgerRestart, LedgerRepair, LedgerFailed, LedgerUpgrade:
+	case LedgerProvision, LedgerApply, LedgerRollback, LedgerRestart, LedgerRepair, LedgerFailed, LedgerUpgrade, LedgerRefused:
 	default:
 		return fmt.Errorf("unknown action %q", e.Action)
 	}

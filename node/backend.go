@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
@@ -65,6 +66,11 @@ func (h *Node) Activate(ctx context.Context) (*ActivateReport, error) {
 			return nil, err
 		}
 		rep.LayerRefused = li.Refused
+		if li.Refused != nil {
+			if err := h.recordRefusal(ctx, li.Refused); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for _, e := range ev.Ledger.Applied() {
 		if rep.LayerRefused != nil && e.Version == rep.LayerRefused.Version {
@@ -76,6 +82,42 @@ func (h *Node) Activate(ctx context.Context) (*ActivateReport, error) {
 		rep.Trial = &manifests.Ref{Version: ev.Staged.Record.Version, Digest: ev.Staged.Record.Digest}
 	}
 	return rep, nil
+}
+
+// recordRefusal writes a refused record of the layer image activation
+// refused to the ledger, so node history keeps it after the refusal is
+// repaired: once for each refusal, not again at each activation while
+// the same one stands. An offline disk mounted read-only only reports it.
+func (h *Node) recordRefusal(ctx context.Context, r *schema.LayerRefusal) error {
+	n := h.state()
+	if n.ReadOnly() {
+		return nil
+	}
+	unlock, err := n.Lock(ctx, 0)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	l, err := n.ReadLedger()
+	if err != nil {
+		return err
+	}
+	last := l.Last()
+	if last.Action == manifests.LedgerRefused && last.Version == r.Version && last.Error == r.Error {
+		return nil
+	}
+	rec := manifests.LedgerEntry{Action: manifests.LedgerRefused, Line: last.Line, Version: r.Version,
+		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest, Error: r.Error,
+		Time: time.Now().UTC().Format(time.RFC3339)}
+	for _, e := range l.Applied() {
+		if e.Version == r.Version {
+			rec.Digest = e.Digest
+		}
+	}
+	if _, err := n.Commit(l, rec); err != nil {
+		return fmt.Errorf("recording the refused layer %s in the ledger: %w", r.Version, err)
+	}
+	return nil
 }
 
 // ActivateBoot is Activate at boot (an initramfs runs it before PID 1

@@ -159,6 +159,8 @@ func Describe(e manifests.LedgerEntry) string {
 		return "restarts carried out"
 	case manifests.LedgerRepair:
 		return fmt.Sprintf("repaired layers %v", e.Repaired)
+	case manifests.LedgerRefused:
+		return fmt.Sprintf("layer %s refused at activation, stacked without it and the layers above: %s", e.Version, e.Error)
 	case manifests.LedgerUpgrade:
 		what := "upgraded to image " + e.Version
 		if e.Compact {

@@ -254,6 +254,30 @@ func TestLayerImageRefusedThenRepaired(t *testing.T) {
 	if read("etc/app.conf") != "port 80\n" || read("usr/share/x") != "x2\n" {
 		t.Fatalf("the tree with 1.0.2 refused: app.conf %q, x %q; want 1.0.1's", read("etc/app.conf"), read("usr/share/x"))
 	}
+	// Node history keeps the refusal, once while it stands.
+	lastRefused := func(version string, records int) {
+		t.Helper()
+		h, err := nodetest.History(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range h.Entries {
+			if e.Action == manifests.LedgerRefused {
+				n++
+			}
+		}
+		last := h.Entries[len(h.Entries)-1]
+		if n != records || last.Action != manifests.LedgerRefused || last.Version != version || last.Digest == "" ||
+			!strings.Contains(last.Error, "layer image refused") || last.Head.Version != "1.0.2" {
+			t.Fatalf("history after %s was refused: %d refused records, want %d; last %+v", version, n, records, last)
+		}
+	}
+	lastRefused("1.0.2", 1)
+	if rep, err := nodetest.Activate(ctx, root, ""); err != nil || rep.LayerRefused == nil {
+		t.Fatalf("activation again with 1.0.2 refused: %+v, %v", rep, err)
+	}
+	lastRefused("1.0.2", 1)
 	st, err := nodetest.Status(ctx, root)
 	if err != nil {
 		t.Fatal(err)
@@ -293,6 +317,7 @@ func TestLayerImageRefusedThenRepaired(t *testing.T) {
 	if rep.LayerRefused == nil || rep.LayerRefused.Version != "1.0.1" || len(rep.Layers) != 0 {
 		t.Fatalf("activation with an image planted for 1.0.1: %+v", rep)
 	}
+	lastRefused("1.0.1", 2)
 	if read("etc/app.conf") != "port 80\n" || read("usr/share/x") != "x\n" {
 		t.Fatalf("the tree with 1.0.1 refused: app.conf %q, x %q; want the image's", read("etc/app.conf"), read("usr/share/x"))
 	}
@@ -303,6 +328,9 @@ func TestLayerImageRefusedThenRepaired(t *testing.T) {
 	}
 	if strings.Join(rr.Layers, " ") != "1.0.1 1.0.2" {
 		t.Fatalf("repair rebuilt %v, want 1.0.1 and 1.0.2", rr.Layers)
+	}
+	if h, err := nodetest.History(root); err != nil || h.Entries[len(h.Entries)-1].Action != manifests.LedgerRepair {
+		t.Fatalf("history after the repair: %v, want a repair record last", err)
 	}
 	checkImage(t, img1, appliedLayer(t, root, "1.0.1"))
 	checkImage(t, img2, appliedLayer(t, root, "1.0.2"))
