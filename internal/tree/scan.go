@@ -28,6 +28,18 @@ func Scan(root string, skip func(rel string) bool) ([]manifests.Entry, error) {
 // ScanContext is Scan that stops with ctx's error once ctx is done (a
 // node's tree of gigabytes takes a while to hash).
 func ScanContext(ctx context.Context, root string, skip func(rel string) bool) ([]manifests.Entry, error) {
+	return ScanKnown(ctx, root, skip, nil)
+}
+
+// Known gives the content digest of the regular file at tree path rel
+// with size bytes when something other than its bytes vouches for it (a
+// layer image whose digest was checked), so a scan does not read it.
+type Known func(rel string, size int64) (sha256 string, ok bool)
+
+// ScanKnown is ScanContext that takes the content digest of each
+// regular file known vouches for from known instead of reading the file
+// (known may be nil). Everything else about the file is read as it is.
+func ScanKnown(ctx context.Context, root string, skip func(rel string) bool, known Known) ([]manifests.Entry, error) {
 	var out []manifests.Entry
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -50,7 +62,7 @@ func ScanContext(ctx context.Context, root string, skip func(rel string) bool) (
 			}
 			return nil
 		}
-		e, err := statEntry(ctx, p, rel)
+		e, err := statEntryKnown(ctx, p, rel, known)
 		if err != nil {
 			return err
 		}
@@ -71,6 +83,10 @@ func StatEntry(p, rel string) (manifests.Entry, error) {
 }
 
 func statEntry(ctx context.Context, p, rel string) (manifests.Entry, error) {
+	return statEntryKnown(ctx, p, rel, nil)
+}
+
+func statEntryKnown(ctx context.Context, p, rel string, known Known) (manifests.Entry, error) {
 	fi, err := os.Lstat(p)
 	if err != nil {
 		return manifests.Entry{}, fmt.Errorf("scanning %s: %w", p, err)
@@ -83,6 +99,12 @@ func statEntry(ctx context.Context, p, rel string) (manifests.Entry, error) {
 	case fi.Mode().IsRegular():
 		e.Type = manifests.TypeFile
 		e.Size = fi.Size()
+		if known != nil {
+			if sum, ok := known(rel, e.Size); ok {
+				e.SHA256 = sum
+				break
+			}
+		}
 		sum, n, err := HashFileContext(ctx, p)
 		if err != nil {
 			return e, err
