@@ -144,7 +144,7 @@ func printAudit(w io.Writer, a *schema.Audit, strict bool) {
 	if a.Root != "" && a.Repo != "" {
 		fmt.Fprintf(w, "behind    %d\n", a.Behind)
 	}
-	if a.FilesChecked {
+	if a.FilesChecked && a.TreeDigest != "" {
 		fmt.Fprintf(w, "tree      %s (files checked)\n", a.TreeDigest)
 		if a.LayerFiles > 0 {
 			fmt.Fprintf(w, "          %d of them by the digests of their layer images\n", a.LayerFiles)

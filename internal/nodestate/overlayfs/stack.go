@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -276,7 +277,8 @@ func scanStack(ctx context.Context, dir, h string, known tree.Known) ([]manifest
 	}
 	sub, err := tree.ScanKnown(ctx, root, func(p string) bool { return manifests.IsNodeState(h + "/" + p) }, k)
 	if err != nil {
-		return nil, fmt.Errorf("scanning %s: %w", dir, err)
+		// Named by the node's paths, not the descriptor's.
+		return nil, &renamedError{msg: strings.ReplaceAll(err.Error(), root, dir+"/"), err: err}
 	}
 	for _, e := range sub {
 		e.Path = h + "/" + e.Path
@@ -284,6 +286,15 @@ func scanStack(ctx context.Context, dir, h string, known tree.Known) ([]manifest
 	}
 	return out, nil
 }
+
+// renamedError is err with its message reworded.
+type renamedError struct {
+	msg string
+	err error
+}
+
+func (e *renamedError) Error() string { return e.msg }
+func (e *renamedError) Unwrap() error { return e.err }
 
 func isDir(p string) bool {
 	fi, err := os.Lstat(p)

@@ -199,7 +199,8 @@ func Files(ctx context.Context, a *schema.Audit, v *view.View, b nodestate.Backe
 	case errors.Is(err, syscall.EIO):
 		// The kernel refused a block (a changed root or layer image
 		// under dm-verity, or a failing disk): that is the finding.
-		a.Problem("unreadable", "", "reading the node's tree: %v: a changed image or layer image that dm-verity refuses, or a failing disk (the findings above name a changed layer image; strata restart --repair rewrites it)", err)
+		a.Problem("unreadable", "", "reading the node's tree: %v: a block the kernel refused (dm-verity: a changed image or layer image, which a drift finding names, and strata restart --repair rewrites) or a failing disk", err)
+		a.TreeDigest = "" // not known: the walk stopped
 		got = nil
 	case err != nil:
 		return err
