@@ -40,9 +40,23 @@ func Decode(b []byte, v any) error {
 	if len(b) > MaxManifestSize {
 		return fmt.Errorf("%w: %d bytes (limit %d)", ErrTooLarge, len(b), MaxManifestSize)
 	}
-	if err := checkNames(b, reflect.TypeOf(v)); errors.Is(err, errNames) {
+	// One walk over the names finds duplicates, case variants and
+	// unknown fields (the strict decoder's checks), and trailing data;
+	// then encoding/json's own decoding, which checks the syntax.
+	var unknown *unknownFieldError
+	switch err := checkNames(b, reflect.TypeOf(v)); {
+	case errors.Is(err, errNames):
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	case errors.As(err, &unknown), errors.Is(err, errTrailing):
+		return fmt.Errorf("%w: decoding %s: %v", ErrInvalid, DocName(v), err)
+	case err == nil:
+		if err := json.Unmarshal(b, v); err != nil {
+			return fmt.Errorf("%w: decoding %s: %v", ErrInvalid, DocName(v), plainJSONError(err))
+		}
+		return nil
 	}
+	// The walk could not follow the document (a syntax error): the
+	// strict decoder says where.
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -19,7 +19,28 @@ import (
 // interfaces, custom unmarshalers) are checked for exact duplicates only.
 func checkNames(b []byte, t reflect.Type) error {
 	s := &nameScanner{b: b}
-	return s.value(t)
+	if err := s.value(t); err != nil {
+		return err
+	}
+	s.ws()
+	if s.i != len(s.b) {
+		return errTrailing
+	}
+	return nil
+}
+
+// errTrailing is data after the document's value.
+var errTrailing = errors.New("trailing data")
+
+// unknownFieldError is a name no field of the object's type has: what
+// json.Decoder.DisallowUnknownFields refuses, found by the same walk.
+type unknownFieldError struct{ where, name string }
+
+func (e *unknownFieldError) Error() string {
+	if e.where == "$" {
+		return fmt.Sprintf("unknown field %q", e.name)
+	}
+	return fmt.Sprintf("unknown field %q in %s", e.name, e.where)
 }
 
 // nameScanner walks a JSON document's bytes just far enough to see every
@@ -205,8 +226,9 @@ func (s *nameScanner) object(t reflect.Type) error {
 						return fmt.Errorf("%w: %s: %q must be spelled %q", errNames, s.where(), name, fn)
 					}
 				}
+				return &unknownFieldError{where: s.where(), name: name}
 			}
-			next = f.typ // nil for an unknown name, which decoding refuses
+			next = f.typ
 		}
 		for _, p := range seen {
 			if p.key != key {
@@ -293,7 +315,7 @@ func jsonFields(t reflect.Type) map[string]field {
 	if m, ok := fieldCache.Load(t); ok {
 		return m.(map[string]field)
 	}
-	m := map[string]field{}
+	m, promoted := map[string]field{}, map[string]field{}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -304,7 +326,7 @@ func jsonFields(t reflect.Type) map[string]field {
 		if f.Anonymous && name == "" {
 			if et := described(f.Type); et != nil && et.Kind() == reflect.Struct {
 				for n, ft := range jsonFields(et) {
-					m[n] = ft
+					promoted[n] = ft
 				}
 				continue
 			}
@@ -316,6 +338,13 @@ func jsonFields(t reflect.Type) map[string]field {
 			name = f.Name
 		}
 		m[name] = field{name: name, typ: f.Type, folded: foldName(name)}
+	}
+	// A field of t's own hides an embedded struct's of the same name, as
+	// in encoding/json.
+	for n, f := range promoted {
+		if _, ok := m[n]; !ok {
+			m[n] = f
+		}
 	}
 	fieldCache.Store(t, m)
 	return m

@@ -1,7 +1,11 @@
 package manifests_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -68,5 +72,74 @@ func TestDecodeDeepNesting(t *testing.T) {
 	var m map[string]any
 	if err := manifests.Decode([]byte(obj), &m); !errors.Is(err, manifests.ErrInvalid) {
 		t.Fatalf("deeply nested objects: %v, want ErrInvalid", err)
+	}
+}
+
+// strictly is what Decode refused before it found unknown fields itself:
+// encoding/json's decoder with DisallowUnknownFields, one value, no
+// trailing data.
+func strictly(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+// Decode accepts exactly the documents the strict decoder accepts (names
+// aside, which only Decode checks), and decodes them to the same values:
+// unknown fields at every depth, in maps of structs, next to embedded
+// fields, trailing data and broken syntax, from every cut of a valid
+// overlay manifest and a rotation.
+func TestDecodeAgreesWithStrictDecoder(t *testing.T) {
+	docs := []string{
+		`{"schema":1,"extra":1}`,
+		`{"schema":1,"entries":[{"path":"a","type":"file","x":2}]}`,
+		`{"schema":1,"catalog":{"services":[{"unit":"a.service","validate":{"argv":["x"]},"y":1}]}}`,
+		`{"schema":1,"requires":{"image":">=1.0.0","z":[1,{"a":{}}]}}`,
+		`{"schema":1,"parent":{"version":"1.0.0","digest":"d","q":null}}`,
+		`{"schema":1} `, `{"schema":1} {}`, `{"schema":1}]`, `{"schema":1`, `{"schema":tru}`, `{"schema":1,}`,
+		`{"schema":"\u0031"}`, `{"sch\u0065ma":1}`, `{"sch\u0065mx":1}`, `null`, `[]`, `{}`, ``, `"x"`,
+	}
+	for _, m := range []*manifests.OverlayManifest{validOverlay(), validRotation(t)} {
+		raw, err := manifests.Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < len(raw); i += 7 {
+			docs = append(docs, string(raw[:i]))
+		}
+		// A field added inside each object of the document.
+		s := string(raw)
+		for i := 0; i < len(s); i++ {
+			if s[i] == '{' {
+				docs = append(docs, s[:i+1]+`"unknown_here":true,`+s[i+1:])
+			}
+		}
+		docs = append(docs, s)
+	}
+	for _, d := range docs {
+		var got, want manifests.OverlayManifest
+		err := manifests.Decode([]byte(d), &got)
+		werr := strictly([]byte(d), &want)
+		if (err == nil) != (werr == nil) {
+			t.Errorf("%.120q: Decode %v, the strict decoder %v", d, err, werr)
+			continue
+		}
+		if err != nil && !errors.Is(err, manifests.ErrInvalid) {
+			t.Errorf("%.120q: %v, want ErrInvalid", d, err)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Errorf("%.120q: decoded %+v, the strict decoder %+v", d, got, want)
+		}
+	}
+	var m manifests.OverlayManifest
+	err := manifests.Decode([]byte(`{"schema":1,"catalog":{"services":[{"unit":"a.service","y":1}]}}`), &m)
+	if err == nil || !strings.Contains(err.Error(), `unknown field "y" in $.catalog.services[0]`) {
+		t.Errorf("a nested unknown field: %v, want it named with its path", err)
 	}
 }
