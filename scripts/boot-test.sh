@@ -14,6 +14,11 @@
 # disks provisioned at 1.0.0 with the overlays applied offline
 # (`apply-overlay --disk`) and audited (`verify-sequence --disk --files`).
 #
+# First, boot time: two more disks of 1.0.0 with the overlays, one
+# verified (as every disk: the image's verity record is there) and one not
+# (provisioned from a copy of the image without its record), boot once
+# each; `systemd-analyze time` of each first boot goes to the timing line.
+#
 # Node up1, upgraded offline (`upgrade --disk`, one try) to 1.2.0, with a
 # decoy disk carrying an empty partition labelled `state` (boot activation
 # must take the state partition of the root's own disk):
@@ -203,6 +208,49 @@ truncate -s 64M "$WORK/decoy.img"
 mkfs.ext4 -q -F -L state "$WORK/decoy.img"
 t2=$(date +%s)
 
+echo "== 0. boot time: a verified disk against an unverified one (the same image, layers and first boot)"
+PLAIN=$WORK/plain
+rm -rf "$PLAIN" && mkdir -p "$PLAIN"
+for f in "$WORK"/out/1.0.0/*; do
+	case $f in *.verity.json*) ;; *) cp -a "$f" "$PLAIN/" ;; esac
+done
+# boot_time DISK DM: boots DISK once, checks that its root is DM (verity
+# or none) and sets BOOT_LINE to what systemd-analyze says of that boot.
+boot_time() {
+	local line=""
+	boot "$1"
+	wait_for "first boot of $1" 'STRATA-UPGRADE-CHECK release=1.0.0 etc=[layer 1.0.3] stacks=2 root=rootA dm='"$2"
+	ssh_up
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		line=$(on_node systemd-analyze time 2>/dev/null | sed -n 's/^Startup finished in \(.*[^ ]\) *$/\1/p')
+		[ -n "$line" ] && break
+		sleep 5
+	done
+	[ -n "$line" ] || fail "systemd-analyze time: the boot of $1 did not finish"
+	power_off
+	BOOT_LINE=$line
+}
+for v in verified plain; do
+	img=$IMAGE
+	[ $v = plain ] && img=$(ls "$PLAIN"/*.squashfs)
+	rm -f "$WORK/time-$v.img"
+	out=$("$BIN" provision --image "$img" --disk "$WORK/time-$v.img" --size 4G --node-id "time-$v" --hostname "strata-time-$v" \
+		--ssh-authorized-key "$WORK/id.pub")
+	case $v in
+	verified) grep -q 'root A: dm-verity, root hash' <<<"$out" || fail "the timing disk is not verified: $out" ;;
+	plain) grep -q 'root A: unverified' <<<"$out" || fail "the timing disk is verified: $out" ;;
+	esac
+	"$BIN" apply-overlay --disk "$WORK/time-$v.img" --repo "$REPO" >/dev/null
+done
+boot_time "$WORK/time-verified.img" verity
+BOOT_VERIFIED=$BOOT_LINE
+boot_time "$WORK/time-plain.img" none
+BOOT_PLAIN=$BOOT_LINE
+echo "   verified:   $BOOT_VERIFIED"
+echo "   unverified: $BOOT_PLAIN"
+rm -f "$WORK/time-verified.img" "$WORK/time-plain.img"
+t20=$(date +%s)
+
 # blessed ENTRY: the node's ESP has ENTRY without a boot counter.
 blessed() {
 	local entries
@@ -354,6 +402,10 @@ on_node strata verify-sequence --root / --files || fail "verify-sequence --files
 t6=$(date +%s)
 stop_qemu
 
-echo "== timings: builds $((t1 - t0))s, disks $((t2 - t1))s, failed trial and fallback $((t3 - t2))s, upgrade $((t4 - t3))s, changed root refused $((t45 - t4))s, compaction and rollout $((t5 - t45))s, changed layer refused and repaired $((t6 - t5))s"
-echo "PASS: up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image kernel-verified, with one byte changed refused by dm-verity on read, named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity"
+# secs SPAN: a systemd time span ("1min 2.345s", "350ms") in seconds.
+secs() { tr ' ' '\n' <<<"$1" | awk '/ms$/ { t += substr($0, 1, length - 2) / 1000; next } /min$/ { t += 60 * substr($0, 1, length - 3) } /[0-9]s$/ { t += substr($0, 1, length - 1) } END { printf "%.3f", t }'; }
+bv=$(secs "${BOOT_VERIFIED##*= }") bp=$(secs "${BOOT_PLAIN##*= }")
+echo "== boot to the default target, first boot (systemd-analyze): verified disk ${bv}s, unverified disk ${bp}s, $(awk -v a="$bv" -v b="$bp" 'BEGIN { printf "%.2f", a / b }')x"
+echo "== timings: builds $((t1 - t0))s, disks $((t2 - t1))s, boot-time disks $((t20 - t2))s, failed trial and fallback $((t3 - t20))s, upgrade $((t4 - t3))s, changed root refused $((t45 - t4))s, compaction and rollout $((t5 - t45))s, changed layer refused and repaired $((t6 - t5))s"
+echo "PASS: a verified and an unverified disk booted (timed); up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image kernel-verified, with one byte changed refused by dm-verity on read, named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity"
 [ -n "${BOOT_WORK:-}" ] || rm -rf "$WORK"
