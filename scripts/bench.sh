@@ -222,6 +222,19 @@ fi
 printf '\nPublishing one overlay at depth N (overlay create, Go benchmark):\n'
 ( cd "$SRC" && STRATA_BENCH_DEPTHS=${DEPTHS:-1,1000,10000} go test ./overlay -run '^$' -bench '^BenchmarkCreateAtDepth$' -benchtime 20x -timeout 60m ) | awk '/^BenchmarkCreateAtDepth/ {sub(/^BenchmarkCreateAtDepth\//, ""); sub(/-[0-9]+$/, "", $1); printf "  %-14s %8.1f ms\n", $1, $3/1e6}'
 
+# Strict decoding (issue 24): a 4,000-entry image manifest, Decode (names,
+# unknown fields, trailing data checked) against json.Unmarshal alone, 5
+# rounds with the two alternating; medians.
+printf '\nStrict manifest decode, 4,000 entries (go test ./manifests -bench DecodeImageManifest, 5 rounds):\n'
+dec_s="" dec_p=""
+for i in 1 2 3 4 5; do
+	out=$(cd "$SRC" && go test ./manifests -run '^$' -bench '^BenchmarkDecodeImageManifest(Plain)?$' -benchtime 30x)
+	dec_s="$dec_s $(awk '$1 ~ /^BenchmarkDecodeImageManifest-/ {print $3/1e6}' <<<"$out")"
+	dec_p="$dec_p $(awk '$1 ~ /^BenchmarkDecodeImageManifestPlain-/ {print $3/1e6}' <<<"$out")"
+done
+a=$(median "$dec_s") b=$(median "$dec_p")
+printf '  %-28s %8.2f ms   %-16s %8.2f ms   %6sx\n' "manifests.Decode" "$a" "json.Unmarshal" "$b" "$(ratio "$a" "$b")"
+
 # Fleet scale: 2,000 simulated agents polling one strata serve over
 # loopback (internal/serve TestScale2000Agents); its report, not a ratio:
 # an unchanged poll has no peer but "one small response".
