@@ -315,7 +315,7 @@ func jsonFields(t reflect.Type) map[string]field {
 	if m, ok := fieldCache.Load(t); ok {
 		return m.(map[string]field)
 	}
-	m, promoted := map[string]field{}, map[string]field{}
+	m, promoted, ambiguous := map[string]field{}, map[string]field{}, map[string]bool{}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -326,6 +326,9 @@ func jsonFields(t reflect.Type) map[string]field {
 		if f.Anonymous && name == "" {
 			if et := described(f.Type); et != nil && et.Kind() == reflect.Struct {
 				for n, ft := range jsonFields(et) {
+					if _, twice := promoted[n]; twice {
+						ambiguous[n] = true
+					}
 					promoted[n] = ft
 				}
 				continue
@@ -340,9 +343,11 @@ func jsonFields(t reflect.Type) map[string]field {
 		m[name] = field{name: name, typ: f.Type, folded: foldName(name)}
 	}
 	// A field of t's own hides an embedded struct's of the same name, as
-	// in encoding/json.
+	// in encoding/json; a name two embedded structs promote is left out
+	// (encoding/json decodes neither, unless one is less deep: a name
+	// strata's types never share, so refusing it is only stricter).
 	for n, f := range promoted {
-		if _, ok := m[n]; !ok {
+		if _, ok := m[n]; !ok && !ambiguous[n] {
 			m[n] = f
 		}
 	}

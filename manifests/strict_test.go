@@ -143,3 +143,35 @@ func TestDecodeAgreesWithStrictDecoder(t *testing.T) {
 		t.Errorf("a nested unknown field: %v, want it named with its path", err)
 	}
 }
+
+type embeddedA struct {
+	Shared string // JSON name "Shared": a tag repeated in B would upset go vet
+	OnlyA  string `json:"only_a"`
+}
+type embeddedB struct {
+	Shared string
+	Own    string `json:"own"`
+}
+type embedding struct {
+	embeddedA
+	embeddedB
+	Own string `json:"own"`
+}
+
+// Promoted fields follow encoding/json: a field of the type's own hides
+// an embedded one, and a name two embedded structs share decodes into
+// neither, so Decode refuses it as unknown, as the strict decoder does.
+func TestDecodeEmbeddedFields(t *testing.T) {
+	for doc, ok := range map[string]bool{
+		`{"only_a":"a","own":"o"}`: true,
+		`{"Shared":"s"}`:           false,
+		`{"nope":1}`:               false,
+	} {
+		var got, want embedding
+		err := manifests.Decode([]byte(doc), &got)
+		werr := strictly([]byte(doc), &want)
+		if (err == nil) != ok || (werr == nil) != ok || got != want {
+			t.Errorf("%s: Decode %v (%+v), strict decoder %v (%+v), want ok=%v", doc, err, got, werr, want, ok)
+		}
+	}
+}
