@@ -31,11 +31,7 @@ type Audit struct {
 	Pending      []manifests.ServiceAction `json:"pending_restarts"`
 	TreeDigest   string                    `json:"tree_digest,omitempty"`
 	FilesChecked bool                      `json:"files_checked"`
-	// LayerFiles counts the files of a files audit whose content the
-	// checked digest of their layer image vouches for: they were not
-	// read one by one.
-	LayerFiles int       `json:"layer_files,omitempty"`
-	Findings   []Finding `json:"findings"`
+	Findings     []Finding                 `json:"findings"`
 }
 
 // OK reports whether the audit found no problem.

@@ -146,9 +146,6 @@ func printAudit(w io.Writer, a *schema.Audit, strict bool) {
 	}
 	if a.FilesChecked && a.TreeDigest != "" {
 		fmt.Fprintf(w, "tree      %s (files checked)\n", a.TreeDigest)
-		if a.LayerFiles > 0 {
-			fmt.Fprintf(w, "          %d of them by the digests of their layer images\n", a.LayerFiles)
-		}
 	}
 	for _, f := range a.Findings {
 		fmt.Fprintf(w, "%-8s %-15s %s\n", f.Severity, f.Kind, f.Message)

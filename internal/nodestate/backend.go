@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/schema"
 )
@@ -69,14 +68,6 @@ type LayerRebuilder interface {
 	// LayerIntegrity says how the layers are checked and names one that
 	// activation refused.
 	LayerIntegrity() (*schema.LayerIntegrity, error)
-}
-
-// KnownScanner is a Backend whose scan can take the content digests of
-// files something else vouches for (tree.Known: the files of layer
-// images whose digests were checked) instead of reading them.
-type KnownScanner interface {
-	Backend
-	ScanKnown(ctx context.Context, known tree.Known) ([]manifests.Entry, error)
 }
 
 // LayerProblem is a layer that is not what its apply wrote.

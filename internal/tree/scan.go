@@ -28,18 +28,6 @@ func Scan(root string, skip func(rel string) bool) ([]manifests.Entry, error) {
 // ScanContext is Scan that stops with ctx's error once ctx is done (a
 // node's tree of gigabytes takes a while to hash).
 func ScanContext(ctx context.Context, root string, skip func(rel string) bool) ([]manifests.Entry, error) {
-	return ScanKnown(ctx, root, skip, nil)
-}
-
-// Known gives the content digest of the regular file at tree path rel
-// with size bytes when something other than its bytes vouches for it (a
-// layer image whose digest was checked), so a scan does not read it.
-type Known func(rel string, size int64) (sha256 string, ok bool)
-
-// ScanKnown is ScanContext that takes the content digest of each
-// regular file known vouches for from known instead of reading the file
-// (known may be nil). Everything else about the file is read as it is.
-func ScanKnown(ctx context.Context, root string, skip func(rel string) bool, known Known) ([]manifests.Entry, error) {
 	var out []manifests.Entry
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -62,7 +50,7 @@ func ScanKnown(ctx context.Context, root string, skip func(rel string) bool, kno
 			}
 			return nil
 		}
-		e, err := statEntryKnown(ctx, p, rel, known)
+		e, err := statEntry(ctx, p, rel)
 		if err != nil {
 			return err
 		}
@@ -83,10 +71,6 @@ func StatEntry(p, rel string) (manifests.Entry, error) {
 }
 
 func statEntry(ctx context.Context, p, rel string) (manifests.Entry, error) {
-	return statEntryKnown(ctx, p, rel, nil)
-}
-
-func statEntryKnown(ctx context.Context, p, rel string, known Known) (manifests.Entry, error) {
 	fi, err := os.Lstat(p)
 	if err != nil {
 		return manifests.Entry{}, fmt.Errorf("scanning %s: %w", p, err)
@@ -99,12 +83,6 @@ func statEntryKnown(ctx context.Context, p, rel string, known Known) (manifests.
 	case fi.Mode().IsRegular():
 		e.Type = manifests.TypeFile
 		e.Size = fi.Size()
-		if known != nil {
-			if sum, ok := known(rel, e.Size); ok {
-				e.SHA256 = sum
-				break
-			}
-		}
 		sum, n, err := HashFileContext(ctx, p)
 		if err != nil {
 			return e, err

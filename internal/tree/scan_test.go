@@ -243,39 +243,3 @@ func TestScanContextCancelled(t *testing.T) {
 		t.Fatalf("uncancelled scan: %d entries, %v", len(got), err)
 	}
 }
-
-// A file Known vouches for (at its size) is not read: its entry carries
-// the digest given; one of another size, and every other file, is read.
-func TestScanKnownTakesVouchedDigests(t *testing.T) {
-	dir := t.TempDir()
-	mustWrite(t, filepath.Join(dir, "etc/a"), "aaa", 0o640)
-	mustWrite(t, filepath.Join(dir, "etc/b"), "bbb", 0o644)
-	mustWrite(t, filepath.Join(dir, "etc/c"), "ccc", 0o644)
-	vouched := strings.Repeat("ab", 32)
-	var asked []string
-	got, err := tree.ScanKnown(context.Background(), dir, nil, func(rel string, size int64) (string, bool) {
-		asked = append(asked, rel)
-		switch {
-		case rel == "etc/a" && size == 3:
-			return vouched, true
-		case rel == "etc/b" && size == 4: // not its size
-			return vouched, true
-		}
-		return "", false
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"etc/a": vouched, "etc/b": sum("bbb"), "etc/c": sum("ccc")}
-	for _, e := range got {
-		if w, ok := want[e.Path]; ok && e.SHA256 != w {
-			t.Errorf("%s: sha256 %s, want %s", e.Path, e.SHA256, w)
-		}
-		if e.Path == "etc/a" && (e.Mode != 0o640 || e.Size != 3) {
-			t.Errorf("etc/a: mode %o size %d: a vouched file's metadata is still read", e.Mode, e.Size)
-		}
-	}
-	if strings.Join(asked, " ") != "etc/a etc/b etc/c" {
-		t.Errorf("known was asked about %v, want the regular files only", asked)
-	}
-}

@@ -373,35 +373,22 @@ func (b *Backend) layerMode() (string, error) {
 }
 
 // CheckLayers checks each applied layer image against the record of its
-// apply (its size and SHA-256: one hash per layer), changing nothing. On
-// an active node each image stacked must also be the file mounted: an
-// image replaced on disk since its mount is named, since its digest then
-// says nothing of what the stacks read. A layer written before layer
-// images has no such record; the file audit walks it.
+// apply (its size and SHA-256: one hash per layer), changing nothing. A
+// layer written before layer images has no such record; the file audit
+// walks it.
 func (b *Backend) CheckLayers(ctx context.Context) ([]nodestate.LayerProblem, error) {
 	l, err := b.n.ReadLedger()
 	if err != nil {
 		return nil, err
 	}
-	live, err := b.Live()
-	if err != nil {
-		return nil, err
-	}
-	refused, err := b.refusal()
-	if err != nil {
-		return nil, err
-	}
 	var out []nodestate.LayerProblem
 	for _, r := range refs(l.Applied()) {
-		if refused != nil && r.Version == refused.Version {
-			live = false // it and the layers above it are not stacked
-		}
 		if r.Image == nil {
 			continue
 		}
-		rel, _ := filepath.Rel(b.n.Root, b.path(r))
 		f, err := b.openLayerImage(ctx, r)
 		if errors.Is(err, ErrLayerRefused) {
+			rel, _ := filepath.Rel(b.n.Root, b.path(r))
 			out = append(out, nodestate.LayerProblem{Version: r.Version, Path: filepath.ToSlash(rel), Msg: err.Error()})
 			continue
 		}
@@ -409,10 +396,6 @@ func (b *Backend) CheckLayers(ctx context.Context) ([]nodestate.LayerProblem, er
 			return nil, err
 		}
 		f.Close()
-		if _, ok := b.mountedImage(r); live && !ok {
-			out = append(out, nodestate.LayerProblem{Version: r.Version, Path: filepath.ToSlash(rel),
-				Msg: fmt.Sprintf("layer %s: /%s is not the image file the stacks mounted (it was replaced since)", r.Version, filepath.ToSlash(rel))})
-		}
 	}
 	return out, nil
 }

@@ -212,24 +212,12 @@ func (b *Backend) emptyLayer() (string, error) {
 // is read-only; what is mounted over it, such as /var, is the node's own
 // data, not part of the tree). The node must be active.
 func (b *Backend) Scan(ctx context.Context) ([]manifests.Entry, error) {
-	return b.ScanKnown(ctx, nil)
-}
-
-// ScanKnown is Scan that takes the content digests known vouches for
-// (files of layer images whose digests were checked) instead of reading
-// those files, in the stacks strata mounted only: a hierarchy with
-// anything else mounted on it, and the image, are read file by file.
-func (b *Backend) ScanKnown(ctx context.Context, known tree.Known) ([]manifests.Entry, error) {
 	live, err := b.Live()
 	if err != nil {
 		return nil, err
 	}
 	if !live {
 		return nil, fmt.Errorf("scanning node %s: its stacks are not active (run strata activate)", b.n.Root)
-	}
-	ms, err := mounts()
-	if err != nil {
-		return nil, err
 	}
 	hier := b.managed()
 	out, err := tree.ScanContext(ctx, b.ImageDir(), func(p string) bool {
@@ -239,12 +227,7 @@ func (b *Backend) ScanKnown(ctx context.Context, known tree.Known) ([]manifests.
 		return nil, err
 	}
 	for _, h := range hier {
-		dir := filepath.Join(b.n.Root, h)
-		k := known
-		if top, ok := topMount(ms, dir); !ok || top.FSType != "overlay" || top.Source != "strata" {
-			k = nil
-		}
-		sub, err := scanStack(ctx, dir, h, k)
+		sub, err := scanStack(ctx, filepath.Join(b.n.Root, h), h)
 		if err != nil {
 			return nil, err
 		}
@@ -256,8 +239,7 @@ func (b *Backend) ScanKnown(ctx context.Context, known tree.Known) ([]manifests.
 // scanStack lists the tree at dir (as tree path h) as its own mount has
 // it, without what is mounted below it: a non-recursive clone is read, so
 // systemd's transient /etc/machine-id, say, is not taken for drift.
-// known, if not nil, vouches for file contents (tree.ScanKnown).
-func scanStack(ctx context.Context, dir, h string, known tree.Known) ([]manifests.Entry, error) {
+func scanStack(ctx context.Context, dir, h string) ([]manifests.Entry, error) {
 	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("scanning %s: %w", dir, err)
@@ -271,11 +253,7 @@ func scanStack(ctx context.Context, dir, h string, known tree.Known) ([]manifest
 	}
 	top.Path = h
 	out := []manifests.Entry{top}
-	var k tree.Known
-	if known != nil {
-		k = func(rel string, size int64) (string, bool) { return known(h+"/"+rel, size) }
-	}
-	sub, err := tree.ScanKnown(ctx, root, func(p string) bool { return manifests.IsNodeState(h + "/" + p) }, k)
+	sub, err := tree.ScanContext(ctx, root, func(p string) bool { return manifests.IsNodeState(h + "/" + p) })
 	if err != nil {
 		// Named by the node's paths, not the descriptor's.
 		return nil, &renamedError{msg: strings.ReplaceAll(err.Error(), root, dir+"/"), err: err}

@@ -167,33 +167,17 @@ func Files(ctx context.Context, a *schema.Audit, v *view.View, b nodestate.Backe
 		return nil
 	}
 	// Layer images first: a changed one explains the I/O errors that
-	// reading the tree through it (dm-verity) meets, and the files of
-	// those whose digests check need not be read again.
-	bad := map[string]bool{}
+	// reading the tree through it (dm-verity) meets.
 	if lr, ok := b.(nodestate.LayerRebuilder); ok {
 		problems, err := lr.CheckLayers(ctx)
 		if err != nil {
 			return err
 		}
 		for _, p := range problems {
-			bad[p.Version] = true
 			a.Problem("drift", p.Path, "%s: strata restart --repair rewrites it from its overlay", p.Msg)
 		}
 	}
-	var got []manifests.Entry
-	if ks, ok := b.(nodestate.KnownScanner); ok {
-		vouched := layerFiles(v, bad)
-		got, err = ks.ScanKnown(ctx, func(rel string, size int64) (string, bool) {
-			e, ok := vouched[rel]
-			if !ok || e.Size != size {
-				return "", false
-			}
-			a.LayerFiles++
-			return e.SHA256, true
-		})
-	} else {
-		got, err = b.Scan(ctx)
-	}
+	got, err := b.Scan(ctx)
 	var drift []Drifted
 	switch {
 	case errors.Is(err, syscall.EIO):
@@ -230,37 +214,6 @@ func Files(ctx context.Context, a *schema.Audit, v *view.View, b nodestate.Backe
 	}
 	a.TreeDigest = d
 	return nil
-}
-
-// layerFiles are the regular files the node's stacks take from layer
-// images that vouch for them, by tree path: the files of each applied
-// overlay whose signed manifest records the layer image its apply wrote
-// and whose image checked (not in bad: its digest, and on an active node
-// that it is the file mounted), unless a later overlay changed or
-// deleted the path. Such an image holds exactly its overlay's entries,
-// so its digest covers their contents; the manifest's signature is
-// checked by the audit too (Signatures).
-func layerFiles(v *view.View, bad map[string]bool) map[string]manifests.Entry {
-	out := map[string]manifests.Entry{}
-	for i, m := range v.Overlays {
-		rec := v.Applied[i].Layer
-		vouches := rec != nil && m.Layer != nil && *m.Layer == *rec && !bad[m.Version]
-		for _, d := range m.Deletes {
-			for p := range out {
-				if manifests.Within(d, p) {
-					delete(out, p)
-				}
-			}
-		}
-		for _, e := range m.Entries {
-			if vouches && e.Type == manifests.TypeFile {
-				out[e.Path] = e
-			} else {
-				delete(out, e.Path)
-			}
-		}
-	}
-	return out
 }
 
 // Drifted is a path where the node's tree is not the expected one.
