@@ -183,6 +183,16 @@ func (l *Ledger) CheckChain() error {
 	return nil
 }
 
+// Validate checks a record as reading the ledger back will (CheckChain):
+// a record that fails it must not be written, since it would make the
+// ledger unreadable.
+func (e LedgerEntry) Validate() error {
+	if err := e.validate(); err != nil {
+		return fmt.Errorf("%w: ledger record: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
 // validate checks the fields of a record that reach paths, command lines
 // and plans: a ledger is node state, and node state may have been planted.
 func (e LedgerEntry) validate() error {

@@ -45,6 +45,9 @@ type ActivateReport struct {
 	// apply: it is not stacked, nor is any layer above it (Layers lists
 	// those stacked), until strata restart --repair rewrites it.
 	LayerRefused *schema.LayerRefusal `json:"layer_refused,omitempty"`
+	// Warnings are what activation could not do beside stacking (record
+	// a refused layer in the ledger).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Activate builds the overlayfs stacks of the node from its ledger,
@@ -66,9 +69,12 @@ func (h *Node) Activate(ctx context.Context) (*ActivateReport, error) {
 			return nil, err
 		}
 		rep.LayerRefused = li.Refused
-		if li.Refused != nil {
+		if li.Refused != nil && !ev.Trial {
+			// The refusal stands in the stacks whether or not the
+			// ledger can take it: a full state partition must not
+			// turn a boot without one layer into one without any.
 			if err := h.recordRefusal(ctx, li.Refused); err != nil {
-				return nil, err
+				rep.Warnings = append(rep.Warnings, err.Error())
 			}
 		}
 	}
@@ -85,9 +91,12 @@ func (h *Node) Activate(ctx context.Context) (*ActivateReport, error) {
 }
 
 // recordRefusal writes a refused record of the layer image activation
-// refused to the ledger, so node history keeps it after the refusal is
-// repaired: once for each refusal, not again at each activation while
-// the same one stands. An offline disk mounted read-only only reports it.
+// refused to the ledger, so node history keeps it after the repair: once
+// for each refusal, not again at each activation while the same one
+// stands (no change of the layers since a record of it). It writes
+// nothing on an offline disk mounted read-only, nor on a trial boot (the
+// image the node may fall back to would read the ledger with an older
+// strata). The record is validated before it is written.
 func (h *Node) recordRefusal(ctx context.Context, r *schema.LayerRefusal) error {
 	n := h.state()
 	if n.ReadOnly() {
@@ -95,24 +104,33 @@ func (h *Node) recordRefusal(ctx context.Context, r *schema.LayerRefusal) error 
 	}
 	unlock, err := n.Lock(ctx, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("recording the refused layer %s in the ledger: %w", r.Version, err)
 	}
 	defer unlock()
 	l, err := n.ReadLedger()
 	if err != nil {
-		return err
+		return fmt.Errorf("recording the refused layer %s in the ledger: %w", r.Version, err)
+	}
+	for i := len(l.Entries) - 1; i > 0; i-- {
+		e := l.Entries[i]
+		if e.Action == manifests.LedgerRefused && e.Version == r.Version && e.Error == manifests.RecordText(r.Error) {
+			return nil
+		}
+		if e.Action != manifests.LedgerRefused && e.Action != manifests.LedgerFailed && e.Action != manifests.LedgerRestart {
+			break // the layers changed since
+		}
 	}
 	last := l.Last()
-	if last.Action == manifests.LedgerRefused && last.Version == r.Version && last.Error == r.Error {
-		return nil
-	}
 	rec := manifests.LedgerEntry{Action: manifests.LedgerRefused, Line: last.Line, Version: r.Version,
-		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest, Error: r.Error,
+		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest, Error: manifests.RecordText(r.Error),
 		Time: time.Now().UTC().Format(time.RFC3339)}
 	for _, e := range l.Applied() {
 		if e.Version == r.Version {
 			rec.Digest = e.Digest
 		}
+	}
+	if rec.Digest == "" {
+		return fmt.Errorf("recording the refused layer %s in the ledger: no applied overlay has that version", r.Version)
 	}
 	if _, err := n.Commit(l, rec); err != nil {
 		return fmt.Errorf("recording the refused layer %s in the ledger: %w", r.Version, err)

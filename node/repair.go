@@ -177,7 +177,7 @@ func (h *Node) Repair(ctx context.Context, src Source) (*RepairReport, error) {
 	// The ledger says what was rebuilt, whether or not it was enough.
 	last := v.Ledger.Last()
 	if _, err := n.Commit(v.Ledger, manifests.LedgerEntry{
-		Action: manifests.LedgerRepair, Line: last.Line, Version: last.Version, Digest: last.Digest,
+		Action: manifests.LedgerRepair, Line: last.Line, Version: last.Head.Version, Digest: last.Head.Digest,
 		Image: last.Image, Head: last.Head, TreeDigest: last.TreeDigest, Repaired: rep.Layers,
 		Time: time.Now().UTC().Format(time.RFC3339),
 	}); err != nil {

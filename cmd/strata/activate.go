@@ -59,6 +59,9 @@ Nodes whose backend is a directory tree have nothing to activate (exit 3).`,
 				if r := rep.LayerRefused; r != nil {
 					fmt.Fprintf(w, "LAYER REFUSED: %s; the node runs the layers below it\n", r.Error)
 				}
+				for _, msg := range rep.Warnings {
+					fmt.Fprintf(w, "warning: %s\n", msg)
+				}
 				if rep.Refused != "" {
 					fmt.Fprintf(w, "a boot since the last one refused a root: %s\n", rep.Refused)
 				}

@@ -48,10 +48,15 @@ func (t Target) VerifyArgs() []string {
 
 // Available says why this host cannot map dm-verity devices (nil when it
 // can): the kernel must have device-mapper and veritysetup must be on
-// PATH. The dm-verity target itself is loaded on demand.
+// PATH, with device-mapper loaded (something on the node used it: the
+// verified root, udev) and its control node present. The dm-verity
+// target itself is loaded on demand.
 func Available() error {
 	if _, err := os.Stat("/sys/class/misc/device-mapper"); err != nil {
-		return fmt.Errorf("the kernel has no device-mapper (no /sys/class/misc/device-mapper)")
+		return fmt.Errorf("the kernel has no device-mapper loaded (no /sys/class/misc/device-mapper)")
+	}
+	if _, err := os.Stat("/dev/mapper/control"); err != nil {
+		return fmt.Errorf("no /dev/mapper/control: %w", err)
 	}
 	if _, err := exec.LookPath("veritysetup"); err != nil {
 		return fmt.Errorf("no veritysetup on PATH (cryptsetup-bin): %w", err)
@@ -65,10 +70,13 @@ func Open(ctx context.Context, t Target, name string) (string, error) {
 	if err := t.Params.Validate(); err != nil {
 		return "", fmt.Errorf("mapping %s as %s: %w", t.Device, name, err)
 	}
-	if name == "" || strings.ContainsAny(name, "/ ") || len(name) > 127 {
+	if name == "" || name[0] == '-' || name[0] == '.' || strings.ContainsAny(name, "/ \t\n") || len(name) > 127 {
 		return "", fmt.Errorf("mapping %s: %q is not a device-mapper name", t.Device, name)
 	}
 	if err := run(ctx, t.OpenArgs(name)); err != nil {
+		// veritysetup may have made the device before it failed (or was
+		// cancelled): take it away, or it holds the data device.
+		_ = run(context.WithoutCancel(ctx), []string{"close", name})
 		return "", err
 	}
 	return filepath.Join("/dev/mapper", name), nil

@@ -75,7 +75,7 @@ func TestVerifyWithTheMappingsOptions(t *testing.T) {
 // Bad parameters and names are refused before veritysetup runs.
 func TestOpenRefusesBadInput(t *testing.T) {
 	_, tg := image(t, 4, nil)
-	for _, name := range []string{"", "a/b", "a b", strings.Repeat("n", 128)} {
+	for _, name := range []string{"", "a/b", "a b", "-x", ".", "..", "a\nb", strings.Repeat("n", 128)} {
 		if _, err := dmverity.Open(context.Background(), tg, name); err == nil || !strings.Contains(err.Error(), "not a device-mapper name") {
 			t.Errorf("name %q: %v", name, err)
 		}

@@ -87,6 +87,9 @@ func (n Node) Commit(l *manifests.Ledger, rec manifests.LedgerEntry) (*manifests
 	if err := next.Append(rec); err != nil {
 		return nil, err
 	}
+	if err := next.Last().Validate(); err != nil {
+		return nil, err
+	}
 	if err := n.WriteLedger(next); err != nil {
 		if l2, rerr := n.ReadLedger(); rerr == nil && l2.Last().Hash == next.Last().Hash {
 			return next, nil
