@@ -6,16 +6,18 @@ need=()
 for pair in mksquashfs:squashfs-tools sqfs2tar:squashfs-tools-ng rdsquashfs:squashfs-tools-ng \
 	zstd:zstd xz:xz-utils minisign:minisign debootstrap:debootstrap ostree:ostree \
 	mkfs.ext4:e2fsprogs e2fsck:e2fsprogs debugfs:e2fsprogs mkfs.fat:dosfstools fsck.vfat:dosfstools \
-	mcopy:mtools mmd:mtools veritysetup:cryptsetup-bin fsck.erofs:erofs-utils cpio:cpio unshare:util-linux nsenter:util-linux losetup:mount unsquashfs:squashfs-tools ip:iproute2 \
+	mcopy:mtools mmd:mtools sbsign:sbsigntool sbverify:sbsigntool veritysetup:cryptsetup-bin fsck.erofs:erofs-utils cpio:cpio unshare:util-linux nsenter:util-linux losetup:mount unsquashfs:squashfs-tools ip:iproute2 \
 	man:man-db make:make; do
 	cmd=${pair%%:*} pkg=${pair##*:}
 	PATH=$PATH:/usr/sbin:/sbin command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
-# Disk provisioning puts systemd-boot on the ESP; the boot test runs qemu
-# with OVMF.
+# Disk provisioning puts systemd-boot on the ESP, and under Secure Boot a
+# unified kernel image built on systemd's stub; sbsigntool signs both. The
+# boot test runs qemu with OVMF, the Secure Boot build among them.
 [ -e /usr/lib/systemd/boot/efi/systemd-bootx64.efi ] || need+=(systemd-boot-efi)
+[ -e /usr/lib/systemd/boot/efi/linuxx64.efi.stub ] || need+=(systemd-boot-efi)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
-[ -e /usr/share/OVMF/OVMF_CODE.fd ] || need+=(ovmf)
+[ -e /usr/share/OVMF/OVMF_CODE_4M.secboot.fd ] && [ -e /usr/share/OVMF/OVMF_VARS_4M.fd ] || need+=(ovmf)
 if [ "${#need[@]}" -gt 0 ]; then
 	mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 	echo "deps: installing ${need[*]}" >&2
