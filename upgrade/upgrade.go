@@ -133,6 +133,9 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 	if o.Tries == 0 {
 		o.Tries = disk.DefaultTries
 	}
+	if err := t.CheckUpgradable(); err != nil {
+		return nil, err
+	}
 	nd, err := node.Open(root, node.Options{LockWait: o.LockWait, Progress: o.Progress})
 	if err != nil {
 		return nil, err

@@ -167,10 +167,12 @@ func leadingRun(s string) string {
 // fills it with mtools: systemd-boot (also as the removable-media fallback
 // loader), loader.conf and, when the image has a kernel, the kernel, the
 // initrd and a loader entry booting root A read-only, with the kernel
-// console on the first serial port as well as the screen. (go-diskfs 1.9.4's
-// FAT32 writer leaves wrong ".." entries in subdirectories of the root and
-// an unset free-cluster count, which fsck.vfat reports.)
-func writeESP(ctx context.Context, target string, p Partition, b *bootFiles, bootEFI, work string) error {
+// console on the first serial port as well as the screen. With sb (Secure
+// Boot), the signed systemd-boot and the signed UKI take their place (see
+// signBoot). (go-diskfs 1.9.4's FAT32 writer leaves wrong ".." entries in
+// subdirectories of the root and an unset free-cluster count, which
+// fsck.vfat reports.)
+func writeESP(ctx context.Context, target string, p Partition, b *bootFiles, bootEFI string, sb *signedBoot, work string) error {
 	if bootEFI == "" {
 		bootEFI = DefaultBootEFI
 	}
@@ -183,7 +185,13 @@ func writeESP(ctx context.Context, target string, p Partition, b *bootFiles, boo
 		return err
 	}
 	img := fmt.Sprintf("%s@@%d", target, p.Offset)
-	if err := tool(ctx, "mmd", "-i", img, "::/EFI", "::/EFI/BOOT", "::/EFI/systemd", "::/loader", "::/loader/entries", "::/strata", "::/strata/a"); err != nil {
+	dirs := []string{"::/EFI", "::/EFI/BOOT", "::/EFI/systemd", "::/loader", "::/loader/entries"}
+	if sb != nil {
+		dirs = append(dirs, "::"+ukiDir)
+	} else {
+		dirs = append(dirs, "::/strata", "::/strata/a")
+	}
+	if err := tool(ctx, "mmd", append([]string{"-i", img}, dirs...)...); err != nil {
 		return err
 	}
 	loader := "timeout 3\n"
@@ -192,17 +200,17 @@ func writeESP(ctx context.Context, target string, p Partition, b *bootFiles, boo
 	}
 	texts := map[string]string{espLoader: loader}
 	puts := map[string]string{espFallback: bootEFI, espBoot: bootEFI}
-	if b.kernel != "" {
+	switch {
+	case sb != nil:
+		texts[espLoader] = loaderSB
+		puts[espFallback], puts[espBoot] = sb.bootEFI, sb.bootEFI
+		puts[ukiDir+"/strata-1-a.efi"] = sb.uki
+	case b.kernel != "":
 		puts[espKernel], puts[espInitrd] = b.kernelFile, b.initrdFile
-		e := BootEntry{Title: b.title, Linux: espKernel, Initrd: espInitrd}
-		rootHash := ""
+		e := BootEntry{Title: b.title, Linux: espKernel, Initrd: espInitrd, Options: bootOptions(b)}
 		if b.verity != nil {
 			puts[espVerity] = b.verity.initrd
-			e.VerityInitrd, rootHash = espVerity, b.verity.rootHash
-		}
-		e.Options = rootOptions(b.rootA, rootHash) + " ro rootfstype=squashfs console=tty0 console=ttyS0,115200"
-		if b.hostname != "" {
-			e.Options += " systemd.hostname=" + b.hostname
+			e.VerityInitrd = espVerity
 		}
 		texts[espEntry] = entryText(e)
 	}

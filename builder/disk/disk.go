@@ -19,6 +19,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/scratch"
+	"github.com/strata-dev/strata/internal/secureboot"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -50,6 +51,14 @@ type Options struct {
 	AuthorizedKeys []byte
 	// BootEFI is systemd-boot's EFI binary (default DefaultBootEFI).
 	BootEFI string
+	// SecureBoot, if set, is the db key the disk boots under UEFI Secure
+	// Boot with: systemd-boot and a unified kernel image are signed with
+	// it in place of a plain kernel and loader entry (see signBoot). The
+	// image must have a kernel and a verity record.
+	SecureBoot *secureboot.Signer
+	// Stub is systemd's EFI stub the UKI is built on (default
+	// DefaultStub).
+	Stub string
 	// Progress, if set, gets a short line per step.
 	Progress func(step string)
 }
@@ -71,6 +80,9 @@ type Result struct {
 	// empty when it boots unverified (no verity record or no strata in
 	// the image).
 	RootHash string `json:"root_hash,omitempty"`
+	// UKI is the signed unified kernel image on the ESP of a Secure Boot
+	// disk (Options.SecureBoot).
+	UKI string `json:"uki,omitempty"`
 	// Note says what the caller should know but is no error (a device
 	// whose partition table the kernel did not re-read).
 	Note string `json:"note,omitempty"`
@@ -131,6 +143,15 @@ func Provision(ctx context.Context, image, diskPath string, trust *sign.KeySet, 
 	if err != nil {
 		return nil, err
 	}
+	boot.rootA = res.Layout.Part(PartRootA).GUID
+	boot.hostname = opts.Hostname
+	var signed *signedBoot
+	if opts.SecureBoot != nil {
+		progress("building and signing the unified kernel image and systemd-boot")
+		if signed, err = signBoot(ctx, boot, opts.SecureBoot, opts.BootEFI, opts.Stub, work); err != nil {
+			return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
+		}
+	}
 
 	target := diskPath
 	undoParents := func() {} // missing parents of a disk file, made below
@@ -147,12 +168,14 @@ func Provision(ctx context.Context, image, diskPath string, trust *sign.KeySet, 
 	if err := writeTable(target, device, res.Layout); err != nil {
 		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
 	}
-	boot.rootA = res.Layout.Part(PartRootA).GUID
-	boot.hostname = opts.Hostname
-	if err := writeESP(ctx, target, res.Layout.Part(PartESP), boot, opts.BootEFI, work); err != nil {
+	if err := writeESP(ctx, target, res.Layout.Part(PartESP), boot, opts.BootEFI, signed, work); err != nil {
 		return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
 	}
 	res.Kernel, res.Initrd, res.BootEntry = boot.kernel, boot.initrd, boot.kernel != ""
+	if signed != nil {
+		res.UKI = ukiDir + "/strata-1-a.efi"
+		progress(fmt.Sprintf("Secure Boot: %s and systemd-boot signed for %s", res.UKI, opts.SecureBoot.Certificate().Subject))
+	}
 	if boot.verity != nil {
 		res.RootHash = boot.verity.rootHash
 		progress(fmt.Sprintf("root A opens through dm-verity at boot (root hash %s)", res.RootHash))

@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"bytes"
 	"fmt"
 	"path"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strata-dev/strata/internal/uki"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -34,7 +36,16 @@ const (
 	maxEntrySize = 64 << 10
 )
 
-var entryFileRe = regexp.MustCompile(`^strata-([1-9][0-9]{0,8})-([ab])(?:\+([0-9]{1,4})(?:-([0-9]{1,4}))?)?\.conf$`)
+var (
+	entryFileRe = regexp.MustCompile(`^strata-([1-9][0-9]{0,8})-([ab])(?:\+([0-9]{1,4})(?:-([0-9]{1,4}))?)?\.conf$`)
+	// ukiFileRe is the same name for a UKI in /EFI/Linux (Secure Boot).
+	ukiFileRe = regexp.MustCompile(`^strata-([1-9][0-9]{0,8})-([ab])(?:\+([0-9]{1,4})(?:-([0-9]{1,4}))?)?\.efi$`)
+)
+
+// ukiHead is how much of a UKI readEntries reads: the headers, the stub
+// and the .osrel and .cmdline sections, which uki.Build puts before the
+// initrd and the kernel.
+const ukiHead = 1 << 20
 
 // pendingEntryRe matches an entry Install wrote under its temporary
 // name, which Installed.Commit renames to make it bootable.
@@ -63,6 +74,10 @@ type BootEntry struct {
 	// boots an unverified root.
 	VerityInitrd string `json:"verity_initrd,omitempty"`
 	Options      string `json:"options"`
+	// UKI is the ESP path of the signed unified kernel image a Secure
+	// Boot disk boots (a type #2 entry: Linux and Initrd are empty, and
+	// Options is its .cmdline).
+	UKI string `json:"uki,omitempty"`
 }
 
 // State says what the counter means: "good" (no counter), "trying" or
@@ -77,17 +92,17 @@ func (e BootEntry) State() string {
 	return "trying"
 }
 
-// parseEntryName reads an entry file name.
-func parseEntryName(name string) (BootEntry, bool) {
-	if strings.EqualFold(name, legacyEntry) {
+// parseEntryName reads an entry file name (re: entryFileRe or ukiFileRe).
+func parseEntryName(name string, re *regexp.Regexp) (BootEntry, bool) {
+	if re == entryFileRe && strings.EqualFold(name, legacyEntry) {
 		return BootEntry{ID: legacyEntry, File: name, TriesLeft: -1}, true
 	}
-	m := entryFileRe.FindStringSubmatch(name)
+	m := re.FindStringSubmatch(name)
 	if m == nil {
 		return BootEntry{}, false
 	}
 	gen, _ := strconv.Atoi(m[1])
-	e := BootEntry{ID: fmt.Sprintf("strata-%d-%s.conf", gen, m[2]), File: name, Generation: gen, Slot: m[2], TriesLeft: -1}
+	e := BootEntry{ID: fmt.Sprintf("strata-%d-%s%s", gen, m[2], path.Ext(name)), File: name, Generation: gen, Slot: m[2], TriesLeft: -1}
 	if m[3] != "" {
 		e.TriesLeft, _ = strconv.Atoi(m[3])
 	}
@@ -159,7 +174,7 @@ func readEntries(esp espFS, l *Layout) ([]BootEntry, error) {
 	}
 	var out []BootEntry
 	for _, name := range names {
-		e, ok := parseEntryName(name)
+		e, ok := parseEntryName(name, entryFileRe)
 		if !ok {
 			continue
 		}
@@ -168,6 +183,31 @@ func readEntries(esp espFS, l *Layout) ([]BootEntry, error) {
 			return nil, err
 		}
 		parseEntry(&e, string(raw))
+		out = append(out, e)
+	}
+	ukis, err := esp.List(ukiDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range ukis {
+		e, ok := parseEntryName(name, ukiFileRe)
+		if !ok {
+			continue
+		}
+		e.UKI = path.Join(ukiDir, name)
+		head, err := esp.ReadHead(e.UKI, ukiHead)
+		if err != nil {
+			return nil, err
+		}
+		info, err := uki.ReadInfo(bytes.NewReader(head), int64(len(head)))
+		if err != nil {
+			return nil, fmt.Errorf("ESP: %s: %w", e.UKI, err)
+		}
+		e.Options, e.Title = info.Cmdline, osReleaseTitle(info.OSRelease)
+		out = append(out, e)
+	}
+	for i := range out {
+		e, name := &out[i], out[i].File
 		slot := slotOf[rootGUID(e.Options)]
 		switch {
 		case slot == "":
@@ -176,7 +216,6 @@ func readEntries(esp espFS, l *Layout) ([]BootEntry, error) {
 			return nil, fmt.Errorf("boot entry %s boots root %s: %w", name, slot, ErrNotNodeDisk)
 		}
 		e.Slot = slot
-		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Generation > out[j].Generation })
 	return out, nil

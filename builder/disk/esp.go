@@ -25,6 +25,8 @@ type espFS interface {
 	List(dir string) ([]string, error)
 	// Read reads a file of at most limit bytes.
 	Read(p string, limit int64) ([]byte, error)
+	// ReadHead reads the first n bytes of a file (all of a shorter one).
+	ReadHead(p string, n int64) ([]byte, error)
 	// Put copies the host file src to p, replacing it.
 	Put(p, src string) error
 	// Write writes data to p, replacing it.
@@ -87,6 +89,14 @@ func (m *mtoolsESP) Read(p string, limit int64) ([]byte, error) {
 	}
 	if int64(out.Len()) > limit {
 		return nil, fmt.Errorf("ESP: %s is larger than %d bytes", p, limit)
+	}
+	return out.Bytes(), nil
+}
+
+func (m *mtoolsESP) ReadHead(p string, n int64) ([]byte, error) {
+	var out bytes.Buffer
+	if err := m.run(&limitedBuffer{b: &out, n: int(n)}, "mtype", "::"+p); err != nil {
+		return nil, err
 	}
 	return out.Bytes(), nil
 }
@@ -181,6 +191,19 @@ func (d dirESP) Read(p string, limit int64) ([]byte, error) {
 	}
 	if int64(len(b)) > limit {
 		return nil, fmt.Errorf("ESP: %s is larger than %d bytes", p, limit)
+	}
+	return b, nil
+}
+
+func (d dirESP) ReadHead(p string, n int64) ([]byte, error) {
+	f, err := os.Open(d.path(p))
+	if err != nil {
+		return nil, fmt.Errorf("ESP: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, n))
+	if err != nil {
+		return nil, fmt.Errorf("ESP: %s: %w", p, err)
 	}
 	return b, nil
 }

@@ -245,6 +245,9 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 	if tries < 1 || tries > 9 {
 		return nil, fmt.Errorf("upgrading %s: %d tries: want 1 to 9", t.Disk, tries)
 	}
+	if err := t.CheckUpgradable(); err != nil {
+		return nil, err
+	}
 	slot := t.Inactive()
 	part := t.Layout.Part(rootPart(slot))
 	// A regular file no larger than the partition: not a FIFO or a
@@ -338,6 +341,22 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 		return nil, err
 	}
 	return in, t.sync()
+}
+
+// CheckUpgradable refuses (ErrSecureBoot) a disk that boots signed UKIs:
+// the new root's UKI would need the db key, which strata keeps off
+// nodes. It writes nothing.
+func (t *Target) CheckUpgradable() error {
+	es, err := t.Entries()
+	if err != nil {
+		return err
+	}
+	for _, e := range es {
+		if e.UKI != "" {
+			return fmt.Errorf("%s boots %s, a unified kernel image signed for Secure Boot: an upgrade would need the db key to sign the new root's, and strata keeps that key off nodes; provision the node anew from the new image (strata provision --secure-boot-key): %w", t.Disk, e.UKI, ErrSecureBoot)
+		}
+	}
+	return nil
 }
 
 // RemoveSlot removes the boot entries of slot (cancelling an upgrade).

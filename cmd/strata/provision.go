@@ -10,17 +10,19 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/scratch"
+	"github.com/strata-dev/strata/internal/secureboot"
 	"github.com/strata-dev/strata/internal/sign"
 )
 
 func newProvisionCmd(g *globals) *cobra.Command {
-	var image, root, state, pub, diskPath, size, keyFile, repoDir, line, through, signKey string
+	var image, root, state, pub, diskPath, size, keyFile, repoDir, line, through, signKey, sbKey, sbCert string
 	var do disk.Options
 	c := &cobra.Command{
-		Use: "provision (--image IMAGE.squashfs | --repo REPO [--through V] --key K) (--root DIR | --state DIR | --disk PATH [--size SIZE] [--hostname H] [--ssh-authorized-key FILE] [--node-id ID])",
+		Use: "provision (--image IMAGE.squashfs | --repo REPO [--through V] --key K) (--root DIR | --state DIR | --disk PATH [--size SIZE] [--hostname H] [--ssh-authorized-key FILE] [--node-id ID] [--secure-boot-key K --secure-boot-cert C])",
 		Example: `  strata provision --image out/demo-1.0.0.squashfs --root nodes/a
   strata provision --repo repo --key ci.key --disk /dev/sdb --hostname edge-7 --ssh-authorized-key ops.pub
-  strata provision --image out/base-1.0.0.squashfs --disk node.img --size 4G`,
+  strata provision --image out/base-1.0.0.squashfs --disk node.img --size 4G
+  strata provision --image out/base-1.0.0.squashfs --disk node.img --secure-boot-key db.key --secure-boot-cert db.crt`,
 		Short: "Make a directory node or a bootable node disk from a signed image",
 		Long: `Provision a node from a signed image, verified first (signature, then every
 entry and file against the manifest).
@@ -37,6 +39,14 @@ ledger and the node identity. --size (e.g. 4G) defaults to the smallest
 layout with 1 GiB of state for a file, the whole device for a block device.
 See docs/images.md, "Disk images".
 
+--secure-boot-key and --secure-boot-cert sign the disk for UEFI Secure Boot
+with a db key (unencrypted RSA, PEM) the machine's firmware trusts:
+systemd-boot and a unified kernel image (the kernel, the initrds and the
+command line with the root hash) are signed instead of a plain kernel and
+loader entry. The image must have a kernel and a verity record. Such a node
+cannot be upgraded in place (that would need the key on the node); provision
+it anew. See docs/security.md, "Secure Boot".
+
 --repo REPO instead of --image provisions at the line's head (or at
 --through V): the line's image when no overlay follows it, otherwise a fresh
 image regenerated with the chain folded in and signed with --key, so the new
@@ -46,8 +56,18 @@ machine joins the sequence at its head.`,
 			if n := btoi(root != "") + btoi(diskPath != "") + btoi(state != ""); n != 1 {
 				return usageError{fmt.Errorf("give one of --root DIR, --state DIR or --disk PATH")}
 			}
-			if diskPath == "" && (size != "" || keyFile != "" || do.Hostname != "" || do.NodeID != "") {
-				return usageError{fmt.Errorf("--size, --hostname, --ssh-authorized-key and --node-id need --disk")}
+			if diskPath == "" && (size != "" || keyFile != "" || do.Hostname != "" || do.NodeID != "" || sbKey != "" || sbCert != "") {
+				return usageError{fmt.Errorf("--size, --hostname, --ssh-authorized-key, --node-id and --secure-boot-key need --disk")}
+			}
+			if (sbKey == "") != (sbCert == "") {
+				return usageError{fmt.Errorf("give --secure-boot-key and --secure-boot-cert together")}
+			}
+			if sbKey != "" {
+				s, err := secureboot.LoadSigner(sbKey, sbCert)
+				if err != nil {
+					return err
+				}
+				do.SecureBoot = s
 			}
 			if do.Hostname != "" {
 				if err := disk.CheckHostname(do.Hostname); err != nil {
@@ -135,6 +155,9 @@ machine joins the sequence at its head.`,
 	f.StringVar(&line, "line", "", "with --repo: the line (when the repository has several)")
 	versionVar(c, &through, "through", "with --repo: provision at this version instead of the head")
 	f.StringVar(&signKey, "key", "", "with --repo: key that signs the regenerated image (and that the repository must be signed with)")
+	f.StringVar(&sbKey, "secure-boot-key", "", "with --disk: Secure Boot db key (PEM) to sign the boot loader and kernel image with")
+	f.StringVar(&sbCert, "secure-boot-cert", "", "with --secure-boot-key: its certificate (PEM), the one enrolled in the firmware's db")
+	f.StringVar(&do.Stub, "efi-stub", disk.DefaultStub, "with --secure-boot-key: systemd's EFI stub the unified kernel image is built on")
 	return c
 }
 
@@ -159,7 +182,10 @@ func printDisk(w io.Writer, res *disk.Result) {
 	for _, p := range res.Layout.Partitions {
 		fmt.Fprintf(w, "  %d %-5s %9s at %9s  PARTUUID %s\n", p.Index, p.Name, disk.FormatSize(p.Size), disk.FormatSize(p.Offset), strings.ToLower(p.GUID))
 	}
-	if res.BootEntry {
+	if res.UKI != "" {
+		fmt.Fprintf(w, "  Secure Boot: %s (signed: /%s, /%s, the command line) and systemd-boot\n", res.UKI, res.Kernel, res.Initrd)
+		fmt.Fprintf(w, "  root A: dm-verity, root hash %s\n", res.RootHash)
+	} else if res.BootEntry {
 		fmt.Fprintf(w, "  boot entry: /%s, /%s\n", res.Kernel, res.Initrd)
 		if res.RootHash != "" {
 			fmt.Fprintf(w, "  root A: dm-verity, root hash %s\n", res.RootHash)

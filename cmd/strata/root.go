@@ -64,6 +64,7 @@ overlay chain folded in.
 		newNodeCmd(g),
 		newImageCmd(g),
 		newBootCmd(g),
+		newSecureBootCmd(g),
 	)
 	for _, c := range root.Commands() {
 		guardGroup(c)

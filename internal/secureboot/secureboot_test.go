@@ -20,25 +20,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-dev/strata/internal/efivars"
 	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/internal/uki"
 )
 
 const stubPath = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
 
-// keyPair writes an RSA key and a self-signed certificate for it into
-// dir as NAME.key and NAME.crt.
-func keyPair(t *testing.T, dir, name string, bits int) (keyPath, certPath string) {
-	t.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, bits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPath = filepath.Join(dir, name+".key")
-	certPath = filepath.Join(dir, name+".crt")
-	writePEM(t, keyPath, "PRIVATE KEY", mustPKCS8(t, k))
-	writePEM(t, certPath, "CERTIFICATE", selfSigned(t, k, &k.PublicKey))
-	return keyPath, certPath
+func keyPair(t *testing.T, dir, name string) (keyPath, certPath string) {
+	return testenv.SecureBootKey(t, dir, name)
 }
 
 func mustPKCS8(t *testing.T, k any) []byte {
@@ -74,7 +64,7 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 
 func TestLoadSigner(t *testing.T) {
 	dir := t.TempDir()
-	key, cert := keyPair(t, dir, "db", 2048)
+	key, cert := keyPair(t, dir, "db")
 	s, err := LoadSigner(key, cert)
 	if err != nil {
 		t.Fatal(err)
@@ -101,8 +91,8 @@ func must[T any](v T, err error) T {
 
 func TestLoadSignerRefuses(t *testing.T) {
 	dir := t.TempDir()
-	key, cert := keyPair(t, dir, "db", 2048)
-	otherKey, otherCert := keyPair(t, dir, "other", 2048)
+	key, cert := keyPair(t, dir, "db")
+	otherKey, otherCert := keyPair(t, dir, "other")
 	_ = otherCert
 
 	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -193,8 +183,8 @@ func TestSign(t *testing.T) {
 	testenv.RequireTools(t, []string{"sbsign", "sbverify", stubPath})
 	ctx := context.Background()
 	dir := t.TempDir()
-	key, cert := keyPair(t, dir, "db", 2048)
-	otherKey, otherCert := keyPair(t, dir, "other", 2048)
+	key, cert := keyPair(t, dir, "db")
+	otherKey, otherCert := keyPair(t, dir, "other")
 	s, err := LoadSigner(key, cert)
 	if err != nil {
 		t.Fatal(err)
@@ -230,5 +220,51 @@ func TestSign(t *testing.T) {
 	}
 	if err := s.Verify(ctx, tampered); !errors.Is(err, ErrSignature) {
 		t.Errorf("a changed command line verified: %v", err)
+	}
+}
+
+// TestEnrollOVMF enrolls a PK, a KEK and a db into Debian's empty OVMF
+// store: each variable holds its certificate, and Secure Boot is on.
+func TestEnrollOVMF(t *testing.T) {
+	testenv.RequireTools(t, []string{DefaultOVMFVars})
+	dir := t.TempDir()
+	_, pk := keyPair(t, dir, "pk")
+	_, kek := keyPair(t, dir, "kek")
+	_, db := keyPair(t, dir, "db")
+	out := filepath.Join(dir, "vars.fd")
+	if err := EnrollOVMF(OVMFVars{Out: out, PK: pk, KEK: []string{kek}, DB: []string{db}}); err != nil {
+		t.Fatal(err)
+	}
+	vars, err := efivars.List(must(os.ReadFile(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]byte{}
+	for _, v := range vars {
+		got[v.Name] = v.Data
+	}
+	for name, cert := range map[string]string{"PK": pk, "KEK": kek, "db": db} {
+		c, err := ReadCertificate(cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(got[name], c.Raw) {
+			t.Errorf("%s does not hold its certificate", name)
+		}
+	}
+	if !bytes.Equal(got["SecureBootEnable"], []byte{1}) {
+		t.Errorf("SecureBootEnable = %v", got["SecureBootEnable"])
+	}
+	// Nothing is written when a certificate is refused.
+	bad := filepath.Join(dir, "bad.crt")
+	if err := os.WriteFile(bad, []byte("not PEM"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out2 := filepath.Join(dir, "vars2.fd")
+	if err := EnrollOVMF(OVMFVars{Out: out2, PK: pk, KEK: []string{kek}, DB: []string{bad}}); err == nil {
+		t.Fatal("a garbage db certificate was enrolled")
+	}
+	if _, err := os.Stat(out2); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused enrollment wrote %s", out2)
 	}
 }
