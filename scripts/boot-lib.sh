@@ -9,12 +9,15 @@ need() { command -v "$1" >/dev/null 2>&1; }
 # boot_deps installs what booting a disk under qemu needs.
 boot_deps() {
 	if ! need qemu-system-x86_64 || [ ! -f /usr/share/OVMF/OVMF_CODE.fd ] ||
+		[ ! -f /usr/share/OVMF/OVMF_CODE_4M.secboot.fd ] || [ ! -f /usr/lib/systemd/boot/efi/linuxx64.efi.stub ] ||
+		! need sbsign || ! need sbverify || ! need openssl || ! need partx ||
 		[ ! -f /usr/lib/systemd/boot/efi/systemd-bootx64.efi ] || ! need mcopy ||
 		! need mkfs.fat || ! need mkfs.ext4 || ! need debootstrap || ! need mksquashfs ||
 		! need ssh-keygen || ! need ss; then
 		apt-get update -q
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q qemu-system-x86 ovmf systemd-boot-efi \
-			mtools dosfstools e2fsprogs debootstrap squashfs-tools zstd minisign openssh-client iproute2
+			mtools dosfstools e2fsprogs debootstrap squashfs-tools zstd minisign openssh-client iproute2 \
+			sbsigntool openssl util-linux
 	fi
 }
 
@@ -49,6 +52,11 @@ free_port() {
 	exit 1
 }
 
+# Firmware: OVMF, or with SECURE_BOOT=1 OVMF's Secure Boot build, which
+# needs SMM and a secure flash (its variables then enforce Secure Boot
+# when they have keys enrolled).
+SECURE_BOOT=0
+
 # start_qemu DISK... boots the first disk (UEFI, OVMF with the variables
 # in $WORK/vars.fd) with the others attached, the serial console going to
 # $LOG and the node's sshd on 127.0.0.1:$SSH_PORT. A reboot inside the VM
@@ -58,19 +66,23 @@ free_port() {
 # output at all; a cold start does not.) The loop ends when the node
 # powers off. QEMU_PID is the loop's; stop_qemu ends both.
 start_qemu() {
-	local drives=()
+	local drives=() machine=q35 code=/usr/share/OVMF/OVMF_CODE.fd secure=()
 	for d in "$@"; do
 		drives+=(-drive "file=$d,format=raw,if=virtio")
 	done
+	if [ "$SECURE_BOOT" = 1 ]; then
+		machine=q35,smm=on code=/usr/share/OVMF/OVMF_CODE_4M.secboot.fd
+		secure=(-global driver=cfi.pflash01,property=secure,value=on)
+	fi
 	: >"$LOG"
 	(
 		# Stopped: the qemu it runs goes too ($! is the last one started),
 		# and the next stop_qemu finds no pid to kill.
 		trap 'kill $! 2>/dev/null || true; rm -f "$WORK/qemu.pid"; exit 0' TERM
 		while :; do
-			qemu-system-x86_64 -machine q35 -m 2048 -smp 2 -nographic -no-reboot \
+			qemu-system-x86_64 -machine "$machine" "${secure[@]}" -m 2048 -smp 2 -nographic -no-reboot \
 				-chardev file,id=console,path="$LOG",append=on -serial chardev:console -monitor none \
-				-drive if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE.fd \
+				-drive if=pflash,format=raw,readonly=on,file="$code" \
 				-drive if=pflash,format=raw,file="$WORK/vars.fd" \
 				"${drives[@]}" \
 				-nic user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:"$SSH_PORT"-:22 </dev/null >>"$WORK/qemu.out" 2>&1 &
@@ -145,11 +157,26 @@ no_failure() {
 # boot DISK...: a fresh firmware, a free port, qemu; a new phase.
 boot() {
 	stop_qemu
+	SECURE_BOOT=0
 	cp /usr/share/OVMF/OVMF_VARS.fd "$WORK/vars.fd"
 	free_port
 	MARK=1
 	start_qemu "$@"
 	echo "   (console in $LOG; sshd on 127.0.0.1:$SSH_PORT)"
+}
+
+# boot_sb VARS DISK...: boot with OVMF's Secure Boot build and a copy of
+# the variable store VARS (keys enrolled: Secure Boot enforcing).
+boot_sb() {
+	local vars=$1
+	shift
+	stop_qemu
+	SECURE_BOOT=1
+	cp "$vars" "$WORK/vars.fd"
+	free_port
+	MARK=1
+	start_qemu "$@"
+	echo "   (Secure Boot; console in $LOG; sshd on 127.0.0.1:$SSH_PORT)"
 }
 
 # on_node CMD...: runs CMD as root on the booted node over SSH (its host

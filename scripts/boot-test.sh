@@ -58,6 +58,17 @@
 #     `strata status` naming it), and `restart --inventory --repair`
 #     rewrites it from the repository: 1.0.4 in effect again, the audit
 #     passes.
+#  6. Secure Boot: the test's own Platform Key, KEK and db (openssl) are
+#     enrolled into a copy of OVMF's empty variable store (`strata
+#     secure-boot ovmf-vars`); a disk of 1.0.0 provisioned with
+#     `--secure-boot-key` (systemd-boot and a unified kernel image signed
+#     with the db key) and the overlays applied boots under OVMF's Secure
+#     Boot build: the kernel says `Secure boot enabled`, the SecureBoot
+#     variable is 1, the root is kernel-verified, and an upgrade of the
+#     disk is refused (it would need the db key). Then one digit of the
+#     root hash in the kernel image's signed command line is changed on
+#     the ESP: the firmware refuses it (systemd-boot: "Error loading
+#     \EFI\Linux\strata-1-a.efi: Access Denied") and no kernel starts.
 #
 #   scripts/boot-test.sh [STRATA_BIN]
 #
@@ -406,10 +417,50 @@ on_node strata verify-sequence --root / --files || fail "verify-sequence --files
 t6=$(date +%s)
 stop_qemu
 
+echo "== 6. Secure Boot: a disk signed with the test's db key boots with Secure Boot enforcing; its kernel image with one byte of the command line changed is refused by the firmware"
+# The test's own Platform Key, KEK and db, enrolled into a copy of OVMF's
+# empty variable store (no Microsoft keys).
+for k in pk kek db; do
+	openssl req -new -x509 -newkey rsa:2048 -nodes -sha256 -days 30 -subj "/CN=strata boot test $k/" \
+		-keyout "$WORK/sb-$k.key" -out "$WORK/sb-$k.crt" 2>/dev/null
+done
+"$BIN" secure-boot ovmf-vars --pk "$WORK/sb-pk.crt" --kek "$WORK/sb-kek.crt" --db "$WORK/sb-db.crt" --out "$WORK/sb-vars.fd"
+rm -f "$WORK/sb.img"
+out=$("$BIN" provision --image "$IMAGE" --disk "$WORK/sb.img" --size 4G --node-id sb --hostname strata-sb \
+	--ssh-authorized-key "$WORK/id.pub" --secure-boot-key "$WORK/sb-db.key" --secure-boot-cert "$WORK/sb-db.crt")
+grep -q 'Secure Boot: /EFI/Linux/strata-1-a.efi' <<<"$out" || fail "the disk is not signed for Secure Boot: $out"
+"$BIN" apply-overlay --disk "$WORK/sb.img" --repo "$REPO" >/dev/null
+boot_sb "$WORK/sb-vars.fd" "$WORK/sb.img"
+wait_for "the signed disk's boot" 'Secure boot enabled' 'STRATA-UPGRADE-CHECK release=1.0.0 etc=[layer 1.0.3] stacks=2 root=rootA dm=verity'
+no_failure "the signed disk's boot"
+ssh_up
+sbvar=$(on_node od -An -tu1 /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c | awk '{ print $NF }')
+[ "$sbvar" = 1 ] || fail "the firmware's SecureBoot variable is $sbvar on the node, not 1"
+on_node strata status --root / | grep -q 'root dm-verity: kernel-verified' || fail "status on the signed node: the root is not kernel-verified"
+power_off
+rc=0
+out=$("$BIN" upgrade --disk "$WORK/sb.img" --image "$BAD" --dry-run 2>&1) || rc=$?
+[ $rc = 3 ] && grep -q 'keeps that key off nodes' <<<"$out" || fail "an upgrade of the Secure Boot disk was not refused (exit $rc): $out"
+# One byte of the signed command line changed: a digit of the root hash.
+esp=$(($(partx -g -o START -n 1 "$WORK/sb.img") * 512))
+MTOOLS_SKIP_CHECK=1 mcopy -n -i "$WORK/sb.img@@$esp" ::/EFI/Linux/strata-1-a.efi "$WORK/sb.efi"
+off=$(grep -obUa 'strata.verity=' "$WORK/sb.efi" | head -n1 | cut -d: -f1)
+[ -n "$off" ] || fail "no root hash in the kernel image's command line"
+off=$((off + 14))
+[ "$(dd if="$WORK/sb.efi" bs=1 skip="$off" count=1 status=none)" = 0 ] && digit=1 || digit=0
+printf %s "$digit" | dd of="$WORK/sb.efi" bs=1 seek="$off" conv=notrunc status=none
+MTOOLS_SKIP_CHECK=1 mcopy -o -i "$WORK/sb.img@@$esp" "$WORK/sb.efi" ::/EFI/Linux/strata-1-a.efi
+boot_sb "$WORK/sb-vars.fd" "$WORK/sb.img"
+wait_for "the changed kernel image refused by the firmware" 'Error loading \EFI\Linux\strata-1-a.efi: Access Denied'
+console | grep -a 'Error loading' | head -n1
+console | grep -aq 'Linux version' && fail "a kernel started from the changed kernel image"
+stop_qemu
+t7=$(date +%s)
+
 # secs SPAN: a systemd time span ("1min 2.345s", "350ms") in seconds.
 secs() { tr ' ' '\n' <<<"$1" | awk '/ms$/ { t += substr($0, 1, length - 2) / 1000; next } /min$/ { t += 60 * substr($0, 1, length - 3) } /[0-9]s$/ { t += substr($0, 1, length - 1) } END { printf "%.3f", t }'; }
 bv=$(secs "${BOOT_VERIFIED##*= }") bp=$(secs "${BOOT_PLAIN##*= }")
 echo "== boot to the default target, first boot (systemd-analyze): verified disk ${bv}s, unverified disk ${bp}s, $(awk -v a="$bv" -v b="$bp" 'BEGIN { printf "%.2f", a / b }')x"
-echo "== timings: builds $((t1 - t0))s, disks $((t2 - t1))s, boot-time disks $((t20 - t2))s, failed trial and fallback $((t3 - t20))s, upgrade $((t4 - t3))s, changed root refused $((t45 - t4))s, compaction and rollout $((t5 - t45))s, changed layer refused and repaired $((t6 - t5))s"
-echo "PASS: a verified and an unverified disk booted (timed); up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image kernel-verified, with one byte changed refused by dm-verity on read, named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity"
+echo "== timings: builds $((t1 - t0))s, disks $((t2 - t1))s, boot-time disks $((t20 - t2))s, failed trial and fallback $((t3 - t20))s, upgrade $((t4 - t3))s, changed root refused $((t45 - t4))s, compaction and rollout $((t5 - t45))s, changed layer refused and repaired $((t6 - t5))s, Secure Boot $((t7 - t6))s"
+echo "PASS: a verified and an unverified disk booted (timed); up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image kernel-verified, with one byte changed refused by dm-verity on read, named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity; a disk signed for Secure Boot booted with it enforcing, and with one byte of its command line changed was refused by the firmware"
 [ -n "${BOOT_WORK:-}" ] || rm -rf "$WORK"

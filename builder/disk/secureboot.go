@@ -43,7 +43,7 @@ const (
 // ErrSecureBoot reports a Secure Boot disk asked to do what needs the db
 // key, which stays off nodes, or an image that cannot be booted under
 // Secure Boot.
-var ErrSecureBoot = manifests.Rejection("Secure Boot")
+var ErrSecureBoot = manifests.Rejection("not possible under Secure Boot")
 
 // signedBoot is what a Secure Boot ESP holds: signed copies (work files)
 // of systemd-boot and of the UKI.
