@@ -66,8 +66,9 @@ test-debian: deps
 # (software emulation), checking over the serial console and SSH: a failed
 # trial of an upgrade falling back, the layers stacked at boot and in
 # effect, multi-user.target, a passing `strata verify-sequence --files`,
-# the fleet view, a live upgrade to a new image, compaction, a rollout
-# (scripts/boot-test.sh). Needs root.
+# the fleet view, a live upgrade to a new image, compaction, a rollout,
+# dm-verity refusing changed blocks, and a disk signed for Secure Boot
+# under OVMF's Secure Boot firmware (scripts/boot-test.sh). Needs root.
 test-boot: build
 	./scripts/boot-test.sh $(BIN)
 

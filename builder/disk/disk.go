@@ -70,9 +70,11 @@ type Result struct {
 	NodeID string                `json:"node_id"`
 	Layout *Layout               `json:"layout"`
 	Ledger manifests.LedgerEntry `json:"ledger"`
-	// Kernel and Initrd are the image paths copied to the ESP; empty (and
-	// BootEntry false) when the image has no kernel: the ESP then holds
-	// systemd-boot and loader.conf but no boot entry.
+	// Kernel and Initrd are the image paths booted (copied to the ESP,
+	// or inside the UKI); empty (and BootEntry false) when the image has
+	// no kernel: the ESP then holds systemd-boot and loader.conf but no
+	// boot entry. On a Secure Boot disk the boot entry is the UKI (a
+	// type #2 entry), not a loader entry file.
 	Kernel    string `json:"kernel,omitempty"`
 	Initrd    string `json:"initrd,omitempty"`
 	BootEntry bool   `json:"boot_entry"`

@@ -45,7 +45,7 @@ var (
 // ukiHead is how much of a UKI readEntries reads: the headers, the stub
 // and the .osrel and .cmdline sections, which uki.Build puts before the
 // initrd and the kernel.
-const ukiHead = 1 << 20
+const ukiHead = uki.HeadSize
 
 // pendingEntryRe matches an entry Install wrote under its temporary
 // name, which Installed.Commit renames to make it bootable.

@@ -93,12 +93,35 @@ func (m *mtoolsESP) Read(p string, limit int64) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
+// ReadHead stops mtype once it has n bytes: a UKI's head is read
+// without piping its kernel and initrd through.
 func (m *mtoolsESP) ReadHead(p string, n int64) ([]byte, error) {
-	var out bytes.Buffer
-	if err := m.run(&limitedBuffer{b: &out, n: int(n)}, "mtype", "::"+p); err != nil {
-		return nil, err
+	ctx, cancel := context.WithCancel(m.ctx)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "mtype", "-i", m.img, "::"+p)
+	cmd.Env = append(os.Environ(), "MTOOLS_SKIP_CHECK=1")
+	var errb bytes.Buffer
+	cmd.Stderr = &limitedBuffer{b: &errb, n: 4096}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("ESP: mtype %s: %w", p, err)
 	}
-	return out.Bytes(), nil
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("ESP: mtype %s: %w", p, err)
+	}
+	b, rerr := io.ReadAll(io.LimitReader(out, n))
+	full := int64(len(b)) == n
+	if full {
+		cancel() // the rest is not wanted
+	}
+	werr := cmd.Wait()
+	switch {
+	case rerr != nil:
+		return nil, fmt.Errorf("ESP: mtype %s: %w", p, rerr)
+	case werr != nil && !full:
+		return nil, fmt.Errorf("ESP: mtype %s: %w: %s", p, werr, strings.TrimSpace(errb.String()))
+	}
+	return b, nil
 }
 
 func (m *mtoolsESP) Put(p, src string) error { return m.run(io.Discard, "mcopy", "-o", src, "::"+p) }

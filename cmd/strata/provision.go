@@ -59,6 +59,9 @@ machine joins the sequence at its head.`,
 			if diskPath == "" && (size != "" || keyFile != "" || do.Hostname != "" || do.NodeID != "" || sbKey != "" || sbCert != "") {
 				return usageError{fmt.Errorf("--size, --hostname, --ssh-authorized-key, --node-id and --secure-boot-key need --disk")}
 			}
+			if sbKey == "" && c.Flags().Changed("efi-stub") {
+				return usageError{fmt.Errorf("--efi-stub needs --secure-boot-key")}
+			}
 			if (sbKey == "") != (sbCert == "") {
 				return usageError{fmt.Errorf("give --secure-boot-key and --secure-boot-cert together")}
 			}

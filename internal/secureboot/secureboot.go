@@ -28,9 +28,12 @@ var ErrSignature = errors.New("the Secure Boot signature does not verify")
 // maxPEM bounds the key and certificate files read.
 const maxPEM = 64 << 10
 
-// minRSABits is the smallest RSA key accepted (firmware takes 2048 to
-// 4096).
-const minRSABits = 2048
+// The RSA key sizes accepted: what firmware verifies (edk2 takes 2048
+// to 4096 bits).
+const (
+	minRSABits = 2048
+	maxRSABits = 4096
+)
 
 // Signer signs EFI binaries with a db key and its certificate.
 type Signer struct {
@@ -93,8 +96,8 @@ func readCert(path string) (*x509.Certificate, []byte, error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("secure boot certificate %s: a %s key; firmware verifies RSA: %w", path, c.PublicKeyAlgorithm, ErrKey)
 	}
-	if pub.N.BitLen() < minRSABits {
-		return nil, nil, fmt.Errorf("secure boot certificate %s: RSA-%d; at least %d bits: %w", path, pub.N.BitLen(), minRSABits, ErrKey)
+	if n := pub.N.BitLen(); n < minRSABits || n > maxRSABits {
+		return nil, nil, fmt.Errorf("secure boot certificate %s: RSA-%d; firmware verifies %d to %d bits: %w", path, n, minRSABits, maxRSABits, ErrKey)
 	}
 	return c, pem.EncodeToMemory(blk), nil
 }

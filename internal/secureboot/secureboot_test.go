@@ -164,7 +164,7 @@ func testUKI(t *testing.T, dir, cmdline string) string {
 	var out bytes.Buffer
 	err = uki.Build(&out, stub, uki.Parts{
 		OSRelease: []byte("ID=strata\nVERSION_ID=1\n"), Cmdline: cmdline,
-		Initrd: bytes.NewReader(nil), Kernel: bytes.NewReader(kernel), KernelSize: int64(len(kernel)),
+		Initrd: strings.NewReader("initrd"), InitrdSize: 6, Kernel: bytes.NewReader(kernel), KernelSize: int64(len(kernel)),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,17 @@ func ReadInfo(r io.ReaderAt, size int64) (*Info, error) {
 		name, trim string
 		to         *string
 	}{{SectionCmdline, "\x00\n", &info.Cmdline}, {SectionOSRel, "\x00", &info.OSRelease}} {
-		s := f.Section(want.name)
+		var s *pe.Section
+		for _, c := range f.Sections {
+			if c.Name != want.name {
+				continue
+			}
+			if s != nil {
+				// Which one a loader takes is its choice: refuse.
+				return nil, fmt.Errorf("%w: two %s sections", ErrNotUKI, want.name)
+			}
+			s = c
+		}
 		if s == nil {
 			return nil, fmt.Errorf("%w: no %s section", ErrNotUKI, want.name)
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 )
 
 // ErrNotStub reports a stub that is not an unsigned x86-64 EFI
@@ -25,8 +26,13 @@ const (
 	SectionLinux   = ".linux"
 )
 
-// MaxStubSize bounds the stub Build reads (systemd's is under 100 KiB).
-const MaxStubSize = 4 << 20
+// MaxStubSize bounds the stub Build takes (systemd's is under 100 KiB).
+const MaxStubSize = 1 << 20
+
+// HeadSize is how much of a UKI Build wrote ReadInfo needs: the stub
+// and the .osrel and .cmdline sections, which come before the initrd and
+// the kernel.
+const HeadSize = MaxStubSize + 2*maxTextSection + 4*pageSize
 
 // MaxCmdline is the longest command line the x86 kernel takes
 // (COMMAND_LINE_SIZE, less its NUL).
@@ -89,10 +95,18 @@ func Build(w io.Writer, stub []byte, p Parts) error {
 	if len(p.Cmdline) > MaxCmdline {
 		return fmt.Errorf("uki: the command line is %d bytes; the kernel takes %d", len(p.Cmdline), MaxCmdline)
 	}
+	// An empty .cmdline would make systemd's stub take the boot
+	// loader's command line, which nothing signs.
+	if p.Cmdline == "" || len(p.OSRelease) == 0 {
+		return fmt.Errorf("uki: an empty command line or os-release")
+	}
+	if len(p.OSRelease) > maxTextSection {
+		return fmt.Errorf("uki: the os-release is %d bytes (at most %d)", len(p.OSRelease), maxTextSection)
+	}
 	if bytes.IndexByte([]byte(p.Cmdline), 0) >= 0 || bytes.IndexByte(p.OSRelease, 0) >= 0 {
 		return fmt.Errorf("uki: a NUL in the command line or os-release")
 	}
-	if p.Kernel == nil || p.KernelSize <= 0 || p.Initrd == nil || p.InitrdSize < 0 {
+	if p.Kernel == nil || p.KernelSize <= 0 || p.Initrd == nil || p.InitrdSize <= 0 {
 		return fmt.Errorf("uki: no kernel, or no initrd")
 	}
 	l, err := parseStub(stub)
@@ -107,20 +121,21 @@ func Build(w io.Writer, stub []byte, p Parts) error {
 	}
 	for _, s := range l.sections {
 		for _, a := range adds {
-			if s.Name == a.name {
-				return fmt.Errorf("uki: the stub already has a %s section: %w", a.name, ErrNotStub)
+			if strings.HasPrefix(s.Name, a.name) {
+				return fmt.Errorf("uki: the stub already has a %s section: %w", s.Name, ErrNotStub)
 			}
 		}
 	}
 	hdrEnd := l.sectionTable + (len(l.sections)+len(adds))*sectionSize
-	if hdrEnd > int(l.sizeOfHeaders) {
-		return fmt.Errorf("uki: the stub's headers (%d bytes) have no room for %d more sections: %w", l.sizeOfHeaders, len(adds), ErrNotStub)
+	if hdrEnd > int(l.sizeOfHeaders) || hdrEnd > l.firstData {
+		return fmt.Errorf("uki: the stub's headers (%d bytes) have no room for %d more sections: %w", min(int(l.sizeOfHeaders), l.firstData), len(adds), ErrNotStub)
 	}
 	// The stub's bytes up to the end of its last section's data (its
 	// symbol table, after that, is dropped).
 	head := slices.Clone(stub[:l.dataEnd])
 	off := alignUp(int64(l.dataEnd), int64(l.fileAlign))
-	va := alignUp(int64(l.imageEnd), pageSize)
+	secAlign := max(int64(pageSize), int64(l.sectAlign))
+	va := alignUp(int64(l.imageEnd), secAlign)
 	initData := int64(binary.LittleEndian.Uint32(head[l.opt+optSizeOfInitData:]))
 	table := head[l.sectionTable+len(l.sections)*sectionSize:]
 	for i, a := range adds {
@@ -139,7 +154,7 @@ func Build(w io.Writer, stub []byte, p Parts) error {
 		le.PutUint32(h[36:], scnData)
 		initData += raw
 		off += raw
-		va = alignUp(va+a.size, pageSize)
+		va = alignUp(va+a.size, secAlign)
 	}
 	le := binary.LittleEndian
 	le.PutUint16(head[l.coff+coffNumSections:], uint16(len(l.sections)+len(adds)))
@@ -186,6 +201,7 @@ type stubLayout struct {
 	sizeOfHeaders           uint32
 	fileAlign, sectAlign    uint32
 	dataEnd                 int   // end of the last section's raw data
+	firstData               int   // start of the first section's raw data
 	imageEnd                int64 // end of the last section in memory
 }
 
@@ -208,7 +224,8 @@ func parseStub(stub []byte) (*stubLayout, error) {
 	if len(oh.DataDirectory) > dirSecurity && oh.DataDirectory[dirSecurity].Size != 0 {
 		return nil, fmt.Errorf("uki: the stub is signed; give the unsigned stub (its signature would not cover the UKI): %w", ErrNotStub)
 	}
-	if oh.FileAlignment == 0 || oh.FileAlignment&(oh.FileAlignment-1) != 0 || oh.SectionAlignment < oh.FileAlignment {
+	if oh.FileAlignment == 0 || oh.FileAlignment&(oh.FileAlignment-1) != 0 || oh.SectionAlignment < oh.FileAlignment ||
+		oh.SectionAlignment&(oh.SectionAlignment-1) != 0 || oh.SectionAlignment > 1<<20 {
 		return nil, fmt.Errorf("uki: the stub's alignments (file %#x, section %#x) are invalid: %w", oh.FileAlignment, oh.SectionAlignment, ErrNotStub)
 	}
 	lfanew := int(binary.LittleEndian.Uint32(stub[0x3c:]))
@@ -221,8 +238,10 @@ func parseStub(stub []byte) (*stubLayout, error) {
 		return nil, fmt.Errorf("uki: the stub's section table runs past its headers: %w", ErrNotStub)
 	}
 	l.dataEnd = int(oh.SizeOfHeaders)
+	l.firstData = len(stub)
 	for _, s := range f.Sections {
 		if s.Size > 0 {
+			l.firstData = min(l.firstData, int(s.Offset))
 			end := int64(s.Offset) + int64(s.Size)
 			if end > int64(len(stub)) {
 				return nil, fmt.Errorf("uki: the stub's section %s runs past its end: %w", s.Name, ErrNotStub)

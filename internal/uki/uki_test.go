@@ -241,6 +241,10 @@ func TestBuildRefuses(t *testing.T) {
 		{name: "NUL in the command line", part: func(p *Parts) { p.Cmdline = "a\x00b" }, msg: "NUL"},
 		{name: "NUL in os-release", part: func(p *Parts) { p.OSRelease = []byte("ID=a\x00") }, msg: "NUL"},
 		{name: "no kernel", part: func(p *Parts) { p.Kernel = nil }, msg: "no kernel"},
+		{name: "empty command line", part: func(p *Parts) { p.Cmdline = "" }, msg: "empty command line"},
+		{name: "empty os-release", part: func(p *Parts) { p.OSRelease = nil }, msg: "empty"},
+		{name: "empty initrd", part: func(p *Parts) { p.Initrd, p.InitrdSize = bytes.NewReader(nil), 0 }, msg: "no initrd"},
+		{name: "stub with a .linux2", stub: func(s *fakeStub) { s.sections = append(s.sections, ".linux2") }, want: ErrNotStub, msg: ".linux2"},
 		{name: "short kernel", part: func(p *Parts) { p.KernelSize += 10 }, msg: "not the"},
 		{name: "long initrd", part: func(p *Parts) { p.InitrdSize -= 10 }, msg: "not the"},
 	}
@@ -280,14 +284,29 @@ func TestReadInfoRefuses(t *testing.T) {
 	if _, err := ReadInfo(strings.NewReader("not a PE"), 8); !errors.Is(err, ErrNotUKI) {
 		t.Errorf("garbage: %v", err)
 	}
-	// A .cmdline larger than the kernel could take is refused before it
-	// is read.
+	// A section larger than ReadInfo reads is refused before it is read.
+	big := defaultStub()
+	big.sections = []string{".cmdline", ".osrel", ".linux"}
+	img := big.bytes()
+	le := binary.LittleEndian
+	table := 0x40 + 4 + coffHeaderSize + 112 + 16*8
+	le.PutUint32(img[table+8:], maxTextSection+1)  // VirtualSize of .cmdline
+	le.PutUint32(img[table+16:], maxTextSection+1) // SizeOfRawData
+	if _, err := ReadInfo(bytes.NewReader(img), int64(len(img))); !errors.Is(err, ErrNotUKI) || !strings.Contains(err.Error(), ".cmdline") {
+		t.Errorf("huge .cmdline: %v", err)
+	}
+	// Two sections of one name: which one a loader takes is its choice.
+	two := defaultStub()
+	two.sections = []string{".cmdline", ".osrel", ".cmdline", ".linux"}
+	img = two.bytes()
+	if _, err := ReadInfo(bytes.NewReader(img), int64(len(img))); !errors.Is(err, ErrNotUKI) || !strings.Contains(err.Error(), "two .cmdline") {
+		t.Errorf("two .cmdline sections: %v", err)
+	}
+	// Build refuses an os-release that ReadInfo would not read.
 	p := testParts("x")
-	big := bytes.Repeat([]byte("y"), maxTextSection+1)
-	p.OSRelease = big
-	img := build(t, plain, p)
-	if _, err := ReadInfo(bytes.NewReader(img), int64(len(img))); !errors.Is(err, ErrNotUKI) || !strings.Contains(err.Error(), ".osrel") {
-		t.Errorf("huge .osrel: %v", err)
+	p.OSRelease = bytes.Repeat([]byte("y"), maxTextSection+1)
+	if err := Build(io.Discard, plain, p); err == nil || !strings.Contains(err.Error(), "os-release") {
+		t.Errorf("huge os-release: %v", err)
 	}
 }
 
