@@ -431,7 +431,7 @@ out=$("$BIN" provision --image "$IMAGE" --disk "$WORK/sb.img" --size 4G --node-i
 grep -q 'Secure Boot: /EFI/Linux/strata-1-a.efi' <<<"$out" || fail "the disk is not signed for Secure Boot: $out"
 "$BIN" apply-overlay --disk "$WORK/sb.img" --repo "$REPO" >/dev/null
 boot_sb "$WORK/sb-vars.fd" "$WORK/sb.img"
-wait_for "the signed disk's boot" 'Secure boot enabled' 'STRATA-UPGRADE-CHECK release=1.0.0 etc=[layer 1.0.3] stacks=2 root=rootA dm=verity'
+wait_for "the signed disk's boot" 'Secure boot enabled' 'STRATA-UPGRADE-CHECK release=1.0.0 etc=[layer 1.0.4] stacks=2 root=rootA dm=verity'
 no_failure "the signed disk's boot"
 ssh_up
 sbvar=$(on_node od -An -tu1 /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c | awk '{ print $NF }')
