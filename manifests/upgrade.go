@@ -59,8 +59,9 @@ type StagedUpgrade struct {
 var (
 	bootIDRe = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 	// EntryIDRe matches the boot loader entries strata writes:
-	// strata-GENERATION-SLOT.conf.
-	EntryIDRe = regexp.MustCompile(`^strata-([1-9][0-9]{0,8})-([ab])\.conf$`)
+	// strata-GENERATION-SLOT.conf, or strata-GENERATION-SLOT.efi for a
+	// unified kernel image (Secure Boot).
+	EntryIDRe = regexp.MustCompile(`^strata-([1-9][0-9]{0,8})-([ab])\.(?:conf|efi)$`)
 )
 
 // ValidBootID reports whether s has the form of a kernel boot id
@@ -84,7 +85,7 @@ func (u *StagedUpgrade) Validate() error {
 	}
 	m := EntryIDRe.FindStringSubmatch(u.Entry)
 	if m == nil || m[2] != u.Record.Slot {
-		return fmt.Errorf("%w: staged upgrade: boot entry %q is not strata-N-%s.conf", ErrInvalid, u.Entry, u.Record.Slot)
+		return fmt.Errorf("%w: staged upgrade: boot entry %q is not strata-N-%s.conf or .efi", ErrInvalid, u.Entry, u.Record.Slot)
 	}
 	if u.BootID != "" && !ValidBootID(u.BootID) {
 		return fmt.Errorf("%w: staged upgrade: boot id %q", ErrInvalid, u.BootID)

@@ -116,6 +116,12 @@ func TestStagedUpgradeValidate(t *testing.T) {
 	if err := validStaged().Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// A Secure Boot disk's entry is its unified kernel image.
+	u := validStaged()
+	u.Entry = "strata-2-b.efi"
+	if err := u.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	bad := map[string]func(u *manifests.StagedUpgrade){
 		"kind":                func(u *manifests.StagedUpgrade) { u.Kind = "ledger" },
 		"record not upgrade":  func(u *manifests.StagedUpgrade) { u.Record.Action = manifests.LedgerApply },
@@ -124,6 +130,8 @@ func TestStagedUpgradeValidate(t *testing.T) {
 		"entry path":          func(u *manifests.StagedUpgrade) { u.Entry = "../../EFI/BOOT/BOOTX64.EFI" },
 		"entry with counter":  func(u *manifests.StagedUpgrade) { u.Entry = "strata-2-b+3.conf" },
 		"entry generation 0":  func(u *manifests.StagedUpgrade) { u.Entry = "strata-0-b.conf" },
+		"entry other suffix":  func(u *manifests.StagedUpgrade) { u.Entry = "strata-2-b.efi.conf" },
+		"uki with counter":    func(u *manifests.StagedUpgrade) { u.Entry = "strata-2-b+1.efi" },
 		"boot id":             func(u *manifests.StagedUpgrade) { u.BootID = "$(reboot)" },
 		"from version":        func(u *manifests.StagedUpgrade) { u.From.Version = "v1" },
 		"staged time":         func(u *manifests.StagedUpgrade) { u.Staged = "yesterday" },

@@ -65,10 +65,17 @@
 #     with the db key) and the overlays applied boots under OVMF's Secure
 #     Boot build: the kernel says `Secure boot enabled`, the SecureBoot
 #     variable is 1, the root is kernel-verified, and an upgrade of the
-#     disk is refused (it would need the db key). Then one digit of the
+#     disk without the db key is refused. Then one digit of the
 #     root hash in the kernel image's signed command line is changed on
 #     the ESP: the firmware refuses it (systemd-boot: "Error loading
 #     \EFI\Linux\strata-1-a.efi: Access Denied") and no kernel starts.
+#     With the signed image put back, the disk is upgraded offline to
+#     1.1.0 with the db key (`upgrade --disk --secure-boot-key`, one
+#     try: root B's kernel image signed for it) and one byte of root B
+#     changed: the firmware runs B's signed image, dm-verity refuses the
+#     root, root A boots, records the failed upgrade and `strata status`
+#     says why. Upgraded again with the key, root B boots under Secure
+#     Boot, is confirmed and its kernel image blessed.
 #
 #   scripts/boot-test.sh [STRATA_BIN]
 #
@@ -266,11 +273,12 @@ echo "   unverified root: $BOOT_PLAIN (layers: $BOOT_LAYERS)"
 rm -f "$WORK/time-verified.img" "$WORK/time-plain.img"
 t20=$(date +%s)
 
-# blessed ENTRY: the node's ESP has ENTRY without a boot counter.
+# blessed ENTRY [DIR]: the node's ESP has ENTRY without a boot counter in DIR
+# (/efi/loader/entries; /efi/EFI/Linux for a unified kernel image).
 blessed() {
 	local entries
 	for _ in 1 2 3 4 5 6; do
-		entries=$(on_node ls /efi/loader/entries)
+		entries=$(on_node ls "${2:-/efi/loader/entries}")
 		grep -qx "$1" <<<"$entries" && return 0
 		sleep 10
 	done
@@ -332,14 +340,20 @@ grep -q '^running   image 1.1.0 on root B ' <<<"$st" && grep -q '^layers    1.0.
 blessed strata-3-b.conf
 t4=$(date +%s)
 
+# flip_root_b DISK: one byte of the first block of DISK's root B (the
+# squashfs superblock's block) inverted, after the upgrade wrote and
+# read it back.
+flip_root_b() {
+	local start off byte
+	start=$(partx -g -o START,NAME "$1" | awk '$2 == "rootB" { print $1 }')
+	[ -n "$start" ] || fail "no rootB partition on $1"
+	off=$((start * 512 + 100))
+	byte=$(dd if="$1" bs=1 skip="$off" count=1 status=none | od -An -tu1 | tr -d ' ')
+	printf "\\$(printf %03o $((byte ^ 255)))" | dd of="$1" bs=1 seek="$off" count=1 conv=notrunc status=none
+}
+
 echo "== 3. up2: root B with one byte changed fails dm-verity; root A boots and records the failed upgrade"
-# One byte of the first block of root B (the squashfs superblock's
-# block), flipped after the upgrade wrote and read it back.
-start=$(partx -g -o START,NAME "$WORK/disk2.img" | awk '$2 == "rootB" { print $1 }')
-[ -n "$start" ] || fail "no rootB partition on disk2"
-off=$((start * 512 + 100))
-byte=$(dd if="$WORK/disk2.img" bs=1 skip="$off" count=1 status=none | od -An -tu1 | tr -d ' ')
-printf "\\$(printf %03o $((byte ^ 255)))" | dd of="$WORK/disk2.img" bs=1 seek="$off" count=1 conv=notrunc status=none
+flip_root_b "$WORK/disk2.img"
 boot "$WORK/disk2.img"
 wait_for "a changed root B refused" 'opened as /dev/mapper/strata-root: dm-verity, image debian-bootable-1.0.0+head.1.0.3' \
 	'data block 0 is corrupted' 'strata: VERIFIED ROOT REFUSED: root /dev/' 'not booting an unverified root; restarting in 10 s'
@@ -417,7 +431,7 @@ on_node strata verify-sequence --root / --files || fail "verify-sequence --files
 t6=$(date +%s)
 stop_qemu
 
-echo "== 6. Secure Boot: a disk signed with the test's db key boots with Secure Boot enforcing; its kernel image with one byte of the command line changed is refused by the firmware"
+echo "== 6. Secure Boot: a disk signed with the test's db key boots with Secure Boot enforcing; its kernel image with one byte of the command line changed is refused by the firmware; upgraded with the key, its root B with one byte changed fails dm-verity and root A boots; upgraded again, root B boots"
 # The test's own Platform Key, KEK and db, enrolled into a copy of OVMF's
 # empty variable store (no Microsoft keys).
 for k in pk kek db; do
@@ -445,6 +459,7 @@ out=$("$BIN" upgrade --disk "$WORK/sb.img" --image "$BAD" --dry-run 2>&1) || rc=
 # One byte of the signed command line changed: a digit of the root hash.
 esp=$(($(partx -g -o START -n 1 "$WORK/sb.img") * 512))
 MTOOLS_SKIP_CHECK=1 mcopy -n -i "$WORK/sb.img@@$esp" ::/EFI/Linux/strata-1-a.efi "$WORK/sb.efi"
+cp "$WORK/sb.efi" "$WORK/sb-signed.efi"
 # The first match is in .cmdline, which comes before the initrd and the
 # kernel (the verity initrd's strata has the string too).
 off=$(grep -obUaF -m1 'strata.verity=' "$WORK/sb.efi" | head -n1 | cut -d: -f1)
@@ -459,6 +474,40 @@ console | grep -a 'Error loading' | head -n1
 sleep 15
 console | grep -aqE 'Linux version|EFI stub' && fail "a kernel started from the changed kernel image"
 stop_qemu
+MTOOLS_SKIP_CHECK=1 mcopy -o -i "$WORK/sb.img@@$esp" "$WORK/sb-signed.efi" ::/EFI/Linux/strata-1-a.efi
+# Upgraded offline with the db key (the host that holds it): root B's
+# kernel image signed, one try; then one byte of root B changed.
+out=$("$BIN" upgrade --disk "$WORK/sb.img" --repo "$REPO" --tries 1 --secure-boot-key "$WORK/sb-db.key" --secure-boot-cert "$WORK/sb-db.crt")
+grep -q 'image 1.0.0 -> 1.1.0' <<<"$out" && grep -q 'boot entry strata-2-b+1.efi (1 tries)' <<<"$out" ||
+	fail "the signed upgrade of the Secure Boot disk: $out"
+flip_root_b "$WORK/sb.img"
+boot_sb "$WORK/sb-vars.fd" "$WORK/sb.img"
+wait_for "a changed root B refused under Secure Boot" 'Secure boot enabled' 'opened as /dev/mapper/strata-root: dm-verity, image debian-bootable-1.1.0' \
+	'data block 0 is corrupted' 'strata: VERIFIED ROOT REFUSED: root /dev/'
+mark
+wait_for "fallback to root A under Secure Boot" 'Secure boot enabled' \
+	'upgrade failed, recorded: upgrade to image 1.1.0 (root b, boot entry strata-2-b.efi) did not boot to health' \
+	'its boot was refused: root /dev/' 'STRATA-UPGRADE-CHECK release=1.0.0 etc=[layer 1.0.4] stacks=2 root=rootA dm=verity'
+no_failure "fallback under Secure Boot"
+ssh_up
+st=$(on_node strata status --root /)
+grep -q '^failed    upgrade to image 1.1.0 .*its boot was refused: root /dev/.*data block 0 is corrupted' <<<"$st" ||
+	fail "status on the signed node does not say why root B was refused: $st"
+power_off
+# Upgraded again with the key, root B rewritten: its trial boot under
+# Secure Boot is confirmed and its kernel image blessed.
+out=$("$BIN" upgrade --disk "$WORK/sb.img" --repo "$REPO" --tries 1 --secure-boot-key "$WORK/sb-db.key" --secure-boot-cert "$WORK/sb-db.crt")
+grep -q 'boot entry strata-3-b+1.efi (1 tries)' <<<"$out" || fail "the second signed upgrade of the Secure Boot disk: $out"
+boot_sb "$WORK/sb-vars.fd" "$WORK/sb.img"
+wait_for "the signed upgrade's trial boot" 'Secure boot enabled' 'trial boot of image 1.1.0' \
+	'upgrade to image 1.1.0 confirmed: node / healthy, at 1.0.4' 'STRATA-UPGRADE-CHECK release=1.1.0 etc=[layer 1.0.4] stacks=2 root=rootB dm=verity'
+no_failure "the signed upgrade's boot"
+ssh_up
+blessed strata-3-b.efi /efi/EFI/Linux
+st=$(on_node strata status --root /)
+grep -q '^running   image 1.1.0 on root B ' <<<"$st" && grep -qE '^root +dm-verity: kernel-verified, root hash ' <<<"$st" ||
+	fail "status after the signed upgrade: $st"
+power_off
 t7=$(date +%s)
 
 # secs SPAN: a systemd time span ("1min 2.345s", "350ms") in seconds.
@@ -466,5 +515,5 @@ secs() { tr ' ' '\n' <<<"$1" | awk '/ms$/ { t += substr($0, 1, length - 2) / 100
 bv=$(secs "${BOOT_VERIFIED##*= }") bp=$(secs "${BOOT_PLAIN##*= }")
 echo "== boot to the default target, first boot (systemd-analyze): verified disk ${bv}s, unverified disk ${bp}s, $(awk -v a="$bv" -v b="$bp" 'BEGIN { printf "%.2f", a / b }')x"
 echo "== timings: builds $((t1 - t0))s, disks $((t2 - t1))s, boot-time disks $((t20 - t2))s, failed trial and fallback $((t3 - t20))s, upgrade $((t4 - t3))s, changed root refused $((t45 - t4))s, compaction and rollout $((t5 - t45))s, changed layer refused and repaired $((t6 - t5))s, Secure Boot $((t7 - t6))s"
-echo "PASS: a verified and an unverified disk booted (timed); up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image kernel-verified, with one byte changed refused by dm-verity on read, named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity; a disk signed for Secure Boot booted with it enforcing, and with one byte of its command line changed was refused by the firmware"
+echo "PASS: a verified and an unverified disk booted (timed); up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image kernel-verified, with one byte changed refused by dm-verity on read, named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity; a disk signed for Secure Boot booted with it enforcing, with one byte of its command line changed was refused by the firmware, and upgraded offline with the db key, its root B with one byte changed failed dm-verity and root A booted and recorded why; upgraded again, root B booted under Secure Boot, confirmed and blessed"
 [ -n "${BOOT_WORK:-}" ] || rm -rf "$WORK"

@@ -12,6 +12,7 @@ import (
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/scratch"
+	"github.com/strata-dev/strata/internal/secureboot"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/systemd"
 	"github.com/strata-dev/strata/manifests"
@@ -45,6 +46,12 @@ type Options struct {
 	LockWait time.Duration
 	// Progress, if set, gets a line per step.
 	Progress func(string)
+	// SecureBoot, on a disk provisioned for Secure Boot, is the db key
+	// the new root's unified kernel image is signed with, on systemd's
+	// EFI stub Stub ("": disk.DefaultStub); see disk.Target.SignWith.
+	// Without it such a disk is refused (disk.ErrSecureBoot).
+	SecureBoot *secureboot.Signer
+	Stub       string
 }
 
 // Report describes an upgrade.
@@ -132,6 +139,9 @@ func onLive(ctx context.Context, fn func(t *disk.Target) error) (err error) {
 func run(ctx context.Context, root string, t *disk.Target, bootID string, o Options) (*Report, error) {
 	if o.Tries == 0 {
 		o.Tries = disk.DefaultTries
+	}
+	if o.SecureBoot != nil {
+		t.SignWith(o.SecureBoot, o.Stub)
 	}
 	if err := t.CheckUpgradable(); err != nil {
 		return nil, err

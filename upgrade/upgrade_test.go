@@ -124,7 +124,11 @@ func (e *env) build(t *testing.T, line, version, kernel string, key *sign.Key, e
 
 // newEnv provisions a disk node of line "up" at image 1.0.0 with the
 // overlays 1.0.1 and 1.0.2 applied offline.
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, disk.Options{}) }
+
+// newEnvWith is newEnv with the disk provisioned with o (its size and
+// node ID set here).
+func newEnvWith(t *testing.T, o disk.Options) *env {
 	t.Helper()
 	requireTools(t)
 	t.Setenv("TMPDIR", t.TempDir())
@@ -136,7 +140,8 @@ func newEnv(t *testing.T) *env {
 	}
 	trust, _ := e.key.PublicKeySet()
 	e.disk = filepath.Join(e.dir, "node.img")
-	r, err := disk.Provision(context.Background(), image, e.disk, trust, disk.Options{Size: 512 << 20, NodeID: "up"})
+	o.Size, o.NodeID = 512<<20, "up"
+	r, err := disk.Provision(context.Background(), image, e.disk, trust, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -287,19 +287,23 @@ func migrateLegacy(esp espFS, es []BootEntry) ([]BootEntry, error) {
 	return es, nil
 }
 
-// removeSlot removes every entry that boots slot (before its root is
-// overwritten: nothing may boot a half-written root), then the kernels
-// and initrds under /strata/ that only those entries used.
+// removeSlot removes every entry (loader entry or UKI) that boots slot
+// (before its root is overwritten: nothing may boot a half-written
+// root), then the kernels and initrds under /strata/ that only those
+// entries used.
 func removeSlot(esp espFS, es []BootEntry, slot string) ([]BootEntry, error) {
-	// An entry an interrupted upgrade wrote and never made bootable.
-	names, err := esp.List(entriesDir)
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range names {
-		if m := pendingEntryRe.FindStringSubmatch(name); m != nil && strings.EqualFold(m[2], slot) {
-			if err := esp.Remove(path.Join(entriesDir, name)); err != nil {
-				return nil, err
+	// An entry or UKI an interrupted upgrade wrote and never made
+	// bootable.
+	for _, dir := range []string{entriesDir, ukiDir} {
+		names, err := esp.List(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			if m := pendingEntryRe.FindStringSubmatch(name); m != nil && strings.EqualFold(m[2], slot) {
+				if err := esp.Remove(path.Join(dir, name)); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
@@ -309,7 +313,11 @@ func removeSlot(esp espFS, es []BootEntry, slot string) ([]BootEntry, error) {
 			keep = append(keep, e)
 			continue
 		}
-		if err := esp.Remove(path.Join(entriesDir, e.File)); err != nil {
+		file := path.Join(entriesDir, e.File)
+		if e.UKI != "" {
+			file = e.UKI
+		}
+		if err := esp.Remove(file); err != nil {
 			return nil, err
 		}
 		gone = append(gone, e)

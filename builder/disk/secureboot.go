@@ -59,38 +59,50 @@ func signBoot(ctx context.Context, b *bootFiles, s *secureboot.Signer, bootEFI, 
 	if b.kernel == "" {
 		return nil, fmt.Errorf("secure boot: the image has no kernel and initrd to sign: %w", ErrNoKernel)
 	}
-	if b.verity == nil {
-		return nil, fmt.Errorf("secure boot: the image has no verity record (or no strata to open its root with): a signed kernel would mount a root nothing verifies; rebuild the image with this strata: %w", ErrSecureBoot)
+	signed, err := signUKI(ctx, b, s, stub, work, bootOptions(b))
+	if err != nil {
+		return nil, err
 	}
 	if bootEFI == "" {
 		bootEFI = DefaultBootEFI
+	}
+	out := &signedBoot{bootEFI: filepath.Join(work, "systemd-boot.signed.efi"), uki: signed}
+	if err := s.Sign(ctx, bootEFI, out.bootEFI); err != nil {
+		return nil, fmt.Errorf("secure boot: %w", err)
+	}
+	return out, nil
+}
+
+// signUKI builds the UKI of b with the command line cmdline on stub ("":
+// DefaultStub) and signs it with s, in work; it returns the signed
+// file's path. b must boot a verified root.
+func signUKI(ctx context.Context, b *bootFiles, s *secureboot.Signer, stub, work, cmdline string) (string, error) {
+	if b.verity == nil {
+		return "", fmt.Errorf("secure boot: the image has no verity record (or no strata to open its root with): a signed kernel would mount a root nothing verifies; rebuild the image with this strata: %w", ErrSecureBoot)
 	}
 	if stub == "" {
 		stub = DefaultStub
 	}
 	stubBytes, err := safefile.ReadFollow(stub, uki.MaxStubSize)
 	if err != nil {
-		return nil, fmt.Errorf("secure boot: systemd's EFI stub (install systemd-boot-efi): %w", err)
+		return "", fmt.Errorf("secure boot: systemd's EFI stub (install systemd-boot-efi): %w", err)
 	}
-	raw := filepath.Join(work, "strata.efi")
-	if err := writeUKI(raw, stubBytes, b); err != nil {
-		return nil, err
+	raw, signed := filepath.Join(work, "strata.efi"), filepath.Join(work, "strata.signed.efi")
+	if err := writeUKI(raw, stubBytes, b, cmdline); err != nil {
+		return "", err
 	}
-	out := &signedBoot{bootEFI: filepath.Join(work, "systemd-boot.signed.efi"), uki: filepath.Join(work, "strata.signed.efi")}
-	if err := s.Sign(ctx, bootEFI, out.bootEFI); err != nil {
-		return nil, fmt.Errorf("secure boot: %w", err)
+	defer os.Remove(raw)
+	if err := s.Sign(ctx, raw, signed); err != nil {
+		return "", fmt.Errorf("secure boot: %w", err)
 	}
-	if err := s.Sign(ctx, raw, out.uki); err != nil {
-		return nil, fmt.Errorf("secure boot: %w", err)
-	}
-	return out, nil
+	return signed, nil
 }
 
 // writeUKI writes the unsigned UKI of b to p: its initrd is the verity
 // initrd followed by the image's (an uncompressed cpio first, as
-// entryText orders them), its command line what a loader entry's options
-// would be.
-func writeUKI(p string, stub []byte, b *bootFiles) error {
+// entryText orders them), its command line cmdline (what a loader
+// entry's options would be).
+func writeUKI(p string, stub []byte, b *bootFiles, cmdline string) error {
 	var files []*os.File
 	defer func() {
 		for _, f := range files {
@@ -128,7 +140,7 @@ func writeUKI(p string, stub []byte, b *bootFiles) error {
 	defer out.Close()
 	err = uki.Build(out, stub, uki.Parts{
 		OSRelease:  osRelease(b.title),
-		Cmdline:    bootOptions(b),
+		Cmdline:    cmdline,
 		Initrd:     io.MultiReader(vInitrd, initrd),
 		InitrdSize: vSize + initrdSize,
 		Kernel:     kernel,

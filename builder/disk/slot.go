@@ -19,6 +19,7 @@ import (
 	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/scratch"
+	"github.com/strata-dev/strata/internal/secureboot"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -47,6 +48,18 @@ type Target struct {
 	work  string
 	scr   *scratch.Dir
 	done  []func() error
+	// signer and stub sign the new root's UKI (SignWith).
+	signer *secureboot.Signer
+	stub   string
+}
+
+// SignWith makes Install sign the new root's unified kernel image with
+// the db key s, on systemd's EFI stub stub ("": DefaultStub): what a
+// disk provisioned for Secure Boot needs to be upgraded. The key belongs
+// on the host that holds it, so this is for a disk upgraded offline
+// (strata upgrade --disk), not for a node upgrading itself.
+func (t *Target) SignWith(s *secureboot.Signer, stub string) {
+	t.signer, t.stub = s, stub
 }
 
 // Target returns the disk of a mounted node for an upgrade; its ESP is
@@ -221,7 +234,7 @@ type Installed struct {
 // Commit makes the entry bootable (renamed to its counted name): from the
 // next boot on, the firmware tries the new image first.
 func (in *Installed) Commit() error {
-	if err := in.t.esp.Rename(in.tmp, path.Join(entriesDir, in.Entry.File)); err != nil {
+	if err := in.t.esp.Rename(in.tmp, path.Join(path.Dir(in.tmp), in.Entry.File)); err != nil {
 		return err
 	}
 	if err := in.t.esp.Sync(); err != nil {
@@ -237,7 +250,10 @@ func (in *Installed) Commit() error {
 // refused image leaves the disk as it was; then every entry booting the
 // inactive root is removed, the image streamed to the partition, synced,
 // read back and hashed. The entry is written under a temporary name:
-// Commit makes it bootable.
+// Commit makes it bootable. On a disk that boots signed UKIs (with a key
+// given to SignWith) the entry is one: the kernel, the initrds and the
+// command line for the new root, signed before the disk is touched and
+// written to /EFI/Linux.
 func (t *Target) Install(ctx context.Context, image string, im *repo.Image, tries int, progress func(string)) (*Installed, error) {
 	if progress == nil {
 		progress = func(string) {}
@@ -306,6 +322,15 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 		rootHash = boot.verity.rootHash
 	}
 	options := withRoot(active.Options, part.GUID, rootHash)
+	id := fmt.Sprintf("strata-%d-%s", gen, slot)
+	signed := ""
+	if t.signer != nil {
+		// Built and signed before the disk is touched.
+		progress(fmt.Sprintf("signing the unified kernel image of root %s for %s", strings.ToUpper(slot), t.signer.Certificate().Subject))
+		if signed, err = signUKI(ctx, boot, t.signer, t.stub, t.work, options); err != nil {
+			return nil, err
+		}
+	}
 	progress(fmt.Sprintf("removing the boot entries of root %s", strings.ToUpper(slot)))
 	if _, err = removeSlot(t.esp, es, slot); err != nil {
 		return nil, err
@@ -315,6 +340,20 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 		return nil, err
 	}
 	in := &Installed{Slot: slot, Kernel: boot.kernel, Initrd: boot.initrd, t: t}
+	if signed != "" {
+		// A type #2 entry: the signed UKI, counted as a loader entry is.
+		in.Entry = BootEntry{ID: id + ".efi", File: fmt.Sprintf("%s+%d.efi", id, tries), Generation: gen, Slot: slot, TriesLeft: tries,
+			Title: boot.title, Options: options}
+		in.Entry.UKI = path.Join(ukiDir, in.Entry.File)
+		in.tmp = path.Join(ukiDir, id+".new")
+		if err := t.esp.Put(in.tmp, signed); err != nil {
+			return nil, err
+		}
+		if err := t.esp.Sync(); err != nil {
+			return nil, err
+		}
+		return in, t.sync()
+	}
 	dir := "/strata/" + slot
 	if err := t.esp.Mkdir(dir); err != nil {
 		return nil, err
@@ -330,7 +369,6 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 			return nil, err
 		}
 	}
-	id := fmt.Sprintf("strata-%d-%s", gen, slot)
 	in.Entry = BootEntry{ID: id + ".conf", File: fmt.Sprintf("%s+%d.conf", id, tries), Generation: gen, Slot: slot, TriesLeft: tries,
 		Title: boot.title, Linux: dir + "/vmlinuz", Initrd: dir + "/initrd.img", VerityInitrd: verityInitrdPath, Options: options}
 	in.tmp = path.Join(entriesDir, id+".new")
@@ -343,17 +381,22 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 	return in, t.sync()
 }
 
-// CheckUpgradable refuses (ErrSecureBoot) a disk that boots signed UKIs:
-// the new root's UKI would need the db key, which strata keeps off
-// nodes. It writes nothing.
+// CheckUpgradable refuses (ErrSecureBoot) a disk that boots signed UKIs
+// when no db key was given (SignWith): the new root's UKI needs it, and
+// strata keeps that key off nodes. With a key it refuses a disk that
+// boots plain loader entries: one signed UKI beside them would not make
+// it boot under Secure Boot. It writes nothing.
 func (t *Target) CheckUpgradable() error {
 	es, err := t.Entries()
 	if err != nil {
 		return err
 	}
 	for _, e := range es {
-		if e.UKI != "" {
-			return fmt.Errorf("%s boots %s, a unified kernel image signed for Secure Boot: an upgrade would need the db key to sign the new root's, and strata keeps that key off nodes; provision the node anew from the new image (strata provision --secure-boot-key): %w", t.Disk, e.UKI, ErrSecureBoot)
+		switch {
+		case e.UKI != "" && t.signer == nil:
+			return fmt.Errorf("%s boots %s, a unified kernel image signed for Secure Boot: an upgrade needs the db key to sign the new root's, and strata keeps that key off nodes; upgrade the disk offline on the host that holds the key (strata upgrade --disk --secure-boot-key), or provision the node anew: %w", t.Disk, e.UKI, ErrSecureBoot)
+		case e.UKI == "" && t.signer != nil:
+			return fmt.Errorf("%s boots %s, a plain loader entry, not a unified kernel image signed for Secure Boot: a signed one beside it would not make the disk boot under Secure Boot; upgrade it without --secure-boot-key, or provision it anew with one: %w", t.Disk, e.File, ErrSecureBoot)
 		}
 	}
 	return nil

@@ -34,7 +34,7 @@ func TestExitCode(t *testing.T) {
 		manifests.ErrUnsafePath, manifests.ErrInvalid, manifests.ErrVersion, manifests.ErrTooLarge,
 		tree.ErrSpecialFile, tree.ErrHardlink, tree.ErrDuplicate, tree.ErrLimit,
 		repo.ErrTampered, repo.ErrNoManifest, builder.ErrRecipe, builder.ErrImageMismatch,
-		disk.ErrTooSmall, disk.ErrMounted, builder.ErrCache, nodestate.ErrNotNode, disk.ErrNotNodeDisk,
+		disk.ErrTooSmall, disk.ErrMounted, builder.ErrCache, nodestate.ErrNotNode, disk.ErrNotNodeDisk, disk.ErrSecureBoot,
 		catalog.ErrUnknownUnit, catalog.ErrBadPath, catalog.ErrSymlinkLoop,
 	}
 	for _, s := range rejected {
@@ -81,6 +81,31 @@ func TestBadHostnameIsUsage(t *testing.T) {
 		}
 		if _, err := os.Stat(disk); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("--hostname %q: the disk was written", h)
+		}
+	}
+}
+
+// The Secure Boot key of an upgrade is for --disk (a node does not
+// upgrade itself under Secure Boot), and comes with its certificate:
+// usage errors before anything is read.
+func TestUpgradeSecureBootIsUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--root", "/", "--secure-boot-key", "db.key", "--secure-boot-cert", "db.crt"}, "are for --disk"},
+		{[]string{"--root", "/", "--efi-stub", "stub.efi"}, "are for --disk"},
+		{[]string{"--disk", "d.img", "--efi-stub", "stub.efi"}, "--efi-stub needs --secure-boot-key"},
+		{[]string{"--disk", "d.img", "--secure-boot-key", "db.key"}, "together"},
+	} {
+		args := append([]string{"upgrade", "--image", "/nonexistent.squashfs"}, c.args...)
+		stderr := captureStderr(t, func() {
+			if got := run(context.Background(), args); got != exitUsage {
+				t.Errorf("%q exited %d, want %d", args, got, exitUsage)
+			}
+		})
+		if !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: %q, want it to say %q", args, stderr, c.want)
 		}
 	}
 }

@@ -10,12 +10,12 @@ import (
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/scratch"
-	"github.com/strata-dev/strata/internal/secureboot"
 	"github.com/strata-dev/strata/internal/sign"
 )
 
 func newProvisionCmd(g *globals) *cobra.Command {
-	var image, root, state, pub, diskPath, size, keyFile, repoDir, line, through, signKey, sbKey, sbCert string
+	var image, root, state, pub, diskPath, size, keyFile, repoDir, line, through, signKey string
+	var sb sbFlags
 	var do disk.Options
 	c := &cobra.Command{
 		Use: "provision (--image IMAGE.squashfs | --repo REPO [--through V] --key K) (--root DIR | --state DIR | --disk PATH [--size SIZE] [--hostname H] [--ssh-authorized-key FILE] [--node-id ID] [--secure-boot-key K --secure-boot-cert C])",
@@ -43,9 +43,10 @@ See docs/images.md, "Disk images".
 with a db key (unencrypted RSA, PEM) the machine's firmware trusts:
 systemd-boot and a unified kernel image (the kernel, the initrds and the
 command line with the root hash) are signed instead of a plain kernel and
-loader entry. The image must have a kernel and a verity record. Such a node
-cannot be upgraded in place (that would need the key on the node); provision
-it anew. See docs/security.md, "Secure Boot".
+loader entry. The image must have a kernel and a verity record. Such a disk
+is upgraded offline with the same key (strata upgrade --disk
+--secure-boot-key), never by the node itself: the key stays off nodes. See
+docs/security.md, "Secure Boot".
 
 --repo REPO instead of --image provisions at the line's head (or at
 --through V): the line's image when no overlay follows it, otherwise a fresh
@@ -56,22 +57,14 @@ machine joins the sequence at its head.`,
 			if n := btoi(root != "") + btoi(diskPath != "") + btoi(state != ""); n != 1 {
 				return usageError{fmt.Errorf("give one of --root DIR, --state DIR or --disk PATH")}
 			}
-			if diskPath == "" && (size != "" || keyFile != "" || do.Hostname != "" || do.NodeID != "" || sbKey != "" || sbCert != "") {
+			if diskPath == "" && (size != "" || keyFile != "" || do.Hostname != "" || do.NodeID != "" || sb.given(c)) {
 				return usageError{fmt.Errorf("--size, --hostname, --ssh-authorized-key, --node-id and --secure-boot-key need --disk")}
 			}
-			if sbKey == "" && c.Flags().Changed("efi-stub") {
-				return usageError{fmt.Errorf("--efi-stub needs --secure-boot-key")}
+			signer, err := sb.signer(c)
+			if err != nil {
+				return err
 			}
-			if (sbKey == "") != (sbCert == "") {
-				return usageError{fmt.Errorf("give --secure-boot-key and --secure-boot-cert together")}
-			}
-			if sbKey != "" {
-				s, err := secureboot.LoadSigner(sbKey, sbCert)
-				if err != nil {
-					return err
-				}
-				do.SecureBoot = s
-			}
+			do.SecureBoot, do.Stub = signer, sb.stub
 			if do.Hostname != "" {
 				if err := disk.CheckHostname(do.Hostname); err != nil {
 					return usageError{fmt.Errorf("--hostname: %w", err)}
@@ -158,9 +151,7 @@ machine joins the sequence at its head.`,
 	f.StringVar(&line, "line", "", "with --repo: the line (when the repository has several)")
 	versionVar(c, &through, "through", "with --repo: provision at this version instead of the head")
 	f.StringVar(&signKey, "key", "", "with --repo: key that signs the regenerated image (and that the repository must be signed with)")
-	f.StringVar(&sbKey, "secure-boot-key", "", "with --disk: Secure Boot db key (PEM) to sign the boot loader and kernel image with")
-	f.StringVar(&sbCert, "secure-boot-cert", "", "with --secure-boot-key: its certificate (PEM), the one enrolled in the firmware's db")
-	f.StringVar(&do.Stub, "efi-stub", disk.DefaultStub, "with --secure-boot-key: systemd's EFI stub the unified kernel image is built on")
+	sb.add(c, "with --disk: Secure Boot db key (PEM) to sign the boot loader and kernel image with")
 	return c
 }
 

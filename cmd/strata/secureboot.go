@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/secureboot"
 )
 
@@ -46,4 +47,38 @@ or sbctl; see docs/security.md, "Secure Boot".`,
 	required(vars, "out", "pk", "kek", "db")
 	sb.AddCommand(vars)
 	return sb
+}
+
+// sbFlags are the Secure Boot signing flags of provision and upgrade:
+// a db key, its certificate and the EFI stub.
+type sbFlags struct {
+	key, cert, stub string
+}
+
+// add registers the flags on c; keyUsage describes --secure-boot-key.
+func (s *sbFlags) add(c *cobra.Command, keyUsage string) {
+	f := c.Flags()
+	f.StringVar(&s.key, "secure-boot-key", "", keyUsage)
+	f.StringVar(&s.cert, "secure-boot-cert", "", "with --secure-boot-key: its certificate (PEM), the one enrolled in the firmware's db")
+	f.StringVar(&s.stub, "efi-stub", disk.DefaultStub, "with --secure-boot-key: systemd's EFI stub the unified kernel image is built on")
+}
+
+// given reports whether any of the flags was given.
+func (s *sbFlags) given(c *cobra.Command) bool {
+	return s.key != "" || s.cert != "" || c.Flags().Changed("efi-stub")
+}
+
+// signer checks the flags go together and loads the key (nil when no
+// key was given).
+func (s *sbFlags) signer(c *cobra.Command) (*secureboot.Signer, error) {
+	if s.key == "" && c.Flags().Changed("efi-stub") {
+		return nil, usageError{fmt.Errorf("--efi-stub needs --secure-boot-key")}
+	}
+	if (s.key == "") != (s.cert == "") {
+		return nil, usageError{fmt.Errorf("give --secure-boot-key and --secure-boot-cert together")}
+	}
+	if s.key == "" {
+		return nil, nil
+	}
+	return secureboot.LoadSigner(s.key, s.cert)
 }

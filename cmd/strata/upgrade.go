@@ -15,10 +15,11 @@ import (
 func newUpgradeCmd(g *globals) *cobra.Command {
 	var root, diskPath string
 	var confirm, cancel bool
+	var sb sbFlags
 	var settle time.Duration
 	o := upgrade.Options{}
 	c := &cobra.Command{
-		Use:   "upgrade (--root / | --disk DISK) (--image IMAGE.squashfs | --repo REPO) [--drop-layers] [--compact] [--dry-run]",
+		Use:   "upgrade (--root / | --disk DISK [--secure-boot-key K --secure-boot-cert C]) (--image IMAGE.squashfs | --repo REPO) [--drop-layers] [--compact] [--dry-run]",
 		Short: "Switch a disk node to a whole new image (A/B, boot counting, fallback)",
 		Long: `Write a new image of the node's line to the root partition the node does not
 run (A or B) and add a boot entry for it with boot counting, so that the
@@ -51,7 +52,15 @@ that fails, or never gets healthy, uses up a try; after --tries of them the
 firmware boots the old root again, whose activation records the failed
 upgrade (strata status shows it).
 
---disk does the same to a disk image that is not running. --cancel
+--disk does the same to a disk image that is not running. A disk
+provisioned for Secure Boot (provision --secure-boot-key) boots signed
+unified kernel images: only --disk upgrades it, with the same db key and
+certificate (--secure-boot-key, --secure-boot-cert) on the host that
+holds them, which sign the new root's image (strata-GEN-SLOT+TRIES.efi in
+/EFI/Linux, counted and blessed as a loader entry is). A node does not
+upgrade itself under Secure Boot: the key stays off nodes.
+
+--cancel
 removes a staged upgrade that has not booted yet. --confirm is what the
 boot runs: on a trial boot of a staged upgrade it commits it if the
 node is healthy (enabled services of the catalog active within --settle,
@@ -62,6 +71,7 @@ nothing.`,
   strata upgrade --root / --repo /srv/repo --compact
   strata upgrade --root / --image out/base-1.0.0+head.1.0.5.squashfs --compact
   strata upgrade --disk node.img --image out/base-1.1.0.squashfs --drop-layers
+  strata upgrade --disk node.img --repo /srv/repo --secure-boot-key db.key --secure-boot-cert db.crt
   strata upgrade --root / --cancel
   strata upgrade --root / --confirm --settle 5m`,
 		Args: args(cobra.NoArgs),
@@ -96,12 +106,19 @@ nothing.`,
 			if o.Compact && o.DropLayers {
 				return usageError{fmt.Errorf("--compact folds every layer into the image; --drop-layers does not apply")}
 			}
+			if sb.given(c) && diskPath == "" {
+				return usageError{fmt.Errorf("--secure-boot-key and --efi-stub are for --disk, on the host that holds the key: a node does not upgrade itself under Secure Boot")}
+			}
+			signer, err := sb.signer(c)
+			if err != nil {
+				return err
+			}
+			o.SecureBoot, o.Stub = signer, sb.stub
 			if ran, err := inPrivateMounts(c, nil); ran {
 				return err
 			}
 			o.Progress = g.progress()
 			var rep *upgrade.Report
-			var err error
 			if diskPath == "" {
 				o.SpoolDirs = spoolDirs()
 			}
@@ -128,6 +145,7 @@ nothing.`,
 	f.BoolVar(&confirm, "confirm", false, "at boot: commit a trial boot's upgrade once the node is healthy")
 	f.DurationVar(&settle, "settle", 3*time.Minute, "with --confirm: how long services may take to become active")
 	f.BoolVar(&cancel, "cancel", false, "remove a staged upgrade that has not booted")
+	sb.add(c, "with --disk: the Secure Boot db key (PEM) the disk was provisioned with, to sign the new root's kernel image")
 	f.DurationVar(&o.LockWait, "lock-wait", 30*time.Second, "how long to wait for another strata run to finish")
 	return c
 }
