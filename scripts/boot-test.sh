@@ -68,7 +68,8 @@
 #     disk without the db key is refused. Then one digit of the
 #     root hash in the kernel image's signed command line is changed on
 #     the ESP: the firmware refuses it (systemd-boot: "Error loading
-#     \EFI\Linux\strata-1-a.efi: Access Denied") and no kernel starts.
+#     \EFI\Linux\strata-1-a.efi: Access Denied") and no kernel starts;
+#     so it does with one byte of the kernel (.linux) changed instead.
 #     With the signed image put back, the disk is upgraded offline to
 #     1.1.0 with the db key (`upgrade --disk --secure-boot-key`, one
 #     try: root B's kernel image signed for it) and one byte of root B
@@ -431,7 +432,7 @@ on_node strata verify-sequence --root / --files || fail "verify-sequence --files
 t6=$(date +%s)
 stop_qemu
 
-echo "== 6. Secure Boot: a disk signed with the test's db key boots with Secure Boot enforcing; its kernel image with one byte of the command line changed is refused by the firmware; upgraded with the key, its root B with one byte changed fails dm-verity and root A boots; upgraded again, root B boots"
+echo "== 6. Secure Boot: a disk signed with the test's db key boots with Secure Boot enforcing; its kernel image with one byte of the command line or of the kernel changed is refused by the firmware; upgraded with the key, its root B with one byte changed fails dm-verity and root A boots; upgraded again, root B boots"
 # The test's own Platform Key, KEK and db, enrolled into a copy of OVMF's
 # empty variable store (no Microsoft keys).
 for k in pk kek db; do
@@ -474,6 +475,18 @@ console | grep -a 'Error loading' | head -n1
 sleep 15
 console | grep -aqE 'Linux version|EFI stub' && fail "a kernel started from the changed kernel image"
 stop_qemu
+# One byte of the kernel changed: a letter of the version string in the
+# bzImage's uncompressed setup code (.linux, after .cmdline and .initrd).
+cp "$WORK/sb-signed.efi" "$WORK/sb.efi"
+koff=$(grep -obUaF -m1 'debian-kernel@lists.debian.org' "$WORK/sb.efi" | head -n1 | cut -d: -f1)
+[ -n "$koff" ] && [ "$koff" -gt "$off" ] || fail "no kernel version string after the command line in the kernel image"
+printf X | dd of="$WORK/sb.efi" bs=1 seek="$koff" conv=notrunc status=none
+MTOOLS_SKIP_CHECK=1 mcopy -o -i "$WORK/sb.img@@$esp" "$WORK/sb.efi" ::/EFI/Linux/strata-1-a.efi
+boot_sb "$WORK/sb-vars.fd" "$WORK/sb.img"
+wait_for "the changed kernel refused by the firmware" 'Error loading \EFI\Linux\strata-1-a.efi: Access Denied'
+sleep 15
+console | grep -aqE 'Linux version|EFI stub' && fail "a kernel started from the changed kernel"
+stop_qemu
 MTOOLS_SKIP_CHECK=1 mcopy -o -i "$WORK/sb.img@@$esp" "$WORK/sb-signed.efi" ::/EFI/Linux/strata-1-a.efi
 # Upgraded offline with the db key (the host that holds it): root B's
 # kernel image signed, one try; then one byte of root B changed.
@@ -515,5 +528,5 @@ secs() { tr ' ' '\n' <<<"$1" | awk '/ms$/ { t += substr($0, 1, length - 2) / 100
 bv=$(secs "${BOOT_VERIFIED##*= }") bp=$(secs "${BOOT_PLAIN##*= }")
 echo "== boot to the default target, first boot (systemd-analyze): verified disk ${bv}s, unverified disk ${bp}s, $(awk -v a="$bv" -v b="$bp" 'BEGIN { printf "%.2f", a / b }')x"
 echo "== timings: builds $((t1 - t0))s, disks $((t2 - t1))s, boot-time disks $((t20 - t2))s, failed trial and fallback $((t3 - t20))s, upgrade $((t4 - t3))s, changed root refused $((t45 - t4))s, compaction and rollout $((t5 - t45))s, changed layer refused and repaired $((t6 - t5))s, Secure Boot $((t7 - t6))s"
-echo "PASS: a verified and an unverified disk booted (timed); up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image kernel-verified, with one byte changed refused by dm-verity on read, named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity; a disk signed for Secure Boot booted with it enforcing, with one byte of its command line changed was refused by the firmware, and upgraded offline with the db key, its root B with one byte changed failed dm-verity and root A booted and recorded why; upgraded again, root B booted under Secure Boot, confirmed and blessed"
+echo "PASS: a verified and an unverified disk booted (timed); up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image kernel-verified, with one byte changed refused by dm-verity on read, named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity; a disk signed for Secure Boot booted with it enforcing, with one byte of its command line or of its kernel changed was refused by the firmware, and upgraded offline with the db key, its root B with one byte changed failed dm-verity and root A booted and recorded why; upgraded again, root B booted under Secure Boot, confirmed and blessed"
 [ -n "${BOOT_WORK:-}" ] || rm -rf "$WORK"
