@@ -107,7 +107,7 @@ nothing.`,
 				return usageError{fmt.Errorf("--compact folds every layer into the image; --drop-layers does not apply")}
 			}
 			if sb.given(c) && diskPath == "" {
-				return usageError{fmt.Errorf("--secure-boot-key and --efi-stub are for --disk, on the host that holds the key: a node does not upgrade itself under Secure Boot")}
+				return usageError{fmt.Errorf("--secure-boot-key, --secure-boot-cert and --efi-stub are for --disk, on the host that holds the key: a node does not upgrade itself under Secure Boot")}
 			}
 			signer, err := sb.signer(c)
 			if err != nil {
