@@ -228,10 +228,16 @@ func planUpgrade(v *view.View, raw, sig []byte, o UpgradeOptions) (*UpgradePlan,
 		return nil, fmt.Errorf("image %s %s is not newer than the image the node runs, %s: %w", m.Line, m.Version, v.Image.Manifest.Version, ErrUpgrade)
 	}
 	// The layers the new image can carry: each in order must accept its
-	// version and fit its tree. The first that does not is dropped with
-	// every layer above it, which builds on it.
+	// version, fit its tree, and have its record signed by a key the
+	// image trusts there (its activation checks that: the image's keys
+	// may have been rotated past a layer's). The first that does not is
+	// dropped with every layer above it, which builds on it.
 	f := tree.Base(m.Files)
 	state, err := f.State()
+	if err != nil {
+		return nil, fmt.Errorf("image %s %s: %w", m.Line, m.Version, err)
+	}
+	keys, err := im.Trust()
 	if err != nil {
 		return nil, fmt.Errorf("image %s %s: %w", m.Line, m.Version, err)
 	}
@@ -247,7 +253,10 @@ func planUpgrade(v *view.View, raw, sig []byte, o UpgradeOptions) (*UpgradePlan,
 			why = fmt.Sprintf("requires image %s", om.Requires.Image)
 		} else if out := outside(om, plan.Hierarchies); out != "" {
 			why = fmt.Sprintf("changes /%s, outside the image's managed hierarchies (%s)", out, strings.Join(plan.Hierarchies, ", "))
+		} else if next, _, err := n.SignedRecord(keys, v.Applied[i]); err != nil {
+			why = fmt.Sprintf("its record is not signed by a key the image trusts: %v", err)
 		} else {
+			keys = next
 			next := tree.Append(f, archive.ManifestLayer(om))
 			if s, err := next.State(); err != nil {
 				why = fmt.Sprintf("does not fit the image's tree: %v", tree.Cause(err))

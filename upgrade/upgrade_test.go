@@ -530,3 +530,32 @@ func flipByte(t *testing.T, p string, off int64) {
 		t.Fatal(err)
 	}
 }
+
+// After a key rotation an image built with the new key trusts only it:
+// the layers signed before the rotation are not signed by a key it
+// trusts, so its activation would refuse them. The upgrade names them
+// before anything is written, and --drop-layers takes them off.
+func TestUpgradeDiskKeysRotatedPastLayers(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	next := newKey(t)
+	if _, err := overlay.RotateKeys(ctx, e.repo, e.key, overlay.RotateOptions{Version: "1.0.3", Add: [][]byte{next.PublicText()}, Revoke: []string{e.key.ID()}, IndexKey: next}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := offline.Apply(ctx, e.disk, node.Source{Repo: e.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	image := e.build(t, "up", "1.1.0", "2", next)
+	before := e.sum(t)
+	_, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Image: image})
+	if !errors.Is(err, node.ErrUpgrade) || !strings.Contains(fmt.Sprint(err), "1.0.1 (its record is not signed by a key the image trusts") {
+		t.Fatalf("upgrade to an image of the rotated key only: %v", err)
+	}
+	if e.sum(t) != before {
+		t.Fatal("the refused upgrade changed the disk")
+	}
+	rep, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Image: image, DryRun: true, UpgradeOptions: node.UpgradeOptions{DropLayers: true}})
+	if err != nil || len(rep.Layers) != 0 || len(rep.Dropped) != 3 || rep.Head.Version != "1.0.0" {
+		t.Fatalf("--drop-layers: %+v %v", rep, err)
+	}
+}

@@ -182,7 +182,7 @@ func (b *Backend) Recover(ctx context.Context, l *manifests.Ledger) (*manifests.
 	if j != nil {
 		// Only an interrupted switch leaves stacks that may differ
 		// from the ledger.
-		if _, err := b.restackLiveOrRefuse(ctx, refs(l.Applied())); err != nil {
+		if _, err := b.restackLiveOrRefuse(ctx, l.Applied()); err != nil {
 			return nil, err
 		}
 	}

@@ -272,14 +272,19 @@ func (b *Backend) unmountStale(keep map[string]bool) error {
 	return errors.Join(errs...)
 }
 
-// refusedError is a layer image restack refused: the at'th layer.
+// refusedError is a layer restack refused: the at'th layer. hint says
+// what to do; empty, a repair rewrites the layer image.
 type refusedError struct {
 	at      int
 	version string
 	err     error
+	hint    string
 }
 
 func (e *refusedError) Error() string {
+	if e.hint != "" {
+		return e.err.Error() + " (" + e.hint + ")"
+	}
 	return e.err.Error() + " (strata restart --repair rewrites it from its overlay)"
 }
 func (e *refusedError) Unwrap() error { return e.err }

@@ -20,6 +20,7 @@ import (
 	"github.com/strata-dev/strata/internal/dmverity"
 	"github.com/strata-dev/strata/internal/layer"
 	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/node/nodetest"
@@ -247,5 +248,107 @@ func rewriteLedger(t *testing.T, root string, edit func(*manifests.LedgerEntry))
 	}
 	if err := n.WriteLedger(out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Root on a node can write a layer image and the ledger's record of it
+// so that they agree: activation then checks the record against the
+// overlay's stored manifest, signed by a key the image (not the state
+// partition) trusts, and refuses the layer and everything above it.
+func TestForgedLayerRecordRefusedAtActivation(t *testing.T) {
+	recipe := "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nhierarchies: [/etc, /usr]\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n"
+	l := newLine(t, recipe, map[string]string{"rootfs/etc/app.conf": "port 80\n"})
+	ctx := context.Background()
+	for _, v := range []string{"1.0.1", "1.0.2"} {
+		src := filepath.Join(l.dir, v)
+		if err := os.WriteFile(src, []byte("port "+v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := overlay.Create(ctx, l.repo, l.key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app.conf", Src: src}}}, overlay.CreateOptions{Version: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := newNode(t, l.res.Image)
+	state := filepath.Join(filepath.Dir(root), "state")
+	if _, err := nodetest.Apply(ctx, root, node.Source{Repo: l.repo}, node.ApplyOptions{}, node.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	conf := func() string {
+		b, _ := os.ReadFile(filepath.Join(root, "etc/app.conf"))
+		return string(b)
+	}
+	img1, img2 := filepath.Join(layersOf(root), "1.0.1.erofs"), filepath.Join(layersOf(root), "1.0.2.erofs")
+	li2 := *appliedLayer(t, root, "1.0.2")
+	raw2, err := os.ReadFile(img2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1.0.2's genuine image planted as 1.0.1's, and the ledger's record
+	// of 1.0.1 made to match it: the digest check alone passes.
+	shutdown(t, root)
+	// Node state is below state/var while the node is down.
+	if err := os.WriteFile(img1, raw2, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rewriteLedger(t, state, func(e *manifests.LedgerEntry) {
+		if e.Version == "1.0.1" {
+			e.Layer = &li2
+		}
+	})
+	rep := bootReport(t, l.res.Image, state, root)
+	if rep.LayerRefused == nil || rep.LayerRefused.Version != "1.0.1" || len(rep.Layers) != 0 ||
+		!strings.Contains(rep.LayerRefused.Error, "its signed manifest") || !strings.Contains(rep.LayerRefused.Error, "verify-sequence --pub") {
+		t.Fatalf("activation with 1.0.1's image and record forged: %+v", rep)
+	}
+	if got := conf(); got != "port 80\n" {
+		t.Fatalf("app.conf with 1.0.1 refused: %q, want the image's", got)
+	}
+	st, err := nodetest.Status(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if li := st.LayerIntegrity; li == nil || li.Refused == nil || li.Refused.Version != "1.0.1" {
+		t.Fatalf("status: %+v", st.LayerIntegrity)
+	}
+
+	// The stored manifest forged too, to record the planted image,
+	// signed by a key the image does not trust.
+	shutdown(t, root)
+	stored := filepath.Join(state, manifests.StateDir, "overlays", "1.0.1.json")
+	raw, err := os.ReadFile(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m manifests.OverlayManifest
+	if err := manifests.Decode(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	m.Layer = &li2
+	forged, err := manifests.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := sign.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stored, forged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stored+".minisig", other.Sign(forged, sign.OverlayComment("l", "1.0.1")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rewriteLedger(t, state, func(e *manifests.LedgerEntry) {
+		if e.Version == "1.0.1" {
+			e.Digest = manifests.Digest(forged)
+		}
+	})
+	rep = bootReport(t, l.res.Image, state, root)
+	if rep.LayerRefused == nil || rep.LayerRefused.Version != "1.0.1" || len(rep.Layers) != 0 ||
+		!strings.Contains(rep.LayerRefused.Error, "not trusted") {
+		t.Fatalf("activation with 1.0.1's manifest re-signed by another key: %+v", rep)
+	}
+	if got := conf(); got != "port 80\n" {
+		t.Fatalf("app.conf with 1.0.1 refused: %q, want the image's", got)
 	}
 }

@@ -96,7 +96,7 @@ func (b *Backend) RebuildLayer(ctx context.Context, ch *nodestate.Change) error 
 	}
 	// Another layer image may still be refused (a repair rebuilds them
 	// one by one): the stacks then hold the layers below that one.
-	refused, err := b.restackLiveOrRefuse(ctx, refs(l.Applied()))
+	refused, err := b.restackLiveOrRefuse(ctx, l.Applied())
 	if err == nil && refused != nil && refused.version == v {
 		err = refused
 	}

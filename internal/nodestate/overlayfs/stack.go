@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
@@ -65,45 +66,87 @@ func (b *Backend) Activate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = b.stackOrRefuse(ctx, refs(ev.Ledger.Applied()))
+	_, err = b.stackOrRefuse(ctx, ev.Ledger.Applied())
 	return err
 }
 
-// stackOrRefuse stacks layers. A layer image that does not match its
-// record is not stacked, and neither is anything above it: the stacks
-// hold the layers below it, a tree the node had before, and the refusal
-// is recorded for status, /health and metrics (LayerIntegrity), and
-// returned; only a refusal that cannot be recorded is an error. The node
-// goes on with that tree until strata restart --repair rewrites the
-// image; applies wait for that (Check). Once every layer is stacked, a
-// refusal recorded before is dropped.
-func (b *Backend) stackOrRefuse(ctx context.Context, layers []layerRef) (*refusedError, error) {
-	err := b.restack(ctx, layers)
-	var refused *refusedError
-	switch {
-	case err == nil:
-		return nil, b.clearRefusal()
-	case !errors.As(err, &refused):
+// stackOrRefuse stacks the layers of applied (oldest first). A layer
+// whose record its signed manifest does not back (signedRecords), or
+// whose image does not match its record, is not stacked, and neither is
+// anything above it: the stacks hold the layers below it, a tree the
+// node had before, and the refusal is recorded for status, /health and
+// metrics (LayerIntegrity), and returned; only a refusal that cannot be
+// recorded is an error. The node goes on with that tree until the layer
+// is set right; applies wait for that (Check). Once every layer is
+// stacked, a refusal recorded before is dropped.
+func (b *Backend) stackOrRefuse(ctx context.Context, applied []manifests.LedgerEntry) (*refusedError, error) {
+	layers := refs(applied)
+	refused, err := b.signedRecords(applied)
+	if err != nil {
 		return nil, err
 	}
-	below := layers[:refused.at]
-	if serr := b.restack(ctx, below); serr != nil {
-		return nil, errors.Join(err, fmt.Errorf("stacking the %d layers below %s: %w", len(below), refused.version, serr))
+	if refused != nil {
+		layers = layers[:refused.at]
+	}
+	err = b.restack(ctx, layers)
+	var bad *refusedError
+	switch {
+	case err == nil:
+	case !errors.As(err, &bad):
+		return nil, err
+	default:
+		refused = bad
+		below := layers[:bad.at]
+		if serr := b.restack(ctx, below); serr != nil {
+			return nil, errors.Join(err, fmt.Errorf("stacking the %d layers below %s: %w", len(below), bad.version, serr))
+		}
+	}
+	if refused == nil {
+		return nil, b.clearRefusal()
 	}
 	if rerr := b.recordRefusal(refused); rerr != nil {
-		return nil, errors.Join(err, rerr)
+		return nil, errors.Join(refused, rerr)
 	}
 	return refused, nil
 }
 
+// signedRecords checks the records of applied against their stored,
+// signed manifests with the keys of the image below the stacks
+// (nodestate.Node.SignedRecords), and returns the first record that
+// fails as a refusal.
+func (b *Backend) signedRecords(applied []manifests.LedgerEntry) (*refusedError, error) {
+	trust, err := b.imageKeys()
+	if err != nil {
+		return nil, err
+	}
+	at, _, err := b.n.SignedRecords(trust, applied)
+	if at < 0 {
+		return nil, nil
+	}
+	v := applied[at].Version
+	return &refusedError{at: at, version: v, err: fmt.Errorf("layer %s: %w: %w", v, ErrLayerRefused, err),
+		hint: "the node's state was changed after the apply, which a repair cannot undo: audit it with strata verify-sequence --pub from a trusted system, and provision it anew"}, nil
+}
+
+// imageKeys are the keys the image below the stacks trusts: the files
+// of its key directory, read from the image clone (read-only; on a
+// dm-verity root every block of it checked), not through a stack.
+func (b *Backend) imageKeys() (*sign.KeySet, error) {
+	ks, err := sign.LoadDir(filepath.Join(b.ImageDir(), manifests.KeysDir))
+	if err != nil {
+		return nil, fmt.Errorf("reading the image's keys: %w", err)
+	}
+	return ks, nil
+}
+
 // restackLiveOrRefuse is stackOrRefuse on an active node; an inactive
 // node takes its layers at the next Activate.
-func (b *Backend) restackLiveOrRefuse(ctx context.Context, layers []layerRef) (*refusedError, error) {
+func (b *Backend) restackLiveOrRefuse(ctx context.Context, applied []manifests.LedgerEntry) (*refusedError, error) {
 	live, err := b.Live()
 	if err != nil || !live {
 		return nil, err
 	}
-	return b.stackOrRefuse(ctx, layers)
+	return b.stackOrRefuse(ctx, applied)
 }
 
 // restackLive rebuilds the stacks when the node is active; an inactive
