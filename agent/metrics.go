@@ -80,7 +80,7 @@ var (
 	descUnreachable  = prometheus.NewDesc("strata_repo_unreachable_seconds", "Seconds since the first of the polls that have failed since the last successful one; 0 while polls succeed.", nil, nil)
 	descTree         = prometheus.NewDesc("strata_tree_matches_head", "1 when the node's files matched its head at the last check, 0 when they did not.", nil, nil)
 	descNode         = prometheus.NewDesc("strata_node_readable", "1 when the agent could read the node's state at this scrape.", nil, nil)
-	descLayerRefused = prometheus.NewDesc("strata_layer_refused", "1 for the layer image the node's activation refused (it does not match the record of its apply; the stacks hold only the layers below it) until strata restart --repair rewrites it; absent when every layer is stacked.",
+	descLayerRefused = prometheus.NewDesc("strata_layer_refused", "1 for the layer the node's activation refused (its image does not match the record of its apply, which strata restart --repair rewrites, or the record does not match the overlay's signed manifest; the stacks hold only the layers below it); absent when every layer is stacked.",
 		[]string{"version"}, nil)
 )
 

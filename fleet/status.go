@@ -245,6 +245,9 @@ func judge(row *NodeStatus, h *schema.Health, ref string, o StatusOptions) {
 		r := h.LayerIntegrity.Refused
 		row.State, row.ConfigMatches = StateFailing, 0
 		row.Error = fmt.Sprintf("layer %s refused at activation (%s): it runs the layers below it; strata restart --repair --root %s rewrites it from its overlay", r.Version, r.Error, h.Root)
+		if r.Cause == schema.RefusedRecord {
+			row.Error = fmt.Sprintf("layer %s refused at activation (%s): it runs the layers below it; audit it with strata verify-sequence --root %s --pub KEY from a trusted system, and provision it anew", r.Version, r.Error, h.Root)
+		}
 	case h.Held != nil:
 		row.State, row.Error = StateHeld, fmt.Sprintf("held at %s since %s: %s; strata release --root %s lets it follow the line", h.Held.Head.Version, h.Held.Since, h.Held.Reason, h.Root)
 	case h.Agent.LastApply != nil && h.Agent.LastApply.Result == "held":

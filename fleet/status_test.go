@@ -101,6 +101,9 @@ func TestStatus(t *testing.T) {
 	refused := health("1.0.2", true)
 	refused.LayerIntegrity = &schema.LayerIntegrity{Mode: schema.LayersDigestChecked, Images: 2,
 		Refused: &schema.LayerRefusal{Version: "1.0.2", Error: "sha256 x, its apply wrote y", Time: "2026-12-04T10:00:00Z"}}
+	forged := health("1.0.2", true)
+	forged.LayerIntegrity = &schema.LayerIntegrity{Mode: schema.LayersKernelVerified, Images: 2,
+		Refused: &schema.LayerRefusal{Version: "1.0.1", Error: "the ledger records layer image sha256 x, its signed manifest y", Time: "2026-12-04T10:00:00Z", Cause: schema.RefusedRecord}}
 	gone := httptest.NewServer(http.NotFoundHandler())
 	goneURL := gone.URL + "/health"
 	gone.Close()
@@ -117,6 +120,7 @@ func TestStatus(t *testing.T) {
 		{Name: "j", Health: serveHealth(t, badConfig, 0)},
 		{Name: "k", Health: serveHealth(t, heldByAgent, 0)},
 		{Name: "l", Health: serveHealth(t, refused, 0)},
+		{Name: "m", Health: serveHealth(t, forged, 0)},
 	}
 	rep := Status(context.Background(), nodes, StatusOptions{Line: refs("1.0.0", "1.0.1", "1.0.2"), LineName: "demo", Timeout: 5 * time.Second})
 	want := map[string]struct {
@@ -127,7 +131,7 @@ func TestStatus(t *testing.T) {
 		"a": {StateCurrent, 0, 1}, "b": {StateBehind, 2, 1}, "c": {StatePending, 0, 0}, "d": {StatePending, 0, 0},
 		"e": {StateFailing, 0, 1}, "f": {StateUnreachable, -1, 0}, "g": {StateUnreachable, -1, 0}, "h": {StateCurrent, 0, 1},
 		"i": {StatePending, 0, 0}, "j": {StateFailing, 0, 1}, "k": {StateHeld, 1, 1},
-		"l": {StateFailing, 0, 0},
+		"l": {StateFailing, 0, 0}, "m": {StateFailing, 0, 0},
 	}
 	for _, n := range rep.Nodes {
 		w := want[n.Name]
@@ -154,6 +158,9 @@ func TestStatus(t *testing.T) {
 		if n.Name == "l" && !strings.Contains(n.Notes(), "layer 1.0.2 refused at activation") || n.Name == "l" && !strings.Contains(n.Notes(), "strata restart --repair") {
 			t.Errorf("l: note %q, want the refused layer and the repair", n.Notes())
 		}
+		if n.Name == "m" && (!strings.Contains(n.Notes(), "layer 1.0.1 refused at activation") || !strings.Contains(n.Notes(), "verify-sequence") || strings.Contains(n.Notes(), "--repair")) {
+			t.Errorf("m: note %q, want the refused record and the audit, not a repair", n.Notes())
+		}
 		if n.Name == "i" && n.LastFailure != "restart failed at 2026-12-03T10:00:00Z: service restart failed: app.service is failed; fix the unit, then strata restart settles the debt" {
 			t.Errorf("i: last failure %q", n.LastFailure)
 		}
@@ -161,7 +168,7 @@ func TestStatus(t *testing.T) {
 	if rep.Reference != "1.0.2" || len(rep.Nodes) != len(nodes) {
 		t.Fatalf("reference %s, %d nodes", rep.Reference, len(rep.Nodes))
 	}
-	if err := rep.Err(); !errors.Is(err, ErrNotCurrent) || err.Error() != "not every node is at the head: 1 behind, 3 failing, 0 diverged, 2 unreachable of 12" {
+	if err := rep.Err(); !errors.Is(err, ErrNotCurrent) || err.Error() != "not every node is at the head: 1 behind, 4 failing, 0 diverged, 2 unreachable of 13" {
 		t.Errorf("Err = %v", err)
 	}
 	if s := rep.Sorted(); s[0].Name != "f" || s[len(s)-1].Name != "h" {

@@ -34,4 +34,18 @@ type LayerRefusal struct {
 	Version string `json:"version"`
 	Error   string `json:"error"`
 	Time    string `json:"time"`
+	// Cause is RefusedImage or RefusedRecord (empty in refusals
+	// recorded before it: RefusedImage).
+	Cause string `json:"cause,omitempty"`
 }
+
+// Causes of a layer refusal.
+const (
+	// RefusedImage: the layer image does not match the record of its
+	// apply; strata restart --repair rewrites it from its overlay.
+	RefusedImage = "image"
+	// RefusedRecord: the record of the apply does not match the
+	// overlay's signed manifest (or the manifest's signature fails):
+	// the node's state was changed, which a repair cannot undo.
+	RefusedRecord = "record"
+)

@@ -292,7 +292,11 @@ func (e *refusedError) Unwrap() error { return e.err }
 func (b *Backend) refusalPath() string { return filepath.Join(b.run, "strata", "layer-refused") }
 
 func (b *Backend) recordRefusal(e *refusedError) error {
-	raw, err := manifests.Encode(schema.LayerRefusal{Version: e.version, Error: e.Error(), Time: time.Now().UTC().Format(time.RFC3339)})
+	cause := schema.RefusedImage
+	if e.hint != "" {
+		cause = schema.RefusedRecord
+	}
+	raw, err := manifests.Encode(schema.LayerRefusal{Version: e.version, Error: e.Error(), Time: time.Now().UTC().Format(time.RFC3339), Cause: cause})
 	if err != nil {
 		return err
 	}

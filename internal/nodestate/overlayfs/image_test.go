@@ -25,6 +25,7 @@ import (
 	"github.com/strata-dev/strata/node"
 	"github.com/strata-dev/strata/node/nodetest"
 	"github.com/strata-dev/strata/overlay"
+	"github.com/strata-dev/strata/schema"
 )
 
 // layersOf is the layers directory of the test node at root (its state
@@ -307,7 +308,7 @@ func TestForgedLayerRecordRefusedAtActivation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if li := st.LayerIntegrity; li == nil || li.Refused == nil || li.Refused.Version != "1.0.1" {
+	if li := st.LayerIntegrity; li == nil || li.Refused == nil || li.Refused.Version != "1.0.1" || li.Refused.Cause != schema.RefusedRecord {
 		t.Fatalf("status: %+v", st.LayerIntegrity)
 	}
 

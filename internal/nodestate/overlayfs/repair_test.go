@@ -282,7 +282,7 @@ func TestLayerImageRefusedThenRepaired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if li := st.LayerIntegrity; li == nil || li.Mode != schema.LayersDigestChecked || li.Images != 2 || li.Refused == nil || li.Refused.Version != "1.0.2" {
+	if li := st.LayerIntegrity; li == nil || li.Mode != schema.LayersDigestChecked || li.Images != 2 || li.Refused == nil || li.Refused.Version != "1.0.2" || li.Refused.Cause != schema.RefusedImage {
 		t.Fatalf("status: %+v", st.LayerIntegrity)
 	}
 	if h, err := agent.ReadHealth(ctx, root, nil); err != nil || h.LayerIntegrity == nil || h.LayerIntegrity.Refused == nil || h.LayerIntegrity.Refused.Version != "1.0.2" {
