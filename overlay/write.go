@@ -16,13 +16,18 @@ import (
 // signature, then each entry of m with content from open (for a file m
 // ships as a patch, open gets the member's entry, whose size and SHA-256
 // are the patch's, and returns the patch).
-func writeArchive(w io.Writer, raw, sig []byte, m *manifests.OverlayManifest, open tree.Opener, algo compress.Algorithm) error {
+func writeArchive(w io.Writer, raw, sig []byte, m *manifests.OverlayManifest, open tree.Opener, algo compress.Algorithm) (err error) {
 	created, _ := time.Parse(time.RFC3339, m.Created)
 	mtime := created.Unix()
 	cw, err := compress.NewWriter(w, algo)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			_ = cw.Close() // a compressor process ends with it
+		}
+	}()
 	tw := tar.NewWriter(cw)
 	for _, mem := range []struct {
 		name string

@@ -52,7 +52,10 @@ func (a Algorithm) Ext() string {
 }
 
 // NewWriter returns a compressing writer; closing it flushes the stream
-// but does not close w. The output is deterministic for the same input.
+// but does not close w, and a writer given up on must still be closed
+// (xz may run as a process). The output is deterministic for the same
+// input on a given host: xz streams are written by xz(1) where it is
+// installed and by a pure-Go encoder where it is not (newXzWriter).
 func NewWriter(w io.Writer, a Algorithm) (io.WriteCloser, error) {
 	switch a {
 	case Zstd, "":
@@ -60,7 +63,7 @@ func NewWriter(w io.Writer, a Algorithm) (io.WriteCloser, error) {
 	case Gzip:
 		return gzip.NewWriterLevel(w, gzip.DefaultCompression)
 	case Xz:
-		return xz.NewWriter(w)
+		return newXzWriter(w, xzTool())
 	case None:
 		return nopCloser{w}, nil
 	}
