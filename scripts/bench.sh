@@ -3,6 +3,8 @@
 # run on one machine, reported as ratios (strata time / peer time):
 #   build-image        vs  mksquashfs DIR       (same tree, same compressor)
 #   overlay create     vs  tar -c | zstd        (same change)
+#   create --compression xz vs tar -c | xz -6 -T1 (XZ_MB of random bytes,
+#                           and as much text)
 #   apply-overlay      vs  zstd -d | tar -x     (same payload; also with
 #                           a final sync, since apply makes its writes durable)
 #                           on a directory node and on an overlayfs node (the
@@ -20,7 +22,7 @@
 # 2,000 agents polling one strata serve.
 # (DEBIAN=0 leaves out the Debian rows.)
 # Each pair runs interleaved RUNS times; the table shows medians.
-# Usage: scripts/bench.sh [path/to/strata]   (env: FILES, FILE_KB, CHANGED, RUNS)
+# Usage: scripts/bench.sh [path/to/strata]   (env: FILES, FILE_KB, CHANGED, RUNS, XZ_MB, DEBIAN, DEPTHS)
 set -euo pipefail
 S=$(realpath "${1:-bin/strata}")
 SRC=$(pwd)   # the source tree (make bench runs from it), for the Go-side rows
@@ -143,6 +145,28 @@ for i in $(seq "$RUNS"); do
 	time_it untarsync2 sh -c "zstd -dc change.tar.zst | tar -C y -xf - && sync -f y"
 done
 
+# xz (issue 24): overlay create --compression xz of one new file of
+# XZ_MB megabytes, incompressible (random) and compressible (words),
+# against tar -c | xz at strata's settings (-6, one thread).
+XZ_MB=${XZ_MB:-48}
+mkdir -p xzrand/usr/share/xz xztext/usr/share/xz
+head -c "$((XZ_MB * 1000000))" /dev/urandom >xzrand/usr/share/xz/blob
+python3 - xztext/usr/share/xz/blob "$XZ_MB" <<'PY'
+import random, sys
+rnd = random.Random(3)
+words = [("w%05d" % i).encode() for i in range(4096)]
+with open(sys.argv[1], "wb") as f:
+    for _ in range(int(sys.argv[2]) * 10):
+        f.write(b" ".join(rnd.choice(words) for _ in range(100000 // 7))[:100000])
+PY
+for i in $(seq "$RUNS"); do
+	for kind in rand text; do
+		rm -rf repo && cp -a repo0 repo
+		time_it "xz$kind" "$S" overlay create --repo repo --version 1.1.0 --key k.key --tree "xz$kind" --compression xz
+		time_it "xzcli$kind" sh -c "tar -C xz$kind -cf - . | xz -6 -T1 -c >xz$kind.tar.xz"
+	done
+done
+
 # The Debian node image (issue 3): build-image from the cached base and
 # run steps vs mksquashfs of the same tree with the same compressor, and
 # provision --disk vs dd writing the same number of bytes. Needs root; the
@@ -204,6 +228,8 @@ row "overlay create" create "tar -c | zstd" tarzstd
 row "apply-overlay" apply "zstd -d | tar -x" untar
 row "apply-overlay" apply "zstd -d | tar -x; sync" untarsync
 row "apply (overlayfs)" applyofs "zstd -d | tar -x; sync" untarsync2
+row "create xz random" xzrand "tar -c | xz -6 -T1" xzclirand
+row "create xz text" xztext "tar -c | xz -6 -T1" xzclitext
 if [ "$DEBIAN" = 1 ]; then
 	printf '\nDebian node image: %d MB tree, disk of %s\n\n' "$dnsize" "$disksize"
 	row "build-image" dnbuild "mksquashfs DIR" dnmksq
@@ -220,7 +246,12 @@ fi
 # of a line of N overlays, N up to 10,000 (building that line takes a few
 # minutes); the cost must stay flat as the line grows.
 printf '\nPublishing one overlay at depth N (overlay create, Go benchmark):\n'
-( cd "$SRC" && STRATA_BENCH_DEPTHS=${DEPTHS:-1,1000,10000} go test ./overlay -run '^$' -bench '^BenchmarkCreateAtDepth$' -benchtime 20x -timeout 60m ) | awk '/^BenchmarkCreateAtDepth/ {sub(/^BenchmarkCreateAtDepth\//, ""); sub(/-[0-9]+$/, "", $1); printf "  %-14s %8.1f ms\n", $1, $3/1e6}'
+( cd "$SRC" && STRATA_BENCH_DEPTHS=${DEPTHS:-1,1000,10000} go test ./overlay -run '^$' -bench '^BenchmarkCreateAtDepth$' -benchtime 20x -timeout 60m ) | awk '/^BenchmarkCreateAtDepth/ {sub(/^BenchmarkCreateAtDepth\//, ""); sub(/-[0-9]+$/, "", $1); printf "  %-14s %8.1f ms wall %8.1f ms CPU\n", $1, $3/1e6, $5}'
+
+# A rollout to 200 simulated nodes over SSH (fleet BenchmarkRollout200:
+# in-process sshd-alike servers on loopback, 25% at a time).
+printf '\nRollout to 200 nodes over SSH (go test ./fleet -bench Rollout200, 5x):\n'
+( cd "$SRC" && go test ./fleet -run '^$' -bench '^BenchmarkRollout200$' -benchtime 5x ) | awk '/^BenchmarkRollout200/ {printf "  %-14s %8.1f ms wall %8.1f ms CPU\n", "rollout", $3/1e6, $5}'
 
 # Strict decoding (issue 24): a 4,000-entry image manifest, Decode (names,
 # unknown fields, trailing data checked) against json.Unmarshal alone, 5
