@@ -18,6 +18,8 @@
 #   overlay size       vs  OSTree static delta (bytes, not seconds) for one
 #                           byte appended to libc and for a config edit
 #   status --inventory vs  parallel-ssh (50 sshd on loopback, same command)
+#   repo push oci://   vs  oras push (same files, one registry on loopback)
+#   apply --repo oci:// vs oras pull + apply-overlay --repo DIR
 # and, without a peer, overlay create at depth 1 to 10,000 (DEPTHS) and
 # 2,000 agents polling one strata serve.
 # (DEBIAN=0 leaves out the Debian rows.)
@@ -287,4 +289,15 @@ if RUNS=$RUNS "$SRC/scripts/bench-fleet.sh" "$S" >"$W/fleet.txt" 2>"$W/fleet.err
 else
 	echo "bench-fleet.sh failed:"
 	tail -n 20 "$W/fleet.err"
+fi
+
+# A repository in an OCI registry (issue 24): repo push and apply-overlay
+# --repo oci:// against the ORAS CLI on the same artifact, one real
+# registry on loopback.
+printf '\nOCI registry (scripts/bench-oci.sh, medians of %d runs):\n' "$RUNS"
+if RUNS=$RUNS "$SRC/scripts/bench-oci.sh" "$S" >"$W/oci.txt" 2>"$W/oci.err"; then
+	tail -n 4 "$W/oci.txt"
+else
+	echo "bench-oci.sh failed:"
+	tail -n 20 "$W/oci.err"
 fi

@@ -66,3 +66,12 @@ if [ "${#servers[@]}" -gt 0 ]; then
 	[ -z "$made" ] || $SUDO rm -f "$policy"
 	[ "$rc" -eq 0 ] || exit "$rc"
 fi
+# make bench compares repo push and apply from an OCI registry with the
+# ORAS CLI (scripts/bench-oci.sh), built from source with the go command.
+if ! command -v oras >/dev/null 2>&1; then
+	echo "deps: installing oras (go install)" >&2
+	bin=/usr/local/bin
+	[ "$(id -u)" -eq 0 ] || bin=$("${GO:-go}" env GOPATH)/bin
+	GOBIN=$bin "${GO:-go}" install oras.land/oras/cmd/oras@v1.3.6
+	command -v oras >/dev/null 2>&1 || echo "deps: oras is in $bin, which is not on PATH" >&2
+fi

@@ -16,6 +16,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/errgroup"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
@@ -330,20 +331,34 @@ func Push(ctx context.Context, dir, ref string, progress func(string)) (ocispec.
 			members = append(members, pushed{name: l.State.File, size: l.State.Size, sum: l.State.SHA256})
 		}
 	}
+	// Members go up pushParallel at a time (each checked before it is
+	// sent, as one at a time would); the artifact lists them in order.
 	st := Dir(dir)
-	var layers []ocispec.Descriptor
-	for _, m := range members {
-		var d ocispec.Descriptor
-		if m.data != nil {
-			d, err = pushBytes(ctx, o.repo, m.name, m.data)
-		} else {
-			d, err = pushMember(ctx, o.repo, st, m.name, m.size, m.sum)
-		}
-		if err != nil {
-			return ocispec.Descriptor{}, err
-		}
-		progress(fmt.Sprintf("pushed %s (%d bytes)", m.name, d.Size))
-		layers = append(layers, d)
+	layers := make([]ocispec.Descriptor, len(members))
+	var progressMu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(pushParallel)
+	for i, m := range members {
+		g.Go(func() error {
+			var d ocispec.Descriptor
+			var err error
+			if m.data != nil {
+				d, err = pushBytes(gctx, o.repo, m.name, m.data)
+			} else {
+				d, err = pushMember(gctx, o.repo, st, m.name, m.size, m.sum)
+			}
+			if err != nil {
+				return err
+			}
+			layers[i] = d
+			progressMu.Lock()
+			defer progressMu.Unlock()
+			progress(fmt.Sprintf("pushed %s (%d bytes)", m.name, d.Size))
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return ocispec.Descriptor{}, err
 	}
 	desc, err := oras.PackManifest(ctx, o.repo, oras.PackManifestVersion1_0, ArtifactType, oras.PackManifestOptions{
 		Layers:              layers,
@@ -399,6 +414,11 @@ func pushMember(ctx context.Context, repo *remote.Repository, st *DirStore, name
 		return io.LimitReader(f, fi.Size()), nil
 	})
 }
+
+// pushParallel is how many members Push sends at once (as the ORAS
+// CLI's default): a push is mostly round trips, one after another per
+// member (does the registry have it, start the upload, send it).
+const pushParallel = 5
 
 // maxPushSignature bounds a member the index does not size: a signature.
 const maxPushSignature = 64 << 10
