@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -49,38 +50,14 @@ func (d *DirStore) Open(ctx context.Context, name string) (io.ReadCloser, int64,
 // OpenFile opens member name as Open does and returns the file itself
 // (for a server that seeks in it) with its stat.
 func (d *DirStore) OpenFile(ctx context.Context, name string) (*os.File, fs.FileInfo, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, nil, d.pathErr(name, err)
-	}
-	if !fs.ValidPath(name) || name == "." {
-		return nil, nil, d.pathErr(name, manifests.ErrUnsafePath)
-	}
-	root, err := unix.Open(d.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := d.openPath(ctx, name)
 	if err != nil {
-		return nil, nil, &fs.PathError{Op: "open", Path: d.Dir, Err: err}
-	}
-	defer unix.Close(root)
-	// O_PATH: a device's or FIFO's open never runs; the type is checked
-	// before the file is reopened for reading.
-	fd, err := unix.Openat2(root, name, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	switch {
-	case errors.Is(err, unix.EXDEV):
-		return nil, nil, d.pathErr(name, fmt.Errorf("%w: leaves the repository", manifests.ErrUnsafePath))
-	case errors.Is(err, unix.ELOOP):
-		return nil, nil, d.pathErr(name, fmt.Errorf("%w: a symlink", ErrNotRegular))
-	case err != nil:
-		return nil, nil, d.pathErr(name, err)
+		return nil, nil, err
 	}
 	defer unix.Close(fd)
 	f, err := safefile.Reopen(fd, d.Path(name))
-	if errors.Is(err, safefile.ErrNotRegular) {
-		return nil, nil, d.pathErr(name, fmt.Errorf("%w: %w", ErrNotRegular, err))
-	}
 	if err != nil {
-		return nil, nil, d.pathErr(name, err)
+		return nil, nil, d.notRegular(name, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -88,6 +65,61 @@ func (d *DirStore) OpenFile(ctx context.Context, name string) (*os.File, fs.File
 		return nil, nil, d.pathErr(name, err)
 	}
 	return f, fi, nil
+}
+
+// StatFile is OpenFile without the open for reading: the size and
+// modification time of member name, resolved and checked as OpenFile
+// does (a regular file inside the repository), for answering a
+// conditional request without reading.
+func (d *DirStore) StatFile(ctx context.Context, name string) (size int64, mtime time.Time, err error) {
+	fd, err := d.openPath(ctx, name)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	defer unix.Close(fd)
+	st, err := safefile.StatRegular(fd, d.Path(name))
+	if err != nil {
+		return 0, time.Time{}, d.notRegular(name, err)
+	}
+	return st.Size, time.Unix(st.Mtim.Unix()), nil
+}
+
+// openPath resolves member name inside the repository to an O_PATH
+// descriptor: a device's or FIFO's open never runs, and the type is
+// checked before the file is reopened for reading.
+func (d *DirStore) openPath(ctx context.Context, name string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return -1, d.pathErr(name, err)
+	}
+	if !fs.ValidPath(name) || name == "." {
+		return -1, d.pathErr(name, manifests.ErrUnsafePath)
+	}
+	root, err := unix.Open(d.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: d.Dir, Err: err}
+	}
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, name, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	switch {
+	case errors.Is(err, unix.EXDEV):
+		return -1, d.pathErr(name, fmt.Errorf("%w: leaves the repository", manifests.ErrUnsafePath))
+	case errors.Is(err, unix.ELOOP):
+		return -1, d.pathErr(name, fmt.Errorf("%w: a symlink", ErrNotRegular))
+	case err != nil:
+		return -1, d.pathErr(name, err)
+	}
+	return fd, nil
+}
+
+// notRegular words err, from checking member name's descriptor.
+func (d *DirStore) notRegular(name string, err error) error {
+	if errors.Is(err, safefile.ErrNotRegular) {
+		return d.pathErr(name, fmt.Errorf("%w: %w", ErrNotRegular, err))
+	}
+	return d.pathErr(name, err)
 }
 
 func (d *DirStore) pathErr(name string, err error) error {

@@ -47,18 +47,27 @@ func open(path string, flags int) (*os.File, error) {
 // Reopen opens for reading the file an O_PATH descriptor fd refers to, if
 // it is a regular file (path names it in errors). fd stays open.
 func Reopen(fd int, path string) (*os.File, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("reading %s: %w (%s)", path, ErrNotRegular, typeName(st.Mode))
+	if _, err := StatRegular(fd, path); err != nil {
+		return nil, err
 	}
 	rfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	return os.NewFile(uintptr(rfd), path), nil
+}
+
+// StatRegular is fstat of fd (an O_PATH descriptor will do), refusing
+// anything but a regular file (path names it in errors).
+func StatRegular(fd int, path string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return st, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return st, fmt.Errorf("reading %s: %w (%s)", path, ErrNotRegular, typeName(st.Mode))
+	}
+	return st, nil
 }
 
 // Read returns the contents of the regular file at path, refusing one

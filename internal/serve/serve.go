@@ -46,6 +46,17 @@ func Handler(dir string, log func(string)) http.Handler {
 		if v := r.Header.Get("Range"); strings.Count(v, ",") >= maxRanges {
 			r.Header.Del("Range")
 		}
+		// An unchanged poll (If-None-Match with the member's ETag) is
+		// answered from the member's metadata alone: its checks are
+		// OpenFile's, without the open for reading. Anything else,
+		// failures included, takes the full path below.
+		if inm := r.Header.Get("If-None-Match"); inm != "" {
+			if size, mtime, err := st.StatFile(r.Context(), name); err == nil && etagListed(inm, etag(size, mtime)) {
+				headers(w.Header(), name, etag(size, mtime))
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
 		f, fi, err := st.OpenFile(r.Context(), name)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -62,17 +73,39 @@ func Handler(dir string, log func(string)) http.Handler {
 			return
 		}
 		defer f.Close()
-		h := w.Header()
-		h.Set("ETag", fmt.Sprintf(`"%x-%x"`, fi.Size(), fi.ModTime().UnixNano()))
-		if name == repo.IndexFile || name == repo.SigPath(repo.IndexFile) {
-			h.Set("Cache-Control", "no-cache")
-		} else {
-			h.Set("Cache-Control", "public, max-age=31536000, immutable")
-		}
-		h.Set("Content-Type", contentType(name))
-		h.Set("X-Content-Type-Options", "nosniff")
+		headers(w.Header(), name, etag(fi.Size(), fi.ModTime()))
+		w.Header().Set("Content-Type", contentType(name))
 		http.ServeContent(w, r, "", fi.ModTime(), f)
 	})
+}
+
+// etag is a member's entity tag: its size and modification time.
+func etag(size int64, mtime time.Time) string {
+	return fmt.Sprintf(`"%x-%x"`, size, mtime.UnixNano())
+}
+
+// etagListed reports whether an If-None-Match value lists tag (weakly
+// compared, as RFC 9110 asks for If-None-Match) or is "*".
+func etagListed(inm, tag string) bool {
+	for t := range strings.SplitSeq(inm, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == tag {
+			return true
+		}
+	}
+	return false
+}
+
+// headers sets what every answer about member name carries, 304s
+// included: its ETag, how caches may keep it, no sniffing.
+func headers(h http.Header, name, tag string) {
+	h.Set("ETag", tag)
+	if name == repo.IndexFile || name == repo.SigPath(repo.IndexFile) {
+		h.Set("Cache-Control", "no-cache")
+	} else {
+		h.Set("Cache-Control", "public, max-age=31536000, immutable")
+	}
+	h.Set("X-Content-Type-Options", "nosniff")
 }
 
 // maxRanges bounds the ranges one request may ask for.

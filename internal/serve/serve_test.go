@@ -110,6 +110,17 @@ func TestHandler(t *testing.T) {
 	if resp, body := get(t, srv.URL+"/index.json", map[string]string{"If-None-Match": etag}); resp.StatusCode != 304 || len(body) != 0 {
 		t.Errorf("If-None-Match: %s with %d bytes, want 304 and nothing", resp.Status, len(body))
 	}
+	// The 304 of an unchanged poll carries the validators and caching
+	// rules; an If-None-Match list names the tag anywhere, weak or not.
+	for _, inm := range []string{etag, `"0-0", W/` + etag} {
+		resp, _ := get(t, srv.URL+"/index.json", map[string]string{"If-None-Match": inm})
+		if resp.StatusCode != 304 || resp.Header.Get("ETag") != etag || resp.Header.Get("Cache-Control") != "no-cache" {
+			t.Errorf("If-None-Match %s: %s, ETag %q, Cache-Control %q", inm, resp.Status, resp.Header.Get("ETag"), resp.Header.Get("Cache-Control"))
+		}
+	}
+	if resp, _ := get(t, srv.URL+"/index.json", map[string]string{"If-None-Match": `"0-0"`}); resp.StatusCode != 200 {
+		t.Errorf("If-None-Match of another tag: %s, want 200", resp.Status)
+	}
 	if resp, _ := get(t, srv.URL+"/index.json", map[string]string{"If-Modified-Since": lastMod}); resp.StatusCode != 304 {
 		t.Errorf("If-Modified-Since: %s, want 304", resp.Status)
 	}
@@ -163,6 +174,40 @@ func TestHandler(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/index.json", strings.NewReader("x"))
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 405 {
 		t.Errorf("PUT: %v %v, want 405", resp, err)
+	}
+}
+
+// A conditional request is answered 304 only for a regular member: one
+// replaced by a symlink (to a file outside or to another member), a FIFO
+// or a directory is refused as a plain GET is, whatever tag is asked.
+func TestConditionalChecksMember(t *testing.T) {
+	dir, srv, place := fixture(t)
+	outside := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(outside, []byte("secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(place("other.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for what, plant := range map[string]func(p string) error{
+		"symlink out": func(p string) error { return os.Symlink(outside, p) },
+		"symlink in":  func(p string) error { return os.Symlink(filepath.Join(dir, "other.json"), p) },
+		"FIFO":        func(p string) error { return unix.Mkfifo(p, 0o644) },
+		"directory":   func(p string) error { return os.Mkdir(p, 0o755) },
+	} {
+		p := place("index.json")
+		if err := plant(p); err != nil {
+			t.Fatal(err)
+		}
+		for _, inm := range []string{"*", `"2-0"`} {
+			resp, body := get(t, srv.URL+"/index.json", map[string]string{"If-None-Match": inm})
+			if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), "secret") {
+				t.Errorf("%s, If-None-Match %s: %s %q, want 403", what, inm, resp.Status, body)
+			}
+		}
+		if err := os.RemoveAll(p); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
