@@ -49,8 +49,9 @@ func Handler(dir string, log func(string)) http.Handler {
 		// An unchanged poll (If-None-Match with the member's ETag) is
 		// answered from the member's metadata alone: its checks are
 		// OpenFile's, without the open for reading. Anything else,
-		// failures included, takes the full path below.
-		if inm := r.Header.Get("If-None-Match"); inm != "" {
+		// failures included, takes the full path below, and so does a
+		// request with preconditions that come first (RFC 9110 13.2.2).
+		if inm := r.Header.Get("If-None-Match"); inm != "" && r.Header.Get("If-Match") == "" && r.Header.Get("If-Unmodified-Since") == "" {
 			if size, mtime, err := st.StatFile(r.Context(), name); err == nil && etagListed(inm, etag(size, mtime)) {
 				headers(w.Header(), name, etag(size, mtime))
 				w.WriteHeader(http.StatusNotModified)

@@ -118,6 +118,9 @@ func TestHandler(t *testing.T) {
 			t.Errorf("If-None-Match %s: %s, ETag %q, Cache-Control %q", inm, resp.Status, resp.Header.Get("ETag"), resp.Header.Get("Cache-Control"))
 		}
 	}
+	if resp, _ := get(t, srv.URL+"/index.json", map[string]string{"If-None-Match": etag, "If-Match": `"0-0"`}); resp.StatusCode != http.StatusPreconditionFailed {
+		t.Errorf("If-Match of another tag with If-None-Match of this one: %s, want 412 (If-Match comes first)", resp.Status)
+	}
 	if resp, _ := get(t, srv.URL+"/index.json", map[string]string{"If-None-Match": `"0-0"`}); resp.StatusCode != 200 {
 		t.Errorf("If-None-Match of another tag: %s, want 200", resp.Status)
 	}
