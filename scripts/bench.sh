@@ -281,23 +281,24 @@ printf '\nFleet: '
 printf '\nFleet status: '
 ( cd "$SRC" && STRATA_BENCH_REPORT="$W/status.txt" go test ./agent -run '^$' -bench '^BenchmarkStatusOverAgents$' -benchtime 1x -timeout 30m >/dev/null ) && cat "$W/status.txt"
 
+# side SCRIPT LINES: one of the side-by-side scripts, RUNS runs; the
+# last LINES lines of its report, or the end of what it said on failing.
+side() {
+	if RUNS=$RUNS "$SRC/scripts/$1" "$S" >"$W/$1.out" 2>"$W/$1.err"; then
+		tail -n "$2" "$W/$1.out"
+	else
+		echo "$1 failed:"
+		tail -n 20 "$W/$1.err"
+	fi
+}
+
 # Fleet fan-out over SSH (issue 9): strata status --inventory against
 # parallel-ssh running the same remote command on the same sshd targets.
 printf '\nFleet fan-out over SSH (scripts/bench-fleet.sh, medians of %d runs):\n' "$RUNS"
-if RUNS=$RUNS "$SRC/scripts/bench-fleet.sh" "$S" >"$W/fleet.txt" 2>"$W/fleet.err"; then
-	tail -n 1 "$W/fleet.txt"
-else
-	echo "bench-fleet.sh failed:"
-	tail -n 20 "$W/fleet.err"
-fi
+side bench-fleet.sh 1
 
 # A repository in an OCI registry (issue 24): repo push and apply-overlay
 # --repo oci:// against the ORAS CLI on the same artifact, one real
 # registry on loopback.
 printf '\nOCI registry (scripts/bench-oci.sh, medians of %d runs):\n' "$RUNS"
-if RUNS=$RUNS "$SRC/scripts/bench-oci.sh" "$S" >"$W/oci.txt" 2>"$W/oci.err"; then
-	tail -n 4 "$W/oci.txt"
-else
-	echo "bench-oci.sh failed:"
-	tail -n 20 "$W/oci.err"
-fi
+side bench-oci.sh 4
