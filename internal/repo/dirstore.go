@@ -28,6 +28,7 @@ type DirStore struct {
 
 	mu     sync.Mutex
 	polled string // the index's size, mtime and inode at the last Poll
+	rootState
 }
 
 var _ Putter = (*DirStore)(nil)
@@ -94,16 +95,19 @@ func (d *DirStore) openPath(ctx context.Context, name string) (int, error) {
 	if !fs.ValidPath(name) || name == "." {
 		return -1, d.pathErr(name, manifests.ErrUnsafePath)
 	}
-	root, err := unix.Open(d.Dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, &fs.PathError{Op: "open", Path: d.Dir, Err: err}
-	}
-	defer unix.Close(root)
-	fd, err := unix.Openat2(root, name, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	fd := -1
+	err := d.withRoot(func(root int) error {
+		var err error
+		fd, err = unix.Openat2(root, name, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		return err
 	})
+	var pe *fs.PathError
 	switch {
+	case errors.As(err, &pe):
+		return -1, err
 	case errors.Is(err, unix.EXDEV):
 		return -1, d.pathErr(name, fmt.Errorf("%w: leaves the repository", manifests.ErrUnsafePath))
 	case errors.Is(err, unix.ELOOP):

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -13,6 +14,12 @@ import (
 )
 
 func TestDirStore(t *testing.T) {
+	t.Run("per-call", func(t *testing.T) { testDirStore(t, 0) })
+	// A server's store: its directory held open (KeepOpen).
+	t.Run("kept-open", func(t *testing.T) { testDirStore(t, time.Hour) })
+}
+
+func testDirStore(t *testing.T, keep time.Duration) {
 	storetest.Run(t, func(t *testing.T) *storetest.Fixture {
 		dir := filepath.Join(t.TempDir(), "repo")
 		outside := t.TempDir()
@@ -26,8 +33,10 @@ func TestDirStore(t *testing.T) {
 			}
 			return p
 		}
+		st := repo.Dir(dir)
+		st.KeepOpen(keep)
 		return &storetest.Fixture{
-			Store: repo.Dir(dir),
+			Store: st,
 			File: func(name string, data []byte) error {
 				return os.WriteFile(host(name), data, 0o644)
 			},
@@ -73,5 +82,79 @@ func TestForRereads(t *testing.T) {
 		t.Errorf("a spool was spooled again")
 	} else {
 		release()
+	}
+}
+
+// A directory held open (KeepOpen) is opened again once it is older than
+// asked: a repository directory moved into the store's place is served.
+func TestKeepOpenFollowsSwappedDirectory(t *testing.T) {
+	top := t.TempDir()
+	dir := filepath.Join(top, "repo")
+	for name, data := range map[string]string{"repo": "old", "new": "new!"} {
+		if err := os.Mkdir(filepath.Join(top, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(top, name, "index.json"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := repo.Dir(dir)
+	st.KeepOpen(20 * time.Millisecond)
+	size := func() int64 {
+		t.Helper()
+		n, _, err := st.StatFile(t.Context(), "index.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := size(); n != 3 {
+		t.Fatalf("size %d, want 3", n)
+	}
+	if err := os.Rename(dir, filepath.Join(top, "old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(top, "new"), dir); err != nil {
+		t.Fatal(err)
+	}
+	// Not a time bound: the wait only ends a test that would hang.
+	for deadline := time.Now().Add(time.Minute); size() != 4; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the directory moved into place was never served")
+		}
+	}
+}
+
+// Calls racing the replacement of the held directory never see it closed
+// under them (go test -race; every call here replaces it).
+func TestKeepOpenConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "m"), []byte("member"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := repo.Dir(dir)
+	st.KeepOpen(time.Nanosecond)
+	errc := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 500 {
+				if _, _, err := st.StatFile(t.Context(), "m"); err != nil {
+					errc <- err
+					return
+				}
+				f, _, err := st.OpenFile(t.Context(), "m")
+				if err != nil {
+					errc <- err
+					return
+				}
+				f.Close()
+			}
+			errc <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,10 @@ import (
 // nil, is told about failures that are the server's own.
 func Handler(dir string, log func(string)) http.Handler {
 	st := repo.Dir(dir)
+	// Every request resolves a member beneath the directory: it stays
+	// open, and is opened again each second (a directory moved into its
+	// place is served within one).
+	st.KeepOpen(time.Second)
 	nudges := newRelay(dir, log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/nudge" {
@@ -52,10 +57,12 @@ func Handler(dir string, log func(string)) http.Handler {
 		// failures included, takes the full path below, and so does a
 		// request with preconditions that come first (RFC 9110 13.2.2).
 		if inm := r.Header.Get("If-None-Match"); inm != "" && r.Header.Get("If-Match") == "" && r.Header.Get("If-Unmodified-Since") == "" {
-			if size, mtime, err := st.StatFile(r.Context(), name); err == nil && etagListed(inm, etag(size, mtime)) {
-				headers(w.Header(), name, etag(size, mtime))
-				w.WriteHeader(http.StatusNotModified)
-				return
+			if size, mtime, err := st.StatFile(r.Context(), name); err == nil {
+				if tag := etag(size, mtime); etagListed(inm, tag) {
+					headers(w.Header(), name, tag)
+					w.WriteHeader(http.StatusNotModified)
+					return
+				}
 			}
 		}
 		f, fi, err := st.OpenFile(r.Context(), name)
@@ -82,7 +89,12 @@ func Handler(dir string, log func(string)) http.Handler {
 
 // etag is a member's entity tag: its size and modification time.
 func etag(size int64, mtime time.Time) string {
-	return fmt.Sprintf(`"%x-%x"`, size, mtime.UnixNano())
+	b := make([]byte, 0, 36)
+	b = append(b, '"')
+	b = strconv.AppendInt(b, size, 16)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, mtime.UnixNano(), 16)
+	return string(append(b, '"'))
 }
 
 // etagListed reports whether an If-None-Match value lists tag (weakly
@@ -153,7 +165,12 @@ type Server struct {
 // the server needs their slot.
 func Listen(addr string, handler http.Handler, limits Limits) (*Server, error) {
 	limits = limits.withDefaults()
-	ln, err := net.Listen("tcp", addr)
+	// No TCP keep-alive probes on accepted connections (Go's default
+	// costs four setsockopt calls on each): nothing here stays idle longer
+	// than the probes would take to find a dead peer (idle connections
+	// are closed after 2 minutes, a nudge wait ends after RelayWait).
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("serving: %w", err)
 	}
