@@ -20,6 +20,8 @@
 #   status --inventory vs  parallel-ssh (50 sshd on loopback, same command)
 #   repo push oci://   vs  oras push (same files, one registry on loopback)
 #   apply --repo oci:// vs oras pull + apply-overlay --repo DIR
+#   strata serve       vs  nginx (server CPU per 304 poll under wrk,
+#                           keep-alive and a new connection per poll)
 # and, without a peer, overlay create at depth 1 to 10,000 (DEPTHS) and
 # 2,000 agents polling one strata serve.
 # (DEBIAN=0 leaves out the Debian rows.)
@@ -302,3 +304,8 @@ side bench-fleet.sh 1
 # registry on loopback.
 printf '\nOCI registry (scripts/bench-oci.sh, medians of %d runs):\n' "$RUNS"
 side bench-oci.sh 4
+
+# strata serve beside nginx (issue 24): the server's CPU per unchanged
+# poll (304), keep-alive and a new connection per poll, under wrk.
+printf '\nServing polls (scripts/bench-serve.sh, medians of %d runs):\n' "$RUNS"
+side bench-serve.sh 2

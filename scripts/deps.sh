@@ -48,6 +48,10 @@ command -v chromium >/dev/null 2>&1 || servers+=(chromium)
 # processes it starts on loopback (the host's own ssh service stays off).
 [ -x /usr/sbin/sshd ] || servers+=(openssh-server)
 command -v parallel-ssh >/dev/null 2>&1 || servers+=(pssh)
+# make bench compares strata serve's CPU per poll with nginx's under wrk
+# (scripts/bench-serve.sh starts nginx on loopback itself).
+[ -x /usr/sbin/nginx ] || servers+=(nginx)
+command -v wrk >/dev/null 2>&1 || servers+=(wrk)
 if [ "${#servers[@]}" -gt 0 ]; then
 	echo "deps: installing ${servers[*]}" >&2
 	SUDO=""
