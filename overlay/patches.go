@@ -11,8 +11,8 @@ import (
 	"runtime"
 
 	"golang.org/x/sync/errgroup"
-	"golang.org/x/sync/semaphore"
 
+	"github.com/strata-dev/strata/internal/imagefile"
 	"github.com/strata-dev/strata/internal/patch"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -27,9 +27,9 @@ const patchRecord = 256
 // often a file changes.
 const maxPatchChain = 8
 
-// patchMemory bounds what the patches being made at once hold: each
-// weighs twice its old and new contents (the contents, the encoder's
-// window and dictionary tables).
+// patchMemory bounds what one round of patches holds: each file weighs
+// twice its old and new contents (the contents, the encoder's window and
+// dictionary tables).
 const patchMemory = 4 * 2 * manifests.MaxPatchTarget
 
 // patches are the files a new overlay ships as patches: the manifest's
@@ -53,29 +53,22 @@ func makePatches(ctx context.Context, c *Chain, entries []manifests.Entry, open 
 			todo = append(todo, e)
 		}
 	}
-	// Reading a base back (rdsquashfs, a process each) dominates: the
-	// files are worked on a few at a time, results kept in path order.
+	// Rounds of as many files as the memory budget holds (at least one),
+	// each file's patch made a few at a time, results kept in path order.
 	made := make([][]byte, len(todo))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	mem := semaphore.NewWeighted(patchMemory)
-	for i, e := range todo {
-		weight := 2 * (c.State[e.Path].Size + e.Size)
-		if err := mem.Acquire(gctx, weight); err != nil {
-			break // cancelled: Wait reports why
+	for start := 0; start < len(todo); {
+		end, weight := start, int64(0)
+		for ; end < len(todo); end++ {
+			w := 2 * (c.State[todo[end].Path].Size + todo[end].Size)
+			if end > start && weight+w > patchMemory {
+				break
+			}
+			weight += w
 		}
-		g.Go(func() error {
-			defer mem.Release(weight)
-			p, err := makePatch(gctx, c, c.State[e.Path], e, open)
-			made[i] = p
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+		if err := patchRound(ctx, c, todo[start:end], made[start:end], open); err != nil {
+			return nil, err
+		}
+		start = end
 	}
 	ps := &patches{bytes: map[string][]byte{}}
 	for i, e := range todo {
@@ -90,15 +83,76 @@ func makePatches(ctx context.Context, c *Chain, entries []manifests.Entry, open 
 	return ps, nil
 }
 
-// makePatch returns the patch from old's content to e's, or nil when one
-// would not pay.
-func makePatch(ctx context.Context, c *Chain, old, e manifests.Entry, open tree.Opener) ([]byte, error) {
-	base, err := contentBelow(ctx, c, c.Len(), old.Path, old.SHA256, maxPatchChain)
-	if errors.Is(err, errPatchChain) {
-		return nil, nil
-	}
+// patchRound makes the patches of round into made (nil where one would
+// not pay), a few at a time: the bases the image holds are read from it
+// first, in one pass, the others (and any the pass did not give) each on
+// its own.
+func patchRound(ctx context.Context, c *Chain, round []manifests.Entry, made [][]byte, open tree.Opener) error {
+	bases, err := imageBases(ctx, c, round)
 	if err != nil {
-		return nil, fmt.Errorf("reading /%s at the head to patch it: %w", e.Path, err)
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, e := range round {
+		g.Go(func() error {
+			p, err := makePatch(gctx, c, c.State[e.Path], e, open, bases[i])
+			made[i], bases[i] = p, nil
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// imageBases returns, by index in round, the head's content of each file
+// whose content at the head is the image's (the same digest: an overlay
+// that shipped the same bytes again changes nothing), read from the
+// image in one pass and each checked against its digest; nil where the
+// head's content is not the image's or the pass did not give it (the
+// caller reads that one on its own, and reports what it finds). Only
+// cancellation is an error.
+func imageBases(ctx context.Context, c *Chain, round []manifests.Entry) ([][]byte, error) {
+	out := make([][]byte, len(round))
+	at := make(map[string]int, len(round))
+	for i, e := range round {
+		at[e.Path] = i
+	}
+	var files []imagefile.File
+	var idx []int
+	for _, ie := range c.Image.Manifest.Files {
+		i, ok := at[ie.Path]
+		if old := c.State[ie.Path]; ok && ie.Type == manifests.TypeFile && ie.SHA256 == old.SHA256 && ie.Size == old.Size {
+			files = append(files, imagefile.File{Rel: ie.Path, Size: ie.Size})
+			idx = append(idx, i)
+		}
+	}
+	if len(files) < 2 {
+		return out, nil // one is read on its own all the same
+	}
+	_ = imagefile.CatFiles(ctx, c.Repo.Path(c.Line.Image.File), files, func(k int, b []byte) error {
+		if manifests.Digest(b) == manifests.DigestPrefix+c.State[files[k].Rel].SHA256 {
+			out[idx[k]] = b
+		}
+		return nil
+	})
+	return out, ctx.Err()
+}
+
+// makePatch returns the patch from old's content (base, when the caller
+// has it already) to e's, or nil when one would not pay.
+func makePatch(ctx context.Context, c *Chain, old, e manifests.Entry, open tree.Opener, base []byte) ([]byte, error) {
+	if base == nil {
+		var err error
+		base, err = contentBelow(ctx, c, c.Len(), old.Path, old.SHA256, maxPatchChain)
+		if errors.Is(err, errPatchChain) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading /%s at the head to patch it: %w", e.Path, err)
+		}
 	}
 	content, err := readEntry(open, e)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -318,5 +319,87 @@ func TestPatchChainBounded(t *testing.T) {
 	// base is eight patches deep); 1.0.11 ships whole; 1.0.12 patches that.
 	if strings.Join(whole, ",") != "1.0.1,1.0.11" {
 		t.Fatalf("shipped whole: %v, want 1.0.1 and 1.0.11", whole)
+	}
+}
+
+// TestPatchBasesFromImage changes, in one overlay, three large files the
+// image holds (their bases read from it in one pass: tar once, or one
+// unsquashfs) and one an earlier overlay added (read on its own): every
+// one ships as a patch, and a node applying the overlay gets each file's
+// new content.
+func TestPatchBasesFromImage(t *testing.T) {
+	t.Run("tar", func(t *testing.T) { patchBasesFromImage(t) })
+	t.Run("squashfs", func(t *testing.T) { patchBasesFromImage(t, fixture.Squashfs()) })
+}
+
+func patchBasesFromImage(t *testing.T, opts ...fixture.Option) {
+	files := maps.Clone(fixture.Files)
+	libs := []string{"usr/lib/liba.so", "usr/lib/libb.so", "usr/lib/libc-[x]*.so"}
+	for i, p := range libs {
+		files[p] = string(library(uint64(10+i), 150<<10))
+	}
+	f := fixture.New(t, append(opts, fixture.WithRecipe(fixture.Recipe, files))...)
+	later := library(20, 120<<10)
+	c1 := f.Create("1.0.1", Change{Adds: []Add{{Dest: "/usr/lib/libz.so", Src: f.HostFile(string(later))}}})
+	want := map[string]string{"usr/lib/libz.so": string(later) + "edit"}
+	for _, p := range libs {
+		want[p] = files[p][:1000] + "an edit" + files[p][1000:]
+	}
+	var ch Change
+	for p, content := range want {
+		ch.Adds = append(ch.Adds, Add{Dest: "/" + p, Src: f.HostFile(content)})
+	}
+	// The image's bases come from the one pass: reading one on its own
+	// (rdsquashfs) would fail.
+	path := os.Getenv("PATH")
+	shim := t.TempDir()
+	if err := os.WriteFile(filepath.Join(shim, "rdsquashfs"), []byte("#!/bin/sh\necho no single reads here >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", shim+":"+path)
+	c := f.Create("1.0.2", ch)
+	t.Setenv("PATH", path)
+	if len(c.Manifest.Patches) != len(want) {
+		t.Fatalf("patches %+v, want one for each of %d files", c.Manifest.Patches, len(want))
+	}
+	root := f.Provision()
+	fixture.MustApply(t, root, c1.Path, c.Path)
+	for p, content := range want {
+		if got, err := os.ReadFile(filepath.Join(root, p)); err != nil || string(got) != content {
+			t.Errorf("/%s on the node: %d bytes, %v; want the new %d", p, len(got), err, len(content))
+		}
+	}
+}
+
+// TestPatchBaseTamperedInImage: an image whose bytes for a file are not
+// the ones its manifest records gives no base, read in one pass or on its
+// own; the overlay is not created.
+func TestPatchBaseTamperedInImage(t *testing.T) {
+	files := maps.Clone(fixture.Files)
+	libs := []string{"usr/lib/liba.so", "usr/lib/libb.so"}
+	for i, p := range libs {
+		files[p] = string(library(uint64(30+i), 100<<10))
+	}
+	f := fixture.New(t, fixture.WithRecipe(fixture.Recipe, files))
+	img := filepath.Join(f.Repo, "images", filepath.Base(f.Image))
+	b, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(b, []byte(files[libs[1]][:64]))
+	if at < 0 {
+		t.Fatal("libb.so's bytes are not in the tar image")
+	}
+	b[at+100] ^= 1
+	if err := os.WriteFile(img, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ch Change
+	for _, p := range libs {
+		ch.Adds = append(ch.Adds, Add{Dest: "/" + p, Src: f.HostFile(files[p] + "more")})
+	}
+	_, err = Create(context.Background(), f.Repo, f.Key, ch, CreateOptions{Line: "test", Version: "1.0.1"})
+	if !errors.Is(err, ErrPayload) || !strings.Contains(err.Error(), "libb.so") {
+		t.Fatalf("create against a tampered image = %v, want ErrPayload naming libb.so", err)
 	}
 }

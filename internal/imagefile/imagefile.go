@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/internal/squashfs"
 )
 
 // ErrFormat reports an image file in no registered format.
@@ -38,7 +39,17 @@ type Format interface {
 	// Cat returns the content of the regular file at tree-relative path
 	// rel, reading nothing else.
 	Cat(ctx context.Context, image, rel string) ([]byte, error)
+	// CatFiles reads many regular files at once and calls each with a
+	// file's index in files and its content, in any order. A content may
+	// not be the file's when the image does not hold it at the size
+	// given: the caller checks each (by digest) and reads a file that
+	// fails on its own with Cat.
+	CatFiles(ctx context.Context, image string, files []File, each func(i int, content []byte) error) error
 }
+
+// File is a regular file for CatFiles: its tree-relative path and the
+// size the caller expects.
+type File = squashfs.File
 
 // HeadSize is how many leading bytes Detect reads to tell formats apart.
 const HeadSize = 512
@@ -108,4 +119,14 @@ func Cat(ctx context.Context, image, rel string) ([]byte, error) {
 		return nil, err
 	}
 	return f.Cat(ctx, image, rel)
+}
+
+// CatFiles reads files of image, in whichever registered format it is;
+// see Format.CatFiles.
+func CatFiles(ctx context.Context, image string, files []File, each func(i int, content []byte) error) error {
+	f, err := Detect(image)
+	if err != nil {
+		return err
+	}
+	return f.CatFiles(ctx, image, files, each)
 }

@@ -80,6 +80,19 @@ func TestTarRoundTrip(t *testing.T) {
 	if _, err := imagefile.Cat(ctx, img, "etc/c"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Cat of a missing file: %v", err)
 	}
+	got := map[int]string{}
+	err = imagefile.CatFiles(ctx, img, []imagefile.File{{Rel: "etc/b", Size: 5}, {Rel: "etc/a", Size: 6}, {Rel: "etc/b", Size: 5}}, func(i int, b []byte) error {
+		got[i] = string(b)
+		return nil
+	})
+	if err != nil || got[0] != "beta\n" || got[1] != "alpha\n" || got[2] != "beta\n" {
+		t.Errorf("CatFiles = %v, %v", got, err)
+	}
+	for _, bad := range [][]imagefile.File{{{Rel: "etc/c", Size: 1}}, {{Rel: "etc/a", Size: 5}}, {{Rel: "etc", Size: 0}}} {
+		if err := imagefile.CatFiles(ctx, img, bad, func(int, []byte) error { return nil }); err == nil {
+			t.Errorf("CatFiles(%v) succeeded", bad)
+		}
+	}
 }
 
 // TestWriteFailureLeavesNothing: a failing fill leaves no image and no

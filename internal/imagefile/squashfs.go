@@ -30,3 +30,7 @@ func (squashfsFormat) Open(ctx context.Context, image string) (io.ReadCloser, er
 func (squashfsFormat) Cat(ctx context.Context, image, rel string) ([]byte, error) {
 	return squashfs.Cat(ctx, image, rel)
 }
+
+func (squashfsFormat) CatFiles(ctx context.Context, image string, files []File, each func(i int, content []byte) error) error {
+	return squashfs.CatFiles(ctx, image, files, each)
+}

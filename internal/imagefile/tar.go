@@ -91,3 +91,48 @@ func (tarFormat) Cat(ctx context.Context, image, rel string) ([]byte, error) {
 		return b, nil
 	}
 }
+
+// CatFiles reads the tar once, keeping the files asked for; one that is
+// not a regular file of the size given, or is missing, is an error.
+func (tarFormat) CatFiles(ctx context.Context, image string, files []File, each func(i int, content []byte) error) error {
+	want := make(map[string][]int, len(files))
+	for i, f := range files {
+		want[f.Rel] = append(want[f.Rel], i)
+	}
+	fd, err := safefile.OpenFollow(image)
+	if err != nil {
+		return fmt.Errorf("reading from image: %w", err)
+	}
+	defer fd.Close()
+	tr := tar.NewReader(ctxio.NewReader(ctx, fd))
+	for len(want) > 0 {
+		h, err := tr.Next()
+		if err == io.EOF {
+			for rel := range want {
+				return fmt.Errorf("reading %s from image %s: %w", rel, image, os.ErrNotExist)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("reading from image %s: %w", image, err)
+		}
+		rel := path.Clean("/" + h.Name)[1:]
+		idx, ok := want[rel]
+		if !ok {
+			continue
+		}
+		delete(want, rel)
+		if size := files[idx[0]].Size; h.Typeflag != tar.TypeReg || h.Size != size {
+			return fmt.Errorf("reading %s from image %s: not a regular file of %d bytes", rel, image, size)
+		}
+		b := make([]byte, h.Size)
+		if _, err := io.ReadFull(tr, b); err != nil {
+			return fmt.Errorf("reading %s from image %s: %w", rel, image, err)
+		}
+		for _, i := range idx {
+			if err := each(i, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -92,3 +92,62 @@ func TestWriteFailureLeavesNothing(t *testing.T) {
 		t.Fatalf("bad compressor: %v, want ErrTool naming mksquashfs", err)
 	}
 }
+
+// CatFiles reads many files in one process, in the order asked, whatever
+// their names: shell-pattern characters, a leading "-", bytes that are
+// not UTF-8 are matched literally.
+func TestCatFiles(t *testing.T) {
+	testenv.RequireTools(t, testenv.Squashfs)
+	ctx := context.Background()
+	names := []string{"d/x*", "d/xy", "d/-n", "d/[ab]", "d/a", "d/sp ace", "d/\xff\xfe", "d/?(x)", "d/\\", "d/.hidden", "d/empty"}
+	files := map[string]string{}
+	for i, n := range names {
+		files[n] = strings.Repeat(string(rune('A'+i)), i*3)
+	}
+	img := filepath.Join(t.TempDir(), "x.squashfs")
+	err := squashfs.Write(ctx, img, squashfs.WriteOptions{Epoch: 1700000000}, func(w io.Writer) error {
+		tw := tar.NewWriter(w)
+		if err := tw.WriteHeader(&tar.Header{Name: "d/", Mode: 0o755, Typeflag: tar.TypeDir}); err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Typeflag: tar.TypeReg, Size: int64(len(files[n]))}); err != nil {
+				return err
+			}
+			if _, err := io.WriteString(tw, files[n]); err != nil {
+				return err
+			}
+		}
+		return tw.Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Asked in reverse, and one twice.
+	var want []squashfs.File
+	for i := len(names) - 1; i >= 0; i-- {
+		want = append(want, squashfs.File{Rel: names[i], Size: int64(len(files[names[i]]))})
+	}
+	want = append(want, want[2])
+	got := make([]string, len(want))
+	if err := squashfs.CatFiles(ctx, img, want, func(i int, b []byte) error { got[i] = string(b); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range want {
+		if got[i] != files[f.Rel] {
+			t.Errorf("%q read as %q, want %q", f.Rel, got[i], files[f.Rel])
+		}
+	}
+	// A missing file, a size too large, one too small (more output than
+	// asked for) all end in an error.
+	for _, bad := range [][]squashfs.File{
+		{{Rel: "d/xy", Size: 3}, {Rel: "d/missing", Size: 1}},
+		{{Rel: "d/xy", Size: 4}},
+		{{Rel: "d/xy", Size: 2}},
+		{{Rel: "d", Size: 0}},
+	} {
+		if err := squashfs.CatFiles(ctx, img, bad, func(int, []byte) error { return nil }); err == nil {
+			t.Errorf("CatFiles(%v) succeeded", bad)
+		}
+	}
+}

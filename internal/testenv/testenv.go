@@ -13,7 +13,7 @@ import (
 // Squashfs are the tools building, provisioning and regenerating images
 // in the squashfs form run (make deps installs them; package disktest
 // lists the disk tools).
-var Squashfs = []string{"mksquashfs", "sqfs2tar", "rdsquashfs"}
+var Squashfs = []string{"mksquashfs", "unsquashfs", "sqfs2tar", "rdsquashfs"}
 
 // RequireKernel is for a test that mounts filesystems, makes loop devices
 // or namespaces, or runs systemd: it fails unless the test runs as root,
