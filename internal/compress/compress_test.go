@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/strata-dev/strata/internal/compress"
 )
@@ -163,5 +166,46 @@ func TestExt(t *testing.T) {
 		if got := a.Ext(); got != want {
 			t.Errorf("%s.Ext() = %q, want %q", a, got, want)
 		}
+	}
+}
+
+// An overlay's bytes do not depend on how its zstd stream was written:
+// in many small writes, the way an archive is written, the stream is the
+// one a synchronous encoder makes.
+func TestZstdBytesIndependentOfConcurrency(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte('a' + r.IntN(8))
+		if i%5 == 0 {
+			data[i] = byte(r.Uint32())
+		}
+	}
+	var got bytes.Buffer
+	w, err := compress.NewWriter(&got, compress.Zstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(data); off += 10_000 {
+		if _, err := w.Write(data[off:min(off+10_000, len(data))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	sync, err := zstd.NewWriter(&want, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sync.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := sync.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("zstd stream of %d bytes, want the synchronous encoder's %d", got.Len(), want.Len())
 	}
 }
