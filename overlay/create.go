@@ -154,10 +154,28 @@ func Create(ctx context.Context, repoDir string, key *sign.Key, ch Change, o Cre
 	if err != nil {
 		return nil, err
 	}
+	// The layer image is written while the patches are made: it holds
+	// the full contents, whatever ships as a patch.
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	layerc := make(chan error, 1)
+	lm := *m
+	go func() {
+		li, err := layerRecord(lctx, &lm, next, cancellable(lctx, open))
+		lm.Layer = li
+		layerc <- err
+	}()
 	patches, err := makePatches(ctx, c, m.Entries, open)
+	if err != nil {
+		cancel()
+	}
+	if lerr := <-layerc; err == nil && lerr != nil {
+		err = lerr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
 	}
+	m.Layer = lm.Layer
 	m.Patches = patches.list
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("creating overlay %s: %w", o.Version, err)
@@ -331,17 +349,20 @@ func previewOn(ctx context.Context, c *Chain, ch Change, o CreateOptions) (*Prev
 	return &Previewed{Manifest: m, Changes: Changes(c.State, m), Validation: v}, nil
 }
 
-// publish records m's layer image (writing it from the full contents
-// content gives, over next, the tree after m), signs m with key, writes
+// publish records m's layer image unless m has its record already
+// (writing it from the full contents content gives, over next, the tree
+// after m), signs m with key, writes
 // the overlay with the payload open gives under r's overlays/, and
 // appends it to the index, which indexKey signs.
 func publish(ctx context.Context, r *repo.Repo, c *Chain, m *manifests.OverlayManifest, content, open tree.Opener, algo compress.Algorithm, key, indexKey *sign.Key, next tree.State) (*Created, error) {
 	head := c.Head()
-	li, err := layerRecord(ctx, m, next, content)
-	if err != nil {
-		return nil, fmt.Errorf("creating overlay %s: %w", m.Version, err)
+	if m.Layer == nil {
+		li, err := layerRecord(ctx, m, next, content)
+		if err != nil {
+			return nil, fmt.Errorf("creating overlay %s: %w", m.Version, err)
+		}
+		m.Layer = li
 	}
-	m.Layer = li
 	keys, err := c.Keys.After(m)
 	if err != nil {
 		return nil, err

@@ -108,6 +108,9 @@ for i in $(seq "$RUNS"); do
 	rm -rf repo && cp -a repo0 repo
 	time_it create "$S" overlay create --repo repo --version 1.1.0 --key k.key --tree change
 	time_it tarzstd sh -c "tar -C change -cf - . | zstd -q -3 -T1 -f -o change.tar.zst"
+	# strata syncs the overlay it publishes before the index names it;
+	# this peer does the same for its tarball.
+	time_it tarzstdsync sh -c "tar -C change -cf - . | zstd -q -3 -T1 -f -o change2.tar.zst && sync -f change2.tar.zst"
 done
 rm -rf repo && cp -a repo0 repo
 "$S" overlay create --repo repo --version 1.1.0 --key k.key --tree change >/dev/null 2>&1
@@ -229,6 +232,7 @@ row() { # label key peerlabel peerkey
 }
 row "build-image" build "mksquashfs DIR" mksquashfs
 row "overlay create" create "tar -c | zstd" tarzstd
+row "overlay create" create "tar -c | zstd; sync" tarzstdsync
 row "apply-overlay" apply "zstd -d | tar -x" untar
 row "apply-overlay" apply "zstd -d | tar -x; sync" untarsync
 row "apply (overlayfs)" applyofs "zstd -d | tar -x; sync" untarsync2

@@ -130,8 +130,9 @@ type Payload func(ctx context.Context, fn func(manifests.Entry, io.Reader) error
 
 // Write writes the layer image of overlay m (the tree after it, after;
 // its file contents from payload) to f, an empty file open for reading
-// and writing: the EROFS image, then its dm-verity tree; it syncs f and
-// returns the record of it.
+// and writing: the EROFS image, then its dm-verity tree, and returns the
+// record of it. It does not sync f: a node's image must be synced by its
+// caller, a publisher's is only measured.
 func Write(ctx context.Context, f *os.File, m *manifests.OverlayManifest, after tree.State, payload Payload) (*manifests.LayerImage, error) {
 	nodes, err := Nodes(m, after)
 	if err != nil {
@@ -163,9 +164,6 @@ func Write(ctx context.Context, f *os.File, m *manifests.OverlayManifest, after 
 	t, err := verity.Append(ctx, f, salt)
 	if err != nil {
 		return nil, err
-	}
-	if err := f.Sync(); err != nil {
-		return nil, fmt.Errorf("writing layer image %s: %w", f.Name(), err)
 	}
 	sum, size, err := Digest(ctx, f)
 	if err != nil {

@@ -90,6 +90,11 @@ func writeLayerImage(ctx context.Context, path string, ch *nodestate.Change) (li
 	if errors.Is(err, layer.ErrParent) {
 		err = fmt.Errorf("writing layer: %w: %w", nodestate.ErrDrift, err)
 	}
+	if err == nil {
+		if err = f.Sync(); err != nil {
+			err = fmt.Errorf("writing layer image %s: %w", path, err)
+		}
+	}
 	return li, err
 }
 
