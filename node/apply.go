@@ -312,6 +312,18 @@ func gather(ctx context.Context, v *view.View, src Source, st repo.Store, trust 
 	}
 	var out []*archive.Archive
 	want := l.Overlays[start:]
+	// Over HTTP or OCI the overlays are fetched ahead, a few at once,
+	// while the first ones are checked.
+	if p, ok := st.(repo.Prefetcher); ok {
+		var ahead []repo.Sized
+		for _, ref := range want {
+			if src.Through != "" && manifests.CompareVersions(ref.Version, src.Through) > 0 {
+				break
+			}
+			ahead = append(ahead, repo.Sized{Name: ref.File, Size: ref.Size})
+		}
+		p.Prefetch(ctx, ahead)
+	}
 	for k, ref := range want {
 		if src.Through != "" && manifests.CompareVersions(ref.Version, src.Through) > 0 {
 			break
