@@ -7,15 +7,18 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/strata-dev/strata/internal/repo"
 )
 
 // memStore serves members from memory, counting opens and the most
-// held open at once; gate, if set, holds every read until it is closed.
+// held open at once; gate, if set, holds every read until it is closed,
+// and opened, if set, is sent a value at every open.
 type memStore struct {
 	members map[string]string
 	gate    chan struct{}
+	opened  chan struct{}
 
 	mu         sync.Mutex
 	opens      map[string]int
@@ -32,6 +35,9 @@ func (c *memStore) Open(ctx context.Context, name string) (io.ReadCloser, int64,
 	c.held++
 	c.most = max(c.most, c.held)
 	c.mu.Unlock()
+	if c.opened != nil {
+		c.opened <- struct{}{}
+	}
 	if c.gate != nil {
 		select {
 		case <-c.gate:
@@ -79,7 +85,18 @@ func TestSpoolPrefetch(t *testing.T) {
 	}
 	defer sp.Close()
 	c.gate = make(chan struct{})
+	c.opened = make(chan struct{}, 2*len(want))
 	sp.Prefetch(t.Context(), want)
+	// Hold every fetch until as many as Prefetch runs at once have
+	// started (4): the gate opened any earlier would let the scheduler
+	// decide how many overlap.
+	for i := range 4 {
+		select {
+		case <-c.opened:
+		case <-time.After(time.Minute): // not a timing bound: a guard against hanging
+			t.Fatalf("Prefetch started %d fetches, want 4", i)
+		}
+	}
 	close(c.gate)
 	for _, m := range want {
 		rc, _, err := sp.Open(t.Context(), m.Name)
@@ -97,8 +114,8 @@ func TestSpoolPrefetch(t *testing.T) {
 			t.Errorf("%s fetched %d times, want %d", m.Name, got, wantOpens)
 		}
 	}
-	if c.most < 2 || c.most > 4 {
-		t.Errorf("%d fetches at once, want 2 to 4", c.most)
+	if c.most != 4 {
+		t.Errorf("%d fetches at once, want 4", c.most)
 	}
 }
 
