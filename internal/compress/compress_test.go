@@ -195,7 +195,7 @@ func TestZstdBytesIndependentOfConcurrency(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want bytes.Buffer
-	sync, err := zstd.NewWriter(&want, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	sync, err := zstd.NewWriter(&want, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithWindowSize(compress.ZstdWindow))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,5 +207,33 @@ func TestZstdBytesIndependentOfConcurrency(t *testing.T) {
 	}
 	if !bytes.Equal(got.Bytes(), want.Bytes()) {
 		t.Fatalf("zstd stream of %d bytes, want the synchronous encoder's %d", got.Len(), want.Len())
+	}
+}
+
+// The streams strata writes ask a decoder for a window of ZstdWindow, not
+// the encoder's default of 8 MiB, however large the input.
+func TestZstdWindow(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := compress.NewWriter(&buf, compress.Zstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	data := make([]byte, 12<<20)
+	for i := range data {
+		data[i] = byte('a' + r.IntN(4))
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var h zstd.Header
+	if err := h.Decode(buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if h.WindowSize != compress.ZstdWindow {
+		t.Errorf("frame window %d bytes, want %d", h.WindowSize, compress.ZstdWindow)
 	}
 }
