@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
+	"hash"
 	"os"
 	"path"
 	"sort"
@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/archive"
-	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -33,6 +32,11 @@ var ErrLocalEdit = manifests.Rejection("files changed on the node")
 // their owner and mode). The node's files are read beneath root, no link
 // followed.
 func localEdits(ctx context.Context, root string, before tree.State, todo []*archive.Archive) ([]string, error) {
+	r, err := newEntryReader(root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
 	seen := map[string]bool{}
 	var edited []string
 	check := func(p string) error {
@@ -44,7 +48,11 @@ func localEdits(ctx context.Context, root string, before tree.State, todo []*arc
 		if inHead && want.Type == manifests.TypeDir {
 			return nil
 		}
-		got, there, err := nodeEntry(ctx, root, p)
+		wantSize := int64(-1)
+		if inHead && want.Type == manifests.TypeFile {
+			wantSize = want.Size
+		}
+		got, there, err := r.entry(ctx, p, wantSize)
 		if err != nil {
 			return fmt.Errorf("checking /%s for local edits: %w", p, err)
 		}
@@ -53,7 +61,7 @@ func localEdits(ctx context.Context, root string, before tree.State, todo []*arc
 		case !there || !inHead || got.Type == manifests.TypeDir:
 			edited = append(edited, p)
 		case got.Type != want.Type || got.Mode != want.Mode || got.UID != want.UID || got.GID != want.GID ||
-			got.SHA256 != want.SHA256 || got.Target != want.Target:
+			got.Size != want.Size || got.SHA256 != want.SHA256 || got.Target != want.Target:
 			edited = append(edited, p)
 		}
 		return nil
@@ -108,29 +116,68 @@ func refuseLocalEdits(root string, edited []string) error {
 		root, list, ErrLocalEdit)
 }
 
-// nodeEntry describes what the node has at rel: type, mode, owner, and a
-// file's size and SHA-256 or a link's target. It is reached beneath
+// entryReader reads what a node has at paths beneath its root: one
+// descriptor of the root, one of each directory met, and one buffer and
+// hash for every file's content, however many paths are read.
+type entryReader struct {
+	root string
+	rfd  int
+	dirs map[string]int // directory beneath root -> O_PATH descriptor, or -1 when absent
+	buf  []byte
+	h    hash.Hash
+}
+
+func newEntryReader(root string) (*entryReader, error) {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	return &entryReader{root: root, rfd: rfd, dirs: map[string]int{}, buf: make([]byte, 128<<10), h: sha256.New()}, nil
+}
+
+// Close closes the descriptors r holds.
+func (r *entryReader) Close() {
+	for _, fd := range r.dirs {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	unix.Close(r.rfd)
+}
+
+// dir opens dir beneath the root, no link followed, once; -1 when it is
+// not there (or a parent is not a directory).
+func (r *entryReader) dir(dir string) (int, error) {
+	if fd, ok := r.dirs[dir]; ok {
+		return fd, nil
+	}
+	fd, err := safefile.OpenDirBeneath(r.rfd, dir)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		fd, err = -1, nil
+	}
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	r.dirs[dir] = fd
+	return fd, nil
+}
+
+// entry describes what the node has at rel: type, mode, owner, and a
+// file's size and SHA-256 or a link's target. It is reached beneath the
 // root, no link followed on the way; there is false when nothing is there
-// (or a parent is not a directory).
-func nodeEntry(ctx context.Context, root, rel string) (e manifests.Entry, there bool, err error) {
+// (or a parent is not a directory). A regular file whose size is not
+// wantSize (-1: any) is not read: its SHA256 is left empty, since the
+// size already tells it apart.
+func (r *entryReader) entry(ctx context.Context, rel string, wantSize int64) (e manifests.Entry, there bool, err error) {
 	dir, base := path.Split(rel)
 	dir = strings.TrimSuffix(dir, "/")
 	if dir == "" {
 		dir = "."
 	}
-	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return e, false, &os.PathError{Op: "open", Path: root, Err: err}
+	dfd, err := r.dir(dir)
+	if err != nil || dfd < 0 {
+		return e, false, err
 	}
-	defer unix.Close(rfd)
-	dfd, err := safefile.OpenDirBeneath(rfd, dir)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-		return e, false, nil
-	}
-	if err != nil {
-		return e, false, &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	defer unix.Close(dfd)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
 		return e, false, nil
@@ -151,22 +198,47 @@ func nodeEntry(ctx context.Context, root, rel string) (e manifests.Entry, there 
 		e.Target = string(buf[:n])
 	case unix.S_IFREG:
 		e.Type = manifests.TypeFile
-		fd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-		if err != nil {
-			return e, false, &os.PathError{Op: "open", Path: rel, Err: err}
+		e.Size = st.Size
+		if wantSize >= 0 && st.Size != wantSize {
+			return e, true, nil
 		}
-		f := os.NewFile(uintptr(fd), rel)
-		defer f.Close()
-		h := sha256.New()
-		n, err := io.Copy(h, ctxio.NewReader(ctx, f))
-		if err != nil {
-			return e, false, fmt.Errorf("hashing %s: %w", rel, err)
+		if e.Size, e.SHA256, err = r.hash(ctx, dfd, base, rel); err != nil {
+			return e, false, err
 		}
-		e.Size, e.SHA256 = n, hex.EncodeToString(h.Sum(nil))
 	default:
 		e.Type = "special"
 	}
 	return e, true, nil
+}
+
+// hash reads the file base in dfd to its end and returns its size and
+// SHA-256, stopping when ctx is done.
+func (r *entryReader) hash(ctx context.Context, dfd int, base, rel string) (int64, string, error) {
+	fd, err := unix.Openat(dfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return 0, "", &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	defer unix.Close(fd)
+	r.h.Reset()
+	var size int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, "", fmt.Errorf("hashing %s: %w", rel, err)
+		}
+		n, err := unix.Read(fd, r.buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0, "", fmt.Errorf("hashing %s: %w", rel, &os.PathError{Op: "read", Path: rel, Err: err})
+		}
+		if n == 0 {
+			break
+		}
+		r.h.Write(r.buf[:n])
+		size += int64(n)
+	}
+	return size, hex.EncodeToString(r.h.Sum(nil)), nil
 }
 
 // assignOverwrites records each path of edited on the plan of the first

@@ -36,14 +36,17 @@ func TestApplyRefusesToOverwriteLocalEdits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(os.WriteFile(filepath.Join(root, "etc/app/app.conf"), []byte("port 80 # tuned by hand\n"), 0o644)) // content
-	must(os.Chmod(filepath.Join(root, "usr/bin/app"), 0o700))                                               // mode
-	must(os.WriteFile(filepath.Join(root, "etc/app/conf.d/new.conf"), []byte("mine\n"), 0o644))             // not in the head
-	must(os.WriteFile(filepath.Join(root, "etc/motd"), []byte("hi from ops\n"), 0o644))                     // deleted by the overlay
-	must(os.WriteFile(filepath.Join(root, "usr/share/doc/readme"), []byte("edited, untouched\n"), 0o644))   // not the overlay's
+	conf, err := os.ReadFile(filepath.Join(root, "etc/app/app.conf"))
+	must(err)
+	conf[0] ^= 0x20 // content, the size unchanged
+	must(os.WriteFile(filepath.Join(root, "etc/app/app.conf"), conf, 0o644))
+	must(os.Chmod(filepath.Join(root, "usr/bin/app"), 0o700))                                             // mode
+	must(os.WriteFile(filepath.Join(root, "etc/app/conf.d/new.conf"), []byte("mine\n"), 0o644))           // not in the head
+	must(os.WriteFile(filepath.Join(root, "etc/motd"), []byte("hi from ops\n"), 0o644))                   // deleted by the overlay (another size)
+	must(os.WriteFile(filepath.Join(root, "usr/share/doc/readme"), []byte("edited, untouched\n"), 0o644)) // not the overlay's
 	before := fixture.Snap(t, root)
 
-	_, err := apply(root, c.Path)
+	_, err = apply(root, c.Path)
 	fixture.ErrIs(t, err, node.ErrLocalEdit, "/etc/app/app.conf, /etc/app/conf.d/new.conf, /etc/motd, /usr/bin/app changed on the node", "--force")
 	fixture.AssertUnchanged(t, root, before)
 
