@@ -219,10 +219,9 @@ func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *Appl
 			return rep, err
 		}
 	}
-	if v, err = view.Load(n); err == nil {
-		rep.Pending = v.Ledger.PendingRestarts()
-	}
-	return rep, err
+	// v is the node as the last overlay left it.
+	rep.Pending = v.Ledger.PendingRestarts()
+	return rep, nil
 }
 
 func indexOf(plans []Plan, version string) int {
