@@ -2,7 +2,8 @@ package tree
 
 import (
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/strata-dev/strata/manifests"
 )
@@ -26,7 +27,7 @@ func (s State) Entries() []manifests.Entry {
 	for _, e := range s {
 		out = append(out, e)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	slices.SortFunc(out, func(a, b manifests.Entry) int { return strings.Compare(a.Path, b.Path) })
 	return out
 }
 
