@@ -5,12 +5,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
 	"syscall"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/manifests"
@@ -27,9 +34,45 @@ func Scan(root string, skip func(rel string) bool) ([]manifests.Entry, error) {
 
 // ScanContext is Scan that stops with ctx's error once ctx is done (a
 // node's tree of gigabytes takes a while to hash).
+//
+// The tree is walked on the calling goroutine and file contents are
+// hashed by up to scanHashers goroutines meanwhile; the entries, and the
+// error returned (the walk's, or else that of the first file in walk
+// order that could not be hashed), are what a walk hashing each file in
+// turn would give.
 func ScanContext(ctx context.Context, root string, skip func(rel string) bool) ([]manifests.Entry, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var out []manifests.Entry
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	type job struct {
+		i    int
+		path string
+		size int64
+	}
+	jobs := make(chan job, 256)
+	var hashed []hashResult // by index into out; grown under mu
+	var mu sync.Mutex
+	var g errgroup.Group
+	for range scanHashers() {
+		g.Go(func() error {
+			buf := make([]byte, 128<<10)
+			h := sha256.New()
+			for j := range jobs {
+				sum, n, err := hashInto(ctx, j.path, h, buf)
+				if err == nil && n != j.size {
+					err = fmt.Errorf("scanning %s: file changed while read", j.path)
+				}
+				mu.Lock()
+				hashed[j.i] = hashResult{sum: sum, err: err}
+				mu.Unlock()
+				if err != nil {
+					cancel() // the walk stops; the error is reported by index below
+				}
+			}
+			return nil
+		})
+	}
+	walkErr := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("scanning %s: %w", p, err)
 		}
@@ -50,18 +93,76 @@ func ScanContext(ctx context.Context, root string, skip func(rel string) bool) (
 			}
 			return nil
 		}
-		e, err := statEntry(ctx, p, rel)
+		e, err := lstatEntry(p, rel)
 		if err != nil {
 			return err
 		}
 		out = append(out, e)
+		mu.Lock()
+		hashed = append(hashed, hashResult{})
+		mu.Unlock()
+		if e.Type == manifests.TypeFile {
+			select {
+			case jobs <- job{i: len(out) - 1, path: p, size: e.Size}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
+	close(jobs)
+	_ = g.Wait()
+	for i, r := range hashed {
+		if r.err != nil {
+			// A file that failed comes before whatever the walk met
+			// after it (the walk stopped because of it).
+			return nil, r.err
+		}
+		out[i].SHA256 = r.sum
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	if walkErr != nil {
+		return nil, walkErr
+	}
+	slices.SortFunc(out, func(a, b manifests.Entry) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
+}
+
+type hashResult struct {
+	sum string
+	err error
+}
+
+// scanHashers is how many files ScanContext hashes at once: one per CPU,
+// at most four (beyond that the disk, not SHA-256, sets the pace).
+func scanHashers() int { return min(runtime.GOMAXPROCS(0), 4) }
+
+// hashInto hashes the file at p with h, reading through buf, and returns
+// the hex SHA-256 and length; it stops once ctx is done.
+func hashInto(ctx context.Context, p string, h hash.Hash, buf []byte) (string, int64, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return "", 0, fmt.Errorf("hashing %s: %w", p, &os.PathError{Op: "open", Path: p, Err: err})
+	}
+	defer unix.Close(fd)
+	h.Reset()
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", 0, fmt.Errorf("hashing %s: %w", p, err)
+		}
+		m, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", 0, fmt.Errorf("hashing %s: %w", p, &os.PathError{Op: "read", Path: p, Err: err})
+		}
+		if m == 0 {
+			return hex.EncodeToString(h.Sum(nil)), n, nil
+		}
+		h.Write(buf[:m])
+		n += int64(m)
+	}
 }
 
 // StatEntry describes the file at host path p as the entry rel, hashing
@@ -71,6 +172,24 @@ func StatEntry(p, rel string) (manifests.Entry, error) {
 }
 
 func statEntry(ctx context.Context, p, rel string) (manifests.Entry, error) {
+	e, err := lstatEntry(p, rel)
+	if err != nil || e.Type != manifests.TypeFile {
+		return e, err
+	}
+	sum, n, err := HashFileContext(ctx, p)
+	if err != nil {
+		return e, err
+	}
+	if n != e.Size {
+		return e, fmt.Errorf("scanning %s: file changed while read", p)
+	}
+	e.SHA256 = sum
+	return e, nil
+}
+
+// lstatEntry describes the file at host path p as the entry rel, all but
+// a regular file's SHA-256. It does not follow symlinks.
+func lstatEntry(p, rel string) (manifests.Entry, error) {
 	fi, err := os.Lstat(p)
 	if err != nil {
 		return manifests.Entry{}, fmt.Errorf("scanning %s: %w", p, err)
@@ -83,14 +202,6 @@ func statEntry(ctx context.Context, p, rel string) (manifests.Entry, error) {
 	case fi.Mode().IsRegular():
 		e.Type = manifests.TypeFile
 		e.Size = fi.Size()
-		sum, n, err := HashFileContext(ctx, p)
-		if err != nil {
-			return e, err
-		}
-		if n != e.Size {
-			return e, fmt.Errorf("scanning %s: file changed while read", p)
-		}
-		e.SHA256 = sum
 	case fi.IsDir():
 		e.Type = manifests.TypeDir
 	case fi.Mode()&fs.ModeSymlink != 0:

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -241,5 +242,41 @@ func TestScanContextCancelled(t *testing.T) {
 	}
 	if got, err := tree.ScanContext(context.Background(), dir, nil); err != nil || len(got) != 6 {
 		t.Fatalf("uncancelled scan: %d entries, %v", len(got), err)
+	}
+}
+
+// Files are hashed on several goroutines while the tree is walked; the
+// entries are those of a scan that hashes each in turn (StatEntry), in
+// order, and a file met after one the walk refuses does not change which
+// error is reported.
+func TestScanConcurrentHashing(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 300 {
+		size := (i * 7919) % (300 << 10) // up to 300 KiB: several reads each
+		mustWrite(t, filepath.Join(dir, fmt.Sprintf("d%d/f%03d", i%7, i)), strings.Repeat(string(rune('a'+i%26)), size), 0o640)
+	}
+	got, err := tree.Scan(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []manifests.Entry
+	for _, e := range got {
+		w, err := tree.StatEntry(filepath.Join(dir, e.Path), e.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, w)
+	}
+	if len(got) != 307 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("scan gave %d entries, not those hashed one by one", len(got))
+	}
+
+	// A FIFO in the middle of the walk: its error, whatever was being
+	// hashed when the walk met it.
+	if err := syscall.Mkfifo(filepath.Join(dir, "d3/fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tree.Scan(dir, nil); !errors.Is(err, tree.ErrSpecialFile) || !strings.Contains(err.Error(), "d3/fifo") {
+		t.Fatalf("scan with a FIFO: %v", err)
 	}
 }
