@@ -62,6 +62,13 @@ func (f *FS) Open(name string) (fs.File, error) {
 		if err != nil {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 		}
+		// Content that can be read at an offset (a host file) is read
+		// where it lies, up to the entry's size: the service catalog
+		// reads the headers of programs and libraries of megabytes.
+		if ra, ok := rc.(io.ReaderAt); ok {
+			file.r, file.closer = io.NewSectionReader(ra, 0, e.Size), rc
+			return file, nil
+		}
 		b, err := io.ReadAll(rc)
 		rc.Close()
 		if err != nil {
@@ -139,15 +146,27 @@ func (i info) Mode() fs.FileMode {
 }
 
 type memFile struct {
-	info info
-	r    *bytes.Reader
-	fsys *FS
-	dir  []fs.DirEntry // remaining entries for ReadDir; nil until first call
+	info   info
+	r      readerAt
+	closer io.Closer // the content's source, when r reads it in place
+	fsys   *FS
+	dir    []fs.DirEntry // remaining entries for ReadDir; nil until first call
+}
+
+type readerAt interface {
+	io.Reader
+	io.ReaderAt
 }
 
 func (m *memFile) Stat() (fs.FileInfo, error) { return m.info, nil }
 func (m *memFile) Read(b []byte) (int, error) { return m.r.Read(b) }
-func (m *memFile) Close() error               { return nil }
+
+func (m *memFile) Close() error {
+	if m.closer == nil {
+		return nil
+	}
+	return m.closer.Close()
+}
 func (m *memFile) ReadAt(b []byte, off int64) (int, error) {
 	return m.r.ReadAt(b, off)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -138,5 +140,37 @@ func TestFSReadLinkFSAndTestFS(t *testing.T) {
 	fsys = tree.NewFS(tree.NewState(entries), memOpener(contents))
 	if err := fstest.TestFS(fsys, "etc/hostname", "etc/app/app.conf", "etc/app/current", "etc/bin", "usr/bin/app", "var"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Content from a host file is read where it lies, up to the entry's
+// size, and closing the fs.File closes the host file.
+func TestFSOpenHostFileInPlace(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(p, []byte("0123456789 and what was appended since the scan"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var opened *os.File
+	s := tree.NewState([]manifests.Entry{{Path: "f", Type: manifests.TypeFile, Mode: 0o644, Size: 10}})
+	fsys := tree.NewFS(s, func(manifests.Entry) (io.ReadCloser, error) {
+		f, err := os.Open(p)
+		opened = f
+		return f, err
+	})
+	b, err := fs.ReadFile(fsys, "f")
+	if err != nil || string(b) != "0123456789" {
+		t.Fatalf("ReadFile = %q, %v; want the entry's 10 bytes", b, err)
+	}
+	if _, err := opened.Stat(); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("the host file is still open after Close: %v", err)
+	}
+	f, err := fsys.Open("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4)
+	if n, err := f.(io.ReaderAt).ReadAt(buf, 6); n != 4 || string(buf) != "6789" {
+		t.Errorf("ReadAt(6) = %q, %d, %v", buf, n, err)
 	}
 }
