@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -41,8 +42,11 @@ func Scan(root string, skip func(rel string) bool) ([]manifests.Entry, error) {
 // order that could not be hashed), are what a walk hashing each file in
 // turn would give.
 func ScanContext(ctx context.Context, root string, skip func(rel string) bool) ([]manifests.Entry, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The hashers stop when one fails (errHashFailed); a file whose
+	// hashing that cut short would have hashed had the files been taken
+	// in turn, so its error is not the one reported.
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var out []manifests.Entry
 	type job struct {
 		i    int
@@ -58,15 +62,16 @@ func ScanContext(ctx context.Context, root string, skip func(rel string) bool) (
 			buf := make([]byte, 128<<10)
 			h := sha256.New()
 			for j := range jobs {
-				sum, n, err := hashInto(ctx, j.path, h, buf)
+				sum, n, err := scanHash(hctx, j.path, h, buf)
 				if err == nil && n != j.size {
 					err = fmt.Errorf("scanning %s: file changed while read", j.path)
 				}
+				cut := err != nil && ctx.Err() == nil && errors.Is(context.Cause(hctx), errHashFailed) && errors.Is(err, context.Canceled)
 				mu.Lock()
-				hashed[j.i] = hashResult{sum: sum, err: err}
+				hashed[j.i] = hashResult{sum: sum, err: err, cut: cut}
 				mu.Unlock()
-				if err != nil {
-					cancel() // the walk stops; the error is reported by index below
+				if err != nil && !cut {
+					cancel(errHashFailed) // the walk stops; the error is reported by index below
 				}
 			}
 			return nil
@@ -76,7 +81,7 @@ func ScanContext(ctx context.Context, root string, skip func(rel string) bool) (
 		if err != nil {
 			return fmt.Errorf("scanning %s: %w", p, err)
 		}
-		if err := ctx.Err(); err != nil {
+		if err := hctx.Err(); err != nil {
 			return err
 		}
 		if p == root {
@@ -104,8 +109,8 @@ func ScanContext(ctx context.Context, root string, skip func(rel string) bool) (
 		if e.Type == manifests.TypeFile {
 			select {
 			case jobs <- job{i: len(out) - 1, path: p, size: e.Size}:
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-hctx.Done():
+				return hctx.Err()
 			}
 		}
 		return nil
@@ -113,6 +118,9 @@ func ScanContext(ctx context.Context, root string, skip func(rel string) bool) (
 	close(jobs)
 	_ = g.Wait()
 	for i, r := range hashed {
+		if r.cut {
+			continue // a later file failed while this one was read
+		}
 		if r.err != nil {
 			// A file that failed comes before whatever the walk met
 			// after it (the walk stopped because of it).
@@ -127,14 +135,23 @@ func ScanContext(ctx context.Context, root string, skip func(rel string) bool) (
 	return out, nil
 }
 
+// errHashFailed is the cause with which ScanContext stops its hashers
+// when one of them failed.
+var errHashFailed = errors.New("another file could not be hashed")
+
 type hashResult struct {
 	sum string
 	err error
+	cut bool // err is the stop after another file failed
 }
 
 // scanHashers is how many files ScanContext hashes at once: one per CPU,
 // at most four (beyond that the disk, not SHA-256, sets the pace).
-func scanHashers() int { return min(runtime.GOMAXPROCS(0), 4) }
+var scanHashers = func() int { return min(runtime.GOMAXPROCS(0), 4) }
+
+// scanHash hashes one file for ScanContext (hashInto; a test replaces it
+// to fail one file while others are read).
+var scanHash = hashInto
 
 // hashInto hashes the file at p with h, reading through buf, and returns
 // the hex SHA-256 and length; it stops once ctx is done.

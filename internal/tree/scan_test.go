@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/internal/tree"
@@ -278,5 +280,46 @@ func TestScanConcurrentHashing(t *testing.T) {
 	}
 	if _, err := tree.Scan(dir, nil); !errors.Is(err, tree.ErrSpecialFile) || !strings.Contains(err.Error(), "d3/fifo") {
 		t.Fatalf("scan with a FIFO: %v", err)
+	}
+}
+
+// A file that cannot be read is the error a scan reports, not the stop
+// of a file before it in walk order that another hasher was reading when
+// it failed (a node's audit named /etc/ssh/moduli "context canceled"
+// instead of the layer image block the kernel refused).
+func TestScanReportsTheFailedFileNotTheOnesItStopped(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"a/slow", "a/x1", "a/x2", "b/bad", "c/after"} {
+		mustWrite(t, filepath.Join(dir, p), p, 0o644)
+	}
+	eio := &os.PathError{Op: "read", Path: "b/bad", Err: syscall.EIO}
+	tree.SetScanHashing(t, 2, func(ctx context.Context, p string, h hash.Hash, buf []byte) (string, int64, error) {
+		switch filepath.Base(p) {
+		case "slow": // still being read when b/bad fails
+			select {
+			case <-ctx.Done():
+				return "", 0, fmt.Errorf("hashing %s: %w", p, ctx.Err())
+			case <-time.After(time.Minute):
+				return "", 0, fmt.Errorf("hashing %s: never stopped", p)
+			}
+		case "bad":
+			return "", 0, fmt.Errorf("hashing %s: %w", p, eio)
+		}
+		return tree.HashInto(ctx, p, h, buf)
+	})
+	_, err := tree.Scan(dir, nil)
+	if !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "b/bad") {
+		t.Fatalf("scan: %v, want the read error of b/bad", err)
+	}
+
+	// Cancelled by its caller, the scan reports that.
+	ctx, cancel := context.WithCancel(context.Background())
+	tree.SetScanHashing(t, 2, func(c context.Context, p string, h hash.Hash, buf []byte) (string, int64, error) {
+		cancel()
+		<-c.Done()
+		return "", 0, fmt.Errorf("hashing %s: %w", p, c.Err())
+	})
+	if _, err := tree.ScanContext(ctx, dir, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled scan: %v", err)
 	}
 }
