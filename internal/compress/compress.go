@@ -105,7 +105,7 @@ var ErrXzDict = xz.ErrDictCap
 const ZstdWindow = 2 << 20
 
 // MaxZstdWindow bounds the window a zstd frame may ask for (strata writes
-// 8 MiB windows; zstd --long=26 asks for 64 MiB): the decoder refuses a
+// ZstdWindow, 2 MiB; zstd --long=26 asks for 64 MiB): the decoder refuses a
 // frame over it before allocating, whatever the frame says.
 const MaxZstdWindow = 64 << 20
 
