@@ -42,9 +42,9 @@ func Scan(root string, skip func(rel string) bool) ([]manifests.Entry, error) {
 // order that could not be hashed), are what a walk hashing each file in
 // turn would give.
 func ScanContext(ctx context.Context, root string, skip func(rel string) bool) ([]manifests.Entry, error) {
-	// The hashers stop when one fails (errHashFailed); a file whose
-	// hashing that cut short would have hashed had the files been taken
-	// in turn, so its error is not the one reported.
+	// The hashers stop when one fails (cause errHashFailed). A file cut
+	// short by that stop would have hashed in a walk taking the files in
+	// turn, so its error is never the one reported.
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var out []manifests.Entry
