@@ -167,7 +167,7 @@ func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *Appl
 		return nil, err
 	}
 	if o.DryRun {
-		if err := overwrites(ctx, root, states, todo, rep, o.Force, progress); err != nil {
+		if err := overwrites(ctx, b, root, states, todo, rep, o.Force, progress); err != nil {
 			return rep, err
 		}
 		rep.Pending = v.Ledger.PendingRestarts()
@@ -189,7 +189,7 @@ func (h *Node) Apply(ctx context.Context, src Source, o ApplyOptions) (rep *Appl
 			return rep, err
 		}
 	}
-	if err := overwrites(ctx, root, states, todo, rep, o.Force, progress); err != nil {
+	if err := overwrites(ctx, b, root, states, todo, rep, o.Force, progress); err != nil {
 		return rep, err
 	}
 	for k := 1; k < len(todo); k++ {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-dev/strata/internal/archive"
+	"github.com/strata-dev/strata/internal/nodestate"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
@@ -25,18 +26,28 @@ import (
 // would vanish without a trace.
 var ErrLocalEdit = manifests.Rejection("files changed on the node")
 
+// coveredType is the type localEdits gives a path another mount covers
+// on a sealed node: it matches no entry's.
+const coveredType = "covered by a mount"
+
 // localEdits lists, sorted, the paths the overlays todo write or delete
 // that the node has changed since its head, whose tree is before: a file
 // or link whose type, mode, owner, content or target differs, or one the
 // head does not have. Directories are not compared (an overlay only sets
 // their owner and mode). The node's files are read beneath root, no link
 // followed.
-func localEdits(ctx context.Context, root string, before tree.State, todo []*archive.Archive) ([]string, error) {
+//
+// On a sealed node (sealed lists the mounts of its root and stacks; see
+// nodestate.Sealed) no hand edit can change a file's content: content
+// is not read, and a path on any other mount (a bind mount over a file
+// or a directory above it) counts as changed.
+func localEdits(ctx context.Context, root string, before tree.State, todo []*archive.Archive, sealed map[uint64]bool) ([]string, error) {
 	r, err := newEntryReader(root)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
+	r.sealed = sealed
 	seen := map[string]bool{}
 	var edited []string
 	check := func(p string) error {
@@ -61,7 +72,9 @@ func localEdits(ctx context.Context, root string, before tree.State, todo []*arc
 		case !there || !inHead || got.Type == manifests.TypeDir:
 			edited = append(edited, p)
 		case got.Type != want.Type || got.Mode != want.Mode || got.UID != want.UID || got.GID != want.GID ||
-			got.Size != want.Size || got.SHA256 != want.SHA256 || got.Target != want.Target:
+			got.Size != want.Size || got.Target != want.Target:
+			edited = append(edited, p)
+		case sealed == nil && got.SHA256 != want.SHA256:
 			edited = append(edited, p)
 		}
 		return nil
@@ -86,11 +99,18 @@ func localEdits(ctx context.Context, root string, before tree.State, todo []*arc
 // overwrites refuses a batch that would replace or delete what was
 // changed on the node (ErrLocalEdit), unless force, when it says so and
 // notes on each plan what its overlay overwrites.
-func overwrites(ctx context.Context, root string, states map[string][2]tree.State, todo []*archive.Archive, rep *ApplyReport, force bool, progress func(string)) error {
+func overwrites(ctx context.Context, b nodestate.Backend, root string, states map[string][2]tree.State, todo []*archive.Archive, rep *ApplyReport, force bool, progress func(string)) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	edited, err := localEdits(ctx, root, states[todo[0].Manifest.Version][0], todo)
+	var sealed map[uint64]bool
+	if s, ok := b.(nodestate.Sealed); ok {
+		var err error
+		if sealed, err = s.SealedMounts(); err != nil {
+			return fmt.Errorf("node %s: checking for local edits: %w", root, err)
+		}
+	}
+	edited, err := localEdits(ctx, root, states[todo[0].Manifest.Version][0], todo, sealed)
 	if err != nil || len(edited) == 0 {
 		return err
 	}
@@ -125,6 +145,9 @@ type entryReader struct {
 	dirs map[string]int // directory beneath root -> O_PATH descriptor, or -1 when absent
 	buf  []byte
 	h    hash.Hash
+	// sealed, when set, are the mounts a sealed node's files are on:
+	// content is not read, and a path on another mount is coveredType.
+	sealed map[uint64]bool
 }
 
 func newEntryReader(root string) (*entryReader, error) {
@@ -178,14 +201,18 @@ func (r *entryReader) entry(ctx context.Context, rel string, wantSize int64) (e 
 	if err != nil || dfd < 0 {
 		return e, false, err
 	}
-	var st unix.Stat_t
-	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+	var st unix.Statx_t
+	if err := unix.Statx(dfd, base, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, unix.STATX_BASIC_STATS|unix.STATX_MNT_ID, &st); errors.Is(err, unix.ENOENT) {
 		return e, false, nil
 	} else if err != nil {
 		return e, false, &os.PathError{Op: "stat", Path: rel, Err: err}
 	}
 	e = manifests.Entry{Path: rel, Mode: manifests.Mode(st.Mode & 0o7777), UID: int(st.Uid), GID: int(st.Gid)}
-	switch st.Mode & unix.S_IFMT {
+	if r.sealed != nil && (st.Mask&unix.STATX_MNT_ID == 0 || !r.sealed[st.Mnt_id]) {
+		e.Type = coveredType
+		return e, true, nil
+	}
+	switch uint32(st.Mode) & unix.S_IFMT {
 	case unix.S_IFDIR:
 		e.Type = manifests.TypeDir
 	case unix.S_IFLNK:
@@ -198,8 +225,8 @@ func (r *entryReader) entry(ctx context.Context, rel string, wantSize int64) (e 
 		e.Target = string(buf[:n])
 	case unix.S_IFREG:
 		e.Type = manifests.TypeFile
-		e.Size = st.Size
-		if wantSize >= 0 && st.Size != wantSize {
+		e.Size = int64(st.Size)
+		if r.sealed != nil || wantSize >= 0 && e.Size != wantSize {
 			return e, true, nil
 		}
 		if e.Size, e.SHA256, err = r.hash(ctx, dfd, base, rel); err != nil {

@@ -70,6 +70,23 @@ type LayerRebuilder interface {
 	LayerIntegrity() (*schema.LayerIntegrity, error)
 }
 
+// Sealed is a backend whose managed hierarchies, while stacked, hold
+// nothing a hand edit can change: read-only mounts of the image and of
+// layer images (kernel-verified, or checked by digest when mounted). A
+// file there differs from the head's only if an image's bytes changed
+// below its mount, which the audit and activation name; it is never an
+// edit an apply would lose. Another mount can still cover a file.
+type Sealed interface {
+	Backend
+	// SealedMounts returns the ids (as mountinfo and statx give them) of
+	// the mounts the managed hierarchies' files are on while the node is
+	// sealed: its root and its stacks. It returns nil when the node is not
+	// sealed now: stacks not active, a layer kept as a directory (writable
+	// on the state partition), a refused layer, a stack with no layer
+	// image of its own, or a root on a writable file system.
+	SealedMounts() (map[uint64]bool, error)
+}
+
 // LayerProblem is a layer that is not what its apply wrote.
 type LayerProblem struct {
 	// Version is the overlay whose layer it is.
