@@ -40,6 +40,16 @@ func TestUpgradeDiskSecureBoot(t *testing.T) {
 		t.Fatal("the refused upgrade changed the disk")
 	}
 
+	// Another db key than the one root A's kernel image was signed with:
+	// the firmware may not trust it.
+	_, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Image: next, SecureBoot: other})
+	if !errors.Is(err, disk.ErrSecureBoot) || !strings.Contains(err.Error(), "from /EFI/Linux/strata-1-a.efi, which the certificate given (CN=strata test other) did not sign") || !strings.Contains(err.Error(), "--secure-boot-rotate") {
+		t.Fatalf("upgrade with another db key: %v", err)
+	}
+	if e.sum(t) != before {
+		t.Fatal("the upgrade refused for its key changed the disk")
+	}
+
 	rep, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Image: next, SecureBoot: signer})
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +102,19 @@ func TestUpgradeDiskSecureBoot(t *testing.T) {
 	}
 	if ukis := e.esp(t, "/EFI/Linux"); strings.Contains(ukis, "strata-2-b") || !strings.Contains(ukis, "strata-1-a.efi") {
 		t.Fatalf("/EFI/Linux after cancel:\n%s", ukis)
+	}
+
+	// A db key rotation: the firmware's db holds both certificates, and
+	// the new root's image is signed with the new key.
+	rep, err = upgrade.Disk(ctx, e.disk, upgrade.Options{Image: next, SecureBoot: other, RotateSecureBoot: true})
+	if err != nil {
+		t.Fatalf("upgrade with a rotated db key: %v", err)
+	}
+	if err := os.WriteFile(img, []byte(e.espRead(t, rep.Entry.UKI)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Verify(ctx, img); err != nil {
+		t.Fatalf("root B's kernel image after a rotation: %v", err)
 	}
 }
 

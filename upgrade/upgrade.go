@@ -52,6 +52,11 @@ type Options struct {
 	// Without it such a disk is refused (disk.ErrSecureBoot).
 	SecureBoot *secureboot.Signer
 	Stub       string
+	// RotateSecureBoot lets SecureBoot be another key than the one that
+	// signed the kernel image the node runs (a db key rotation: the
+	// machine's db must already hold the new certificate). Without it
+	// such a key is refused (disk.ErrSecureBoot).
+	RotateSecureBoot bool
 }
 
 // Report describes an upgrade.
@@ -141,9 +146,9 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 		o.Tries = disk.DefaultTries
 	}
 	if o.SecureBoot != nil {
-		t.SignWith(o.SecureBoot, o.Stub)
+		t.SignWith(o.SecureBoot, o.Stub, o.RotateSecureBoot)
 	}
-	if err := t.CheckUpgradable(); err != nil {
+	if err := t.CheckUpgradable(ctx); err != nil {
 		return nil, err
 	}
 	nd, err := node.Open(root, node.Options{LockWait: o.LockWait, Progress: o.Progress})

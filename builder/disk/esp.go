@@ -27,6 +27,9 @@ type espFS interface {
 	Read(p string, limit int64) ([]byte, error)
 	// ReadHead reads the first n bytes of a file (all of a shorter one).
 	ReadHead(p string, n int64) ([]byte, error)
+	// Get copies p to the new host file dst; a file larger than limit
+	// bytes is refused.
+	Get(p, dst string, limit int64) error
 	// Put copies the host file src to p, replacing it.
 	Put(p, src string) error
 	// Write writes data to p, replacing it.
@@ -122,6 +125,42 @@ func (m *mtoolsESP) ReadHead(p string, n int64) ([]byte, error) {
 		return nil, fmt.Errorf("ESP: mtype %s: %w: %s", p, werr, strings.TrimSpace(errb.String()))
 	}
 	return b, nil
+}
+
+func (m *mtoolsESP) Get(p, dst string, limit int64) error {
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("ESP: %w", err)
+	}
+	w := &limitedFile{f: f, n: limit}
+	err = m.run(w, "mtype", "::"+p)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && w.over {
+		err = fmt.Errorf("ESP: %s is larger than %d bytes", p, limit)
+	}
+	if err != nil {
+		os.Remove(dst)
+	}
+	return err
+}
+
+// limitedFile writes at most n bytes to f and notes any more.
+type limitedFile struct {
+	f    *os.File
+	n    int64
+	over bool
+}
+
+func (l *limitedFile) Write(b []byte) (int, error) {
+	if int64(len(b)) > l.n {
+		l.over = true
+		return 0, fmt.Errorf("more than the limit")
+	}
+	n, err := l.f.Write(b)
+	l.n -= int64(n)
+	return n, err
 }
 
 func (m *mtoolsESP) Put(p, src string) error { return m.run(io.Discard, "mcopy", "-o", src, "::"+p) }
@@ -229,6 +268,30 @@ func (d dirESP) ReadHead(p string, n int64) ([]byte, error) {
 		return nil, fmt.Errorf("ESP: %s: %w", p, err)
 	}
 	return b, nil
+}
+
+func (d dirESP) Get(p, dst string, limit int64) error {
+	in, err := os.Open(d.path(p))
+	if err != nil {
+		return fmt.Errorf("ESP: %w", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("ESP: %w", err)
+	}
+	n, err := io.Copy(out, io.LimitReader(in, limit+1))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n > limit {
+		err = fmt.Errorf("%s is larger than %d bytes", p, limit)
+	}
+	if err != nil {
+		os.Remove(dst)
+		return fmt.Errorf("ESP: %w", err)
+	}
+	return nil
 }
 
 func (d dirESP) Put(p, src string) error {

@@ -48,9 +48,12 @@ type Target struct {
 	work  string
 	scr   *scratch.Dir
 	done  []func() error
-	// signer and stub sign the new root's UKI (SignWith).
-	signer *secureboot.Signer
-	stub   string
+	// signer and stub sign the new root's UKI (SignWith); rotate lets
+	// signer differ from the running UKI's signer, and signerOK records
+	// that it does not.
+	signer           *secureboot.Signer
+	stub             string
+	rotate, signerOK bool
 }
 
 // SignWith makes Install sign the new root's unified kernel image with
@@ -58,8 +61,14 @@ type Target struct {
 // disk provisioned for Secure Boot needs to be upgraded. The key belongs
 // on the host that holds it, so this is for a disk upgraded offline
 // (strata upgrade --disk), not for a node upgrading itself.
-func (t *Target) SignWith(s *secureboot.Signer, stub string) {
-	t.signer, t.stub = s, stub
+//
+// The key must be the one whose certificate signed the kernel image the
+// node runs: the firmware that boots that image trusts its signer, not
+// necessarily another (CheckUpgradable). With rotate it may be another,
+// for a db key rotation, when the machine's db already holds the new
+// certificate.
+func (t *Target) SignWith(s *secureboot.Signer, stub string, rotate bool) {
+	t.signer, t.stub, t.rotate, t.signerOK = s, stub, rotate, false
 }
 
 // Target returns the disk of a mounted node for an upgrade; its ESP is
@@ -261,7 +270,7 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 	if tries < 1 || tries > 9 {
 		return nil, fmt.Errorf("upgrading %s: %d tries: want 1 to 9", t.Disk, tries)
 	}
-	if err := t.CheckUpgradable(); err != nil {
+	if err := t.CheckUpgradable(ctx); err != nil {
 		return nil, err
 	}
 	slot := t.Inactive()
@@ -385,8 +394,11 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 // when no db key was given (SignWith): the new root's UKI needs it, and
 // strata keeps that key off nodes. With a key it refuses a disk that
 // boots plain loader entries: one signed UKI beside them would not make
-// it boot under Secure Boot. It writes nothing.
-func (t *Target) CheckUpgradable() error {
+// it boot under Secure Boot; and, unless SignWith was told of a
+// rotation, a key whose certificate does not verify the UKI of the root
+// the node runs: the machine's firmware may not trust it, and the new
+// root would not boot. It writes nothing.
+func (t *Target) CheckUpgradable(ctx context.Context) error {
 	es, err := t.Entries()
 	if err != nil {
 		return err
@@ -398,6 +410,39 @@ func (t *Target) CheckUpgradable() error {
 		case e.UKI == "" && t.signer != nil:
 			return fmt.Errorf("%s boots %s, a plain loader entry, not a unified kernel image signed for Secure Boot: a signed one beside it would not make the disk boot under Secure Boot; upgrade it without --secure-boot-key, or provision it anew with one: %w", t.Disk, e.File, ErrSecureBoot)
 		}
+	}
+	if t.signer == nil || t.rotate || t.signerOK {
+		return nil
+	}
+	for _, e := range es {
+		if e.Slot == t.Active {
+			if err := t.checkSigner(ctx, e); err != nil {
+				return err
+			}
+			t.signerOK = true
+			return nil
+		}
+	}
+	return nil
+}
+
+// maxUKI bounds a UKI copied off the ESP to check its signature.
+const maxUKI = 1 << 30
+
+// checkSigner checks that the signer's certificate verifies e, the UKI
+// of the root the node runs (newest first: the one it boots).
+func (t *Target) checkSigner(ctx context.Context, e BootEntry) error {
+	cur := filepath.Join(t.work, "running.efi")
+	defer os.Remove(cur)
+	if err := t.esp.Get(e.UKI, cur, maxUKI); err != nil {
+		return err
+	}
+	if err := t.signer.Verify(ctx, cur); err != nil {
+		if !errors.Is(err, secureboot.ErrSignature) {
+			return err
+		}
+		return fmt.Errorf("%s boots root %s from %s, which the certificate given (%s) did not sign: the machine's firmware trusts that image's signer, not necessarily this one, and could refuse root %s's at its first boot; give the db key the disk was provisioned (or last upgraded) with, or, when the firmware's db already holds this certificate (a db key rotation), --secure-boot-rotate: %w",
+			t.Disk, strings.ToUpper(t.Active), e.UKI, t.signer.Certificate().Subject, strings.ToUpper(t.Inactive()), ErrSecureBoot)
 	}
 	return nil
 }

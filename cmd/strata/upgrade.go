@@ -57,8 +57,12 @@ provisioned for Secure Boot (provision --secure-boot-key) boots signed
 unified kernel images: only --disk upgrades it, with the same db key and
 certificate (--secure-boot-key, --secure-boot-cert) on the host that
 holds them, which sign the new root's image (strata-GEN-SLOT+TRIES.efi in
-/EFI/Linux, counted and blessed as a loader entry is). A node does not
-upgrade itself under Secure Boot: the key stays off nodes.
+/EFI/Linux, counted and blessed as a loader entry is). The key must be the
+one whose certificate signed the kernel image the node runs, which the
+machine's firmware is known to trust; another is refused before anything
+is written, unless --secure-boot-rotate says the firmware's db already
+holds its certificate (a db key rotation). A node does not upgrade itself
+under Secure Boot: the key stays off nodes.
 
 --cancel
 removes a staged upgrade that has not booted yet. --confirm is what the
@@ -113,6 +117,9 @@ nothing.`,
 			if err != nil {
 				return err
 			}
+			if o.RotateSecureBoot && signer == nil {
+				return usageError{fmt.Errorf("--secure-boot-rotate needs --secure-boot-key and --secure-boot-cert")}
+			}
 			o.SecureBoot, o.Stub = signer, sb.stub
 			if ran, err := inPrivateMounts(c, nil); ran {
 				return err
@@ -146,6 +153,7 @@ nothing.`,
 	f.DurationVar(&settle, "settle", 3*time.Minute, "with --confirm: how long services may take to become active")
 	f.BoolVar(&cancel, "cancel", false, "remove a staged upgrade that has not booted")
 	sb.add(c, "with --disk: the Secure Boot db key (PEM) the disk was provisioned with, to sign the new root's kernel image")
+	f.BoolVar(&o.RotateSecureBoot, "secure-boot-rotate", false, "with --secure-boot-key: sign with a key other than the one that signed the running kernel image (a db key rotation: the machine's db must already hold its certificate)")
 	f.DurationVar(&o.LockWait, "lock-wait", 30*time.Second, "how long to wait for another strata run to finish")
 	return c
 }
