@@ -56,9 +56,12 @@ mkdir -p /run/sshd
 : >known_hosts
 : >hosts
 printf 'nodes:\n' >inventory.yaml
-# Free loopback ports, one per node.
+# Free loopback ports, one per node, below the ephemeral range: a port
+# there can be taken between the check and sshd's bind by an outgoing
+# connection (the bench rows before this one open tens of thousands).
+read -r eph _ </proc/sys/net/ipv4/ip_local_port_range
 ports=()
-for p in $(shuf -i 20000-60000 -n $((NODES * 4))); do
+for p in $(shuf -i 10000-$((eph - 1)) -n $((NODES * 4))); do
 	[ ${#ports[@]} -lt "$NODES" ] || break
 	ss -Hltn "sport = :$p" | grep -q . || ports+=("$p")
 done
@@ -82,6 +85,7 @@ for _ in $(seq 100); do
 	[ "$up" -eq "$NODES" ] && break
 	sleep 0.1
 done
+[ "$up" -eq "$NODES" ] || { echo "bench-fleet: $up of $NODES sshd listen after 10 s" >&2; cat sshd.log >&2; exit 1; }
 
 strata_run() {
 	"$S" status --inventory inventory.yaml --known-hosts known_hosts --identity id --remote-strata "$W/strata-node" --timeout 60s --json >out.json

@@ -137,7 +137,7 @@ func (m *mtoolsESP) Get(p, dst string, limit int64) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil && w.over {
+	if w.over {
 		err = fmt.Errorf("ESP: %s is larger than %d bytes", p, limit)
 	}
 	if err != nil {
@@ -156,7 +156,7 @@ type limitedFile struct {
 func (l *limitedFile) Write(b []byte) (int, error) {
 	if int64(len(b)) > l.n {
 		l.over = true
-		return 0, fmt.Errorf("more than the limit")
+		return 0, errors.New("more than the limit")
 	}
 	n, err := l.f.Write(b)
 	l.n -= int64(n)

@@ -118,3 +118,32 @@ func TestRootPartitionSys(t *testing.T) {
 		t.Fatalf("a dm root over two devices: %v", err)
 	}
 }
+
+// Get copies a file off the ESP to a new host file, and refuses (leaving
+// nothing) one over its limit: a UKI whose signature is checked is read
+// whole, so a planted endless or huge one must not fill the host.
+func TestESPGetLimit(t *testing.T) {
+	esp := dirESP{root: t.TempDir()}
+	if err := os.MkdirAll(filepath.Join(esp.root, "EFI/Linux"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(esp.root, "EFI/Linux/a.efi"), []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "a.efi")
+	if err := esp.Get("/EFI/Linux/a.efi", dst, 5); err == nil || !strings.Contains(err.Error(), "larger than 5 bytes") {
+		t.Fatalf("a 10-byte file with a limit of 5: %v", err)
+	}
+	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused copy was left behind: %v", err)
+	}
+	if err := esp.Get("/EFI/Linux/a.efi", dst, 10); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(dst); err != nil || string(b) != "0123456789" {
+		t.Fatalf("copied %q, %v", b, err)
+	}
+	if err := esp.Get("/EFI/Linux/a.efi", dst, 10); err == nil {
+		t.Fatal("Get wrote over an existing file")
+	}
+}
