@@ -173,16 +173,22 @@ func (b *Backend) LayerHas(version, rel string) bool {
 // it matched when it was mounted, and an image changed since is one
 // CheckLayers names, which a repair rebuilds whatever it holds.
 func (b *Backend) mountedImage(r layerRef) (string, bool) {
+	ms, err := mounts()
+	if err != nil {
+		return "", false
+	}
+	m, ok := b.imageMount(ms, r)
+	return m.Point, ok
+}
+
+// imageMount returns the mount, in the table ms, at the mount point of
+// r's image file, if there is one.
+func (b *Backend) imageMount(ms []mountInfo, r layerRef) (mountInfo, bool) {
 	var st unix.Stat_t
 	if err := unix.Lstat(b.path(r), &st); err != nil {
-		return "", false
+		return mountInfo{}, false
 	}
-	dir := b.layerMount(r, st.Ino)
-	ms, err := mounts()
-	if err != nil || !isMountPoint(ms, dir) {
-		return "", false
-	}
-	return dir, true
+	return topMount(ms, b.layerMount(r, st.Ino))
 }
 
 // layerMount is the mount point of r's image file, inode ino.

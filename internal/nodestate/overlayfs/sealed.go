@@ -1,12 +1,6 @@
 package overlayfs
 
-import (
-	"errors"
-	"os"
-	"path/filepath"
-
-	"golang.org/x/sys/unix"
-)
+import "path/filepath"
 
 // readOnlyFS are the file systems a sealed node's root may be: ones
 // that have no write path at all, so what a mount of one shows changes
@@ -44,17 +38,11 @@ func (b *Backend) SealedMounts() (map[uint64]bool, error) {
 		if r.Image == nil {
 			return nil, nil
 		}
-		var st unix.Stat_t
-		if err := unix.Lstat(b.path(r), &st); errors.Is(err, unix.ENOENT) {
-			return nil, nil
-		} else if err != nil {
-			return nil, &os.PathError{Op: "lstat", Path: b.path(r), Err: err}
-		}
-		dir := b.layerMount(r, st.Ino)
-		if m, ok := topMount(ms, dir); !ok || m.FSType != "erofs" {
+		m, ok := b.imageMount(ms, r)
+		if !ok || m.FSType != "erofs" {
 			return nil, nil
 		}
-		dirs = append(dirs, dir)
+		dirs = append(dirs, m.Point)
 	}
 	ids := map[uint64]bool{uint64(root.ID): true}
 	for _, h := range b.managed() {
