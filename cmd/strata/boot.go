@@ -47,6 +47,43 @@ root the entry says is verified never boots unverified.`,
 	c.Flags().StringVar(&o.RootHash, "root-hash", "", "the root hash the kernel command line names")
 	c.Flags().StringVar(&o.Dir, "dir", disk.VerityInitrdDir, "the verity initrd's files")
 	c.Flags().StringVar(&o.Name, "name", disk.VerityDevice, "the device-mapper name")
-	bc.AddCommand(c)
+	bc.AddCommand(c, newFindRootCmd(g))
 	return bc
+}
+
+func newFindRootCmd(g *globals) *cobra.Command {
+	var o disk.FindRootOptions
+	c := &cobra.Command{
+		Use:   "find-root --root-hash HASH [--dir DIR]",
+		Short: "Print the partition that holds the image a signed root hash names",
+		Long: `Run by a disk node's initramfs when the kernel command line says
+strata.root=auto instead of naming the root partition: a unified kernel
+image built for every node of a line (strata secure-boot sign-image)
+cannot know a node's partitions. find-root checks the verity record
+below --dir as open-root does (its signature, and that it names exactly
+--root-hash), then reads the top block of the hash tree where the record
+puts it on each partition, and prints the one whose digest is the root
+hash. This only finds the device: open-root then opens it through
+dm-verity, and the kernel checks every block read. When partitions on
+several disks match, the one on the disk of the ESP the firmware booted
+from is taken, then the root partition of the slot the selected boot
+entry is named for (systemd-boot's LoaderDevicePartUUID and
+LoaderEntrySelected); if that still leaves more than one, or none
+matches, it exits 3.`,
+		Example: `  dev=$(strata boot find-root --root-hash 4a5885…0d0a) && strata boot open-root --device "$dev" --root-hash 4a5885…0d0a`,
+		Args:    args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if o.RootHash == "" {
+				return usageError{fmt.Errorf("--root-hash is required")}
+			}
+			dev, err := disk.FindRoot(c.Context(), o)
+			if err != nil {
+				return err
+			}
+			return g.output(c.OutOrStdout(), map[string]string{"device": dev}, func(w io.Writer) { fmt.Fprintln(w, dev) })
+		},
+	}
+	c.Flags().StringVar(&o.RootHash, "root-hash", "", "the root hash the kernel command line names")
+	c.Flags().StringVar(&o.Dir, "dir", disk.VerityInitrdDir, "the verity initrd's files")
+	return c
 }

@@ -283,3 +283,30 @@ func Verify(ctx context.Context, data, hash io.ReaderAt, p Params, root []byte) 
 	}
 	return ctx.Err()
 }
+
+// MatchesRoot reports whether the stored tree at p.HashOffset in hash
+// starts with a top hash block whose digest is root (for a single data
+// block, whether that block's digest is): one read of one block, enough
+// to tell which of several devices holds the image a root hash names,
+// never enough to trust it. Only the kernel's or Verify's check of every
+// block does that.
+func MatchesRoot(hash io.ReaderAt, p Params, root []byte) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, err
+	}
+	off, size := p.HashOffset, int64(p.HashBlockSize)
+	if p.DataBlocks == 1 {
+		off, size = 0, int64(p.DataBlockSize)
+	} else {
+		sizes, start := p.levels(), p.levelStart()
+		off += start[len(sizes)-1] * size
+	}
+	b := make([]byte, size)
+	if n, err := hash.ReadAt(b, off); err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading the top hash block at byte %d: %w", off, err)
+	}
+	return bytes.Equal(p.digest(b), root), nil
+}

@@ -282,3 +282,50 @@ func TestVerifyFileChecksSizeFirst(t *testing.T) {
 		t.Fatalf("VerifyFile with more than MaxDataBlocks = %v", err)
 	}
 }
+
+// TestMatchesRoot: the top hash block of a tree matches its root hash;
+// another salt, another root, a changed top block or a tree cut before
+// it do not; a changed data block or lower hash block still matches
+// (MatchesRoot only finds a device, the kernel checks it).
+func TestMatchesRoot(t *testing.T) {
+	const blocks = 200 // two levels: the top block is not the first level 0 block
+	p, tr := appended(t, pattern(blocks), []byte("salt"))
+	good, _ := os.ReadFile(p)
+	other := bytes.Clone(tr.Root)
+	other[5] ^= 1
+	cases := []struct {
+		name string
+		b    []byte
+		par  func(verity.Params) verity.Params
+		root []byte
+		want bool
+	}{
+		{name: "its root", b: good, root: tr.Root, want: true},
+		{name: "data changed", b: func() []byte { b := bytes.Clone(good); b[9] ^= 1; return b }(), root: tr.Root, want: true},
+		{name: "level 0 changed", b: func() []byte { b := bytes.Clone(good); b[tr.Params.HashOffset+verity.BlockSize] ^= 1; return b }(), root: tr.Root, want: true},
+		{name: "top changed", b: func() []byte { b := bytes.Clone(good); b[tr.Params.HashOffset+1] ^= 1; return b }(), root: tr.Root},
+		{name: "another root", b: good, root: other},
+		{name: "another salt", b: good, root: tr.Root, par: func(q verity.Params) verity.Params { q.Salt = []byte("pepper"); return q }},
+		{name: "cut before the top", b: good[:tr.Params.HashOffset+100], root: tr.Root},
+		{name: "no tree", b: good[:tr.Params.HashOffset], root: tr.Root},
+	}
+	for _, c := range cases {
+		q := tr.Params
+		if c.par != nil {
+			q = c.par(q)
+		}
+		got, err := verity.MatchesRoot(bytes.NewReader(c.b), q, c.root)
+		if err != nil || got != c.want {
+			t.Errorf("%s: MatchesRoot = %v, %v; want %v", c.name, got, err, c.want)
+		}
+	}
+	one := pattern(1)
+	q := params(1, nil)
+	if got, err := verity.MatchesRoot(bytes.NewReader(one), q, sha256Sum(one)); err != nil || !got {
+		t.Errorf("one data block: MatchesRoot = %v, %v; want its own digest to match", got, err)
+	}
+	q.DataBlockSize = 3000
+	if _, err := verity.MatchesRoot(bytes.NewReader(good), q, tr.Root); !errors.Is(err, verity.ErrParams) {
+		t.Errorf("odd block size: %v, want ErrParams", err)
+	}
+}
