@@ -113,6 +113,11 @@ type ImageRef struct {
 	// Head is set on a line's regenerated images (Line.Upgrades only):
 	// the last overlay folded in.
 	Head *Ref `json:"head,omitempty"`
+	// Boot, when set, is the image's boot image: a unified kernel image
+	// signed for Secure Boot that boots it on any node of the line (see
+	// BootImageCmdline), for nodes that boot signed images to upgrade
+	// themselves.
+	Boot *BootImageRef `json:"boot,omitempty"`
 }
 
 // OverlayRef locates an overlay in a repository.
@@ -224,6 +229,11 @@ func (x *Index) Validate() error {
 		if l.Image.Size <= 0 {
 			return fmt.Errorf("%w: line %s: image without its size (an index from before sizes: re-sign it with strata repo refresh)", ErrInvalid, l.Name)
 		}
+		if b := l.Image.Boot; b != nil {
+			if err := b.validate(); err != nil {
+				return fmt.Errorf("line %s: image %s: %w", l.Name, l.Image.Version, err)
+			}
+		}
 		prev, err := validSegments(&l)
 		if err != nil {
 			return err
@@ -252,6 +262,9 @@ func (x *Index) Validate() error {
 // from it (their version BASE+head.V) through distinct heads.
 func validUpgrades(l *Line) error {
 	files := map[string]bool{l.Image.File: true}
+	if l.Image.Boot != nil {
+		files[l.Image.Boot.File] = true
+	}
 	digests := map[string]bool{l.Image.Digest: true}
 	heads := map[string]bool{}
 	last := l.Image.Version
@@ -272,6 +285,15 @@ func validUpgrades(l *Line) error {
 			return bad("listed twice")
 		}
 		files[u.File], digests[u.Digest] = true, true
+		if b := u.Boot; b != nil {
+			if err := b.validate(); err != nil {
+				return fmt.Errorf("line %s: upgrade image %s: %w", l.Name, u.Version, err)
+			}
+			if files[b.File] {
+				return bad("its boot image " + b.File + " is listed twice")
+			}
+			files[b.File] = true
+		}
 		if u.Head == nil {
 			if CompareVersions(u.Version, last) <= 0 {
 				return bad("not newer than " + last)

@@ -189,7 +189,8 @@ func validIndex() *manifests.Index {
 					{Version: "1.0.2", File: "overlays/demo-1.0.2.tar.zst", Digest: digestOf("1.0.2"), Size: 512, Parent: ref("1.0.1")},
 				},
 				Upgrades: []manifests.ImageRef{
-					{Version: "1.1.0", File: "images/demo-1.1.0.squashfs", Digest: digestOf("1.1.0"), SHA256: hexOf("sq 1.1.0"), Size: 4096},
+					{Version: "1.1.0", File: "images/demo-1.1.0.squashfs", Digest: digestOf("1.1.0"), SHA256: hexOf("sq 1.1.0"), Size: 4096,
+						Boot: &manifests.BootImageRef{File: "images/demo-1.1.0.efi", SHA256: hexOf("efi 1.1.0"), Size: 8192}},
 					{Version: "1.0.0+head.1.0.2", File: "images/demo-1.0.0+head.1.0.2.squashfs", Digest: digestOf("r2"), SHA256: hexOf("sq r2"), Size: 4096, Head: &manifests.Ref{Version: "1.0.2", Digest: digestOf("1.0.2")}},
 					{Version: "1.2.0", File: "images/demo-1.2.0.squashfs", Digest: digestOf("1.2.0"), SHA256: hexOf("sq 1.2.0"), Size: 4096},
 				},
@@ -247,6 +248,19 @@ func TestIndexValidate(t *testing.T) {
 		{"upgrade image twice", func(x *manifests.Index) { x.Lines[0].Upgrades[2].Digest = x.Lines[0].Upgrades[0].Digest }, manifests.ErrInvalid},
 		{"regenerated image's version", func(x *manifests.Index) { x.Lines[0].Upgrades[1].Version = "1.0.0+head.1.0.1" }, manifests.ErrInvalid},
 		{"regenerated image's head", func(x *manifests.Index) { x.Lines[0].Upgrades[1].Head.Digest = "sha256:0" }, manifests.ErrInvalid},
+		{"boot image outside images/", func(x *manifests.Index) { x.Lines[0].Upgrades[0].Boot.File = "overlays/demo-1.1.0.efi" }, manifests.ErrInvalid},
+		{"boot image not .efi", func(x *manifests.Index) { x.Lines[0].Upgrades[0].Boot.File = "images/demo-1.1.0.squashfs.x" }, manifests.ErrInvalid},
+		{"boot image path escapes", func(x *manifests.Index) { x.Lines[0].Upgrades[0].Boot.File = "images/../../x.efi" }, manifests.ErrInvalid},
+		{"boot image without sha256", func(x *manifests.Index) { x.Lines[0].Upgrades[0].Boot.SHA256 = "" }, manifests.ErrInvalid},
+		{"boot image without size", func(x *manifests.Index) { x.Lines[0].Upgrades[0].Boot.Size = 0 }, manifests.ErrInvalid},
+		{"boot image over 1 GiB", func(x *manifests.Index) { x.Lines[0].Upgrades[0].Boot.Size = 1<<30 + 1 }, manifests.ErrInvalid},
+		{"boot image is an image file", func(x *manifests.Index) {
+			x.Lines[0].Upgrades[0].Boot.File = "images/demo-1.2.0.efi"
+			x.Lines[0].Upgrades[2].File = "images/demo-1.2.0.efi"
+		}, manifests.ErrInvalid},
+		{"line image's boot image", func(x *manifests.Index) {
+			x.Lines[0].Image.Boot = &manifests.BootImageRef{File: "images/demo-1.0.0.efi", SHA256: "zz", Size: 1}
+		}, manifests.ErrInvalid},
 		{"two regenerated images of a head", func(x *manifests.Index) {
 			u := x.Lines[0].Upgrades[1]
 			h := *u.Head

@@ -17,7 +17,7 @@ trap 'rm -rf "$shims"' EXIT
 for t in mksquashfs sqfs2tar rdsquashfs unsquashfs tar2sqfs gensquashfs \
 	mount umount unshare nsenter chroot losetup mkfs.ext4 mkfs.vfat e2fsck debugfs fsck.vfat mcopy mdir \
 	systemctl systemd-run systemd-nspawn ssh sshd ssh-keygen debootstrap apt-get qemu-system-x86_64 \
-	veritysetup sbsign sbverify fsck.erofs cpio zstd xz tar docker podman oras registry prometheus; do
+	veritysetup sbsign sbverify sbattach fsck.erofs cpio zstd xz tar docker podman oras registry prometheus; do
 	printf '#!/bin/sh\necho "%s: not available under make unit" >&2\nexit 127\n' "$t" >"$shims/$t"
 	chmod +x "$shims/$t"
 done

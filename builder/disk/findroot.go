@@ -32,8 +32,6 @@ import (
 // selected entry is named for (LoaderEntrySelected, strata-GEN-SLOT).
 // Still more than one is an error that names them.
 const (
-	// RootAuto is strata.root='s value in a node-independent kernel image.
-	RootAuto = "auto"
 	// loaderGUID is systemd-boot's vendor GUID for its EFI variables.
 	loaderGUID = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
 	maxEFIVar  = 4096

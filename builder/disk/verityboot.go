@@ -40,7 +40,7 @@ const (
 	// VerityDevice is the device-mapper name of the verified root.
 	VerityDevice = manifests.VerityRootDevice
 	// verityRootParam names the partition below the verified root.
-	verityRootParam = "strata.root="
+	verityRootParam = manifests.RootParam
 	// VerityInitrdDir is where the verity initrd's files are in the
 	// initramfs.
 	VerityInitrdDir = "/strata"

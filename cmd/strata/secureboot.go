@@ -45,8 +45,61 @@ or sbctl; see docs/security.md, "Secure Boot".`,
 	f.StringArrayVar(&v.KEK, "kek", nil, "key exchange key certificate (PEM; repeatable)")
 	f.StringArrayVar(&v.DB, "db", nil, "signature database certificate (PEM; repeatable): the key disks are signed with")
 	required(vars, "out", "pk", "kek", "db")
-	sb.AddCommand(vars)
+	sb.AddCommand(vars, newSignImageCmd(g))
 	return sb
+}
+
+func newSignImageCmd(g *globals) *cobra.Command {
+	var image, out, pub string
+	var s sbFlags
+	c := &cobra.Command{
+		Use: "sign-image --image IMAGE.squashfs --secure-boot-key K --secure-boot-cert C [--out FILE.efi] [--pub KEY] [--efi-stub STUB]",
+		Example: `  strata secure-boot sign-image --image out/base-1.1.0.squashfs --secure-boot-key db.key --secure-boot-cert db.crt
+  strata repo add-image repo --image out/base-1.1.0.squashfs --boot-image out/base-1.1.0.efi --key ci.key`,
+		Short: "Sign an image's boot image: one unified kernel image for every node of its line",
+		Long: `Write the boot image of a signed image: a unified kernel image (the image's
+kernel, its verity initrd and initrd, and the command line) signed with
+the db key, for any node of the line. Its command line names the image's
+root hash and strata.root=auto, no partition and no host name: the
+initramfs takes the partition whose hash tree matches the root hash
+(strata boot find-root) and the host name from the node's state
+partition. The image is verified first (its manifest against --pub, or
+the keys it lists, then every file), and must have a kernel and a verity
+record. Run it where the db key is (CI), publish the result with the
+image (strata repo add-image --boot-image), and nodes that boot signed
+images upgrade themselves to it (strata upgrade --root / --repo) without
+the key. --out defaults to the image's path with .efi for .squashfs.
+See docs/security.md, "Secure Boot".`,
+		Args: args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if s.key == "" {
+				return usageError{fmt.Errorf("--secure-boot-key and --secure-boot-cert are required")}
+			}
+			signer, err := s.signer(c)
+			if err != nil {
+				return err
+			}
+			trust, err := optionalPub(pub)
+			if err != nil {
+				return err
+			}
+			b, err := disk.SignImage(c.Context(), image, out, trust, signer, s.stub)
+			if err != nil {
+				return err
+			}
+			return g.output(c.OutOrStdout(), b, func(w io.Writer) {
+				fmt.Fprintf(w, "wrote %s: boot image of %s %s for any node of the line (%d bytes, sha256 %s)\n", b.File, b.Line, b.Version, b.Size, b.SHA256)
+				fmt.Fprintf(w, "  signed for %s: kernel /%s, command line %s\n", b.Signer, b.Kernel, b.Cmdline)
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&image, "image", "", "the signed image (IMAGE.squashfs, its manifest and verity record beside it)")
+	f.StringVar(&out, "out", "", "the boot image to write (default: the image's path, .efi for .squashfs)")
+	f.StringVar(&pub, "pub", "", "public key the image must be signed with (default: the keys it lists)")
+	s.add(c, "Secure Boot db key (PEM, unencrypted RSA) to sign with")
+	required(c, "image")
+	return c
 }
 
 // sbFlags are the Secure Boot signing flags of provision and upgrade:

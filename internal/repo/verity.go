@@ -173,3 +173,10 @@ func fetchVerity(ctx context.Context, st Store, rel, dst string, im *Image) erro
 	}
 	return nil
 }
+
+// BootImagePath is where an image's boot image (a unified kernel image
+// signed for Secure Boot that boots it on any node of its line) lies
+// beside it: IMAGE.squashfs's .efi.
+func BootImagePath(image string) string {
+	return strings.TrimSuffix(image, ".squashfs") + ".efi"
+}

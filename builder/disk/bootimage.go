@@ -1,0 +1,89 @@
+package disk
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/safefile"
+	"github.com/strata-dev/strata/internal/scratch"
+	"github.com/strata-dev/strata/internal/secureboot"
+	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// Boot images. A disk provisioned for Secure Boot boots kernel images
+// signed with a db key that stays on the host that holds it; an upgrade
+// needs one for the new root. A boot image is one signed once, in CI,
+// for every node of the line: its command line names the root hash and
+// strata.root=auto, no partition and no host name
+// (manifests.BootImageCmdline). The initramfs finds the partition by the
+// root hash (FindRoot) and takes the host name from the state
+// partition's identity. Published with the image (repo add-image
+// --boot-image), it lets a node upgrade itself: Install writes it as the
+// new root's counted entry instead of signing one.
+
+// BootImage describes a boot image SignImage wrote.
+type BootImage struct {
+	File    string `json:"file"`
+	Line    string `json:"line"`
+	Version string `json:"version"`
+	// Kernel is the image path of the kernel it boots.
+	Kernel   string `json:"kernel"`
+	RootHash string `json:"root_hash"`
+	Cmdline  string `json:"cmdline"`
+	// Signer is the subject of the db certificate.
+	Signer string `json:"signer"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// SignImage verifies image (its manifest against trust, nil: the keys it
+// lists; then every file) and writes its boot image to out ("":
+// repo.BootImagePath(image)), signed with s on systemd's EFI stub stub
+// ("": DefaultStub). The image must have a kernel and a verity record.
+// out is written whole or not at all.
+func SignImage(ctx context.Context, image, out string, trust *sign.KeySet, s *secureboot.Signer, stub string) (*BootImage, error) {
+	if out == "" {
+		out = repo.BootImagePath(image)
+	}
+	im, err := repo.LoadImage(image, trust)
+	if err != nil {
+		return nil, err
+	}
+	scr, err := scratch.MkdirTemp("sign-image")
+	if err != nil {
+		return nil, fmt.Errorf("signing the boot image of %s: %w", image, err)
+	}
+	defer scr.RemoveAll()
+	b, err := verifyImage(ctx, image, im, scr.Path)
+	if err != nil {
+		return nil, err
+	}
+	if b.kernel == "" {
+		return nil, fmt.Errorf("signing the boot image of %s: no kernel and initrd (boot/vmlinuz-V and boot/initrd.img-V): %w", image, ErrNoKernel)
+	}
+	if b.verity == nil {
+		return nil, fmt.Errorf("signing the boot image of %s: the image has no verity record (or no strata to open its root with), and a boot image finds and opens its root by the root hash; rebuild the image with this strata: %w", image, ErrSecureBoot)
+	}
+	cmdline := manifests.BootImageCmdline(b.verity.rootHash)
+	signed, err := signUKI(ctx, b, s, stub, scr.Path, cmdline)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(signed)
+	if err != nil {
+		return nil, fmt.Errorf("signing the boot image of %s: %w", image, err)
+	}
+	if err := safefile.WriteAtomic(out, raw, 0o644); err != nil {
+		return nil, fmt.Errorf("signing the boot image of %s: %w", image, err)
+	}
+	sum, size, err := tree.HashFileContext(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	return &BootImage{File: out, Line: im.Manifest.Line, Version: im.Manifest.Version, Kernel: b.kernel, RootHash: b.verity.rootHash,
+		Cmdline: cmdline, Signer: s.Certificate().Subject.String(), SHA256: sum, Size: size}, nil
+}

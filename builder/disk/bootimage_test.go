@@ -1,0 +1,103 @@
+package disk_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/internal/repo"
+	"github.com/strata-dev/strata/internal/secureboot"
+	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/internal/uki"
+	"github.com/strata-dev/strata/manifests"
+)
+
+// TestSignImage signs the boot image of an image: beside it, signed with
+// the db key, with the command line for any node (strata.root=auto, the
+// root hash, no host); CheckBootImage accepts it for that root hash
+// only, and refuses it unsigned. An image whose root cannot be opened
+// verified gets no boot image, and nothing is written.
+func TestSignImage(t *testing.T) {
+	requireDiskTools(t)
+	testenv.RequireTools(t, []string{"cpio", "sbsign", "sbverify", "sbattach", disk.DefaultStub})
+	ctx := context.Background()
+	dir := t.TempDir()
+	res, trust := bootableImage(t, dir, false)
+	keyPath, certPath := testenv.SecureBootKey(t, dir, "db")
+	signer, err := secureboot.LoadSigner(keyPath, certPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := disk.SignImage(ctx, res.Image, "", trust, signer, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.TrimSuffix(res.Image, ".squashfs") + ".efi"
+	if b.File != want || b.RootHash != res.Verity.RootHash || b.Kernel != "boot/vmlinuz-6.1.0-1" {
+		t.Fatalf("boot image %+v; want %s booting root hash %s", b, want, res.Verity.RootHash)
+	}
+	if err := signer.Verify(ctx, b.File); err != nil {
+		t.Fatalf("the boot image does not verify against the db certificate: %v", err)
+	}
+	f, err := os.Open(b.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	info, err := uki.ReadInfo(f, fi.Size())
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Cmdline != manifests.BootImageCmdline(res.Verity.RootHash) || b.Cmdline != info.Cmdline {
+		t.Errorf("command line %q, reported %q; want %q", info.Cmdline, b.Cmdline, manifests.BootImageCmdline(res.Verity.RootHash))
+	}
+	if err := uki.CheckBootImage(b.File, res.Verity.RootHash); err != nil {
+		t.Errorf("CheckBootImage: %v", err)
+	}
+	if err := uki.CheckBootImage(b.File, strings.Repeat("0", 64)); !errors.Is(err, manifests.ErrBootImage) {
+		t.Errorf("CheckBootImage for another root hash: %v, want ErrBootImage", err)
+	}
+
+	// The same UKI unsigned is refused.
+	unsigned := filepath.Join(dir, "unsigned.efi")
+	must(t, os.WriteFile(unsigned, []byte(espReadUnsigned(t, b.File)), 0o644))
+	if err := uki.CheckBootImage(unsigned, res.Verity.RootHash); !errors.Is(err, manifests.ErrBootImage) || !strings.Contains(err.Error(), "not signed") {
+		t.Errorf("CheckBootImage of an unsigned image: %v", err)
+	}
+	if err := uki.CheckBootImage(filepath.Join(dir), res.Verity.RootHash); !errors.Is(err, manifests.ErrBootImage) {
+		t.Errorf("CheckBootImage of a directory: %v", err)
+	}
+
+	// No strata in the image: no verified root, no boot image.
+	dir2 := t.TempDir()
+	res2, trust2 := bootableImage(t, dir2, true)
+	out := filepath.Join(dir2, "x.efi")
+	if _, err := disk.SignImage(ctx, res2.Image, out, trust2, signer, ""); !errors.Is(err, disk.ErrSecureBoot) {
+		t.Fatalf("an image with no verified root: %v, want ErrSecureBoot", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused boot image left %s: %v", out, err)
+	}
+	if _, err := os.Stat(repo.BootImagePath(res2.Image)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused boot image was written beside the image: %v", err)
+	}
+}
+
+// espReadUnsigned returns the UKI at p with its certificate table cut
+// off (sbattach --remove would do the same).
+func espReadUnsigned(t *testing.T, p string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "u.efi")
+	raw := readFile(t, p)
+	must(t, os.WriteFile(out, raw, 0o644))
+	if b, err := exec.Command("sbattach", "--remove", out).CombinedOutput(); err != nil {
+		t.Fatalf("sbattach --remove: %v\n%s", err, b)
+	}
+	return string(readFile(t, out))
+}
