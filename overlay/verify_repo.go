@@ -106,6 +106,13 @@ func auditUpgradeImage(ctx context.Context, a *schema.Audit, r *repo.Repo, c *Ch
 	} else if sum != u.SHA256 {
 		a.Problem("tampered", "", "line %s: upgrade image %s has sha256 %s, index says %s", l.Name, u.File, sum, u.SHA256)
 	}
+	if b := u.Boot; b != nil {
+		if sum, _, err := repo.HashMember(ctx, r.Store, b.File, b.Size); err != nil {
+			a.Problem("tampered", "", "line %s: boot image %s of upgrade image %s: %v", l.Name, b.File, u.Version, err)
+		} else if sum != b.SHA256 {
+			a.Problem("tampered", "", "line %s: boot image %s of upgrade image %s has sha256 %s, index says %s", l.Name, b.File, u.Version, sum, b.SHA256)
+		}
+	}
 	im, err := r.ImageOf(ctx, l, u, c.Keys)
 	if err != nil {
 		a.Problem("tampered", "", "%v", err)

@@ -456,7 +456,7 @@ grep -qE '^root +dm-verity: kernel-verified, root hash ' <<<"$st" || fail "statu
 power_off
 rc=0
 out=$("$BIN" upgrade --disk "$WORK/sb.img" --image "$BAD" --dry-run 2>&1) || rc=$?
-[ $rc = 3 ] && grep -q 'keeps that key off nodes' <<<"$out" || fail "an upgrade of the Secure Boot disk was not refused (exit $rc): $out"
+[ $rc = 3 ] && grep -q 'strata secure-boot sign-image' <<<"$out" || fail "an upgrade of the Secure Boot disk was not refused (exit $rc): $out"
 # One byte of the signed command line changed: a digit of the root hash.
 esp=$(($(partx -g -o START -n 1 "$WORK/sb.img") * 512))
 MTOOLS_SKIP_CHECK=1 mcopy -n -i "$WORK/sb.img@@$esp" ::/EFI/Linux/strata-1-a.efi "$WORK/sb.efi"

@@ -3,16 +3,19 @@ package upgrade_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/secureboot"
 	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/internal/uki"
 	"github.com/strata-dev/strata/manifests"
+	"github.com/strata-dev/strata/overlay"
 	"github.com/strata-dev/strata/upgrade"
 )
 
@@ -33,7 +36,7 @@ func TestUpgradeDiskSecureBoot(t *testing.T) {
 	next := e.build(t, "up", "1.1.0", "2", e.key)
 
 	before := e.sum(t)
-	if _, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Image: next}); !errors.Is(err, disk.ErrSecureBoot) || !strings.Contains(err.Error(), "keeps that key off nodes") {
+	if _, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Image: next}); !errors.Is(err, disk.ErrSecureBoot) || !strings.Contains(err.Error(), "strata secure-boot sign-image") {
 		t.Fatalf("upgrade without the db key: %v", err)
 	}
 	if e.sum(t) != before {
@@ -143,4 +146,151 @@ func loadSigner(t *testing.T, dir, name string) *secureboot.Signer {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// A disk provisioned for Secure Boot is upgraded without the db key with
+// the new image's boot image, signed for any node of the line: given
+// with the image, or published with it in the repository and fetched by
+// --repo. Root B's entry is the boot image byte for byte, listed for
+// slot B though its command line names no partition. A boot image of
+// another image, or a repository that publishes the image without one,
+// is refused with the disk unchanged; so is a boot image given for a
+// disk that boots plain loader entries.
+func TestUpgradeDiskBootImage(t *testing.T) {
+	testenv.RequireTools(t, []string{"cpio", "sbsign", "sbverify", disk.DefaultStub})
+	ctx := context.Background()
+	signer := loadSigner(t, t.TempDir(), "db")
+	e := newEnvWith(t, disk.Options{Hostname: "up1", SecureBoot: signer})
+	next := e.build(t, "up", "1.1.0", "2", e.key)
+	later := e.build(t, "up", "1.2.0", "3", e.key)
+	boot, err := disk.SignImage(ctx, next, "", nil, signer, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	laterBoot, err := disk.SignImage(ctx, later, "", nil, signer, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	before := e.sum(t)
+	_, err = upgrade.Disk(ctx, e.disk, upgrade.Options{Image: next, BootImage: laterBoot.File})
+	if !errors.Is(err, manifests.ErrBootImage) || !strings.Contains(err.Error(), "strata.verity=["+laterBoot.RootHash+"], want strata.verity="+boot.RootHash) {
+		t.Fatalf("the boot image of another image: %v", err)
+	}
+	if e.sum(t) != before {
+		t.Fatal("the refused boot image changed the disk")
+	}
+
+	rep, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Image: next, BootImage: boot.File})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Entry == nil || rep.Entry.UKI != "/EFI/Linux/strata-2-b+3.efi" || rep.Entry.Slot != manifests.SlotB || rep.Entry.Options != manifests.BootImageCmdline(boot.RootHash) {
+		t.Fatalf("entry %+v", rep.Entry)
+	}
+	if e.espRead(t, rep.Entry.UKI) != string(readBytes(t, boot.File)) {
+		t.Fatal("root B's kernel image is not the boot image")
+	}
+	// Listed for slot B; cancelled, it goes.
+	if _, err := upgrade.CancelDisk(ctx, e.disk, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ukis := e.esp(t, "/EFI/Linux"); strings.Contains(ukis, "strata-2-b") || !strings.Contains(ukis, "strata-1-a.efi") {
+		t.Fatalf("/EFI/Linux after cancel:\n%s", ukis)
+	}
+
+	// From the repository: 1.1.0 published with its boot image is taken
+	// with it; 1.2.0 published without one is refused.
+	if _, err := repo.AddImageBoot(ctx, e.repo, next, laterBoot.File, e.key); !errors.Is(err, manifests.ErrBootImage) {
+		t.Fatalf("publishing 1.1.0 with 1.2.0's boot image: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.repo, "images", "up-1.1.0*")); len(left) > 0 {
+		t.Fatalf("the refused publication left %v", left)
+	}
+	ref, err := repo.AddImageBoot(ctx, e.repo, next, boot.File, e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref.Boot == nil || ref.Boot.File != "images/up-1.1.0.efi" || ref.Boot.SHA256 != boot.SHA256 || ref.Boot.Size != boot.Size {
+		t.Fatalf("published boot image %+v, signed %+v", ref.Boot, boot)
+	}
+	rep, err = upgrade.Disk(ctx, e.disk, upgrade.Options{Repo: e.repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Entry == nil || e.espRead(t, rep.Entry.UKI) != string(readBytes(t, boot.File)) {
+		t.Fatalf("upgrade --repo: entry %+v is not the published boot image", rep.Entry)
+	}
+	if _, err := upgrade.CancelDisk(ctx, e.disk, 0); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := overlay.VerifyRepo(ctx, e.repo, nil); err != nil || !a.OK() {
+		t.Fatalf("verify-sequence --repo with a boot image: %v %+v", err, a)
+	}
+
+	// A boot image changed in the repository: the audit names it, and
+	// the upgrade refuses it before the disk changes.
+	published := filepath.Join(e.repo, ref.Boot.File)
+	good := readBytes(t, published)
+	bad := append([]byte(nil), good...)
+	bad[len(bad)-10] ^= 1
+	if err := os.WriteFile(published, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := overlay.VerifyRepo(ctx, e.repo, nil); err != nil || a.OK() || !strings.Contains(fmt.Sprint(a.Findings), "boot image images/up-1.1.0.efi of upgrade image 1.1.0 has sha256") {
+		t.Fatalf("verify-sequence --repo with a changed boot image: %v %+v", err, a)
+	}
+	before = e.sum(t)
+	if _, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Repo: e.repo}); !errors.Is(err, repo.ErrTampered) {
+		t.Fatalf("upgrade --repo with a changed boot image: %v", err)
+	}
+	if e.sum(t) != before {
+		t.Fatal("the refused boot image changed the disk")
+	}
+	if err := os.WriteFile(published, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := repo.AddImage(ctx, e.repo, later, e.key); err != nil {
+		t.Fatal(err)
+	}
+	before = e.sum(t)
+	for _, dry := range []bool{true, false} {
+		_, err = upgrade.Disk(ctx, e.disk, upgrade.Options{Repo: e.repo, DryRun: dry})
+		if !errors.Is(err, disk.ErrSecureBoot) || !strings.Contains(err.Error(), "publishes image 1.2.0 without its boot image") {
+			t.Fatalf("upgrade --repo (dry run %v) to an image published without a boot image: %v", dry, err)
+		}
+	}
+	if e.sum(t) != before {
+		t.Fatal("the refused upgrade changed the disk")
+	}
+}
+
+// A boot image given for a disk that boots plain loader entries is
+// refused.
+func TestUpgradeDiskBootImagePlainDisk(t *testing.T) {
+	testenv.RequireTools(t, []string{"cpio", "sbsign", "sbverify", disk.DefaultStub})
+	e := newEnv(t)
+	next := e.build(t, "up", "1.1.0", "2", e.key)
+	boot, err := disk.SignImage(context.Background(), next, "", nil, loadSigner(t, t.TempDir(), "db"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.sum(t)
+	_, err = upgrade.Disk(context.Background(), e.disk, upgrade.Options{Image: next, BootImage: boot.File})
+	if !errors.Is(err, disk.ErrSecureBoot) || !strings.Contains(err.Error(), "a boot image beside it would not make the disk boot under Secure Boot") {
+		t.Fatalf("a boot image for a plain disk: %v", err)
+	}
+	if e.sum(t) != before {
+		t.Fatal("the refused upgrade changed the disk")
+	}
+}
+
+func readBytes(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -52,6 +52,13 @@ type Options struct {
 	// Without it such a disk is refused (disk.ErrSecureBoot).
 	SecureBoot *secureboot.Signer
 	Stub       string
+	// BootImage, on a disk provisioned for Secure Boot, is the new
+	// image's boot image (disk.SignImage), signed for any node of the
+	// line where the db key is: the new root boots it, and no key is
+	// needed (see disk.Target.BootWith). With Repo it need not be given:
+	// the one the repository publishes with the image is fetched with
+	// it (repo add-image --boot-image).
+	BootImage string
 	// RotateSecureBoot lets SecureBoot be another key than the one that
 	// signed the kernel image the node runs (a db key rotation: the
 	// machine's db must already hold the new certificate). Without it
@@ -148,8 +155,23 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 	if o.SecureBoot != nil {
 		t.SignWith(o.SecureBoot, o.Stub, o.RotateSecureBoot)
 	}
-	if err := t.CheckUpgradable(ctx); err != nil {
-		return nil, err
+	if o.BootImage != "" {
+		t.BootWith(o.BootImage)
+	}
+	// A disk that boots signed kernel images upgrading from a repository
+	// without the db key takes the boot image published with the image.
+	bootFromRepo := false
+	if o.Repo != "" && o.SecureBoot == nil && o.BootImage == "" {
+		signed, err := t.BootsSigned()
+		if err != nil {
+			return nil, err
+		}
+		bootFromRepo = signed
+	}
+	if !bootFromRepo {
+		if err := t.CheckUpgradable(ctx); err != nil {
+			return nil, err
+		}
 	}
 	nd, err := node.Open(root, node.Options{LockWait: o.LockWait, Progress: o.Progress})
 	if err != nil {
@@ -181,13 +203,27 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 			if o.Progress != nil {
 				o.Progress(fmt.Sprintf("fetching image %s (%s, %d bytes) from %s", ref.Version, ref.File, ref.Size, o.Repo))
 			}
+			if bootFromRepo && ref.Boot == nil {
+				return fmt.Errorf("%s boots kernel images signed for Secure Boot, and %s publishes image %s without its boot image: sign one where the db key is (strata secure-boot sign-image) and publish it with the image (strata repo add-image --boot-image), or upgrade the disk offline with the key (strata upgrade --disk --secure-boot-key): %w",
+					t.Disk, o.Repo, ref.Version, disk.ErrSecureBoot)
+			}
 			if o.DryRun {
 				// A dry run plans from the manifest alone.
 				o.Image, err = repo.FetchManifest(ctx, r, ref, dir)
 				return err
 			}
-			o.Image, err = repo.FetchImageRef(ctx, r, ref, dir)
-			return err
+			if o.Image, err = repo.FetchImageRef(ctx, r, ref, dir); err != nil || !bootFromRepo {
+				return err
+			}
+			if o.Progress != nil {
+				o.Progress(fmt.Sprintf("fetching its boot image (%s, %d bytes)", ref.Boot.File, ref.Boot.Size))
+			}
+			boot, err := repo.FetchBootImage(ctx, r, ref, dir)
+			if err != nil {
+				return err
+			}
+			t.BootWith(boot)
+			return t.CheckUpgradable(ctx)
 		})
 		if err != nil {
 			return nil, err

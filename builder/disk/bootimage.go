@@ -3,6 +3,7 @@ package disk
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/strata-dev/strata/internal/repo"
@@ -86,4 +87,31 @@ func SignImage(ctx context.Context, image, out string, trust *sign.KeySet, s *se
 	}
 	return &BootImage{File: out, Line: im.Manifest.Line, Version: im.Manifest.Version, Kernel: b.kernel, RootHash: b.verity.rootHash,
 		Cmdline: cmdline, Signer: s.Certificate().Subject.String(), SHA256: sum, Size: size}, nil
+}
+
+// copyBootImage copies the boot image at src (a regular file, at most
+// manifests.MaxBootImageSize bytes) to the new file dst.
+func copyBootImage(src, dst string) (err error) {
+	in, err := safefile.OpenFollow(src)
+	if err != nil {
+		return fmt.Errorf("boot image: %w: %w", manifests.ErrBootImage, err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("boot image: %w", err)
+	}
+	defer func() {
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	n, err := io.Copy(out, io.LimitReader(in, manifests.MaxBootImageSize+1))
+	if err != nil {
+		return fmt.Errorf("boot image %s: %w", src, err)
+	}
+	if n > manifests.MaxBootImageSize {
+		return fmt.Errorf("boot image %s is over %d bytes: %w", src, int64(manifests.MaxBootImageSize), manifests.ErrBootImage)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/strata-dev/strata/builder/disk"
@@ -57,21 +58,26 @@ func TestSignImage(t *testing.T) {
 	if info.Cmdline != manifests.BootImageCmdline(res.Verity.RootHash) || b.Cmdline != info.Cmdline {
 		t.Errorf("command line %q, reported %q; want %q", info.Cmdline, b.Cmdline, manifests.BootImageCmdline(res.Verity.RootHash))
 	}
-	if err := uki.CheckBootImage(b.File, res.Verity.RootHash); err != nil {
+	if _, err := uki.CheckBootImage(b.File, res.Verity.RootHash); err != nil {
 		t.Errorf("CheckBootImage: %v", err)
 	}
-	if err := uki.CheckBootImage(b.File, strings.Repeat("0", 64)); !errors.Is(err, manifests.ErrBootImage) {
+	if _, err := uki.CheckBootImage(b.File, strings.Repeat("0", 64)); !errors.Is(err, manifests.ErrBootImage) {
 		t.Errorf("CheckBootImage for another root hash: %v, want ErrBootImage", err)
 	}
 
 	// The same UKI unsigned is refused.
 	unsigned := filepath.Join(dir, "unsigned.efi")
 	must(t, os.WriteFile(unsigned, []byte(espReadUnsigned(t, b.File)), 0o644))
-	if err := uki.CheckBootImage(unsigned, res.Verity.RootHash); !errors.Is(err, manifests.ErrBootImage) || !strings.Contains(err.Error(), "not signed") {
+	if _, err := uki.CheckBootImage(unsigned, res.Verity.RootHash); !errors.Is(err, manifests.ErrBootImage) || !strings.Contains(err.Error(), "not signed") {
 		t.Errorf("CheckBootImage of an unsigned image: %v", err)
 	}
-	if err := uki.CheckBootImage(filepath.Join(dir), res.Verity.RootHash); !errors.Is(err, manifests.ErrBootImage) {
+	if _, err := uki.CheckBootImage(filepath.Join(dir), res.Verity.RootHash); !errors.Is(err, manifests.ErrBootImage) {
 		t.Errorf("CheckBootImage of a directory: %v", err)
+	}
+	fifo := filepath.Join(dir, "fifo.efi")
+	must(t, syscall.Mkfifo(fifo, 0o644))
+	if _, err := uki.CheckBootImage(fifo, res.Verity.RootHash); !errors.Is(err, manifests.ErrBootImage) {
+		t.Errorf("CheckBootImage of a FIFO: %v", err)
 	}
 
 	// No strata in the image: no verified root, no boot image.

@@ -147,6 +147,17 @@ func rootGUID(options string) string {
 	return ""
 }
 
+// rootAuto reports whether options find the root by its hash
+// (strata.root=auto, a boot image's) instead of naming its partition.
+func rootAuto(options string) bool {
+	for _, f := range strings.Fields(options) {
+		if f == verityRootParam+manifests.RootAuto {
+			return true
+		}
+	}
+	return false
+}
+
 // rootOptions are the options that name an entry's root: the partition
 // itself, or, opened through dm-verity, the verified device, the
 // partition below it and the root hash. An image whose initramfs does
@@ -208,6 +219,11 @@ func readEntries(esp espFS, l *Layout) ([]BootEntry, error) {
 	}
 	for i := range out {
 		e, name := &out[i], out[i].File
+		if e.UKI != "" && rootAuto(e.Options) {
+			// A boot image (SignImage) boots whichever root holds its
+			// image: it boots the slot Install named it for.
+			continue
+		}
 		slot := slotOf[rootGUID(e.Options)]
 		switch {
 		case slot == "":

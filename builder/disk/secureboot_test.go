@@ -173,7 +173,7 @@ func TestProvisionSecureBoot(t *testing.T) {
 	if len(es) != 1 || es[0].UKI != r.UKI || es[0].Slot != "a" || es[0].ID != "strata-1-a.efi" || es[0].Options != wantCmdline || es[0].Title != "strata sb 1.0.0" {
 		t.Fatalf("entries: %+v", es)
 	}
-	if _, err := target.Install(ctx, res.Image, nil, 3, nil); !errors.Is(err, disk.ErrSecureBoot) || !strings.Contains(err.Error(), "keeps that key off nodes") {
+	if _, err := target.Install(ctx, res.Image, nil, 3, nil); !errors.Is(err, disk.ErrSecureBoot) || !strings.Contains(err.Error(), "strata secure-boot sign-image") {
 		t.Fatalf("Install on a Secure Boot disk: %v", err)
 	}
 	must(t, target.Close())

@@ -21,6 +21,7 @@ import (
 	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/secureboot"
 	"github.com/strata-dev/strata/internal/tree"
+	"github.com/strata-dev/strata/internal/uki"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -54,6 +55,34 @@ type Target struct {
 	signer           *secureboot.Signer
 	stub             string
 	rotate, signerOK bool
+	// bootImage is the boot image (SignImage) Install writes instead of
+	// signing one (BootWith).
+	bootImage string
+}
+
+// BootWith makes Install write the boot image at p (a unified kernel
+// image signed for any node of the line, see SignImage) as the new
+// root's kernel image, instead of signing one: how a disk that boots
+// signed kernel images is upgraded without the db key, by the node
+// itself. Install checks that it is signed and boots exactly the new
+// image's root hash; the firmware checks its signature at the trial
+// boot, and a signer it does not trust fails that boot (the node falls
+// back).
+func (t *Target) BootWith(p string) { t.bootImage = p }
+
+// BootsSigned reports whether the disk boots kernel images signed for
+// Secure Boot (its entries are UKIs).
+func (t *Target) BootsSigned() (bool, error) {
+	es, err := t.Entries()
+	if err != nil {
+		return false, err
+	}
+	for _, e := range es {
+		if e.UKI != "" {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // SignWith makes Install sign the new root's unified kernel image with
@@ -333,6 +362,23 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 	options := withRoot(active.Options, part.GUID, rootHash)
 	id := fmt.Sprintf("strata-%d-%s", gen, slot)
 	signed := ""
+	if t.bootImage != "" {
+		// Signed already, for any node: it must boot this image.
+		if boot.verity == nil {
+			return nil, fmt.Errorf("image %s has no verity record (or no strata to open its root with): a boot image finds and opens its root by the signed root hash: %w", image, ErrSecureBoot)
+		}
+		// A copy is checked and written: what is checked is what boots.
+		signed = filepath.Join(t.work, "boot-image.efi")
+		if err := copyBootImage(t.bootImage, signed); err != nil {
+			return nil, err
+		}
+		info, err := uki.CheckBootImage(signed, boot.verity.rootHash)
+		if err != nil {
+			return nil, fmt.Errorf("upgrading %s to image %s: %s: %w", t.Disk, image, t.bootImage, err)
+		}
+		options = info.Cmdline
+		progress(fmt.Sprintf("root %s boots %s, the boot image signed for the line (strata.root=auto)", strings.ToUpper(slot), t.bootImage))
+	}
 	if t.signer != nil {
 		// Built and signed before the disk is touched.
 		progress(fmt.Sprintf("signing the unified kernel image of root %s for %s", strings.ToUpper(slot), t.signer.Certificate().Subject))
@@ -391,10 +437,11 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 }
 
 // CheckUpgradable refuses (ErrSecureBoot) a disk that boots signed UKIs
-// when no db key was given (SignWith): the new root's UKI needs it, and
-// strata keeps that key off nodes. With a key it refuses a disk that
-// boots plain loader entries: one signed UKI beside them would not make
-// it boot under Secure Boot; and, unless SignWith was told of a
+// when neither a db key (SignWith) nor a boot image (BootWith) was
+// given: the new root needs a signed UKI. With either it refuses a disk
+// that boots plain loader entries: one signed UKI beside them would not
+// make it boot under Secure Boot; with both, it refuses. Unless SignWith
+// was told of a
 // rotation, a key whose certificate does not verify the UKI of the root
 // the node runs: the machine's firmware may not trust it, and the new
 // root would not boot. It writes nothing.
@@ -403,12 +450,17 @@ func (t *Target) CheckUpgradable(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if t.signer != nil && t.bootImage != "" {
+		return fmt.Errorf("upgrading %s: both a db key to sign the new root's kernel image with and a boot image signed already: give one: %w", t.Disk, ErrSecureBoot)
+	}
 	for _, e := range es {
 		switch {
-		case e.UKI != "" && t.signer == nil:
-			return fmt.Errorf("%s boots %s, a unified kernel image signed for Secure Boot: an upgrade needs the db key to sign the new root's, and strata keeps that key off nodes; upgrade the disk offline on the host that holds the key (strata upgrade --disk --secure-boot-key), or provision the node anew: %w", t.Disk, e.UKI, ErrSecureBoot)
+		case e.UKI != "" && t.signer == nil && t.bootImage == "":
+			return fmt.Errorf("%s boots %s, a unified kernel image signed for Secure Boot: an upgrade needs the new image's boot image, signed where the db key is (strata secure-boot sign-image) and published with it (strata repo add-image --boot-image), or the db key to sign one, which strata keeps off nodes (strata upgrade --disk --secure-boot-key on the host that holds it): %w", t.Disk, e.UKI, ErrSecureBoot)
 		case e.UKI == "" && t.signer != nil:
 			return fmt.Errorf("%s boots %s, a plain loader entry, not a unified kernel image signed for Secure Boot: a signed one beside it would not make the disk boot under Secure Boot; upgrade it without --secure-boot-key, or provision it anew with one: %w", t.Disk, e.File, ErrSecureBoot)
+		case e.UKI == "" && t.bootImage != "":
+			return fmt.Errorf("%s boots %s, a plain loader entry, not a unified kernel image signed for Secure Boot: a boot image beside it would not make the disk boot under Secure Boot; upgrade it without one: %w", t.Disk, e.File, ErrSecureBoot)
 		}
 	}
 	if t.signer == nil || t.rotate || t.signerOK {

@@ -41,9 +41,9 @@ func newRepoCmd(g *globals) *cobra.Command {
 }
 
 func newRepoAddImageCmd(g *globals) *cobra.Command {
-	var image, keyPath string
+	var image, bootImage, keyPath string
 	c := &cobra.Command{
-		Use:   "add-image REPO --image IMAGE.squashfs --key K",
+		Use:   "add-image REPO --image IMAGE.squashfs [--boot-image FILE.efi] --key K",
 		Short: "Publish a later whole image of a line, for nodes to upgrade to",
 		Long: `Publish an image of one of the repository's lines for strata upgrade
 --repo: an image of a newer recipe version than the line's image and its
@@ -53,8 +53,17 @@ nodes at that overlay compact onto (strata upgrade --compact --repo). The
 image must be signed by a key the line trusts at its head and trust the
 key that signs the index. The line's own image and its overlays do not
 change: the sequence goes on, and nodes that upgrade keep their place in
-it.`,
+it.
+
+--boot-image publishes the image's boot image with it (strata secure-boot
+sign-image: a unified kernel image signed for Secure Boot that boots it
+on any node of the line), as images/LINE-VERSION.efi, which the index
+names with its size and SHA-256. Nodes that boot signed kernel images
+upgrade themselves with it (strata upgrade --repo). It must be signed
+and boot exactly the image's signed root hash.`,
 		Example: `  strata repo add-image repo/ --image out/base-1.1.0.squashfs --key ci.key
+  strata secure-boot sign-image --image out/base-1.2.0.squashfs --secure-boot-key db.key --secure-boot-cert db.crt
+  strata repo add-image repo/ --image out/base-1.2.0.squashfs --boot-image out/base-1.2.0.efi --key ci.key
   strata regenerate --repo repo/ --out out/ --key ci.key
   strata repo add-image repo/ --image out/base-1.0.0+head.1.0.7.squashfs --key ci.key`,
 		Args: args(cobra.ExactArgs(1)),
@@ -63,7 +72,7 @@ it.`,
 			if err != nil {
 				return err
 			}
-			ref, err := repo.AddImage(c.Context(), a[0], image, key)
+			ref, err := repo.AddImageBoot(c.Context(), a[0], image, bootImage, key)
 			if err != nil {
 				return err
 			}
@@ -73,10 +82,14 @@ it.`,
 					what = "regenerated image " + ref.Version + " (through " + ref.Head.Version + ")"
 				}
 				fmt.Fprintf(w, "repository %s: %s published as %s (%s)\n", a[0], what, ref.File, ref.Digest)
+				if ref.Boot != nil {
+					fmt.Fprintf(w, "  boot image %s (%d bytes, sha256 %s)\n", ref.Boot.File, ref.Boot.Size, ref.Boot.SHA256)
+				}
 			})
 		},
 	}
 	imageVar(c.Flags(), &image, "the image (.squashfs with its signed .image.json beside it)")
+	c.Flags().StringVar(&bootImage, "boot-image", "", "the image's boot image (strata secure-boot sign-image), published with it")
 	c.Flags().StringVar(&keyPath, "key", "", "key that signs the index")
 	required(c, "image", "key")
 	return c

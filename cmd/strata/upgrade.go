@@ -19,7 +19,7 @@ func newUpgradeCmd(g *globals) *cobra.Command {
 	var settle time.Duration
 	o := upgrade.Options{}
 	c := &cobra.Command{
-		Use:   "upgrade (--root / | --disk DISK [--secure-boot-key K --secure-boot-cert C]) (--image IMAGE.squashfs | --repo REPO) [--drop-layers] [--compact] [--dry-run]",
+		Use:   "upgrade (--root / | --disk DISK [--secure-boot-key K --secure-boot-cert C]) (--image IMAGE.squashfs [--boot-image FILE.efi] | --repo REPO) [--drop-layers] [--compact] [--dry-run]",
 		Short: "Switch a disk node to a whole new image (A/B, boot counting, fallback)",
 		Long: `Write a new image of the node's line to the root partition the node does not
 run (A or B) and add a boot entry for it with boot counting, so that the
@@ -52,17 +52,24 @@ that fails, or never gets healthy, uses up a try; after --tries of them the
 firmware boots the old root again, whose activation records the failed
 upgrade (strata status shows it).
 
---disk does the same to a disk image that is not running. A disk
-provisioned for Secure Boot (provision --secure-boot-key) boots signed
-unified kernel images: only --disk upgrades it, with the same db key and
-certificate (--secure-boot-key, --secure-boot-cert) on the host that
-holds them, which sign the new root's image (strata-GEN-SLOT+TRIES.efi in
-/EFI/Linux, counted and blessed as a loader entry is). The key must be the
-one whose certificate signed the kernel image the node runs, which the
-machine's firmware is known to trust; another is refused before anything
-is written, unless --secure-boot-rotate says the firmware's db already
-holds its certificate (a db key rotation). A node does not upgrade itself
-under Secure Boot: the key stays off nodes.
+--disk does the same to a disk image that is not running.
+
+A disk provisioned for Secure Boot (provision --secure-boot-key) boots
+signed unified kernel images, and its new root needs one
+(strata-GEN-SLOT+TRIES.efi in /EFI/Linux, counted and blessed as a
+loader entry is). A node upgrades itself with the new image's boot
+image: signed for any node of the line where the db key is (strata
+secure-boot sign-image), published with the image (strata repo
+add-image --boot-image) and taken with it by --repo, or given with
+--boot-image for --image. It must be signed and boot exactly the new
+image's root hash; the firmware checks its signer at the trial boot.
+Or, with --disk, on the host that holds them, the db key and certificate
+(--secure-boot-key, --secure-boot-cert) sign one for the new root. The
+key must be the one whose certificate signed the kernel image the node
+runs, which the machine's firmware is known to trust; another is refused
+before anything is written, unless --secure-boot-rotate says the
+firmware's db already holds its certificate (a db key rotation). The key
+never goes to nodes.
 
 --cancel
 removes a staged upgrade that has not booted yet. --confirm is what the
@@ -76,6 +83,7 @@ nothing.`,
   strata upgrade --root / --image out/base-1.0.0+head.1.0.5.squashfs --compact
   strata upgrade --disk node.img --image out/base-1.1.0.squashfs --drop-layers
   strata upgrade --disk node.img --repo /srv/repo --secure-boot-key db.key --secure-boot-cert db.crt
+  strata upgrade --root / --image out/base-1.1.0.squashfs --boot-image out/base-1.1.0.efi
   strata upgrade --root / --cancel
   strata upgrade --root / --confirm --settle 5m`,
 		Args: args(cobra.NoArgs),
@@ -111,7 +119,10 @@ nothing.`,
 				return usageError{fmt.Errorf("--compact folds every layer into the image; --drop-layers does not apply")}
 			}
 			if sb.given(c) && diskPath == "" {
-				return usageError{fmt.Errorf("--secure-boot-key, --secure-boot-cert and --efi-stub are for --disk, on the host that holds the key: a node does not upgrade itself under Secure Boot")}
+				return usageError{fmt.Errorf("--secure-boot-key, --secure-boot-cert and --efi-stub are for --disk, on the host that holds the key: a node upgrades itself with the image's boot image (strata secure-boot sign-image; --boot-image, or published with the image for --repo)")}
+			}
+			if o.BootImage != "" && (o.Image == "" || sb.given(c)) {
+				return usageError{fmt.Errorf("--boot-image goes with --image, without --secure-boot-key (--repo takes the one published with the image)")}
 			}
 			signer, err := sb.signer(c)
 			if err != nil {
@@ -145,6 +156,7 @@ nothing.`,
 	f.StringVar(&diskPath, "disk", "", "a provisioned disk image that is not running")
 	imageVar(f, &o.Image, "the image (.squashfs; its signed .image.json beside it)")
 	f.StringVar(&o.Repo, "repo", "", "take the image from this repository (directory or URL)")
+	f.StringVar(&o.BootImage, "boot-image", "", "with --image, on a disk that boots signed kernel images: the image's boot image (strata secure-boot sign-image)")
 	f.BoolVar(&o.DropLayers, "drop-layers", false, "take off the layers the image cannot carry instead of refusing")
 	f.BoolVar(&o.Compact, "compact", false, "switch to the regenerated image of the node's head (no layers)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "verify and show the plan; write no image or boot entry")

@@ -132,6 +132,24 @@ func FetchImageRef(ctx context.Context, r *Repo, ref manifests.ImageRef, dir str
 	return dst, nil
 }
 
+// FetchBootImage copies the boot image the index names for image ref
+// into dir, beside where FetchImageRef puts the image
+// (BootImagePath), checked against the index's size and SHA-256 as it is
+// copied; ErrNoBootImage when the index names none.
+func FetchBootImage(ctx context.Context, r *Repo, ref manifests.ImageRef, dir string) (string, error) {
+	if ref.Boot == nil {
+		return "", fmt.Errorf("image %s %s: %w", ref.Version, ref.File, ErrNoBootImage)
+	}
+	dst := BootImagePath(filepath.Join(dir, path.Base(ref.File)))
+	if err := copyMember(ctx, r.Store, ref.Boot.File, ref.Boot.Size, ref.Boot.SHA256, dst); err != nil {
+		return "", err
+	}
+	return dst, nil
+}
+
+// ErrNoBootImage reports an image published without a boot image.
+var ErrNoBootImage = errors.New("the repository publishes no boot image (a kernel image signed for Secure Boot) with it")
+
 // FetchManifest copies only the signed manifest of image ref into dir,
 // checked against the index's digest, and returns the path the image
 // would have there (for the commands that read the manifest beside an

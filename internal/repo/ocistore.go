@@ -323,6 +323,9 @@ func Push(ctx context.Context, dir, ref string, progress func(string)) (ocispec.
 			} else if there {
 				members = append(members, pushed{name: vp, size: -1}, pushed{name: SigPath(vp), size: -1})
 			}
+			if b := im.Boot; b != nil {
+				members = append(members, pushed{name: b.File, size: b.Size, sum: b.SHA256})
+			}
 		}
 		for _, ov := range l.Overlays {
 			members = append(members, pushed{name: ov.File, size: ov.Size, sum: ov.SHA256})

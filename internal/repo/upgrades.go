@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/uki"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -21,6 +22,17 @@ import (
 // the line trusts at its head and trust key, which signs the new index.
 // Nothing is written before every check holds.
 func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests.ImageRef, error) {
+	return AddImageBoot(ctx, dir, image, "", key)
+}
+
+// AddImageBoot is AddImage that also publishes bootImage ("": none), the
+// image's boot image (a unified kernel image signed for Secure Boot that
+// boots it on any node of the line, see manifests.BootImageCmdline), as
+// images/LINE-VERSION.efi, named by the image's index entry: nodes that
+// boot signed kernel images upgrade themselves with it. It must be a
+// signed UKI whose command line boots exactly the image's signed root
+// hash; whether the firmware trusts its signer is the firmware's to say.
+func AddImageBoot(ctx context.Context, dir, image, bootImage string, key *sign.Key) (*manifests.ImageRef, error) {
 	if IsURL(dir) {
 		return nil, fmt.Errorf("adding image to repository %s: %w", dir, ErrRemote)
 	}
@@ -74,6 +86,10 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 	ref.File = path.Join("images", fmt.Sprintf("%s-%s.squashfs", m.Line, m.Version))
 	mp := ManifestPath(ref.File)
 	written := []string{ref.File, mp, SigPath(mp), VerityPath(ref.File), SigPath(VerityPath(ref.File))}
+	if bootImage != "" {
+		ref.Boot = &manifests.BootImageRef{File: BootImagePath(ref.File)}
+		written = append(written, ref.Boot.File)
+	}
 	st := Dir(dir)
 	for _, f := range written {
 		if there, err := Exists(ctx, st, f); err != nil {
@@ -90,11 +106,22 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 	if err != nil {
 		return nil, err
 	}
+	if bootImage != "" {
+		if vd == nil {
+			return nil, fmt.Errorf("adding image %s with boot image %s: the image has no verity record, and a boot image finds and opens its root by the signed root hash: %w", image, bootImage, manifests.ErrBootImage)
+		}
+		if _, err := uki.CheckBootImage(bootImage, vd.Verity.RootHash); err != nil {
+			return nil, fmt.Errorf("adding image %s %s: %w", m.Line, m.Version, err)
+		}
+	}
 	// The index as it will be, checked before a file is written (the
 	// squashfs's size and hash are filled in once it is copied).
 	l.Upgrades = append(l.Upgrades, ref)
 	probe := ref
 	probe.SHA256, probe.Size = strings.Repeat("0", 64), 1
+	if ref.Boot != nil {
+		probe.Boot = &manifests.BootImageRef{File: ref.Boot.File, SHA256: probe.SHA256, Size: 1}
+	}
 	l.Upgrades[len(l.Upgrades)-1] = probe
 	if err := r.Index.Validate(); err != nil {
 		return nil, fmt.Errorf("adding image %s: %w", image, err)
@@ -119,6 +146,14 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 	}
 	if err := putVerity(ctx, st, ref.File, vd); err != nil {
 		return nil, err
+	}
+	if ref.Boot != nil {
+		if ref.Boot.SHA256, ref.Boot.Size, err = putFile(ctx, st, ref.Boot.File, bootImage); err != nil {
+			return nil, err
+		}
+		if ref.Boot.Size > manifests.MaxBootImageSize {
+			return nil, fmt.Errorf("adding image %s: boot image %s is %d bytes (at most %d): %w", image, bootImage, ref.Boot.Size, int64(manifests.MaxBootImageSize), manifests.ErrBootImage)
+		}
 	}
 	l.Upgrades[len(l.Upgrades)-1] = ref
 	if err := r.Save(ctx, key); err != nil {
