@@ -211,7 +211,7 @@ func TestUpgradeDiskBootImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ref.Boot == nil || ref.Boot.File != "images/up-1.1.0.efi" || ref.Boot.SHA256 != boot.SHA256 || ref.Boot.Size != boot.Size {
+	if ref.Boot == nil || ref.Boot.File != "images/up-1.1.0."+boot.SHA256[:16]+".efi" || ref.Boot.SHA256 != boot.SHA256 || ref.Boot.Size != boot.Size {
 		t.Fatalf("published boot image %+v, signed %+v", ref.Boot, boot)
 	}
 	rep, err = upgrade.Disk(ctx, e.disk, upgrade.Options{Repo: e.repo})
@@ -237,7 +237,7 @@ func TestUpgradeDiskBootImage(t *testing.T) {
 	if err := os.WriteFile(published, bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := overlay.VerifyRepo(ctx, e.repo, nil); err != nil || a.OK() || !strings.Contains(fmt.Sprint(a.Findings), "boot image images/up-1.1.0.efi of upgrade image 1.1.0 has sha256") {
+	if a, err := overlay.VerifyRepo(ctx, e.repo, nil); err != nil || a.OK() || !strings.Contains(fmt.Sprint(a.Findings), "boot image "+ref.Boot.File+" of upgrade image 1.1.0 has sha256") {
 		t.Fatalf("verify-sequence --repo with a changed boot image: %v %+v", err, a)
 	}
 	before = e.sum(t)
@@ -263,6 +263,31 @@ func TestUpgradeDiskBootImage(t *testing.T) {
 	}
 	if e.sum(t) != before {
 		t.Fatal("the refused upgrade changed the disk")
+	}
+
+	// 1.2.0's boot image published afterwards; 1.1.0's replaced (a db key
+	// rotation re-signs them): the index names the new file, the old one
+	// goes, nothing else changes.
+	if ref, err = repo.AddImageBoot(ctx, e.repo, later, laterBoot.File, e.key); err != nil || ref.Boot == nil || ref.Boot.SHA256 != laterBoot.SHA256 {
+		t.Fatalf("publishing 1.2.0's boot image afterwards: %+v, %v", ref, err)
+	}
+	rotated, err := disk.SignImage(ctx, next, filepath.Join(t.TempDir(), "rotated.efi"), nil, loadSigner(t, t.TempDir(), "db2"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldFile := filepath.Join(e.repo, "images/up-1.1.0."+boot.SHA256[:16]+".efi")
+	if ref, err = repo.AddImageBoot(ctx, e.repo, next, rotated.File, e.key); err != nil || ref.Boot == nil || ref.Boot.SHA256 != rotated.SHA256 || ref.Version != "1.1.0" {
+		t.Fatalf("replacing 1.1.0's boot image: %+v, %v", ref, err)
+	}
+	if _, err := os.Stat(oldFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the replaced boot image %s is still there: %v", oldFile, err)
+	}
+	if a, err := overlay.VerifyRepo(ctx, e.repo, nil); err != nil || !a.OK() {
+		t.Fatalf("verify-sequence --repo after the boot images changed: %v %+v", err, a)
+	}
+	rep, err = upgrade.Disk(ctx, e.disk, upgrade.Options{Repo: e.repo})
+	if err != nil || rep.Entry == nil || e.espRead(t, rep.Entry.UKI) != string(readBytes(t, laterBoot.File)) {
+		t.Fatalf("upgrade --repo to 1.2.0 with its boot image: %+v, %v", rep, err)
 	}
 }
 

@@ -57,10 +57,12 @@ it.
 
 --boot-image publishes the image's boot image with it (strata secure-boot
 sign-image: a unified kernel image signed for Secure Boot that boots it
-on any node of the line), as images/LINE-VERSION.efi, which the index
+on any node of the line), as images/LINE-VERSION.SHA.efi, which the index
 names with its size and SHA-256. Nodes that boot signed kernel images
 upgrade themselves with it (strata upgrade --repo). It must be signed
-and boot exactly the image's signed root hash.`,
+and boot exactly the image's signed root hash. For an image published
+already, --boot-image publishes or replaces its boot image alone (after
+a db key rotation, say).`,
 		Example: `  strata repo add-image repo/ --image out/base-1.1.0.squashfs --key ci.key
   strata secure-boot sign-image --image out/base-1.2.0.squashfs --secure-boot-key db.key --secure-boot-cert db.crt
   strata repo add-image repo/ --image out/base-1.2.0.squashfs --boot-image out/base-1.2.0.efi --key ci.key

@@ -10,7 +10,6 @@ import (
 
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
-	"github.com/strata-dev/strata/internal/uki"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -28,10 +27,15 @@ func AddImage(ctx context.Context, dir, image string, key *sign.Key) (*manifests
 // AddImageBoot is AddImage that also publishes bootImage ("": none), the
 // image's boot image (a unified kernel image signed for Secure Boot that
 // boots it on any node of the line, see manifests.BootImageCmdline), as
-// images/LINE-VERSION.efi, named by the image's index entry: nodes that
-// boot signed kernel images upgrade themselves with it. It must be a
-// signed UKI whose command line boots exactly the image's signed root
-// hash; whether the firmware trusts its signer is the firmware's to say.
+// images/LINE-VERSION.SHA.efi (SHA: the first 16 hex digits of its
+// SHA-256), named by the image's index entry: nodes that boot signed
+// kernel images upgrade themselves with it. It must be a signed UKI whose
+// command line boots exactly the image's signed root hash; whether the
+// firmware trusts its signer is the firmware's to say.
+//
+// For an image the line publishes already, it publishes (or replaces:
+// after a db key rotation, say) that image's boot image, and nothing
+// else changes; a replaced file is removed once the new index is saved.
 func AddImageBoot(ctx context.Context, dir, image, bootImage string, key *sign.Key) (*manifests.ImageRef, error) {
 	if IsURL(dir) {
 		return nil, fmt.Errorf("adding image to repository %s: %w", dir, ErrRemote)
@@ -79,6 +83,21 @@ func AddImageBoot(ctx context.Context, dir, image, bootImage string, key *sign.K
 		return nil, fmt.Errorf("adding image %s: it does not trust signing key %s: nodes that upgrade to it could not verify this repository: %w", image, key.ID(), sign.ErrBadSignature)
 	}
 	m = im.Manifest
+	var boot *checkedBoot
+	var vd *VerityDoc
+	if bootImage != "" {
+		if vd, err = checkVerity(ctx, image, im, keys); err != nil {
+			return nil, err
+		}
+		if boot, err = checkBootImage(image, im, vd, bootImage); err != nil {
+			return nil, err
+		}
+		for i := range l.Upgrades {
+			if l.Upgrades[i].Digest == im.Digest {
+				return setBootImage(ctx, r, dir, m, &l.Upgrades[i], boot, key)
+			}
+		}
+	}
 	ref := manifests.ImageRef{Version: m.Version, Digest: im.Digest}
 	if err := checkUpgrade(l, m, &ref); err != nil {
 		return nil, fmt.Errorf("adding image %s to line %s: %w", image, l.Name, err)
@@ -86,8 +105,8 @@ func AddImageBoot(ctx context.Context, dir, image, bootImage string, key *sign.K
 	ref.File = path.Join("images", fmt.Sprintf("%s-%s.squashfs", m.Line, m.Version))
 	mp := ManifestPath(ref.File)
 	written := []string{ref.File, mp, SigPath(mp), VerityPath(ref.File), SigPath(VerityPath(ref.File))}
-	if bootImage != "" {
-		ref.Boot = &manifests.BootImageRef{File: BootImagePath(ref.File)}
+	if boot != nil {
+		ref.Boot = boot.ref(m)
 		written = append(written, ref.Boot.File)
 	}
 	st := Dir(dir)
@@ -102,16 +121,9 @@ func AddImageBoot(ctx context.Context, dir, image, bootImage string, key *sign.K
 	if err != nil {
 		return nil, fmt.Errorf("adding image %s: %w", image, err)
 	}
-	vd, err := checkVerity(ctx, image, im, keys)
-	if err != nil {
-		return nil, err
-	}
-	if bootImage != "" {
-		if vd == nil {
-			return nil, fmt.Errorf("adding image %s with boot image %s: the image has no verity record, and a boot image finds and opens its root by the signed root hash: %w", image, bootImage, manifests.ErrBootImage)
-		}
-		if _, err := uki.CheckBootImage(bootImage, vd.Verity.RootHash); err != nil {
-			return nil, fmt.Errorf("adding image %s %s: %w", m.Line, m.Version, err)
+	if boot == nil {
+		if vd, err = checkVerity(ctx, image, im, keys); err != nil {
+			return nil, err
 		}
 	}
 	// The index as it will be, checked before a file is written (the
@@ -119,9 +131,6 @@ func AddImageBoot(ctx context.Context, dir, image, bootImage string, key *sign.K
 	l.Upgrades = append(l.Upgrades, ref)
 	probe := ref
 	probe.SHA256, probe.Size = strings.Repeat("0", 64), 1
-	if ref.Boot != nil {
-		probe.Boot = &manifests.BootImageRef{File: ref.Boot.File, SHA256: probe.SHA256, Size: 1}
-	}
 	l.Upgrades[len(l.Upgrades)-1] = probe
 	if err := r.Index.Validate(); err != nil {
 		return nil, fmt.Errorf("adding image %s: %w", image, err)
@@ -147,12 +156,9 @@ func AddImageBoot(ctx context.Context, dir, image, bootImage string, key *sign.K
 	if err := putVerity(ctx, st, ref.File, vd); err != nil {
 		return nil, err
 	}
-	if ref.Boot != nil {
-		if ref.Boot.SHA256, ref.Boot.Size, err = putFile(ctx, st, ref.Boot.File, bootImage); err != nil {
+	if boot != nil {
+		if err := boot.put(ctx, st, ref.Boot); err != nil {
 			return nil, err
-		}
-		if ref.Boot.Size > manifests.MaxBootImageSize {
-			return nil, fmt.Errorf("adding image %s: boot image %s is %d bytes (at most %d): %w", image, bootImage, ref.Boot.Size, int64(manifests.MaxBootImageSize), manifests.ErrBootImage)
 		}
 	}
 	l.Upgrades[len(l.Upgrades)-1] = ref
