@@ -75,8 +75,14 @@
 #     try: root B's kernel image signed for it) and one byte of root B
 #     changed: the firmware runs B's signed image, dm-verity refuses the
 #     root, root A boots, records the failed upgrade and `strata status`
-#     says why. Upgraded again with the key, root B boots under Secure
-#     Boot, is confirmed and its kernel image blessed.
+#     says why. Then the node upgrades itself, with no key on it: 1.1.0's
+#     boot image, signed on the host (`secure-boot sign-image`:
+#     strata.root=auto, no partition, no host name) and published with
+#     the image (`repo add-image --boot-image`), is taken over HTTP
+#     (`strata serve`) by `upgrade --root / --repo`; root B boots it under
+#     Secure Boot (the initramfs finds root B by its root hash), is
+#     confirmed, its kernel image blessed, and the host name comes from
+#     the state partition.
 #
 #   scripts/boot-test.sh [STRATA_BIN]
 #
@@ -94,7 +100,17 @@ WORK=${BOOT_WORK:-$(mktemp -d /tmp/strata-boot.XXXXXX)}
 mkdir -p "$WORK"
 . "$ROOT/scripts/boot-lib.sh"
 boot_deps
-trap stop_qemu EXIT
+# The repository served over HTTP (strata serve), for the Secure Boot
+# node's own upgrade: the node reaches it at 10.0.2.2 (qemu's user
+# network maps it to the host's loopback).
+SERVE_PID=
+stop_serve() {
+	[ -n "$SERVE_PID" ] || return 0
+	kill "$SERVE_PID" 2>/dev/null
+	wait "$SERVE_PID" 2>/dev/null
+	SERVE_PID=
+}
+trap 'stop_qemu; stop_serve' EXIT
 RECIPE=$ROOT/images/debian-bootable/recipe.yaml
 
 # variant VERSION FILE: the recipe at VERSION, with the steps in FILE
@@ -432,7 +448,7 @@ on_node strata verify-sequence --root / --files || fail "verify-sequence --files
 t6=$(date +%s)
 stop_qemu
 
-echo "== 6. Secure Boot: a disk signed with the test's db key boots with Secure Boot enforcing; its kernel image with one byte of the command line or of the kernel changed is refused by the firmware; upgraded with the key, its root B with one byte changed fails dm-verity and root A boots; upgraded again, root B boots"
+echo "== 6. Secure Boot: a disk signed with the test's db key boots with Secure Boot enforcing; its kernel image with one byte of the command line or of the kernel changed is refused by the firmware; upgraded with the key, its root B with one byte changed fails dm-verity and root A boots; the node upgrades itself with the published boot image, and root B boots"
 # The test's own Platform Key, KEK and db, enrolled into a copy of OVMF's
 # empty variable store (no Microsoft keys).
 for k in pk kek db; do
@@ -506,20 +522,44 @@ ssh_up
 st=$(on_node strata status --root /)
 grep -q '^failed    upgrade to image 1.1.0 .*its boot was refused: root /dev/.*data block 0 is corrupted' <<<"$st" ||
 	fail "status on the signed node does not say why root B was refused: $st"
-power_off
-# Upgraded again with the key, root B rewritten: its trial boot under
-# Secure Boot is confirmed and its kernel image blessed.
-out=$("$BIN" upgrade --disk "$WORK/sb.img" --repo "$REPO" --tries 1 --secure-boot-key "$WORK/sb-db.key" --secure-boot-cert "$WORK/sb-db.crt")
-grep -q 'boot entry strata-3-b+1.efi (1 tries)' <<<"$out" || fail "the second signed upgrade of the Secure Boot disk: $out"
-boot_sb "$WORK/sb-vars.fd" "$WORK/sb.img"
-wait_for "the signed upgrade's trial boot" 'Secure boot enabled' 'trial boot of image 1.1.0' \
+# The node upgrades itself, with no key on it: 1.1.0's boot image is
+# signed with the db key on the host, as CI would (secure-boot
+# sign-image: strata.root=auto, no partition, no host name), published
+# with the image already in the repository (repo add-image --boot-image),
+# which strata serve serves over HTTP; upgrade --repo on the node takes
+# the image and the boot image. Its trial boot under Secure Boot finds
+# root B by the root hash, is confirmed and its kernel image blessed, and
+# the host name comes from the state partition's identity.
+V110=$(ls "$WORK"/ship/v1.1.0/*.squashfs)
+"$BIN" secure-boot sign-image --image "$V110" --secure-boot-key "$WORK/sb-db.key" --secure-boot-cert "$WORK/sb-db.crt" --out "$WORK/sb-1.1.0.efi" >/dev/null
+out=$("$BIN" repo add-image "$REPO" --image "$V110" --boot-image "$WORK/sb-1.1.0.efi" --key "$WORK/k.key")
+grep -q '^  boot image images/debian-bootable-1.1.0\.[0-9a-f]*\.efi ' <<<"$out" || fail "repo add-image --boot-image: $out"
+SSH_PORT_SAVED=$SSH_PORT
+free_port
+SERVE_PORT=$SSH_PORT SSH_PORT=$SSH_PORT_SAVED
+"$BIN" serve "$REPO" --listen "127.0.0.1:$SERVE_PORT" >"$WORK/serve.log" 2>&1 &
+SERVE_PID=$!
+out=$(on_node strata upgrade --root / --repo "http://10.0.2.2:$SERVE_PORT" --tries 1) ||
+	fail "the Secure Boot node's own upgrade: $out $(cat "$WORK/serve.log")"
+echo "$out"
+grep -q 'image 1.0.0 -> 1.1.0' <<<"$out" && grep -q 'boot entry strata-3-b+1.efi (1 tries)' <<<"$out" ||
+	fail "the Secure Boot node's own upgrade: $out"
+stop_serve
+[ "$(on_node sha256sum /efi/EFI/Linux/strata-3-b+1.efi | cut -d' ' -f1)" = "$(sha256sum "$WORK/sb-1.1.0.efi" | cut -d' ' -f1)" ] ||
+	fail "root B's kernel image on the ESP is not the published boot image"
+mark
+on_node systemctl reboot || true
+wait_for "the self-upgraded node's trial boot" 'Secure boot enabled' \
+	'opened as /dev/mapper/strata-root: dm-verity, image debian-bootable-1.1.0' 'trial boot of image 1.1.0' \
 	'upgrade to image 1.1.0 confirmed: node / healthy, at 1.0.4' 'STRATA-UPGRADE-CHECK release=1.1.0 etc=[layer 1.0.4] stacks=2 root=rootB dm=verity'
-no_failure "the signed upgrade's boot"
+no_failure "the self-upgraded node's boot"
 ssh_up
 blessed strata-3-b.efi /efi/EFI/Linux
 st=$(on_node strata status --root /)
 grep -q '^running   image 1.1.0 on root B ' <<<"$st" && grep -qE '^root +dm-verity: kernel-verified, root hash ' <<<"$st" ||
-	fail "status after the signed upgrade: $st"
+	fail "status after the self-upgrade: $st"
+on_node cat /proc/cmdline | grep -q 'strata.root=auto' || fail "root B did not boot the boot image: $(on_node cat /proc/cmdline)"
+[ "$(on_node hostname)" = strata-sb ] || fail "the self-upgraded node's host name is $(on_node hostname), not strata-sb"
 power_off
 t7=$(date +%s)
 
@@ -528,5 +568,5 @@ secs() { tr ' ' '\n' <<<"$1" | awk '/ms$/ { t += substr($0, 1, length - 2) / 100
 bv=$(secs "${BOOT_VERIFIED##*= }") bp=$(secs "${BOOT_PLAIN##*= }")
 echo "== boot to the default target, first boot (systemd-analyze): verified disk ${bv}s, unverified disk ${bp}s, $(awk -v a="$bv" -v b="$bp" 'BEGIN { printf "%.2f", a / b }')x"
 echo "== timings: builds $((t1 - t0))s, disks $((t2 - t1))s, boot-time disks $((t20 - t2))s, failed trial and fallback $((t3 - t20))s, upgrade $((t4 - t3))s, changed root refused $((t45 - t4))s, compaction and rollout $((t5 - t45))s, changed layer refused and repaired $((t6 - t5))s, Secure Boot $((t7 - t6))s"
-echo "PASS: a verified and an unverified disk booted (timed); up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image kernel-verified, with one byte changed refused by dm-verity on read, named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity; a disk signed for Secure Boot booted with it enforcing, with one byte of its command line or of its kernel changed was refused by the firmware, and upgraded offline with the db key, its root B with one byte changed failed dm-verity and root A booted and recorded why; upgraded again, root B booted under Secure Boot, confirmed and blessed"
+echo "PASS: a verified and an unverified disk booted (timed); up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image kernel-verified, with one byte changed refused by dm-verity on read, named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity; a disk signed for Secure Boot booted with it enforcing, with one byte of its command line or of its kernel changed was refused by the firmware, and upgraded offline with the db key, its root B with one byte changed failed dm-verity and root A booted and recorded why; then the node upgraded itself over HTTP with the boot image signed for the line, and root B booted it under Secure Boot, confirmed and blessed, with its own host name"
 [ -n "${BOOT_WORK:-}" ] || rm -rf "$WORK"
