@@ -153,9 +153,10 @@ func loadSigner(t *testing.T, dir, name string) *secureboot.Signer {
 // with the image, or published with it in the repository and fetched by
 // --repo. Root B's entry is the boot image byte for byte, listed for
 // slot B though its command line names no partition. A boot image of
-// another image, or a repository that publishes the image without one,
-// is refused with the disk unchanged; so is a boot image given for a
-// disk that boots plain loader entries.
+// another image, one changed in the repository, one signed by another
+// key than the running kernel image (unless a rotation says so), or a
+// repository that publishes the image without one, is refused with the
+// disk unchanged.
 func TestUpgradeDiskBootImage(t *testing.T) {
 	testenv.RequireTools(t, []string{"cpio", "sbsign", "sbverify", disk.DefaultStub})
 	ctx := context.Background()
@@ -273,6 +274,22 @@ func TestUpgradeDiskBootImage(t *testing.T) {
 	}
 	rotated, err := disk.SignImage(ctx, next, filepath.Join(t.TempDir(), "rotated.efi"), nil, loadSigner(t, t.TempDir(), "db2"), "")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// Signed by a key the running kernel image's signer is not: refused,
+	// unless a db key rotation says the firmware trusts both.
+	before = e.sum(t)
+	_, err = upgrade.Disk(ctx, e.disk, upgrade.Options{Image: next, BootImage: rotated.File})
+	if !errors.Is(err, disk.ErrSecureBoot) || !strings.Contains(err.Error(), "is signed by CN=strata test db2") || !strings.Contains(err.Error(), "--secure-boot-rotate") {
+		t.Fatalf("a boot image signed by another key: %v", err)
+	}
+	if e.sum(t) != before {
+		t.Fatal("the boot image refused for its signer changed the disk")
+	}
+	if _, err = upgrade.Disk(ctx, e.disk, upgrade.Options{Image: next, BootImage: rotated.File, RotateSecureBoot: true}); err != nil {
+		t.Fatalf("a boot image signed by the rotated key: %v", err)
+	}
+	if _, err := upgrade.CancelDisk(ctx, e.disk, 0); err != nil {
 		t.Fatal(err)
 	}
 	oldFile := filepath.Join(e.repo, "images/up-1.1.0."+boot.SHA256[:16]+".efi")

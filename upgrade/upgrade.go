@@ -59,10 +59,10 @@ type Options struct {
 	// the one the repository publishes with the image is fetched with
 	// it (repo add-image --boot-image).
 	BootImage string
-	// RotateSecureBoot lets SecureBoot be another key than the one that
-	// signed the kernel image the node runs (a db key rotation: the
-	// machine's db must already hold the new certificate). Without it
-	// such a key is refused (disk.ErrSecureBoot).
+	// RotateSecureBoot lets SecureBoot, or the signer of the boot image,
+	// be another key than the one that signed the kernel image the node
+	// runs (a db key rotation: the machine's db must already hold the new
+	// certificate). Without it such a key is refused (disk.ErrSecureBoot).
 	RotateSecureBoot bool
 }
 
@@ -156,7 +156,7 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 		t.SignWith(o.SecureBoot, o.Stub, o.RotateSecureBoot)
 	}
 	if o.BootImage != "" {
-		t.BootWith(o.BootImage)
+		t.BootWith(o.BootImage, o.RotateSecureBoot)
 	}
 	// A disk that boots signed kernel images upgrading from a repository
 	// without the db key takes the boot image published with the image.
@@ -222,7 +222,7 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 			if err != nil {
 				return err
 			}
-			t.BootWith(boot)
+			t.BootWith(boot, o.RotateSecureBoot)
 			return t.CheckUpgradable(ctx)
 		})
 		if err != nil {

@@ -3,6 +3,7 @@ package disk
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -68,7 +69,11 @@ type Target struct {
 // image's root hash; the firmware checks its signature at the trial
 // boot, and a signer it does not trust fails that boot (the node falls
 // back).
-func (t *Target) BootWith(p string) { t.bootImage = p }
+//
+// The boot image must claim the signer of the kernel image the node runs
+// (the firmware is known to trust that one), unless rotate says the
+// firmware's db holds its signer's certificate too (a db key rotation).
+func (t *Target) BootWith(p string, rotate bool) { t.bootImage, t.rotate = p, rotate }
 
 // BootsSigned reports whether the disk boots kernel images signed for
 // Secure Boot (its entries are UKIs).
@@ -376,6 +381,11 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 		if err != nil {
 			return nil, fmt.Errorf("upgrading %s to image %s: %s: %w", t.Disk, image, t.bootImage, err)
 		}
+		if !t.rotate {
+			if err := t.checkBootSigner(es, signed); err != nil {
+				return nil, err
+			}
+		}
 		options = info.Cmdline
 		progress(fmt.Sprintf("root %s boots %s, the boot image signed for the line (strata.root=auto)", strings.ToUpper(slot), t.bootImage))
 	}
@@ -497,6 +507,59 @@ func (t *Target) checkSigner(ctx context.Context, e BootEntry) error {
 			t.Disk, strings.ToUpper(t.Active), e.UKI, t.signer.Certificate().Subject, strings.ToUpper(t.Inactive()), ErrSecureBoot)
 	}
 	return nil
+}
+
+// checkBootSigner refuses the boot image at p unless one of its signers
+// (as its signatures name them: the firmware checks them) signed the
+// kernel image of the root the node runs, which the firmware is known to
+// trust.
+func (t *Target) checkBootSigner(es []BootEntry, p string) error {
+	var running *BootEntry
+	for i := range es {
+		if es[i].Slot == t.Active && es[i].UKI != "" {
+			running = &es[i]
+			break
+		}
+	}
+	if running == nil {
+		return fmt.Errorf("no signed kernel image on the ESP of %s boots root %s, the root the node runs: %w", t.Disk, strings.ToUpper(t.Active), ErrNotNodeDisk)
+	}
+	cur := filepath.Join(t.work, "running.efi")
+	defer os.Remove(cur)
+	if err := t.esp.Get(running.UKI, cur, maxUKI); err != nil {
+		return err
+	}
+	have, err := fileSigners(cur)
+	if err != nil {
+		return fmt.Errorf("%s: %w", running.UKI, err)
+	}
+	want, err := fileSigners(p)
+	if err != nil {
+		return fmt.Errorf("boot image %s: %w: %w", t.bootImage, manifests.ErrBootImage, err)
+	}
+	for _, w := range want {
+		for _, h := range have {
+			if w.Equal(h) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("boot image %s is signed by %s, and root %s of %s boots %s, signed by %s: the machine's firmware is known to trust that signer, not necessarily this one, and could refuse root %s at its trial boot; sign the boot image with the db key the disk boots with, or, when the firmware's db already holds its certificate (a db key rotation), --secure-boot-rotate: %w",
+		t.bootImage, want[0].Subject, strings.ToUpper(t.Active), t.Disk, running.UKI, have[0].Subject, strings.ToUpper(t.Inactive()), ErrSecureBoot)
+}
+
+// fileSigners is uki.Signers of the file at p.
+func fileSigners(p string) ([]*x509.Certificate, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return uki.Signers(f, fi.Size())
 }
 
 // RemoveSlot removes the boot entries of slot (cancelling an upgrade).

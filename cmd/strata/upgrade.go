@@ -62,7 +62,9 @@ image: signed for any node of the line where the db key is (strata
 secure-boot sign-image), published with the image (strata repo
 add-image --boot-image) and taken with it by --repo, or given with
 --boot-image for --image. It must be signed and boot exactly the new
-image's root hash; the firmware checks its signer at the trial boot.
+image's root hash, and claim the signer of the kernel image the node
+runs (unless --secure-boot-rotate); the firmware checks the signature
+at the trial boot.
 Or, with --disk, on the host that holds them, the db key and certificate
 (--secure-boot-key, --secure-boot-cert) sign one for the new root. The
 key must be the one whose certificate signed the kernel image the node
@@ -128,8 +130,8 @@ nothing.`,
 			if err != nil {
 				return err
 			}
-			if o.RotateSecureBoot && signer == nil {
-				return usageError{fmt.Errorf("--secure-boot-rotate needs --secure-boot-key and --secure-boot-cert")}
+			if o.RotateSecureBoot && signer == nil && o.BootImage == "" && o.Repo == "" {
+				return usageError{fmt.Errorf("--secure-boot-rotate goes with --secure-boot-key, --boot-image or --repo (whose boot image it concerns)")}
 			}
 			o.SecureBoot, o.Stub = signer, sb.stub
 			if ran, err := inPrivateMounts(c, nil); ran {
@@ -165,7 +167,7 @@ nothing.`,
 	f.DurationVar(&settle, "settle", 3*time.Minute, "with --confirm: how long services may take to become active")
 	f.BoolVar(&cancel, "cancel", false, "remove a staged upgrade that has not booted")
 	sb.add(c, "with --disk: the Secure Boot db key (PEM) the disk was provisioned with, to sign the new root's kernel image")
-	f.BoolVar(&o.RotateSecureBoot, "secure-boot-rotate", false, "with --secure-boot-key: sign with a key other than the one that signed the running kernel image (a db key rotation: the machine's db must already hold its certificate)")
+	f.BoolVar(&o.RotateSecureBoot, "secure-boot-rotate", false, "accept a db key (--secure-boot-key) or a boot image signer other than the one that signed the running kernel image (a db key rotation: the machine's db must already hold its certificate)")
 	f.DurationVar(&o.LockWait, "lock-wait", 30*time.Second, "how long to wait for another strata run to finish")
 	return c
 }
