@@ -9,6 +9,7 @@ import (
 	"hash"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -41,15 +42,17 @@ const coveredType = "covered by a mount"
 // nodestate.Sealed) no hand edit can change a file's content: content
 // is not read, and a path on any other mount (a bind mount over a file
 // or a directory above it) counts as changed.
-func localEdits(ctx context.Context, root string, before tree.State, todo []*archive.Archive, sealed map[uint64]bool) ([]string, error) {
+//
+// It returns every such path, and apart the ones another mount covers
+// (a subset): those are not edits the head's files would undo.
+func localEdits(ctx context.Context, root string, before tree.State, todo []*archive.Archive, sealed map[uint64]bool) (edited, covered []string, err error) {
 	r, err := newEntryReader(root)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer r.Close()
 	r.sealed = sealed
 	seen := map[string]bool{}
-	var edited []string
 	check := func(p string) error {
 		if seen[p] {
 			return nil
@@ -69,6 +72,8 @@ func localEdits(ctx context.Context, root string, before tree.State, todo []*arc
 		}
 		switch {
 		case !there && !inHead:
+		case got.Type == coveredType:
+			edited, covered = append(edited, p), append(covered, p)
 		case !there || !inHead || got.Type == manifests.TypeDir:
 			edited = append(edited, p)
 		case got.Type != want.Type || got.Mode != want.Mode || got.UID != want.UID || got.GID != want.GID ||
@@ -83,17 +88,18 @@ func localEdits(ctx context.Context, root string, before tree.State, todo []*arc
 		m := a.Manifest
 		for _, e := range m.Entries {
 			if err := check(e.Path); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		for _, d := range m.Deletes {
 			if err := check(d); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
 	sort.Strings(edited)
-	return edited, nil
+	sort.Strings(covered)
+	return edited, covered, nil
 }
 
 // overwrites refuses a batch that would replace or delete what was
@@ -110,30 +116,50 @@ func overwrites(ctx context.Context, b nodestate.Backend, root string, states ma
 			return fmt.Errorf("node %s: checking for local edits: %w", root, err)
 		}
 	}
-	edited, err := localEdits(ctx, root, states[todo[0].Manifest.Version][0], todo, sealed)
+	edited, covered, err := localEdits(ctx, root, states[todo[0].Manifest.Version][0], todo, sealed)
 	if err != nil || len(edited) == 0 {
 		return err
 	}
 	if !force {
-		return refuseLocalEdits(root, edited)
+		return refuseLocalEdits(root, edited, covered)
 	}
 	progress(fmt.Sprintf("overwriting what was changed on the node (--force; the ledger records it): /%s", strings.Join(edited, ", /")))
 	assignOverwrites(rep, todo, edited)
 	return nil
 }
 
-// refuseLocalEdits is the error for an apply that would overwrite edited.
-func refuseLocalEdits(root string, edited []string) error {
-	shown := edited
+// refuseLocalEdits is the error for an apply that would overwrite edited,
+// of which another mount covers covered.
+func refuseLocalEdits(root string, edited, covered []string) error {
+	var changed []string
+	for _, p := range edited {
+		if !slices.Contains(covered, p) {
+			changed = append(changed, p)
+		}
+	}
+	var why []string
+	if len(changed) > 0 {
+		why = append(why, fmt.Sprintf("%s changed on the node since its head, and the overlays would replace or delete them: publish the change as an overlay (strata overlay create), put the head's files back (strata verify-sequence --files lists what differs), or overwrite them with apply-overlay --force, which the ledger records",
+			pathList(changed)))
+	}
+	if len(covered) > 0 {
+		why = append(why, fmt.Sprintf("%s covered by a mount on the node (a bind mount or a file system over it or a directory above it; findmnt shows which), and the overlays would replace or delete them beneath it, where nothing would see the change: unmount it and apply again, or apply-overlay --force, which the ledger records",
+			pathList(covered)))
+	}
+	return fmt.Errorf("node %s: %s: %w", root, strings.Join(why, "; "), ErrLocalEdit)
+}
+
+// pathList names up to 10 paths, and how many more there are.
+func pathList(paths []string) string {
+	shown := paths
 	if len(shown) > 10 {
 		shown = shown[:10]
 	}
 	list := "/" + strings.Join(shown, ", /")
-	if len(edited) > len(shown) {
-		list += fmt.Sprintf(" and %d more", len(edited)-len(shown))
+	if len(paths) > len(shown) {
+		list += fmt.Sprintf(" and %d more", len(paths)-len(shown))
 	}
-	return fmt.Errorf("node %s: %s changed on the node since its head, and the overlays would replace or delete them: publish the change as an overlay (strata overlay create), put the head's files back (strata verify-sequence --files lists what differs), or overwrite them with apply-overlay --force, which the ledger records: %w",
-		root, list, ErrLocalEdit)
+	return list
 }
 
 // entryReader reads what a node has at paths beneath its root: one

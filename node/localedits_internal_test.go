@@ -2,11 +2,13 @@ package node
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -58,21 +60,30 @@ func TestLocalEditsSealed(t *testing.T) {
 	if err := unix.Statx(unix.AT_FDCWD, root, 0, unix.STATX_MNT_ID, &stx); err != nil || stx.Mask&unix.STATX_MNT_ID == 0 {
 		t.Fatalf("statx of %s gives no mount id: %v", root, err)
 	}
+	all := []string{"etc/content", "etc/mode", "etc/new", "etc/same", "etc/size"}
 	for _, c := range []struct {
-		name   string
-		sealed map[uint64]bool
-		want   []string
+		name          string
+		sealed        map[uint64]bool
+		want, covered []string
 	}{
-		{"unsealed", nil, []string{"etc/content", "etc/mode", "etc/new", "etc/size"}},
-		{"sealed", map[uint64]bool{stx.Mnt_id: true}, []string{"etc/mode", "etc/new", "etc/size"}},
-		{"on another mount", map[uint64]bool{stx.Mnt_id + 1: true}, []string{"etc/content", "etc/mode", "etc/new", "etc/same", "etc/size"}},
+		{"unsealed", nil, []string{"etc/content", "etc/mode", "etc/new", "etc/size"}, nil},
+		{"sealed", map[uint64]bool{stx.Mnt_id: true}, []string{"etc/mode", "etc/new", "etc/size"}, nil},
+		{"on another mount", map[uint64]bool{stx.Mnt_id + 1: true}, all, all},
 	} {
-		got, err := localEdits(context.Background(), root, before, todo, c.sealed)
+		got, covered, err := localEdits(context.Background(), root, before, todo, c.sealed)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if !slices.Equal(got, c.want) {
-			t.Errorf("%s: local edits %v, want %v", c.name, got, c.want)
+		if !slices.Equal(got, c.want) || !slices.Equal(covered, c.covered) {
+			t.Errorf("%s: local edits %v (covered %v), want %v (covered %v)", c.name, got, covered, c.want, c.covered)
 		}
+	}
+
+	// The refusal names the cause: edited files are put back, covered
+	// ones unmounted.
+	err := refuseLocalEdits(root, []string{"etc/a", "etc/b"}, []string{"etc/b"})
+	if !errors.Is(err, ErrLocalEdit) || !strings.Contains(err.Error(), "/etc/a changed on the node") || !strings.Contains(err.Error(), "/etc/b covered by a mount on the node") ||
+		strings.Contains(err.Error(), "/etc/b changed") {
+		t.Errorf("refusal: %v", err)
 	}
 }

@@ -93,7 +93,7 @@ func TestSealedNodeLocalEdits(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(motd, unix.MNT_DETACH) })
 	next := create("1.0.2", "/etc/motd", "/usr/share/doc")
 	before := fixture.Snap(t, root)
-	fixture.ErrIs(t, apply(next), node.ErrLocalEdit, "/etc/motd changed on the node")
+	fixture.ErrIs(t, apply(next), node.ErrLocalEdit, "/etc/motd covered by a mount on the node")
 	fixture.AssertUnchanged(t, root, before)
 	if err := unix.Unmount(motd, 0); err != nil {
 		t.Fatal(err)
