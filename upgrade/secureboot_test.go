@@ -174,9 +174,14 @@ func TestUpgradeDiskBootImage(t *testing.T) {
 	}
 
 	before := e.sum(t)
-	_, err = upgrade.Disk(ctx, e.disk, upgrade.Options{Image: next, BootImage: laterBoot.File})
-	if !errors.Is(err, manifests.ErrBootImage) || !strings.Contains(err.Error(), "strata.verity=["+laterBoot.RootHash+"], want strata.verity="+boot.RootHash) {
-		t.Fatalf("the boot image of another image: %v", err)
+	for _, dry := range []bool{true, false} {
+		_, err = upgrade.Disk(ctx, e.disk, upgrade.Options{Image: next, BootImage: laterBoot.File, DryRun: dry})
+		if !errors.Is(err, manifests.ErrBootImage) || !strings.Contains(err.Error(), "strata.verity=["+laterBoot.RootHash+"], want strata.verity="+boot.RootHash) {
+			t.Fatalf("the boot image of another image (dry run %v): %v", dry, err)
+		}
+	}
+	if _, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Image: next, BootImage: boot.File, DryRun: true}); err != nil {
+		t.Fatalf("a dry run with the boot image: %v", err)
 	}
 	if e.sum(t) != before {
 		t.Fatal("the refused boot image changed the disk")

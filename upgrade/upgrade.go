@@ -243,6 +243,11 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 		return node.Slot{Name: in.Slot, Entry: in.Entry.ID, Commit: in.Commit}, nil
 	}
 	rep.UpgradeReport, err = nd.Upgrade(ctx, node.UpgradeRequest{Raw: raw, Sig: sig, UpgradeOptions: o.UpgradeOptions, DryRun: o.DryRun, BootID: bootID, Write: write})
+	if err == nil && o.DryRun && o.BootImage != "" {
+		// Install checks the boot image before it writes; a dry run
+		// checks it here.
+		err = t.CheckBootImage(ctx, o.Image, rep.Image)
+	}
 	return rep, err
 }
 

@@ -373,20 +373,9 @@ func (t *Target) Install(ctx context.Context, image string, im *repo.Image, trie
 			return nil, fmt.Errorf("image %s has no verity record (or no strata to open its root with): a boot image finds and opens its root by the signed root hash: %w", image, ErrSecureBoot)
 		}
 		// A copy is checked and written: what is checked is what boots.
-		signed = filepath.Join(t.work, "boot-image.efi")
-		if err := copyBootImage(t.bootImage, signed); err != nil {
+		if signed, options, err = t.checkBootImage(es, image, boot.verity.rootHash); err != nil {
 			return nil, err
 		}
-		info, err := uki.CheckBootImage(signed, boot.verity.rootHash)
-		if err != nil {
-			return nil, fmt.Errorf("upgrading %s to image %s: %s: %w", t.Disk, image, t.bootImage, err)
-		}
-		if !t.rotate {
-			if err := t.checkBootSigner(es, signed); err != nil {
-				return nil, err
-			}
-		}
-		options = info.Cmdline
 		progress(fmt.Sprintf("root %s boots %s, the boot image signed for the line (strata.root=auto)", strings.ToUpper(slot), t.bootImage))
 	}
 	if t.signer != nil {
@@ -507,6 +496,50 @@ func (t *Target) checkSigner(ctx context.Context, e BootEntry) error {
 			t.Disk, strings.ToUpper(t.Active), e.UKI, t.signer.Certificate().Subject, strings.ToUpper(t.Inactive()), ErrSecureBoot)
 	}
 	return nil
+}
+
+// CheckBootImage checks the boot image given to BootWith for image
+// (whose manifest im was verified) as Install would, writing nothing:
+// what a dry run checks. Without a boot image it does nothing.
+func (t *Target) CheckBootImage(ctx context.Context, image string, im *repo.Image) error {
+	if t.bootImage == "" {
+		return nil
+	}
+	d, err := repo.LoadVerityDoc(image, im, nil)
+	if err != nil {
+		return fmt.Errorf("image %s: a boot image finds and opens its root by the signed root hash: %w", image, err)
+	}
+	es, err := t.Entries()
+	if err != nil {
+		return err
+	}
+	p, _, err := t.checkBootImage(es, image, d.Verity.RootHash)
+	if err == nil {
+		err = os.Remove(p)
+	}
+	return err
+}
+
+// checkBootImage copies the boot image into the work directory and
+// checks the copy: a signed UKI that boots rootHash, signed (unless a
+// rotation) by the signer of the kernel image the node runs (es: the
+// disk's entries). It returns the copy and its command line.
+func (t *Target) checkBootImage(es []BootEntry, image, rootHash string) (string, string, error) {
+	p := filepath.Join(t.work, "boot-image.efi")
+	_ = os.Remove(p)
+	if err := copyBootImage(t.bootImage, p); err != nil {
+		return "", "", err
+	}
+	info, err := uki.CheckBootImage(p, rootHash)
+	if err != nil {
+		return "", "", fmt.Errorf("upgrading %s to image %s: %s: %w", t.Disk, image, t.bootImage, err)
+	}
+	if !t.rotate {
+		if err := t.checkBootSigner(es, p); err != nil {
+			return "", "", err
+		}
+	}
+	return p, info.Cmdline, nil
 }
 
 // checkBootSigner refuses the boot image at p unless one of its signers
