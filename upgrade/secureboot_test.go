@@ -194,7 +194,7 @@ func TestUpgradeDiskBootImage(t *testing.T) {
 	if rep.Entry == nil || rep.Entry.UKI != "/EFI/Linux/strata-2-b+3.efi" || rep.Entry.Slot != manifests.SlotB || rep.Entry.Options != manifests.BootImageCmdline(boot.RootHash) {
 		t.Fatalf("entry %+v", rep.Entry)
 	}
-	if e.espRead(t, rep.Entry.UKI) != string(readBytes(t, boot.File)) {
+	if e.espRead(t, rep.Entry.UKI) != readFile(t, boot.File) {
 		t.Fatal("root B's kernel image is not the boot image")
 	}
 	// Listed for slot B; cancelled, it goes.
@@ -224,7 +224,7 @@ func TestUpgradeDiskBootImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Entry == nil || e.espRead(t, rep.Entry.UKI) != string(readBytes(t, boot.File)) {
+	if rep.Entry == nil || e.espRead(t, rep.Entry.UKI) != readFile(t, boot.File) {
 		t.Fatalf("upgrade --repo: entry %+v is not the published boot image", rep.Entry)
 	}
 	if _, err := upgrade.CancelDisk(ctx, e.disk, 0); err != nil {
@@ -237,7 +237,7 @@ func TestUpgradeDiskBootImage(t *testing.T) {
 	// A boot image changed in the repository: the audit names it, and
 	// the upgrade refuses it before the disk changes.
 	published := filepath.Join(e.repo, ref.Boot.File)
-	good := readBytes(t, published)
+	good := []byte(readFile(t, published))
 	bad := append([]byte(nil), good...)
 	bad[len(bad)-10] ^= 1
 	if err := os.WriteFile(published, bad, 0o644); err != nil {
@@ -308,7 +308,7 @@ func TestUpgradeDiskBootImage(t *testing.T) {
 		t.Fatalf("verify-sequence --repo after the boot images changed: %v %+v", err, a)
 	}
 	rep, err = upgrade.Disk(ctx, e.disk, upgrade.Options{Repo: e.repo})
-	if err != nil || rep.Entry == nil || e.espRead(t, rep.Entry.UKI) != string(readBytes(t, laterBoot.File)) {
+	if err != nil || rep.Entry == nil || e.espRead(t, rep.Entry.UKI) != readFile(t, laterBoot.File) {
 		t.Fatalf("upgrade --repo to 1.2.0 with its boot image: %+v, %v", rep, err)
 	}
 }
@@ -331,13 +331,4 @@ func TestUpgradeDiskBootImagePlainDisk(t *testing.T) {
 	if e.sum(t) != before {
 		t.Fatal("the refused upgrade changed the disk")
 	}
-}
-
-func readBytes(t *testing.T, p string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
