@@ -9,8 +9,9 @@ import (
 )
 
 // TestBootImageCmdline: the command line a boot image carries passes the
-// check for its own root hash only; one naming a partition, another root
-// device, the hash twice or a host is refused.
+// check for its own root hash only, exactly as SignImage writes it; one
+// naming a partition, another root device, the hash twice, a host, or
+// any other parameter is refused.
 func TestBootImageCmdline(t *testing.T) {
 	hash := strings.Repeat("ab", 32)
 	good := manifests.BootImageCmdline(hash)
@@ -27,6 +28,10 @@ func TestBootImageCmdline(t *testing.T) {
 		"a host name":           good + " systemd.hostname=edge-1",
 		"no root hash":          strings.Replace(good, "strata.verity="+hash, "", 1),
 		"an empty command line": "",
+		"another init":          good + " init=/bin/sh",
+		"activation off":        good + " strata.activate=0",
+		"a quoted host name":    good + ` "systemd.hostname=x"`,
+		"another order":         strings.Replace(good, "ro rootfstype=squashfs", "rootfstype=squashfs ro", 1),
 	} {
 		if err := manifests.CheckBootImageCmdline(c, hash); !errors.Is(err, manifests.ErrBootImage) {
 			t.Errorf("%s (%q): %v, want ErrBootImage", name, c, err)

@@ -176,7 +176,7 @@ func TestUpgradeDiskBootImage(t *testing.T) {
 	before := e.sum(t)
 	for _, dry := range []bool{true, false} {
 		_, err = upgrade.Disk(ctx, e.disk, upgrade.Options{Image: next, BootImage: laterBoot.File, DryRun: dry})
-		if !errors.Is(err, manifests.ErrBootImage) || !strings.Contains(err.Error(), "strata.verity=["+laterBoot.RootHash+"], want strata.verity="+boot.RootHash) {
+		if !errors.Is(err, manifests.ErrBootImage) || !strings.Contains(err.Error(), "not the one a boot image of root hash "+boot.RootHash+" has") {
 			t.Fatalf("the boot image of another image (dry run %v): %v", dry, err)
 		}
 	}
@@ -213,12 +213,22 @@ func TestUpgradeDiskBootImage(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(e.repo, "images", "up-1.1.0*")); len(left) > 0 {
 		t.Fatalf("the refused publication left %v", left)
 	}
+	own, err := disk.SignImage(ctx, e.image, filepath.Join(t.TempDir(), "own.efi"), nil, signer, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.AddImageBoot(ctx, e.repo, e.image, own.File, e.key); !errors.Is(err, repo.ErrExists) || !strings.Contains(err.Error(), "the line's own image") {
+		t.Fatalf("a boot image for the line's own image: %v", err)
+	}
 	ref, err := repo.AddImageBoot(ctx, e.repo, next, boot.File, e.key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ref.Boot == nil || ref.Boot.File != "images/up-1.1.0."+boot.SHA256[:16]+".efi" || ref.Boot.SHA256 != boot.SHA256 || ref.Boot.Size != boot.Size {
 		t.Fatalf("published boot image %+v, signed %+v", ref.Boot, boot)
+	}
+	if _, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Repo: e.repo, DryRun: true}); err != nil {
+		t.Fatalf("upgrade --repo --dry-run: %v", err)
 	}
 	rep, err = upgrade.Disk(ctx, e.disk, upgrade.Options{Repo: e.repo})
 	if err != nil {
@@ -247,8 +257,10 @@ func TestUpgradeDiskBootImage(t *testing.T) {
 		t.Fatalf("verify-sequence --repo with a changed boot image: %v %+v", err, a)
 	}
 	before = e.sum(t)
-	if _, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Repo: e.repo}); !errors.Is(err, repo.ErrTampered) {
-		t.Fatalf("upgrade --repo with a changed boot image: %v", err)
+	for _, dry := range []bool{true, false} {
+		if _, err := upgrade.Disk(ctx, e.disk, upgrade.Options{Repo: e.repo, DryRun: dry}); !errors.Is(err, repo.ErrTampered) {
+			t.Fatalf("upgrade --repo (dry run %v) with a changed boot image: %v", dry, err)
+		}
 	}
 	if e.sum(t) != before {
 		t.Fatal("the refused boot image changed the disk")

@@ -208,11 +208,13 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 					t.Disk, o.Repo, ref.Version, disk.ErrSecureBoot)
 			}
 			if o.DryRun {
-				// A dry run plans from the manifest alone.
+				// A dry run plans from the manifest alone (and the boot
+				// image, which it checks as the upgrade would).
 				o.Image, err = repo.FetchManifest(ctx, r, ref, dir)
-				return err
+			} else {
+				o.Image, err = repo.FetchImageRef(ctx, r, ref, dir)
 			}
-			if o.Image, err = repo.FetchImageRef(ctx, r, ref, dir); err != nil || !bootFromRepo {
+			if err != nil || !bootFromRepo {
 				return err
 			}
 			if o.Progress != nil {
@@ -243,7 +245,7 @@ func run(ctx context.Context, root string, t *disk.Target, bootID string, o Opti
 		return node.Slot{Name: in.Slot, Entry: in.Entry.ID, Commit: in.Commit}, nil
 	}
 	rep.UpgradeReport, err = nd.Upgrade(ctx, node.UpgradeRequest{Raw: raw, Sig: sig, UpgradeOptions: o.UpgradeOptions, DryRun: o.DryRun, BootID: bootID, Write: write})
-	if err == nil && o.DryRun && o.BootImage != "" {
+	if err == nil && o.DryRun && (o.BootImage != "" || bootFromRepo) {
 		// Install checks the boot image before it writes; a dry run
 		// checks it here.
 		err = t.CheckBootImage(ctx, o.Image, rep.Image)

@@ -2,6 +2,8 @@ package disk
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -11,7 +13,6 @@ import (
 	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/secureboot"
 	"github.com/strata-dev/strata/internal/sign"
-	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -81,12 +82,9 @@ func SignImage(ctx context.Context, image, out string, trust *sign.KeySet, s *se
 	if err := safefile.WriteAtomic(out, raw, 0o644); err != nil {
 		return nil, fmt.Errorf("signing the boot image of %s: %w", image, err)
 	}
-	sum, size, err := tree.HashFileContext(ctx, out)
-	if err != nil {
-		return nil, err
-	}
+	sum := sha256.Sum256(raw)
 	return &BootImage{File: out, Line: im.Manifest.Line, Version: im.Manifest.Version, Kernel: b.kernel, RootHash: b.verity.rootHash,
-		Cmdline: cmdline, Signer: s.Certificate().Subject.String(), SHA256: sum, Size: size}, nil
+		Cmdline: cmdline, Signer: s.Certificate().Subject.String(), SHA256: hex.EncodeToString(sum[:]), Size: int64(len(raw))}, nil
 }
 
 // copyBootImage copies the boot image at src (a regular file, at most
@@ -97,6 +95,11 @@ func copyBootImage(src, dst string) (err error) {
 		return fmt.Errorf("boot image: %w: %w", manifests.ErrBootImage, err)
 	}
 	defer in.Close()
+	if fi, err := in.Stat(); err != nil {
+		return fmt.Errorf("boot image: %w", err)
+	} else if fi.Size() > manifests.MaxBootImageSize {
+		return fmt.Errorf("boot image %s is %d bytes (at most %d): %w", src, fi.Size(), int64(manifests.MaxBootImageSize), manifests.ErrBootImage)
+	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("boot image: %w", err)
@@ -104,6 +107,9 @@ func copyBootImage(src, dst string) (err error) {
 	defer func() {
 		if cerr := out.Close(); err == nil {
 			err = cerr
+		}
+		if err != nil {
+			os.Remove(dst)
 		}
 	}()
 	n, err := io.Copy(out, io.LimitReader(in, manifests.MaxBootImageSize+1))

@@ -78,24 +78,29 @@ func FindRoot(ctx context.Context, o FindRootOptions) (string, error) {
 	}
 	need := max(p.DataSize(), v.HashOffset+p.TreeSize())
 	var found []partition
+	var unreadable []string
 	for _, pt := range parts {
 		if err := ctx.Err(); err != nil {
 			return "", err
 		}
+		// A device that cannot be read holds nothing this boot can use;
+		// it is named should no other hold the image.
 		ok, err := holdsRoot(filepath.Join(o.Dev, pt.name), need, p, root)
 		if err != nil {
-			return "", err
+			unreadable = append(unreadable, err.Error())
 		}
 		if ok {
 			found = append(found, pt)
 		}
 	}
-	if len(found) > 1 {
-		found = preferBooted(found, o.Sys, o.Dev)
-	}
+	found = preferBooted(found, o.Sys, o.Dev)
 	switch len(found) {
 	case 0:
-		return "", fmt.Errorf("no partition holds image %s-%s (root hash %s) and its hash tree; %d partitions looked at: %w", v.Line, v.Version, v.RootHash, len(parts), ErrRootNotFound)
+		also := ""
+		if len(unreadable) > 0 {
+			also = " (unreadable: " + strings.Join(unreadable, "; ") + ")"
+		}
+		return "", fmt.Errorf("no partition holds image %s-%s (root hash %s) and its hash tree; %d partitions looked at%s: %w", v.Line, v.Version, v.RootHash, len(parts), also, ErrRootNotFound)
 	case 1:
 		return filepath.Join(o.Dev, found[0].name), nil
 	}
@@ -153,7 +158,7 @@ func holdsRoot(p string, need int64, params verity.Params, root []byte) (bool, e
 	defer f.Close()
 	ok, err := verity.MatchesRoot(f, params, root)
 	if err != nil {
-		return false, fmt.Errorf("finding the root: %s: %w", p, err)
+		return false, fmt.Errorf("%s: %w", p, err)
 	}
 	return ok, nil
 }
@@ -161,17 +166,22 @@ func holdsRoot(p string, need int64, params verity.Params, root []byte) (bool, e
 // selectedRe reads the slot from the entry systemd-boot selected.
 var selectedRe = regexp.MustCompile(`^(?i:strata)-[0-9]+-([abAB])(?:\+[0-9-]+)?\.(?i:efi|conf)$`)
 
-// preferBooted narrows found to the partitions on the disk of the ESP the
-// firmware booted from, then to the root partition of the selected
-// entry's slot, when systemd-boot's variables say so.
+// preferBooted keeps of found the partitions on the disk of the ESP the
+// firmware booted from, when systemd-boot's variables name it (a disk
+// plugged in beside it is never taken then, even when the boot disk holds
+// no match), then, of several, the root partition of the selected entry's
+// slot.
 func preferBooted(found []partition, sys, dev string) []partition {
 	vars := filepath.Join(sys, "firmware", "efi", "efivars")
 	if esp := readEFIString(filepath.Join(vars, "LoaderDevicePartUUID-"+loaderGUID)); esp != "" {
 		if real, err := filepath.EvalSymlinks(filepath.Join(dev, "disk", "by-partuuid", strings.ToLower(esp))); err == nil {
 			if disk := diskOf(sys, filepath.Base(real)); disk != "" {
-				found = narrow(found, func(p partition) bool { return p.disk == disk })
+				found = slices.DeleteFunc(found, func(p partition) bool { return p.disk != disk })
 			}
 		}
+	}
+	if len(found) < 2 {
+		return found
 	}
 	if m := selectedRe.FindStringSubmatch(readEFIString(filepath.Join(vars, "LoaderEntrySelected-"+loaderGUID))); m != nil {
 		idx := PartRootA

@@ -116,8 +116,8 @@ func (f *rootFixture) find() (string, error) {
 // partition whose tree's top block matches the signed root hash, among
 // an ESP, the other root (another image), a state partition and a
 // partition too small for the tree; the boot loader's variables pick
-// between two that match; a root hash the signed record does not name,
-// or no match, is refused.
+// between two that match, and rule out other disks than the ESP's; a
+// root hash the signed record does not name, or no match, is refused.
 func TestFindRoot(t *testing.T) {
 	f := newRootFixture(t)
 	otherImage := bytes.Clone(f.image)
@@ -149,6 +149,22 @@ func TestFindRoot(t *testing.T) {
 	f.efiVar("LoaderEntrySelected", "strata-7-b+2-1.efi")
 	if got, err := f.find(); err != nil || got != want {
 		t.Fatalf("entry strata-7-b selected: FindRoot = %q, %v; want root B, %s", got, err, want)
+	}
+
+	// With the boot loader naming its ESP's disk, a match on another disk
+	// is never taken, even when the boot disk has none.
+	for _, p := range []string{want, sameDisk} {
+		if err := os.WriteFile(p, otherImage, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := f.find(); !errors.Is(err, disk.ErrRootNotFound) {
+		t.Fatalf("the image only on another disk than the ESP's: FindRoot = %q, %v; want ErrRootNotFound", got, err)
+	}
+	for _, p := range []string{want, sameDisk} {
+		if err := os.WriteFile(p, f.image, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// A root hash the signed record does not name is refused before any

@@ -64,12 +64,11 @@ below --dir as open-root does (its signature, and that it names exactly
 --root-hash), then reads the top block of the hash tree where the record
 puts it on each partition, and prints the one whose digest is the root
 hash. This only finds the device: open-root then opens it through
-dm-verity, and the kernel checks every block read. When partitions on
-several disks match, the one on the disk of the ESP the firmware booted
-from is taken, then the root partition of the slot the selected boot
-entry is named for (systemd-boot's LoaderDevicePartUUID and
-LoaderEntrySelected); if that still leaves more than one, or none
-matches, it exits 3.`,
+dm-verity, and the kernel checks every block read. Where systemd-boot
+names the ESP the firmware booted from (LoaderDevicePartUUID), only
+partitions on that disk are taken; of several, the root partition of
+the slot the selected boot entry is named for (LoaderEntrySelected). If
+that leaves more than one, or none matches, it exits 3.`,
 		Example: `  dev=$(strata boot find-root --root-hash 4a5885…0d0a) && strata boot open-root --device "$dev" --root-hash 4a5885…0d0a`,
 		Args:    args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {

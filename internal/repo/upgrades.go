@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/tree"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -92,9 +93,21 @@ func AddImageBoot(ctx context.Context, dir, image, bootImage string, key *sign.K
 		if boot, err = checkBootImage(image, im, vd, bootImage); err != nil {
 			return nil, err
 		}
+		if im.Digest == l.Image.Digest {
+			return nil, fmt.Errorf("adding boot image %s: %s %s is the line's own image, which nodes provision from and never upgrade to: %w", bootImage, m.Line, m.Version, ErrExists)
+		}
 		for i := range l.Upgrades {
-			if l.Upgrades[i].Digest == im.Digest {
-				return setBootImage(ctx, r, dir, m, &l.Upgrades[i], boot, key)
+			if u := &l.Upgrades[i]; u.Digest == im.Digest {
+				// The root hash was read from this copy: it must be the
+				// one published.
+				sum, _, err := tree.HashFileContext(ctx, image)
+				if err != nil {
+					return nil, err
+				}
+				if sum != u.SHA256 {
+					return nil, fmt.Errorf("adding boot image %s: image %s has sha256 %s, the one %s publishes %s: its boot image would boot another root hash: %w", bootImage, image, sum, u.File, u.SHA256, manifests.ErrBootImage)
+				}
+				return setBootImage(ctx, r, dir, m, u, boot, key)
 			}
 		}
 	}

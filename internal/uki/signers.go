@@ -86,15 +86,16 @@ type signedData struct {
 	Version          int
 	DigestAlgorithms asn1.RawValue
 	ContentInfo      asn1.RawValue
-	Certificates     asn1.RawValue `asn1:"optional,tag:0"`
-	CRLs             asn1.RawValue `asn1:"optional,tag:1"`
-	SignerInfos      []signerInfo  `asn1:"set"`
+	Certificates     asn1.RawValue   `asn1:"optional,tag:0"`
+	CRLs             asn1.RawValue   `asn1:"optional,tag:1"`
+	SignerInfos      []asn1.RawValue `asn1:"set"`
 }
 
-type signerInfo struct {
+// signerHead is the start of a SignerInfo: encoding/asn1 leaves the
+// fields after it (algorithms, attributes, the signature) unread.
+type signerHead struct {
 	Version int
 	Issuer  issuerAndSerial
-	Rest    []asn1.RawValue `asn1:""`
 }
 
 type issuerAndSerial struct {
@@ -105,7 +106,8 @@ type issuerAndSerial struct {
 var oidSignedData = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 7, 2}
 
 // pkcs7Signer returns the certificate the first SignerInfo of the
-// SignedData in der names.
+// SignedData in der that names one by issuer and serial number names
+// (one naming its key by identifier instead is passed over).
 func pkcs7Signer(der []byte) (*x509.Certificate, error) {
 	var ci contentInfo
 	if _, err := asn1.Unmarshal(der, &ci); err != nil || !ci.ContentType.Equal(oidSignedData) {
@@ -115,18 +117,20 @@ func pkcs7Signer(der []byte) (*x509.Certificate, error) {
 	if _, err := asn1.Unmarshal(ci.Content.Bytes, &sd); err != nil {
 		return nil, fmt.Errorf("%w: the signature's signed data: %v", ErrNotUKI, err)
 	}
-	if len(sd.SignerInfos) == 0 {
-		return nil, fmt.Errorf("%w: a signature with no signer", ErrNotUKI)
-	}
 	certs, err := x509.ParseCertificates(sd.Certificates.Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the signature's certificates: %v", ErrNotUKI, err)
 	}
-	id := sd.SignerInfos[0].Issuer
-	for _, c := range certs {
-		if bytes.Equal(c.RawIssuer, id.Issuer.FullBytes) && c.SerialNumber.Cmp(id.Serial) == 0 {
-			return c, nil
+	for _, raw := range sd.SignerInfos {
+		var h signerHead
+		if _, err := asn1.Unmarshal(raw.FullBytes, &h); err != nil || h.Issuer.Serial == nil {
+			continue
+		}
+		for _, c := range certs {
+			if bytes.Equal(c.RawIssuer, h.Issuer.Issuer.FullBytes) && c.SerialNumber.Cmp(h.Issuer.Serial) == 0 {
+				return c, nil
+			}
 		}
 	}
-	return nil, fmt.Errorf("%w: the signature does not carry its signer's certificate", ErrNotUKI)
+	return nil, fmt.Errorf("%w: the signature names no signer whose certificate it carries", ErrNotUKI)
 }
