@@ -14,6 +14,12 @@ type LayerIntegrity struct {
 	// Refused is the layer image activation refused: the stacks hold
 	// only the layers below it.
 	Refused *LayerRefusal `json:"refused,omitempty"`
+	// Unsigned are the stacked layers whose overlay's signed manifest
+	// records no layer image (overlays made before strata recorded
+	// them): each image is checked against the ledger's record of its
+	// apply alone, which whoever can write the state partition can
+	// change with it.
+	Unsigned []string `json:"unsigned,omitempty"`
 }
 
 // Layer integrity modes.

@@ -236,6 +236,9 @@ func printStatus(w io.Writer, st *node.Status) {
 	if li := st.LayerIntegrity; li != nil && li.Images+li.Directories > 0 {
 		fmt.Fprintf(w, "checks    %s\n", layerChecks(li))
 	}
+	if li := st.LayerIntegrity; li != nil && len(li.Unsigned) > 0 {
+		fmt.Fprintf(w, "unsigned  layer(s) %s: the overlay's signed manifest records no layer image (made before strata recorded them), so each is checked against the ledger's record of its apply alone; strata upgrade --compact folds them into a signed image\n", printable(strings.Join(li.Unsigned, " ")))
+	}
 	if li := st.LayerIntegrity; li != nil && li.Refused != nil {
 		fmt.Fprintf(w, "REFUSED   layer %s at activation (%s): %s; the stacks hold only the layers below it\n", printable(li.Refused.Version), printable(li.Refused.Time), printable(li.Refused.Error))
 	}

@@ -236,7 +236,7 @@ func (b *Backend) Stage(ctx context.Context, ch *nodestate.Change) (nodestate.Tx
 	if err := b.removeLayer(v, true); err != nil {
 		return nil, fmt.Errorf("writing layer %s: %w", v, err)
 	}
-	t := &txn{b: b, j: journal{Kind: "apply", Record: ch.Record}}
+	t := &txn{b: b, j: journal{Kind: "apply", Record: ch.Record}, unsigned: ch.Manifest.Layer == nil}
 	li, err := writeLayerImage(ctx, b.newLayerFile(v), ch)
 	if err != nil {
 		return nil, err
@@ -299,6 +299,9 @@ type txn struct {
 	b        *Backend
 	j        journal
 	switched bool
+	// unsigned: the applied overlay's signed manifest records no layer
+	// image (schema.LayerIntegrity.Unsigned).
+	unsigned bool
 }
 
 // layersWith returns the versions in effect after the switch (with) or
@@ -346,6 +349,11 @@ func (t *txn) Switch(ctx context.Context) error {
 	if err == nil {
 		err = b.restackLive(ctx, layers)
 	}
+	if err == nil {
+		// An applied layer no signature covers is named; a dropped one
+		// no longer.
+		err = b.markUnsigned(v, t.j.Kind == "apply" && t.unsigned)
+	}
 	if err != nil {
 		return errors.Join(err, t.Abort(ctx))
 	}
@@ -387,6 +395,9 @@ func (t *txn) Abort(ctx context.Context) error {
 		layers, err := t.layers(false)
 		if err == nil {
 			err = b.restackLive(ctx, layers)
+		}
+		if err == nil && t.j.Kind == "apply" {
+			err = b.markUnsigned(v, false)
 		}
 		if err != nil {
 			// The stacks may still hold the layer: keep it and the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -313,6 +314,59 @@ func (b *Backend) recordRefusal(e *refusedError) error {
 
 func (b *Backend) clearRefusal() error { return ignoreMissing(os.Remove(b.refusalPath())) }
 
+// unsignedPath lists the stacked layers no signature covers the image of
+// (schema.LayerIntegrity.Unsigned), as the last stacking found them.
+func (b *Backend) unsignedPath() string { return filepath.Join(b.run, "strata", "layers-unsigned") }
+
+// recordUnsigned records versions as the layers whose images no
+// signature covers (none: the record goes).
+func (b *Backend) recordUnsigned(versions []string) error {
+	if len(versions) == 0 {
+		return ignoreMissing(os.Remove(b.unsignedPath()))
+	}
+	raw, err := manifests.Encode(versions)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(b.unsignedPath()), 0o755); err != nil {
+		return fmt.Errorf("recording the layers no signature covers: %w", err)
+	}
+	if err := writeNoFollow(b.unsignedPath(), raw); err != nil {
+		return fmt.Errorf("recording the layers no signature covers: %w", err)
+	}
+	return nil
+}
+
+// markUnsigned adds v to the layers no signature covers (add), or takes
+// it off.
+func (b *Backend) markUnsigned(v string, add bool) error {
+	vs, err := b.unsigned()
+	if err != nil {
+		return err
+	}
+	vs = slices.DeleteFunc(vs, func(x string) bool { return x == v })
+	if add {
+		vs = append(vs, v)
+	}
+	return b.recordUnsigned(vs)
+}
+
+// unsigned reads what recordUnsigned recorded.
+func (b *Backend) unsigned() ([]string, error) {
+	raw, err := safefile.Read(b.unsignedPath(), 64<<10)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the layers no signature covers: %w", err)
+	}
+	var vs []string
+	if err := manifests.Decode(raw, &vs); err != nil {
+		return nil, fmt.Errorf("reading the layers no signature covers, %s: %w", b.unsignedPath(), err)
+	}
+	return vs, nil
+}
+
 // refusal returns the layer image the last activation refused, if that
 // still stands (nil when every layer is stacked).
 func (b *Backend) refusal() (*schema.LayerRefusal, error) {
@@ -353,6 +407,9 @@ func (b *Backend) LayerIntegrity() (*schema.LayerIntegrity, error) {
 		li.Mode = schema.LayersAudited
 	}
 	if li.Refused, err = b.refusal(); err != nil {
+		return nil, err
+	}
+	if li.Unsigned, err = b.unsigned(); err != nil {
 		return nil, err
 	}
 	return li, nil

@@ -231,6 +231,55 @@ func TestSignedLayerRecordMismatchRefused(t *testing.T) {
 	}
 }
 
+// An overlay whose signed manifest records no layer image (made before
+// strata recorded them) applies, and the node says that its image is
+// checked against the ledger's record alone: status (LayerIntegrity)
+// names it after the apply and after the next boot's activation, until
+// a rollback drops it.
+func TestUnsignedLayerReported(t *testing.T) {
+	l := newLine(t, "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n", map[string]string{"rootfs/etc/app.conf": "port 80\n"})
+	ctx := context.Background()
+	src := filepath.Join(l.dir, "c")
+	if err := os.WriteFile(src, []byte("port 81\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := overlay.Create(ctx, l.repo, l.key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app.conf", Src: src}}}, overlay.CreateOptions{Version: "1.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := archivetest.Read(t, c.Path)[2:]
+	m := *c.Manifest
+	m.Layer = nil
+	legacy := filepath.Join(l.dir, "legacy.overlay.tar.zst")
+	archivetest.Craft(t, legacy, &m, l.key, members)
+	root := newNode(t, l.res.Image)
+	if _, err := nodetest.Apply(ctx, root, node.Source{Files: []string{legacy}}, node.ApplyOptions{}, node.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := nodetest.Status(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if li := st.LayerIntegrity; li == nil || !slices.Equal(li.Unsigned, []string{"1.0.1"}) || li.Refused != nil {
+		t.Fatalf("status after a layer no signature covers: %+v", st.LayerIntegrity)
+	}
+	// The next boot's activation finds it again (its /run is new).
+	shutdown(t, root)
+	if rep := bootReport(t, l.res.Image, filepath.Join(filepath.Dir(root), "state"), root); len(rep.Layers) != 1 || rep.LayerRefused != nil {
+		t.Fatalf("activation with a layer no signature covers: %+v", rep)
+	}
+	if st, err = nodetest.Status(ctx, root); err != nil || st.LayerIntegrity == nil || !slices.Equal(st.LayerIntegrity.Unsigned, []string{"1.0.1"}) {
+		t.Fatalf("status after the next boot: %+v, %v", st.LayerIntegrity, err)
+	}
+	// Rolled back, the record goes with the layer.
+	if _, err := nodetest.Rollback(ctx, root, "", node.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = nodetest.Status(ctx, root); err != nil || st.LayerIntegrity == nil || len(st.LayerIntegrity.Unsigned) != 0 {
+		t.Fatalf("status after the rollback: %+v, %v", st.LayerIntegrity, err)
+	}
+}
+
 // rewriteLedger rewrites the ledger of the node at root as root on the
 // node could: every record changed by edit, the hash chain made anew.
 func rewriteLedger(t *testing.T, root string, edit func(*manifests.LedgerEntry)) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,7 +82,7 @@ func (b *Backend) Activate(ctx context.Context) error {
 // stacked, a refusal recorded before is dropped.
 func (b *Backend) stackOrRefuse(ctx context.Context, applied []manifests.LedgerEntry) (*refusedError, error) {
 	layers := refs(applied)
-	refused, err := b.signedRecords(applied)
+	refused, unsigned, err := b.signedRecords(applied)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +101,16 @@ func (b *Backend) stackOrRefuse(ctx context.Context, applied []manifests.LedgerE
 		if serr := b.restack(ctx, below); serr != nil {
 			return nil, errors.Join(err, fmt.Errorf("stacking the %d layers below %s: %w", len(below), bad.version, serr))
 		}
+		layers = below
+	}
+	// Of the layers no signature covers, those stacked.
+	stacked := map[string]bool{}
+	for _, l := range layers {
+		stacked[l.Version] = true
+	}
+	unsigned = slices.DeleteFunc(unsigned, func(v string) bool { return !stacked[v] })
+	if err := b.recordUnsigned(unsigned); err != nil {
+		return nil, err
 	}
 	if refused == nil {
 		return nil, b.clearRefusal()
@@ -114,18 +125,25 @@ func (b *Backend) stackOrRefuse(ctx context.Context, applied []manifests.LedgerE
 // signed manifests with the keys of the image below the stacks
 // (nodestate.Node.SignedRecords), and returns the first record that
 // fails as a refusal.
-func (b *Backend) signedRecords(applied []manifests.LedgerEntry) (*refusedError, error) {
+//
+// It also returns the layers below that whose signed manifest records
+// no layer image (nodestate.UnsignedLayer).
+func (b *Backend) signedRecords(applied []manifests.LedgerEntry) (*refusedError, []string, error) {
 	trust, err := b.imageKeys()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	at, _, err := b.n.SignedRecords(trust, applied)
+	at, unsigned, err := b.n.SignedRecords(trust, applied)
+	var versions []string
+	for _, u := range unsigned {
+		versions = append(versions, u.Version)
+	}
 	if at < 0 {
-		return nil, nil
+		return nil, versions, nil
 	}
 	v := applied[at].Version
 	return &refusedError{at: at, version: v, err: fmt.Errorf("layer %s: %w: %w", v, ErrLayerRefused, err),
-		hint: "the node's state was changed after the apply, which a repair cannot undo: audit it with strata verify-sequence --pub from a trusted system, and provision it anew"}, nil
+		hint: "the node's state was changed after the apply, which a repair cannot undo: audit it with strata verify-sequence --pub from a trusted system, and provision it anew"}, versions, nil
 }
 
 // imageKeys are the keys the image below the stacks trusts: the files
