@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/secureboot"
 	"github.com/strata-dev/strata/internal/sign"
+	"github.com/strata-dev/strata/internal/uki"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -120,4 +122,75 @@ func copyBootImage(src, dst string) (err error) {
 		return fmt.Errorf("boot image %s is over %d bytes: %w", src, int64(manifests.MaxBootImageSize), manifests.ErrBootImage)
 	}
 	return nil
+}
+
+// SignLoader signs systemd-boot (bootEFI, "": DefaultBootEFI) with the
+// db key s into out: the boot loader of a disk provisioned from a boot
+// image (Options.SignedLoader), made where the key is. out is written
+// whole or not at all.
+func SignLoader(ctx context.Context, bootEFI, out string, s *secureboot.Signer) error {
+	if bootEFI == "" {
+		bootEFI = DefaultBootEFI
+	}
+	scr, err := scratch.MkdirTemp("sign-loader")
+	if err != nil {
+		return fmt.Errorf("signing %s: %w", bootEFI, err)
+	}
+	defer scr.RemoveAll()
+	signed := filepath.Join(scr.Path, "systemd-boot.signed.efi")
+	if err := s.Sign(ctx, bootEFI, signed); err != nil {
+		return fmt.Errorf("secure boot: %w", err)
+	}
+	raw, err := os.ReadFile(signed)
+	if err != nil {
+		return fmt.Errorf("signing %s: %w", bootEFI, err)
+	}
+	if err := safefile.WriteAtomic(out, raw, 0o644); err != nil {
+		return fmt.Errorf("signing %s: %w", bootEFI, err)
+	}
+	return nil
+}
+
+// presignedBoot checks a boot image (for b's root hash) and a signed
+// boot loader, copied into work, for a disk that boots them: both
+// signed, naming a common signer, the boot image's command line exactly
+// the one for this image.
+func presignedBoot(b *bootFiles, bootImage, loader, work string) (*signedBoot, error) {
+	if bootImage == "" || loader == "" {
+		return nil, fmt.Errorf("a disk provisioned without the db key needs both the image's boot image and a signed boot loader: %w", ErrSecureBoot)
+	}
+	if b.kernel == "" {
+		return nil, fmt.Errorf("secure boot: the image has no kernel and initrd: %w", ErrNoKernel)
+	}
+	if b.verity == nil {
+		return nil, fmt.Errorf("secure boot: the image has no verity record (or no strata to open its root with), and a boot image finds and opens its root by the signed root hash: %w", ErrSecureBoot)
+	}
+	out := &signedBoot{uki: filepath.Join(work, "boot-image.efi"), bootEFI: filepath.Join(work, "loader.signed.efi")}
+	if err := copyBootImage(bootImage, out.uki); err != nil {
+		return nil, err
+	}
+	if _, err := uki.CheckBootImage(out.uki, b.verity.rootHash); err != nil {
+		return nil, fmt.Errorf("%s: %w", bootImage, err)
+	}
+	if err := copyBootImage(loader, out.bootEFI); err != nil {
+		return nil, err
+	}
+	ukiSigners, err := fileSigners(out.uki)
+	if err != nil {
+		return nil, fmt.Errorf("boot image %s: %w: %w", bootImage, manifests.ErrBootImage, err)
+	}
+	loaderSigners, err := fileSigners(out.bootEFI)
+	if err != nil {
+		return nil, fmt.Errorf("signed boot loader %s: %w: %w", loader, ErrSecureBoot, err)
+	}
+	for _, l := range loaderSigners {
+		for _, u := range ukiSigners {
+			if l.Equal(u) {
+				out.signer = u.Subject.String()
+				return out, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("the boot loader %s is signed by %s and the boot image %s by %s: the firmware would need both in db; sign both with the db key the machines trust: %w",
+		loader, loaderSigners[0].Subject, bootImage, ukiSigners[0].Subject, ErrSecureBoot)
 }

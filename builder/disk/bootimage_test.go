@@ -107,3 +107,74 @@ func espReadUnsigned(t *testing.T, p string) string {
 	}
 	return string(readFile(t, out))
 }
+
+// TestProvisionFromBootImage provisions a Secure Boot disk on a host
+// without the db key, from the image's boot image and systemd-boot
+// signed where the key is: the ESP holds exactly those two files, and
+// no plain kernel or entry. A boot loader signed by another key than the
+// boot image, or a boot image of another image, is refused and no disk
+// is written.
+func TestProvisionFromBootImage(t *testing.T) {
+	requireDiskTools(t)
+	testenv.RequireTools(t, []string{"cpio", "sbsign", "sbverify", disk.DefaultStub, disk.DefaultBootEFI})
+	ctx := context.Background()
+	dir := t.TempDir()
+	res, trust := bootableImage(t, dir, false)
+	keyPath, certPath := testenv.SecureBootKey(t, dir, "db")
+	signer, err := secureboot.LoadSigner(keyPath, certPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKey, otherCert := testenv.SecureBootKey(t, dir, "other")
+	other, err := secureboot.LoadSigner(otherKey, otherCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot, err := disk.SignImage(ctx, res.Image, "", trust, signer, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loader, otherLoader := filepath.Join(dir, "loader.efi"), filepath.Join(dir, "other-loader.efi")
+	if err := disk.SignLoader(ctx, "", loader, signer); err != nil {
+		t.Fatal(err)
+	}
+	if err := disk.SignLoader(ctx, "", otherLoader, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := signer.Verify(ctx, loader); err != nil {
+		t.Fatalf("the signed boot loader: %v", err)
+	}
+
+	d := filepath.Join(dir, "disk.img")
+	if _, err := disk.Provision(ctx, res.Image, d, trust, disk.Options{Size: 512 << 20, NodeID: "sb", BootImage: boot.File, SignedLoader: otherLoader}); !errors.Is(err, disk.ErrSecureBoot) || !strings.Contains(err.Error(), "CN=strata test other") {
+		t.Fatalf("a boot loader signed by another key: %v", err)
+	}
+	dir2 := t.TempDir()
+	res2, trust2 := bootableImage(t, dir2, false)
+	if _, err := disk.Provision(ctx, res2.Image, d, trust2, disk.Options{Size: 512 << 20, NodeID: "sb", BootImage: boot.File, SignedLoader: loader}); !errors.Is(err, manifests.ErrBootImage) {
+		t.Fatalf("the boot image of another image: %v", err)
+	}
+	if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused provisioning left %s: %v", d, err)
+	}
+
+	r, err := disk.Provision(ctx, res.Image, d, trust, disk.Options{Size: 512 << 20, NodeID: "sb", Hostname: "sb1", BootImage: boot.File, SignedLoader: loader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.UKI != "/EFI/Linux/strata-1-a.efi" || r.RootHash != res.Verity.RootHash {
+		t.Fatalf("result: UKI %q, root hash %q", r.UKI, r.RootHash)
+	}
+	if espRead(t, d, r.UKI) != string(readFile(t, boot.File)) {
+		t.Error("the disk's kernel image is not the boot image")
+	}
+	for _, p := range []string{"/EFI/BOOT/BOOTX64.EFI", "/EFI/systemd/systemd-bootx64.efi"} {
+		if espRead(t, d, p) != string(readFile(t, loader)) {
+			t.Errorf("%s is not the signed boot loader", p)
+		}
+	}
+	if got := espRead(t, d, "/loader/loader.conf"); got != "default strata-*\ntimeout 3\neditor no\n" {
+		t.Errorf("loader.conf:\n%s", got)
+	}
+	espAbsent(t, d, "/loader/entries/strata-1-a.conf", "/strata/a/vmlinuz")
+}

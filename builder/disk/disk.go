@@ -59,6 +59,14 @@ type Options struct {
 	// Stub is systemd's EFI stub the UKI is built on (default
 	// DefaultStub).
 	Stub string
+	// BootImage and SignedLoader, instead of SecureBoot, make a disk
+	// that boots under Secure Boot without the db key: the image's boot
+	// image (SignImage) and systemd-boot signed with the same key
+	// (SignLoader), both made where the key is. The boot image must
+	// boot exactly the image's root hash; both must name the same
+	// signer. The node then takes its host name from the state
+	// partition (the boot image names none).
+	BootImage, SignedLoader string
 	// Progress, if set, gets a short line per step.
 	Progress func(step string)
 }
@@ -148,9 +156,17 @@ func Provision(ctx context.Context, image, diskPath string, trust *sign.KeySet, 
 	boot.rootA = res.Layout.Part(PartRootA).GUID
 	boot.hostname = opts.Hostname
 	var signed *signedBoot
-	if opts.SecureBoot != nil {
+	switch {
+	case opts.SecureBoot != nil && (opts.BootImage != "" || opts.SignedLoader != ""):
+		return nil, fmt.Errorf("provisioning %s: a db key to sign with, or a boot image and a signed boot loader signed already: give one: %w", diskPath, ErrSecureBoot)
+	case opts.SecureBoot != nil:
 		progress("building and signing the unified kernel image and systemd-boot")
 		if signed, err = signBoot(ctx, boot, opts.SecureBoot, opts.BootEFI, opts.Stub, work); err != nil {
+			return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
+		}
+	case opts.BootImage != "" || opts.SignedLoader != "":
+		progress("checking the boot image and the signed boot loader")
+		if signed, err = presignedBoot(boot, opts.BootImage, opts.SignedLoader, work); err != nil {
 			return nil, fmt.Errorf("provisioning %s: %w", diskPath, err)
 		}
 	}
@@ -176,7 +192,7 @@ func Provision(ctx context.Context, image, diskPath string, trust *sign.KeySet, 
 	res.Kernel, res.Initrd, res.BootEntry = boot.kernel, boot.initrd, boot.kernel != ""
 	if signed != nil {
 		res.UKI = ukiDir + "/strata-1-a.efi"
-		progress(fmt.Sprintf("Secure Boot: %s and systemd-boot signed for %s", res.UKI, opts.SecureBoot.Certificate().Subject))
+		progress(fmt.Sprintf("Secure Boot: %s and systemd-boot signed for %s", res.UKI, signed.signer))
 	}
 	if boot.verity != nil {
 		res.RootHash = boot.verity.rootHash

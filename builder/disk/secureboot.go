@@ -49,6 +49,8 @@ var ErrSecureBoot = manifests.Rejection("not possible under Secure Boot")
 // of systemd-boot and of the UKI.
 type signedBoot struct {
 	bootEFI, uki string
+	// signer is the subject of the certificate they are signed for.
+	signer string
 }
 
 // signBoot builds the UKI of b and signs it and systemd-boot with s, all
@@ -66,7 +68,7 @@ func signBoot(ctx context.Context, b *bootFiles, s *secureboot.Signer, bootEFI, 
 	if bootEFI == "" {
 		bootEFI = DefaultBootEFI
 	}
-	out := &signedBoot{bootEFI: filepath.Join(work, "systemd-boot.signed.efi"), uki: signed}
+	out := &signedBoot{bootEFI: filepath.Join(work, "systemd-boot.signed.efi"), uki: signed, signer: s.Certificate().Subject.String()}
 	if err := s.Sign(ctx, bootEFI, out.bootEFI); err != nil {
 		return nil, fmt.Errorf("secure boot: %w", err)
 	}

@@ -43,10 +43,19 @@ See docs/images.md, "Disk images".
 with a db key (unencrypted RSA, PEM) the machine's firmware trusts:
 systemd-boot and a unified kernel image (the kernel, the initrds and the
 command line with the root hash) are signed instead of a plain kernel and
-loader entry. The image must have a kernel and a verity record. Such a disk
-is upgraded offline with the same key (strata upgrade --disk
---secure-boot-key), never by the node itself: the key stays off nodes. See
-docs/security.md, "Secure Boot".
+loader entry. The image must have a kernel and a verity record. The node
+upgrades itself with the next image's boot image (strata upgrade --repo),
+or the disk is upgraded offline with the key (strata upgrade --disk
+--secure-boot-key); the key never goes to a node. See docs/security.md,
+"Secure Boot".
+
+--boot-image and --signed-boot-loader make the same disk without the db
+key on this host: the image's boot image (strata secure-boot sign-image)
+and systemd-boot signed with the same key (strata secure-boot
+sign-loader), both made where the key is. The boot image must boot
+exactly this image's root hash, and both must name the same signer. Its
+command line names no partition and no host: the node finds its root by
+the root hash and takes its host name from the state partition.
 
 --repo REPO instead of --image provisions at the line's head (or at
 --through V): the line's image when no overlay follows it, otherwise a fresh
@@ -57,8 +66,11 @@ machine joins the sequence at its head.`,
 			if n := btoi(root != "") + btoi(diskPath != "") + btoi(state != ""); n != 1 {
 				return usageError{fmt.Errorf("give one of --root DIR, --state DIR or --disk PATH")}
 			}
-			if diskPath == "" && (size != "" || keyFile != "" || do.Hostname != "" || do.NodeID != "" || sb.given(c)) {
-				return usageError{fmt.Errorf("--size, --hostname, --ssh-authorized-key, --node-id and --secure-boot-key need --disk")}
+			if diskPath == "" && (size != "" || keyFile != "" || do.Hostname != "" || do.NodeID != "" || sb.given(c) || do.BootImage != "" || do.SignedLoader != "") {
+				return usageError{fmt.Errorf("--size, --hostname, --ssh-authorized-key, --node-id, --secure-boot-key, --boot-image and --signed-boot-loader need --disk")}
+			}
+			if (do.BootImage == "") != (do.SignedLoader == "") || do.BootImage != "" && sb.given(c) {
+				return usageError{fmt.Errorf("give --boot-image and --signed-boot-loader together, and not with --secure-boot-key")}
 			}
 			signer, err := sb.signer(c)
 			if err != nil {
@@ -152,6 +164,8 @@ machine joins the sequence at its head.`,
 	versionVar(c, &through, "through", "with --repo: provision at this version instead of the head")
 	f.StringVar(&signKey, "key", "", "with --repo: key that signs the regenerated image (and that the repository must be signed with)")
 	sb.add(c, "with --disk: Secure Boot db key (PEM) to sign the boot loader and kernel image with")
+	f.StringVar(&do.BootImage, "boot-image", "", "with --disk, instead of --secure-boot-key: the image's boot image (strata secure-boot sign-image)")
+	f.StringVar(&do.SignedLoader, "signed-boot-loader", "", "with --boot-image: systemd-boot signed with the same db key (strata secure-boot sign-loader)")
 	return c
 }
 

@@ -45,7 +45,7 @@ or sbctl; see docs/security.md, "Secure Boot".`,
 	f.StringArrayVar(&v.KEK, "kek", nil, "key exchange key certificate (PEM; repeatable)")
 	f.StringArrayVar(&v.DB, "db", nil, "signature database certificate (PEM; repeatable): the key disks are signed with")
 	required(vars, "out", "pk", "kek", "db")
-	sb.AddCommand(vars, newSignImageCmd(g))
+	sb.AddCommand(vars, newSignImageCmd(g), newSignLoaderCmd(g))
 	return sb
 }
 
@@ -134,4 +134,43 @@ func (s *sbFlags) signer(c *cobra.Command) (*secureboot.Signer, error) {
 		return nil, nil
 	}
 	return secureboot.LoadSigner(s.key, s.cert)
+}
+
+func newSignLoaderCmd(g *globals) *cobra.Command {
+	var bootEFI, out string
+	var s sbFlags
+	c := &cobra.Command{
+		Use:     "sign-loader --secure-boot-key K --secure-boot-cert C --out FILE.efi [--boot-efi systemd-bootx64.efi]",
+		Example: `  strata secure-boot sign-loader --secure-boot-key db.key --secure-boot-cert db.crt --out systemd-boot.signed.efi`,
+		Short:   "Sign systemd-boot for disks provisioned from boot images",
+		Long: `Write systemd-boot (--boot-efi, default Debian's systemd-bootx64.efi)
+signed with the db key to --out: with an image's boot image (strata
+secure-boot sign-image) it lets strata provision --disk make a disk that
+boots under Secure Boot on a host without the key (--boot-image,
+--signed-boot-loader). Run it where the key is.`,
+		Args: args(cobra.NoArgs),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if s.key == "" {
+				return usageError{fmt.Errorf("--secure-boot-key and --secure-boot-cert are required")}
+			}
+			signer, err := s.signer(c)
+			if err != nil {
+				return err
+			}
+			if err := disk.SignLoader(c.Context(), bootEFI, out, signer); err != nil {
+				return err
+			}
+			res := map[string]string{"file": out, "signer": signer.Certificate().Subject.String()}
+			return g.output(c.OutOrStdout(), res, func(w io.Writer) {
+				fmt.Fprintf(w, "wrote %s: systemd-boot signed for %s\n", out, res["signer"])
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&bootEFI, "boot-efi", disk.DefaultBootEFI, "systemd-boot's EFI binary to sign")
+	f.StringVar(&out, "out", "", "the signed boot loader to write")
+	f.StringVar(&s.key, "secure-boot-key", "", "Secure Boot db key (PEM, unencrypted RSA) to sign with")
+	f.StringVar(&s.cert, "secure-boot-cert", "", "its certificate (PEM), the one enrolled in the firmware's db")
+	required(c, "out")
+	return c
 }
