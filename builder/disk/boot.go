@@ -176,8 +176,11 @@ func writeESP(ctx context.Context, target string, p Partition, b *bootFiles, boo
 	if bootEFI == "" {
 		bootEFI = DefaultBootEFI
 	}
-	if _, err := os.Stat(bootEFI); err != nil {
-		return fmt.Errorf("systemd-boot (install systemd-boot-efi): %w", err)
+	if sb == nil {
+		// A Secure Boot disk gets the signed copy instead.
+		if _, err := os.Stat(bootEFI); err != nil {
+			return fmt.Errorf("systemd-boot (install systemd-boot-efi): %w", err)
+		}
 	}
 	volID := strings.ReplaceAll(p.GUID, "-", "")[:8]
 	if err := tool(ctx, "mkfs.fat", "-F", "32", "-s", "1", "-n", "ESP", "--invariant", "-i", volID,
