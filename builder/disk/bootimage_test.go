@@ -12,7 +12,6 @@ import (
 
 	"github.com/strata-dev/strata/builder/disk"
 	"github.com/strata-dev/strata/internal/repo"
-	"github.com/strata-dev/strata/internal/secureboot"
 	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/internal/uki"
 	"github.com/strata-dev/strata/manifests"
@@ -29,11 +28,7 @@ func TestSignImage(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	res, trust := bootableImage(t, dir, false)
-	keyPath, certPath := testenv.SecureBootKey(t, dir, "db")
-	signer, err := secureboot.LoadSigner(keyPath, certPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := sbSigner(t, dir, "db")
 	b, err := disk.SignImage(ctx, res.Image, "", trust, signer, "")
 	if err != nil {
 		t.Fatal(err)
@@ -120,16 +115,8 @@ func TestProvisionFromBootImage(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	res, trust := bootableImage(t, dir, false)
-	keyPath, certPath := testenv.SecureBootKey(t, dir, "db")
-	signer, err := secureboot.LoadSigner(keyPath, certPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherKey, otherCert := testenv.SecureBootKey(t, dir, "other")
-	other, err := secureboot.LoadSigner(otherKey, otherCert)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := sbSigner(t, dir, "db")
+	other := sbSigner(t, dir, "other")
 	boot, err := disk.SignImage(ctx, res.Image, "", trust, signer, "")
 	if err != nil {
 		t.Fatal(err)

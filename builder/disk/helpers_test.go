@@ -2,6 +2,7 @@ package disk_test
 
 import (
 	"context"
+	"github.com/strata-dev/strata/internal/secureboot"
 	"os"
 	"testing"
 
@@ -31,4 +32,15 @@ func readFile(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// sbSigner is a Secure Boot db key and certificate made in dir, loaded.
+func sbSigner(t *testing.T, dir, name string) *secureboot.Signer {
+	t.Helper()
+	k, c := testenv.SecureBootKey(t, dir, name)
+	s, err := secureboot.LoadSigner(k, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

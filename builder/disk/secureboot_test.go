@@ -80,16 +80,8 @@ func TestProvisionSecureBoot(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	res, trust := bootableImage(t, dir, false)
-	keyPath, certPath := testenv.SecureBootKey(t, dir, "db")
-	signer, err := secureboot.LoadSigner(keyPath, certPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherKey, otherCert := testenv.SecureBootKey(t, dir, "other")
-	other, err := secureboot.LoadSigner(otherKey, otherCert)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := sbSigner(t, dir, "db")
+	other := sbSigner(t, dir, "other")
 	d := filepath.Join(dir, "disk.img")
 	r, err := disk.Provision(ctx, res.Image, d, trust, disk.Options{Size: 512 << 20, NodeID: "sb", Hostname: "sb1", SecureBoot: signer})
 	if err != nil {
@@ -191,14 +183,10 @@ func TestProvisionSecureBootRefusals(t *testing.T) {
 	testenv.RequireTools(t, []string{"cpio", "sbsign", "sbverify", disk.DefaultStub})
 	ctx := context.Background()
 	dir := t.TempDir()
-	keyPath, certPath := testenv.SecureBootKey(t, dir, "db")
-	signer, err := secureboot.LoadSigner(keyPath, certPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := sbSigner(t, dir, "db")
 	unverified, trust := bootableImage(t, filepath.Join(dir, "plain"), true)
 	d := filepath.Join(dir, "disk.img")
-	_, err = disk.Provision(ctx, unverified.Image, d, trust, disk.Options{Size: 512 << 20, SecureBoot: signer})
+	_, err := disk.Provision(ctx, unverified.Image, d, trust, disk.Options{Size: 512 << 20, SecureBoot: signer})
 	if !errors.Is(err, disk.ErrSecureBoot) || !strings.Contains(err.Error(), "no verity record") {
 		t.Errorf("an image without strata: %v", err)
 	}

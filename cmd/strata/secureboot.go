@@ -72,10 +72,7 @@ the key. --out defaults to the image's path with .efi for .squashfs.
 See docs/security.md, "Secure Boot".`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if s.key == "" {
-				return usageError{fmt.Errorf("--secure-boot-key and --secure-boot-cert are required")}
-			}
-			signer, err := s.signer(c)
+			signer, err := s.required(c)
 			if err != nil {
 				return err
 			}
@@ -150,10 +147,7 @@ boots under Secure Boot on a host without the key (--boot-image,
 --signed-boot-loader). Run it where the key is.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if s.key == "" {
-				return usageError{fmt.Errorf("--secure-boot-key and --secure-boot-cert are required")}
-			}
-			signer, err := s.signer(c)
+			signer, err := s.required(c)
 			if err != nil {
 				return err
 			}
@@ -173,4 +167,12 @@ boots under Secure Boot on a host without the key (--boot-image,
 	f.StringVar(&s.cert, "secure-boot-cert", "", "its certificate (PEM), the one enrolled in the firmware's db")
 	required(c, "out")
 	return c
+}
+
+// required is signer for a command that needs the key.
+func (s *sbFlags) required(c *cobra.Command) (*secureboot.Signer, error) {
+	if s.key == "" {
+		return nil, usageError{fmt.Errorf("--secure-boot-key and --secure-boot-cert are required")}
+	}
+	return s.signer(c)
 }
