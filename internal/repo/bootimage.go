@@ -6,9 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path"
-	"path/filepath"
 
 	"github.com/strata-dev/strata/internal/safefile"
 	"github.com/strata-dev/strata/internal/sign"
@@ -36,18 +34,9 @@ func checkBootImage(image string, im *Image, vd *VerityDoc, p string) (*checkedB
 	if err != nil {
 		return nil, fmt.Errorf("boot image: %w: %w", manifests.ErrBootImage, err)
 	}
-	// Checked in a file of its own: the bytes read, not the path.
-	scr, err := os.MkdirTemp("", "strata-boot-image-")
-	if err != nil {
-		return nil, fmt.Errorf("boot image: %w", err)
-	}
-	defer os.RemoveAll(scr)
-	copyPath := filepath.Join(scr, filepath.Base(p))
-	if err := os.WriteFile(copyPath, data, 0o600); err != nil {
-		return nil, fmt.Errorf("boot image: %w", err)
-	}
-	if _, err := uki.CheckBootImage(copyPath, vd.Verity.RootHash); err != nil {
-		return nil, fmt.Errorf("adding image %s %s: %s: %w", im.Manifest.Line, im.Manifest.Version, p, err)
+	// The bytes read are checked, and written: not the path again.
+	if _, err := uki.CheckBootImageAt(p, bytes.NewReader(data), int64(len(data)), vd.Verity.RootHash); err != nil {
+		return nil, fmt.Errorf("adding image %s %s: %w", im.Manifest.Line, im.Manifest.Version, err)
 	}
 	return &checkedBoot{src: p, data: data, sum: hexSHA256(data)}, nil
 }

@@ -2,6 +2,7 @@ package uki
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -26,22 +27,28 @@ func CheckBootImage(p, rootHash string) (*Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boot image: %w", err)
 	}
-	if fi.Size() > manifests.MaxBootImageSize {
-		return nil, fmt.Errorf("boot image %s is %d bytes (at most %d): %w", p, fi.Size(), int64(manifests.MaxBootImageSize), manifests.ErrBootImage)
+	return CheckBootImageAt(p, f, fi.Size(), rootHash)
+}
+
+// CheckBootImageAt is CheckBootImage of the size bytes of r (name names
+// it in errors): what was read into memory is checked as it is.
+func CheckBootImageAt(name string, r io.ReaderAt, size int64, rootHash string) (*Info, error) {
+	if size > manifests.MaxBootImageSize {
+		return nil, fmt.Errorf("boot image %s is %d bytes (at most %d): %w", name, size, int64(manifests.MaxBootImageSize), manifests.ErrBootImage)
 	}
-	head := make([]byte, min(fi.Size(), HeadSize))
-	if _, err := io.ReadFull(f, head); err != nil {
-		return nil, fmt.Errorf("boot image %s: %w", p, err)
+	head := make([]byte, min(size, HeadSize))
+	if _, err := r.ReadAt(head, 0); err != nil && !(errors.Is(err, io.EOF) && int64(len(head)) == size) {
+		return nil, fmt.Errorf("boot image %s: %w", name, err)
 	}
 	info, err := ReadInfo(bytes.NewReader(head), int64(len(head)))
 	if err != nil {
-		return nil, fmt.Errorf("boot image %s: %w: %w", p, manifests.ErrBootImage, err)
+		return nil, fmt.Errorf("boot image %s: %w: %w", name, manifests.ErrBootImage, err)
 	}
 	if !info.Signed {
-		return nil, fmt.Errorf("boot image %s is not signed: %w", p, manifests.ErrBootImage)
+		return nil, fmt.Errorf("boot image %s is not signed: %w", name, manifests.ErrBootImage)
 	}
 	if err := manifests.CheckBootImageCmdline(info.Cmdline, rootHash); err != nil {
-		return nil, fmt.Errorf("boot image %s: %w", filepath.Base(p), err)
+		return nil, fmt.Errorf("boot image %s: %w", filepath.Base(name), err)
 	}
 	return info, nil
 }

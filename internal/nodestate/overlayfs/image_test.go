@@ -169,21 +169,29 @@ func toLayerDirs(t *testing.T, image, root string) {
 	boot(t, image, filepath.Join(filepath.Dir(root), "state"), root)
 }
 
+// lineWithOverlay is a line whose image has /etc/app.conf, and its
+// overlay 1.0.1 changing that file.
+func lineWithOverlay(t *testing.T) (*line, *overlay.Created) {
+	t.Helper()
+	l := newLine(t, "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n", map[string]string{"rootfs/etc/app.conf": "port 80\n"})
+	src := filepath.Join(l.dir, "c")
+	if err := os.WriteFile(src, []byte("port 81\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := overlay.Create(context.Background(), l.repo, l.key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app.conf", Src: src}}}, overlay.CreateOptions{Version: "1.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, c
+}
+
 // An overlay whose signed manifest records another layer image than the
 // one the node writes (the tree below it is not the line's, or the
 // record lies) is refused before anything switches: no layer, no mount,
 // no ledger record.
 func TestSignedLayerRecordMismatchRefused(t *testing.T) {
-	l := newLine(t, "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n", map[string]string{"rootfs/etc/app.conf": "port 80\n"})
+	l, c := lineWithOverlay(t)
 	ctx := context.Background()
-	src := filepath.Join(l.dir, "c")
-	if err := os.WriteFile(src, []byte("port 81\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, err := overlay.Create(ctx, l.repo, l.key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app.conf", Src: src}}}, overlay.CreateOptions{Version: "1.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	members := archivetest.Read(t, c.Path)[2:] // the payload, after the manifest and its signature
 	m := *c.Manifest
 	li := *m.Layer
@@ -192,7 +200,7 @@ func TestSignedLayerRecordMismatchRefused(t *testing.T) {
 	forged := filepath.Join(l.dir, "forged.overlay.tar.zst")
 	archivetest.Craft(t, forged, &m, l.key, members)
 	root := newNode(t, l.res.Image)
-	_, err = nodetest.Apply(ctx, root, node.Source{Files: []string{forged}}, node.ApplyOptions{}, node.Options{})
+	_, err := nodetest.Apply(ctx, root, node.Source{Files: []string{forged}}, node.ApplyOptions{}, node.Options{})
 	if !errors.Is(err, nodestate.ErrDrift) || !strings.Contains(err.Error(), "signed manifest records") {
 		t.Fatalf("apply of an overlay whose signed layer record differs: %v, want ErrDrift naming the record", err)
 	}
@@ -237,16 +245,8 @@ func TestSignedLayerRecordMismatchRefused(t *testing.T) {
 // names it after the apply and after the next boot's activation, until
 // a rollback drops it.
 func TestUnsignedLayerReported(t *testing.T) {
-	l := newLine(t, "line: l\nversion: 1.0.0\nepoch: 1700000000\nbase:\n  dir: rootfs\nfiles:\n  - path: /var\n    dir: true\n  - path: /run\n    dir: true\n", map[string]string{"rootfs/etc/app.conf": "port 80\n"})
+	l, c := lineWithOverlay(t)
 	ctx := context.Background()
-	src := filepath.Join(l.dir, "c")
-	if err := os.WriteFile(src, []byte("port 81\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	c, err := overlay.Create(ctx, l.repo, l.key, overlay.Change{Adds: []overlay.Add{{Dest: "/etc/app.conf", Src: src}}}, overlay.CreateOptions{Version: "1.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	members := archivetest.Read(t, c.Path)[2:]
 	m := *c.Manifest
 	m.Layer = nil
