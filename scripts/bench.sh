@@ -22,11 +22,12 @@
 #   apply --repo oci:// vs oras pull + apply-overlay --repo DIR
 #   strata serve       vs  nginx (server CPU per 304 poll under wrk,
 #                           keep-alive and a new connection per poll)
-# and, without a peer, overlay create at depth 1 to 10,000 (DEPTHS) and
-# 2,000 agents polling one strata serve.
+# and, without a peer, overlay create at depth 1 to 10,000 (DEPTHS),
+# 2,000 agents polling one strata serve, and the memory of 200 real
+# agent processes on one host (AGENTS).
 # (DEBIAN=0 leaves out the Debian rows.)
 # Each pair runs interleaved RUNS times; the table shows medians.
-# Usage: scripts/bench.sh [path/to/strata]   (env: FILES, FILE_KB, CHANGED, RUNS, XZ_MB, DEBIAN, DEPTHS)
+# Usage: scripts/bench.sh [path/to/strata]   (env: FILES, FILE_KB, CHANGED, RUNS, XZ_MB, DEBIAN, DEPTHS, AGENTS)
 set -euo pipefail
 S=$(realpath "${1:-bin/strata}")
 SRC=$(pwd)   # the source tree (make bench runs from it), for the Go-side rows
@@ -313,3 +314,8 @@ side bench-oci.sh 4
 # poll (304), keep-alive and a new connection per poll, under wrk.
 printf '\nServing polls (scripts/bench-serve.sh, medians of %d runs):\n' "$RUNS"
 side bench-serve.sh 2
+
+# Agent memory (issue 24): AGENTS real agent processes (default 200), each
+# over a node of its own, polling one strata serve; RSS and PSS per agent.
+printf '\nAgent memory (scripts/bench-agents.sh):\n'
+side bench-agents.sh 6
