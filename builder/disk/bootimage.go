@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -91,20 +92,30 @@ func SignImage(ctx context.Context, image, out string, trust *sign.KeySet, s *se
 
 // copyBootImage copies the boot image at src (a regular file, at most
 // manifests.MaxBootImageSize bytes) to the new file dst.
-func copyBootImage(src, dst string) (err error) {
+func copyBootImage(src, dst string) error {
+	return copyEFI("boot image", manifests.ErrBootImage, src, dst)
+}
+
+// copyEFI copies the EFI binary at src (what it is, for errors; a
+// regular file, at most manifests.MaxBootImageSize bytes) to the new file
+// dst. What is not a regular file, or is too large, is refused with
+// reject.
+func copyEFI(what string, reject error, src, dst string) (err error) {
 	in, err := safefile.OpenFollow(src)
-	if err != nil {
-		return fmt.Errorf("boot image: %w: %w", manifests.ErrBootImage, err)
+	if errors.Is(err, safefile.ErrNotRegular) {
+		return fmt.Errorf("%s: %w: %w", what, reject, err)
+	} else if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer in.Close()
 	if fi, err := in.Stat(); err != nil {
-		return fmt.Errorf("boot image: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	} else if fi.Size() > manifests.MaxBootImageSize {
-		return fmt.Errorf("boot image %s is %d bytes (at most %d): %w", src, fi.Size(), int64(manifests.MaxBootImageSize), manifests.ErrBootImage)
+		return fmt.Errorf("%s %s is %d bytes (at most %d): %w", what, src, fi.Size(), int64(manifests.MaxBootImageSize), reject)
 	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return fmt.Errorf("boot image: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer func() {
 		if cerr := out.Close(); err == nil {
@@ -116,10 +127,10 @@ func copyBootImage(src, dst string) (err error) {
 	}()
 	n, err := io.Copy(out, io.LimitReader(in, manifests.MaxBootImageSize+1))
 	if err != nil {
-		return fmt.Errorf("boot image %s: %w", src, err)
+		return fmt.Errorf("%s %s: %w", what, src, err)
 	}
 	if n > manifests.MaxBootImageSize {
-		return fmt.Errorf("boot image %s is over %d bytes: %w", src, int64(manifests.MaxBootImageSize), manifests.ErrBootImage)
+		return fmt.Errorf("%s %s is over %d bytes: %w", what, src, int64(manifests.MaxBootImageSize), reject)
 	}
 	return nil
 }
@@ -172,7 +183,7 @@ func presignedBoot(b *bootFiles, bootImage, loader, work string) (*signedBoot, e
 	if _, err := uki.CheckBootImage(out.uki, b.verity.rootHash); err != nil {
 		return nil, fmt.Errorf("%s: %w", bootImage, err)
 	}
-	if err := copyBootImage(loader, out.bootEFI); err != nil {
+	if err := copyEFI("signed boot loader", ErrSecureBoot, loader, out.bootEFI); err != nil {
 		return nil, err
 	}
 	ukiSigners, err := fileSigners(out.uki)

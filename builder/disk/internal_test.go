@@ -6,7 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/strata-dev/strata/manifests"
 )
 
 func TestVersionLess(t *testing.T) {
@@ -145,5 +148,26 @@ func TestESPGetLimit(t *testing.T) {
 	}
 	if err := esp.Get("/EFI/Linux/a.efi", dst, 10); err == nil {
 		t.Fatal("Get wrote over an existing file")
+	}
+}
+
+// copyEFI refuses what is not a regular file with the rejection it is
+// given, and reports a missing file as it is: an I/O error, no rejection.
+func TestCopyEFIErrors(t *testing.T) {
+	dir := t.TempDir()
+	reject := manifests.Rejection("test rejection")
+	err := copyEFI("signed boot loader", reject, filepath.Join(dir, "missing.efi"), filepath.Join(dir, "out1"))
+	if !errors.Is(err, os.ErrNotExist) || errors.Is(err, reject) || !strings.HasPrefix(err.Error(), "signed boot loader: ") {
+		t.Errorf("missing file: %v, want a not-exist error naming the loader, no rejection", err)
+	}
+	fifo := filepath.Join(dir, "fifo.efi")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyEFI("boot image", reject, fifo, filepath.Join(dir, "out2")); !errors.Is(err, reject) {
+		t.Errorf("FIFO: %v, want the rejection", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "out2")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused copy left its output: %v", err)
 	}
 }

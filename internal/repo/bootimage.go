@@ -32,7 +32,7 @@ func checkBootImage(image string, im *Image, vd *VerityDoc, p string) (*checkedB
 	}
 	data, err := safefile.ReadFollow(p, manifests.MaxBootImageSize)
 	if err != nil {
-		return nil, fmt.Errorf("boot image: %w: %w", manifests.ErrBootImage, err)
+		return nil, uki.OpenError(err)
 	}
 	// The bytes read are checked, and written: not the path again.
 	if _, err := uki.CheckBootImageAt(p, bytes.NewReader(data), int64(len(data)), vd.Verity.RootHash); err != nil {

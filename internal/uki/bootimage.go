@@ -11,6 +11,17 @@ import (
 	"github.com/strata-dev/strata/manifests"
 )
 
+// OpenError is the error for a boot image that could not be opened or
+// read (err): a rejection (manifests.ErrBootImage) when what is there is
+// not a regular file or is too large, err as it is otherwise. A missing or
+// unreadable file is the operator's to fix, not a bad boot image.
+func OpenError(err error) error {
+	if errors.Is(err, safefile.ErrNotRegular) || errors.Is(err, safefile.ErrTooLarge) {
+		return fmt.Errorf("boot image: %w: %w", manifests.ErrBootImage, err)
+	}
+	return fmt.Errorf("boot image: %w", err)
+}
+
 // CheckBootImage checks that the kernel image at p is a boot image of an
 // image whose root hash is rootHash, and returns what it read of it: a signed UKI whose command line
 // passes manifests.CheckBootImageCmdline. Whether the firmware trusts
@@ -20,7 +31,7 @@ func CheckBootImage(p, rootHash string) (*Info, error) {
 	// block, a device never end.
 	f, err := safefile.OpenFollow(p)
 	if err != nil {
-		return nil, fmt.Errorf("boot image: %w: %w", manifests.ErrBootImage, err)
+		return nil, OpenError(err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()

@@ -8,9 +8,11 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/strata-dev/strata/internal/testenv"
+	"github.com/strata-dev/strata/manifests"
 )
 
 // stubPath is systemd's EFI stub as Debian's systemd-boot-efi ships it.
@@ -327,5 +329,25 @@ func TestBuildSystemdStub(t *testing.T) {
 	info, err := ReadInfo(bytes.NewReader(img), int64(len(img)))
 	if err != nil || info.Cmdline != p.Cmdline {
 		t.Fatalf("ReadInfo = %+v, %v", info, err)
+	}
+}
+
+// A boot image path that names no file is the operator's to fix (an I/O
+// error, exit 1), not a bad boot image; one that names a FIFO or a
+// directory is refused as not a boot image, without blocking on it.
+func TestCheckBootImageOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	_, err := CheckBootImage(dir+"/missing.efi", strings.Repeat("0", 64))
+	if !errors.Is(err, os.ErrNotExist) || errors.Is(err, manifests.ErrBootImage) {
+		t.Errorf("missing file: %v, want a not-exist error that is no rejection", err)
+	}
+	fifo := dir + "/fifo.efi"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, dir} {
+		if _, err := CheckBootImage(p, strings.Repeat("0", 64)); !errors.Is(err, manifests.ErrBootImage) {
+			t.Errorf("%s: %v, want ErrBootImage", p, err)
+		}
 	}
 }
