@@ -450,8 +450,9 @@ stop_qemu
 
 echo "== 6. Secure Boot: a disk signed with the test's db key boots with Secure Boot enforcing; its kernel image with one byte of the command line or of the kernel changed is refused by the firmware; upgraded with the key, its root B with one byte changed fails dm-verity and root A boots; the node upgrades itself with the published boot image, and root B boots"
 # The test's own Platform Key, KEK and db, enrolled into a copy of OVMF's
-# empty variable store (no Microsoft keys).
-for k in pk kek db; do
+# empty variable store (no Microsoft keys); "other" is a db key the
+# firmware does not trust.
+for k in pk kek db other; do
 	openssl req -new -x509 -newkey rsa:2048 -nodes -sha256 -days 30 -subj "/CN=strata boot test $k/" \
 		-keyout "$WORK/sb-$k.key" -out "$WORK/sb-$k.crt" 2>"$WORK/openssl.err" || fail "openssl: $(cat "$WORK/openssl.err")"
 done
@@ -537,6 +538,20 @@ grep -q '^  boot image images/debian-bootable-1.1.0\.[0-9a-f]*\.efi ' <<<"$out" 
 SSH_PORT_SAVED=$SSH_PORT
 free_port
 SERVE_PORT=$SSH_PORT SSH_PORT=$SSH_PORT_SAVED
+# First a copy of the repository whose boot image is signed with a key
+# the firmware's db does not hold: the node reads its own db (efivarfs)
+# and refuses it before anything is written, even as a rotation.
+"$BIN" secure-boot sign-image --image "$V110" --secure-boot-key "$WORK/sb-other.key" --secure-boot-cert "$WORK/sb-other.crt" --out "$WORK/sb-other-1.1.0.efi" >/dev/null
+cp -al "$REPO" "$WORK/repo-other"
+"$BIN" repo add-image "$WORK/repo-other" --image "$V110" --boot-image "$WORK/sb-other-1.1.0.efi" --key "$WORK/k.key" >/dev/null
+"$BIN" serve "$WORK/repo-other" --listen "127.0.0.1:$SERVE_PORT" >"$WORK/serve.log" 2>&1 &
+SERVE_PID=$!
+rc=0
+out=$(on_node strata upgrade --root / --repo "http://10.0.2.2:$SERVE_PORT" --secure-boot-rotate --tries 1 2>&1) || rc=$?
+[ $rc = 3 ] && grep -q "signed by CN=strata boot test other, which this machine's firmware does not trust: its db (/sys/firmware/efi/efivars/db-\*) holds CN=strata boot test db" <<<"$out" ||
+	fail "a boot image signed with a key the firmware's db does not hold was not refused (exit $rc): $out"
+on_node ls /efi/EFI/Linux | grep -q 'strata-3-b' && fail "the refused boot image left an entry: $(on_node ls /efi/EFI/Linux)"
+stop_serve
 "$BIN" serve "$REPO" --listen "127.0.0.1:$SERVE_PORT" >"$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
 out=$(on_node strata upgrade --root / --repo "http://10.0.2.2:$SERVE_PORT" --tries 1) ||
@@ -568,5 +583,5 @@ secs() { tr ' ' '\n' <<<"$1" | awk '/ms$/ { t += substr($0, 1, length - 2) / 100
 bv=$(secs "${BOOT_VERIFIED##*= }") bp=$(secs "${BOOT_PLAIN##*= }")
 echo "== boot to the default target, first boot (systemd-analyze): verified disk ${bv}s, unverified disk ${bp}s, $(awk -v a="$bv" -v b="$bp" 'BEGIN { printf "%.2f", a / b }')x"
 echo "== timings: builds $((t1 - t0))s, disks $((t2 - t1))s, boot-time disks $((t20 - t2))s, failed trial and fallback $((t3 - t20))s, upgrade $((t4 - t3))s, changed root refused $((t45 - t4))s, compaction and rollout $((t5 - t45))s, changed layer refused and repaired $((t6 - t5))s, Secure Boot $((t7 - t6))s"
-echo "PASS: a verified and an unverified disk booted (timed); up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image kernel-verified, with one byte changed refused by dm-verity on read, named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity; a disk signed for Secure Boot booted with it enforcing, with one byte of its command line or of its kernel changed was refused by the firmware, and upgraded offline with the db key, its root B with one byte changed failed dm-verity and root A booted and recorded why; then the node upgraded itself over HTTP with the boot image signed for the line, and root B booted it under Secure Boot, confirmed and blessed, with its own host name"
+echo "PASS: a verified and an unverified disk booted (timed); up1: the failed trial of 1.2.0 fell back to root A (recorded, in status and the fleet view), layers 1.0.1-1.0.3 stacked and in effect, verify-sequence --files tree $TREE; then 1.1.0 on root B with the layers, verify-sequence --files OK, blessed; up2: a root B with one byte changed refused by dm-verity, root A booted and recorded it; then compacted onto root B (no layers, the same tree, blessed), 1.0.4 rolled out; its layer image kernel-verified, with one byte changed refused by dm-verity on read, named by the audit, refused at the next boot (the stacks without it, status naming it), rewritten by restart --repair; every root opened through dm-verity; a disk signed for Secure Boot booted with it enforcing, with one byte of its command line or of its kernel changed was refused by the firmware, and upgraded offline with the db key, its root B with one byte changed failed dm-verity and root A booted and recorded why; then the node refused a boot image its firmware's db does not trust, upgraded itself over HTTP with the boot image signed for the line, and root B booted it under Secure Boot, confirmed and blessed, with its own host name"
 [ -n "${BOOT_WORK:-}" ] || rm -rf "$WORK"

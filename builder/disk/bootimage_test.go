@@ -2,6 +2,8 @@ package disk_test
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
@@ -11,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/strata-dev/strata/builder/disk"
+	"github.com/strata-dev/strata/internal/efivars"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/testenv"
 	"github.com/strata-dev/strata/internal/uki"
@@ -73,6 +76,34 @@ func TestSignImage(t *testing.T) {
 	must(t, syscall.Mkfifo(fifo, 0o644))
 	if _, err := uki.CheckBootImage(fifo, res.Verity.RootHash); !errors.Is(err, manifests.ErrBootImage) {
 		t.Errorf("CheckBootImage of a FIFO: %v", err)
+	}
+
+	// What the machine's firmware variables say of it (a node upgrading
+	// itself): its db holds the signer's certificate, or not; its dbx
+	// revokes it; Secure Boot is off.
+	other := sbSigner(t, dir, "other")
+	for _, c := range []struct {
+		name       string
+		secureBoot bool
+		db, dbx    []*x509.Certificate
+		want       string // "" when accepted
+	}{
+		{"db holds the signer", true, []*x509.Certificate{other.Certificate(), signer.Certificate()}, nil, ""},
+		{"db holds another certificate", true, []*x509.Certificate{other.Certificate()}, nil, "which this machine's firmware does not trust: its db"},
+		{"dbx revokes the signer", true, []*x509.Certificate{signer.Certificate()}, []*x509.Certificate{signer.Certificate()}, "revokes in its dbx"},
+		{"Secure Boot off", false, []*x509.Certificate{other.Certificate()}, nil, ""},
+	} {
+		vars := efiVars(t, c.secureBoot, c.db, c.dbx)
+		err := disk.CheckFirmwareTrusts(vars, "fleet.efi", b.File, "b")
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (!errors.Is(err, disk.ErrSecureBoot) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "root B")):
+			t.Errorf("%s: %v, want ErrSecureBoot saying %q", c.name, err, c.want)
+		}
+	}
+	if err := disk.CheckFirmwareTrusts(filepath.Join(dir, "no-efivars"), "fleet.efi", b.File, "b"); err != nil {
+		t.Errorf("a machine without EFI variables: %v", err)
 	}
 
 	// No strata in the image: no verified root, no boot image.
@@ -164,4 +195,35 @@ func TestProvisionFromBootImage(t *testing.T) {
 		t.Errorf("loader.conf:\n%s", got)
 	}
 	espAbsent(t, d, "/loader/entries/strata-1-a.conf", "/strata/a/vmlinuz")
+}
+
+// efiVars writes an efivarfs-like directory: SecureBoot, and db and dbx
+// holding the certificates given (one EFI_SIGNATURE_LIST each, after
+// the 4 attribute bytes efivarfs puts first).
+func efiVars(t *testing.T, secureBoot bool, db, dbx []*x509.Certificate) string {
+	t.Helper()
+	dir := t.TempDir()
+	sb := byte(0)
+	if secureBoot {
+		sb = 1
+	}
+	attrs := []byte{6, 0, 0, 0}
+	must(t, os.WriteFile(filepath.Join(dir, "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"), append(attrs, sb), 0o644))
+	x509Type, err := efivars.ParseGUID("a5c059a1-94e4-4aa7-87b5-ab155c2bf072")
+	must(t, err)
+	for name, certs := range map[string][]*x509.Certificate{"db": db, "dbx": dbx} {
+		if certs == nil {
+			continue
+		}
+		data := append([]byte{}, attrs...)
+		for _, c := range certs {
+			l := make([]byte, 28+16)
+			copy(l, x509Type[:])
+			binary.LittleEndian.PutUint32(l[16:], uint32(len(l)+len(c.Raw)))
+			binary.LittleEndian.PutUint32(l[24:], uint32(16+len(c.Raw)))
+			data = append(data, append(l, c.Raw...)...)
+		}
+		must(t, os.WriteFile(filepath.Join(dir, name+"-d719b2cb-3d3a-4596-a3bc-dad00e67656f"), data, 0o644))
+	}
+	return dir
 }

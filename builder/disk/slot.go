@@ -18,6 +18,7 @@ import (
 
 	"github.com/strata-dev/strata/builder"
 	"github.com/strata-dev/strata/internal/ctxio"
+	"github.com/strata-dev/strata/internal/efivars"
 	"github.com/strata-dev/strata/internal/repo"
 	"github.com/strata-dev/strata/internal/scratch"
 	"github.com/strata-dev/strata/internal/secureboot"
@@ -539,7 +540,56 @@ func (t *Target) checkBootImage(es []BootEntry, image, rootHash string) (string,
 			return "", "", err
 		}
 	}
+	if t.Live {
+		// The machine that will boot it is this one: its firmware's db
+		// and dbx tell whether it would.
+		if err := checkFirmwareTrusts(efivars.DefaultDir, t.bootImage, p, t.Inactive()); err != nil {
+			return "", "", err
+		}
+	}
 	return p, info.Cmdline, nil
+}
+
+// checkFirmwareTrusts refuses the boot image at p (name, as given) when
+// the firmware whose EFI variables are in dir would refuse it at the
+// trial boot of slot: Secure Boot on, and its dbx revokes the signer (or
+// a certificate on its chain), or its db holds no certificate that leads
+// to it and nothing else an image could be admitted by. Where the
+// variables do not settle it (no EFI variables, Secure Boot off, a db
+// that admits images by digest) or cannot be read, the firmware decides
+// at the trial boot, as before.
+func checkFirmwareTrusts(dir, name, p, slot string) error {
+	fw, err := efivars.ReadFirmware(dir)
+	if err != nil || fw == nil || !fw.SecureBoot {
+		return nil
+	}
+	sigs, err := fileSignatures(p)
+	if err != nil {
+		return fmt.Errorf("boot image %s: %w: %w", name, manifests.ErrBootImage, err)
+	}
+	verdict := efivars.Untrusted
+	for _, s := range sigs {
+		switch fw.Check(s.Signer, s.Certs) {
+		case efivars.Revoked:
+			return fmt.Errorf("boot image %s is signed by %s, whose certificate (or one it chains to) this machine's firmware revokes in its dbx (%s): the firmware would refuse root %s at its trial boot; sign the boot image with a key the db holds and the dbx does not revoke: %w",
+				name, s.Signer.Subject, filepath.Join(dir, "dbx-*"), strings.ToUpper(slot), ErrSecureBoot)
+		case efivars.Trusted:
+			verdict = efivars.Trusted
+		case efivars.TrustUnknown:
+			if verdict != efivars.Trusted {
+				verdict = efivars.TrustUnknown
+			}
+		}
+	}
+	if verdict != efivars.Untrusted {
+		return nil
+	}
+	var held []string
+	for _, c := range fw.DB.Certs {
+		held = append(held, c.Subject.String())
+	}
+	return fmt.Errorf("boot image %s is signed by %s, which this machine's firmware does not trust: its db (%s) holds %s, none of which is or issued that certificate; the firmware would refuse root %s at its trial boot. Enroll the signer's certificate in db first (docs/security.md, \"Secure Boot\"), or sign the boot image with a key the db holds: %w",
+		name, sigs[0].Signer.Subject, filepath.Join(dir, "db-*"), strings.Join(held, "; "), strings.ToUpper(slot), ErrSecureBoot)
 }
 
 // checkBootSigner refuses the boot image at p unless one of its signers
@@ -581,8 +631,8 @@ func (t *Target) checkBootSigner(es []BootEntry, p string) error {
 		t.bootImage, want[0].Subject, strings.ToUpper(t.Active), t.Disk, running.UKI, have[0].Subject, strings.ToUpper(t.Inactive()), ErrSecureBoot)
 }
 
-// fileSigners is uki.Signers of the file at p.
-func fileSigners(p string) ([]*x509.Certificate, error) {
+// fileSignatures is uki.ReadSignatures of the file at p.
+func fileSignatures(p string) (uki.Signatures, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
@@ -592,7 +642,16 @@ func fileSigners(p string) ([]*x509.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return uki.Signers(f, fi.Size())
+	return uki.ReadSignatures(f, fi.Size())
+}
+
+// fileSigners is uki.Signers of the file at p.
+func fileSigners(p string) ([]*x509.Certificate, error) {
+	sigs, err := fileSignatures(p)
+	if err != nil {
+		return nil, err
+	}
+	return sigs.Signers(), nil
 }
 
 // RemoveSlot removes the boot entries of slot (cancelling an upgrade).

@@ -63,8 +63,11 @@ secure-boot sign-image), published with the image (strata repo
 add-image --boot-image) and taken with it by --repo, or given with
 --boot-image for --image. It must be signed and boot exactly the new
 image's root hash, and claim the signer of the kernel image the node
-runs (unless --secure-boot-rotate); the firmware checks the signature
-at the trial boot.
+runs (unless --secure-boot-rotate). On the running node, with Secure
+Boot on, the firmware's db must hold a certificate that is or issued its
+signer's, and its dbx must not revoke it (read from efivarfs; where they
+do not settle it, the firmware decides); the firmware checks the
+signature at the trial boot.
 Or, with --disk, on the host that holds them, the db key and certificate
 (--secure-boot-key, --secure-boot-cert) sign one for the new root. The
 key must be the one whose certificate signed the kernel image the node

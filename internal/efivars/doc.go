@@ -21,4 +21,12 @@
 // List reads the records of a store. The store is treated as hostile:
 // every size read from it is bounded by the store, and a malformed store
 // is an error, never a panic.
+//
+// On a running machine, ReadFirmware reads the Secure Boot state its
+// firmware shows through efivarfs (SecureBoot, db, dbx; ParseDatabase
+// reads the signature lists), and Firmware.Check tells whether db and
+// dbx would let a signer's kernel image boot, so that a node refuses a
+// boot image its firmware would refuse before it installs it. The
+// variables are read as hostile too: bounded, never from a FIFO or a
+// device, and a list that does not add up is an error.
 package efivars

@@ -32,6 +32,37 @@ var ErrNoSignature = errors.New("no Authenticode signature")
 // another key than the one the firmware is known to trust can be refused
 // before it is installed.
 func Signers(r io.ReaderAt, size int64) ([]*x509.Certificate, error) {
+	sigs, err := ReadSignatures(r, size)
+	if err != nil {
+		return nil, err
+	}
+	return sigs.Signers(), nil
+}
+
+// Signature is one Authenticode signature of a PE file, as
+// ReadSignatures reads it: the certificate of the signer it names, and
+// every certificate it carries (the signer's among them), from which a
+// chain to a certificate the firmware trusts is built.
+type Signature struct {
+	Signer *x509.Certificate
+	Certs  []*x509.Certificate
+}
+
+// Signatures are the Authenticode signatures of one PE file.
+type Signatures []Signature
+
+// Signers returns the signer's certificate of each signature.
+func (sigs Signatures) Signers() []*x509.Certificate {
+	out := make([]*x509.Certificate, len(sigs))
+	for i, s := range sigs {
+		out[i] = s.Signer
+	}
+	return out
+}
+
+// ReadSignatures returns the Authenticode signatures of the PE file r
+// (size bytes), as Signers reads them, checking none.
+func ReadSignatures(r io.ReaderAt, size int64) (Signatures, error) {
 	f, err := pe.NewFile(io.NewSectionReader(r, 0, size))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotUKI, err)
@@ -50,7 +81,7 @@ func Signers(r io.ReaderAt, size int64) ([]*x509.Certificate, error) {
 	if _, err := r.ReadAt(table, int64(d.VirtualAddress)); err != nil {
 		return nil, fmt.Errorf("reading the certificate table: %w", err)
 	}
-	var out []*x509.Certificate
+	var out Signatures
 	for len(table) >= 8 {
 		n := binary.LittleEndian.Uint32(table)
 		typ := binary.LittleEndian.Uint16(table[6:])
@@ -58,11 +89,11 @@ func Signers(r io.ReaderAt, size int64) ([]*x509.Certificate, error) {
 			return nil, fmt.Errorf("%w: a certificate entry of %d bytes in a table of %d", ErrNotUKI, n, len(table))
 		}
 		if typ == winCertPKCS7 {
-			c, err := pkcs7Signer(table[8:n])
+			s, err := pkcs7Signature(table[8:n])
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, c)
+			out = append(out, s)
 		}
 		next := (int64(n) + 7) &^ 7 // entries are 8-byte aligned
 		if next >= int64(len(table)) {
@@ -105,21 +136,22 @@ type issuerAndSerial struct {
 
 var oidSignedData = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 7, 2}
 
-// pkcs7Signer returns the certificate the first SignerInfo of the
+// pkcs7Signature returns the certificate the first SignerInfo of the
 // SignedData in der that names one by issuer and serial number names
-// (one naming its key by identifier instead is passed over).
-func pkcs7Signer(der []byte) (*x509.Certificate, error) {
+// (one naming its key by identifier instead is passed over), and the
+// certificates der carries.
+func pkcs7Signature(der []byte) (Signature, error) {
 	var ci contentInfo
 	if _, err := asn1.Unmarshal(der, &ci); err != nil || !ci.ContentType.Equal(oidSignedData) {
-		return nil, fmt.Errorf("%w: the signature is not PKCS #7 signed data (%v)", ErrNotUKI, err)
+		return Signature{}, fmt.Errorf("%w: the signature is not PKCS #7 signed data (%v)", ErrNotUKI, err)
 	}
 	var sd signedData
 	if _, err := asn1.Unmarshal(ci.Content.Bytes, &sd); err != nil {
-		return nil, fmt.Errorf("%w: the signature's signed data: %v", ErrNotUKI, err)
+		return Signature{}, fmt.Errorf("%w: the signature's signed data: %v", ErrNotUKI, err)
 	}
 	certs, err := x509.ParseCertificates(sd.Certificates.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the signature's certificates: %v", ErrNotUKI, err)
+		return Signature{}, fmt.Errorf("%w: the signature's certificates: %v", ErrNotUKI, err)
 	}
 	for _, raw := range sd.SignerInfos {
 		var h signerHead
@@ -128,9 +160,9 @@ func pkcs7Signer(der []byte) (*x509.Certificate, error) {
 		}
 		for _, c := range certs {
 			if bytes.Equal(c.RawIssuer, h.Issuer.Issuer.FullBytes) && c.SerialNumber.Cmp(h.Issuer.Serial) == 0 {
-				return c, nil
+				return Signature{Signer: c, Certs: certs}, nil
 			}
 		}
 	}
-	return nil, fmt.Errorf("%w: the signature names no signer whose certificate it carries", ErrNotUKI)
+	return Signature{}, fmt.Errorf("%w: the signature names no signer whose certificate it carries", ErrNotUKI)
 }
