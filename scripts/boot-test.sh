@@ -543,6 +543,7 @@ SERVE_PORT=$SSH_PORT SSH_PORT=$SSH_PORT_SAVED
 # and refuses it before anything is written, even as a rotation.
 "$BIN" secure-boot sign-image --image "$V110" --secure-boot-key "$WORK/sb-other.key" --secure-boot-cert "$WORK/sb-other.crt" --out "$WORK/sb-other-1.1.0.efi" >/dev/null
 cp -al "$REPO" "$WORK/repo-other"
+rm -f "$WORK/repo-other/.lock" # a lock file of its own (a lock with two links is refused)
 "$BIN" repo add-image "$WORK/repo-other" --image "$V110" --boot-image "$WORK/sb-other-1.1.0.efi" --key "$WORK/k.key" >/dev/null
 "$BIN" serve "$WORK/repo-other" --listen "127.0.0.1:$SERVE_PORT" >"$WORK/serve.log" 2>&1 &
 SERVE_PID=$!

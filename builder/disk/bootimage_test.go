@@ -90,6 +90,7 @@ func TestSignImage(t *testing.T) {
 	}{
 		{"db holds the signer", true, []*x509.Certificate{other.Certificate(), signer.Certificate()}, nil, ""},
 		{"db holds another certificate", true, []*x509.Certificate{other.Certificate()}, nil, "which this machine's firmware does not trust: its db"},
+		{"db holds no certificate", true, []*x509.Certificate{}, nil, "-*) holds no certificate;"},
 		{"dbx revokes the signer", true, []*x509.Certificate{signer.Certificate()}, []*x509.Certificate{signer.Certificate()}, "revokes in its dbx"},
 		{"Secure Boot off", false, []*x509.Certificate{other.Certificate()}, nil, ""},
 	} {

@@ -556,8 +556,8 @@ func (t *Target) checkBootImage(es []BootEntry, image, rootHash string) (string,
 // a certificate on its chain), or its db holds no certificate that leads
 // to it and nothing else an image could be admitted by. Where the
 // variables do not settle it (no EFI variables, Secure Boot off, a db
-// that admits images by digest) or cannot be read, the firmware decides
-// at the trial boot, as before.
+// that admits images by digest, signatures that cannot be read) or
+// cannot be read, the firmware decides at the trial boot, as before.
 func checkFirmwareTrusts(dir, name, p, slot string) error {
 	fw, err := efivars.ReadFirmware(dir)
 	if err != nil || fw == nil || !fw.SecureBoot {
@@ -565,7 +565,9 @@ func checkFirmwareTrusts(dir, name, p, slot string) error {
 	}
 	sigs, err := fileSignatures(p)
 	if err != nil {
-		return fmt.Errorf("boot image %s: %w: %w", name, manifests.ErrBootImage, err)
+		// Signatures Signers cannot read (a signer named by key
+		// identifier): the firmware decides.
+		return nil
 	}
 	verdict := efivars.Untrusted
 	for _, s := range sigs {
@@ -588,8 +590,12 @@ func checkFirmwareTrusts(dir, name, p, slot string) error {
 	for _, c := range fw.DB.Certs {
 		held = append(held, c.Subject.String())
 	}
-	return fmt.Errorf("boot image %s is signed by %s, which this machine's firmware does not trust: its db (%s) holds %s, none of which is or issued that certificate; the firmware would refuse root %s at its trial boot. Enroll the signer's certificate in db first (docs/security.md, \"Secure Boot\"), or sign the boot image with a key the db holds: %w",
-		name, sigs[0].Signer.Subject, filepath.Join(dir, "db-*"), strings.Join(held, "; "), strings.ToUpper(slot), ErrSecureBoot)
+	db := "holds no certificate"
+	if len(held) > 0 {
+		db = "holds " + strings.Join(held, "; ") + ", none of which is or issued that certificate"
+	}
+	return fmt.Errorf("boot image %s is signed by %s, which this machine's firmware does not trust: its db (%s) %s; the firmware would refuse root %s at its trial boot. Enroll the signer's certificate in db first (docs/security.md, \"Secure Boot\"), or sign the boot image with a key the db holds: %w",
+		name, sigs[0].Signer.Subject, filepath.Join(dir, "db-*"), db, strings.ToUpper(slot), ErrSecureBoot)
 }
 
 // checkBootSigner refuses the boot image at p unless one of its signers

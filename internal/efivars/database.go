@@ -2,6 +2,7 @@ package efivars
 
 import (
 	"crypto/x509"
+	"encoding/asn1"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -69,7 +70,15 @@ func ParseDatabase(b []byte) (*Database, error) {
 			e := data[i+sigOwnerSize : i+int(sigSize)]
 			switch typ {
 			case guidCertX509:
-				c, err := x509.ParseCertificate(e)
+				// The certificate's own DER length, not the entry's:
+				// firmware setups pad entries, and the firmware reads
+				// the certificate alone.
+				der := e
+				var raw asn1.RawValue
+				if rest, err := asn1.Unmarshal(e, &raw); err == nil {
+					der = e[:len(e)-len(rest)]
+				}
+				c, err := x509.ParseCertificate(der)
 				if err != nil {
 					return nil, fmt.Errorf("%w: list at %d: certificate %d: %v", ErrBadDatabase, off, i/int(sigSize)+1, err)
 				}

@@ -91,6 +91,11 @@ func TestParseDatabase(t *testing.T) {
 	if d.Other != 1 {
 		t.Errorf("other entries: %d, want 1", d.Other)
 	}
+	// An entry padded after its certificate, as some firmware setups
+	// write them, holds that certificate.
+	if d, err := ParseDatabase(signatureList(guidCertX509, testOwner, append(append([]byte{}, a.Raw...), 0, 0, 0, 0))); err != nil || len(d.Certs) != 1 || !d.Certs[0].Equal(a) {
+		t.Errorf("a padded certificate entry: %+v, %v", d, err)
+	}
 	if d, err := ParseDatabase(nil); err != nil || len(d.Certs)+len(d.Hashes)+d.Other != 0 {
 		t.Errorf("empty database: %+v, %v", d, err)
 	}
@@ -171,6 +176,36 @@ func TestFirmwareCheck(t *testing.T) {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
 	}
+	// Certificates that all issue each other (one key, one name) are
+	// each looked at once: the walk ends, and finds no db certificate.
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loop []*x509.Certificate
+	for i := range maxCarried {
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 1)), Subject: pkix.Name{CommonName: "loop"},
+			NotBefore: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), NotAfter: time.Date(2050, 1, 1, 0, 0, 0, 0, time.UTC)}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loop = append(loop, c)
+	}
+	if got := on(&Database{Certs: []*x509.Certificate{other}}, nil).Check(loop[0], loop); got != Untrusted {
+		t.Errorf("%d certificates issuing each other: %d, want Untrusted", len(loop), got)
+	}
+	if got := on(&Database{Certs: []*x509.Certificate{loop[5]}}, nil).Check(loop[0], loop); got != Trusted {
+		t.Errorf("%d certificates issuing each other, one in db: %d, want Trusted", len(loop), got)
+	}
+	if got := on(&Database{Certs: []*x509.Certificate{other}}, nil).Check(loop[0], append(loop, leaf)); got != TrustUnknown {
+		t.Errorf("more than %d certificates carried: %d, want TrustUnknown", maxCarried, got)
+	}
+
 	// A certificate whose issuer name matches but whose key did not sign
 	// it leads nowhere.
 	impostor, _ := issue(t, "fleet intermediate", nil, nil) // same name as mid, another key

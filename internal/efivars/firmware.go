@@ -33,8 +33,7 @@ type Firmware struct {
 // ReadFirmware reads SecureBoot, db and dbx from dir, an efivarfs
 // directory (DefaultDir on a machine that booted through UEFI). A
 // machine without EFI variables (no dir) gives nil and no error. Each
-// variable is read bounded, and never through a symlink to elsewhere nor
-// from a FIFO or device.
+// variable is read bounded, and never from a FIFO or a device.
 func ReadFirmware(dir string) (*Firmware, error) {
 	if fi, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -107,19 +106,22 @@ const (
 	Revoked
 )
 
-// maxChain bounds the certificates between a signer and a db certificate.
-const maxChain = 4
+// maxCarried bounds the certificates a signature may carry for Check to
+// look for a chain through them (a chain is a few certificates long);
+// past it, Check leaves the decision to the firmware.
+const maxCarried = 64
 
 // Check tells whether the firmware would take a signature by signer,
 // whose signature carries the certificates carried (intermediates the
 // chain to a db certificate may pass through). Like the firmware, it
 // checks each issuer's signature over the certificate it issued, not
-// validity dates or key usage.
+// names, validity dates or key usage, and a certificate dbx names is
+// revoked whatever the time of its revocation.
 func (f *Firmware) Check(signer *x509.Certificate, carried []*x509.Certificate) Trust {
-	if f == nil || !f.SecureBoot || f.DB == nil {
+	if f == nil || !f.SecureBoot || f.DB == nil || len(carried) > maxCarried {
 		return TrustUnknown
 	}
-	switch t := f.chain(signer, carried, 0); t {
+	switch t := f.chain(signer, carried); t {
 	case Trusted, Revoked:
 		return t
 	}
@@ -129,41 +131,46 @@ func (f *Firmware) Check(signer *x509.Certificate, carried []*x509.Certificate) 
 	return Untrusted
 }
 
-// chain is Check's walk from c towards a db certificate.
-func (f *Firmware) chain(c *x509.Certificate, carried []*x509.Certificate, depth int) Trust {
-	if f.revoked(c) {
+// chain walks from signer towards the db, through carried certificates
+// that issued the ones before them, each certificate once: Trusted when
+// a db certificate is or issued one on the way and dbx names none of
+// them, else Revoked when dbx stood in the way, else Untrusted.
+func (f *Firmware) chain(signer *x509.Certificate, carried []*x509.Certificate) Trust {
+	if f.revoked(signer) {
 		return Revoked
 	}
-	for _, d := range f.DB.Certs {
-		if bytes.Equal(d.Raw, c.Raw) || issued(d, c) {
-			if f.revoked(d) {
-				return Revoked
-			}
-			return Trusted
-		}
-	}
-	if depth >= maxChain {
-		return Untrusted
-	}
 	out := Untrusted
-	for _, p := range carried {
-		if bytes.Equal(p.Raw, c.Raw) || !issued(p, c) {
-			continue
+	seen := map[string]bool{string(signer.Raw): true}
+	for queue := []*x509.Certificate{signer}; len(queue) > 0; queue = queue[1:] {
+		c := queue[0]
+		for _, d := range f.DB.Certs {
+			if bytes.Equal(d.Raw, c.Raw) || issued(d, c) {
+				if !f.revoked(d) {
+					return Trusted
+				}
+				out = Revoked
+			}
 		}
-		switch f.chain(p, carried, depth+1) {
-		case Trusted:
-			return Trusted
-		case Revoked:
-			out = Revoked
+		for _, p := range carried {
+			if seen[string(p.Raw)] || !issued(p, c) {
+				continue
+			}
+			seen[string(p.Raw)] = true
+			if f.revoked(p) {
+				out = Revoked
+				continue
+			}
+			queue = append(queue, p)
 		}
 	}
 	return out
 }
 
-// issued reports whether parent's key signed c.
+// issued reports whether parent's key signed c. Names are not compared:
+// the firmware checks the signature, and two encodings of one name are
+// still one issuer.
 func issued(parent, c *x509.Certificate) bool {
-	return bytes.Equal(parent.RawSubject, c.RawIssuer) &&
-		parent.CheckSignature(c.SignatureAlgorithm, c.RawTBSCertificate, c.Signature) == nil
+	return parent.CheckSignature(c.SignatureAlgorithm, c.RawTBSCertificate, c.Signature) == nil
 }
 
 // revoked reports whether dbx names c, by its bytes or by the SHA-256 of
