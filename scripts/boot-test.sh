@@ -75,7 +75,10 @@
 #     try: root B's kernel image signed for it) and one byte of root B
 #     changed: the firmware runs B's signed image, dm-verity refuses the
 #     root, root A boots, records the failed upgrade and `strata status`
-#     says why. Then the node upgrades itself, with no key on it: 1.1.0's
+#     says why. A boot image signed with a key the firmware's db does
+#     not hold is refused by the node before anything is written (it
+#     reads db from efivarfs), even as a rotation. Then the node upgrades
+#     itself, with no key on it: 1.1.0's
 #     boot image, signed on the host (`secure-boot sign-image`:
 #     strata.root=auto, no partition, no host name) and published with
 #     the image (`repo add-image --boot-image`), is taken over HTTP
@@ -448,7 +451,7 @@ on_node strata verify-sequence --root / --files || fail "verify-sequence --files
 t6=$(date +%s)
 stop_qemu
 
-echo "== 6. Secure Boot: a disk signed with the test's db key boots with Secure Boot enforcing; its kernel image with one byte of the command line or of the kernel changed is refused by the firmware; upgraded with the key, its root B with one byte changed fails dm-verity and root A boots; the node upgrades itself with the published boot image, and root B boots"
+echo "== 6. Secure Boot: a disk signed with the test's db key boots with Secure Boot enforcing; its kernel image with one byte of the command line or of the kernel changed is refused by the firmware; upgraded with the key, its root B with one byte changed fails dm-verity and root A boots; the node refuses a boot image its db does not trust, upgrades itself with the published boot image, and root B boots"
 # The test's own Platform Key, KEK and db, enrolled into a copy of OVMF's
 # empty variable store (no Microsoft keys); "other" is a db key the
 # firmware does not trust.
