@@ -25,6 +25,13 @@ func issue(t testing.TB, cn string, parent *x509.Certificate, parentKey *ecdsa.P
 	if err != nil {
 		t.Fatal(err)
 	}
+	return certify(t, cn, k, parent, parentKey), k
+}
+
+// certify returns a certificate for cn and key k, issued by parent
+// (self-signed when parent is nil).
+func certify(t testing.TB, cn string, k *ecdsa.PrivateKey, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) *x509.Certificate {
+	t.Helper()
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(time.Now().UnixNano()),
 		Subject:               pkix.Name{CommonName: cn},
@@ -44,7 +51,7 @@ func issue(t testing.TB, cn string, parent *x509.Certificate, parentKey *ecdsa.P
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, k
+	return c
 }
 
 // x509SHA256Entry is the data of an EFI_CERT_X509_SHA256 entry for c.
@@ -183,18 +190,8 @@ func TestFirmwareCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	var loop []*x509.Certificate
-	for i := range maxCarried {
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 1)), Subject: pkix.Name{CommonName: "loop"},
-			NotBefore: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), NotAfter: time.Date(2050, 1, 1, 0, 0, 0, 0, time.UTC)}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := x509.ParseCertificate(der)
-		if err != nil {
-			t.Fatal(err)
-		}
-		loop = append(loop, c)
+	for range maxCarried {
+		loop = append(loop, certify(t, "loop", k, nil, nil))
 	}
 	if got := on(&Database{Certs: []*x509.Certificate{other}}, nil).Check(loop[0], loop); got != Untrusted {
 		t.Errorf("%d certificates issuing each other: %d, want Untrusted", len(loop), got)
