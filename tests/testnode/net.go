@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -134,6 +135,42 @@ func (n *Node) SetLink(ctx context.Context, up bool) error {
 		if out, err := exec.CommandContext(ctx, "nsenter", "-t", pid, "-n", "ip", "route", "replace", "default", "via", n.HostAddress()).CombinedOutput(); err != nil {
 			return fmt.Errorf("testnode: node %s's default route: %w: %s", n.cfg.Name, err, out)
 		}
+		return n.awaitLink(ctx)
 	}
 	return nil
+}
+
+// awaitLink returns once the node answers on its address again. A link
+// that was just set up is not yet usable: the host end's carrier comes
+// back through the kernel's link watch, up to seconds later on a loaded
+// machine, and until then ARP requests are dropped and the host's
+// neighbour entry for the node ends FAILED, so a caller that dials at
+// once gets "no route to host". The host's stale entry is flushed, then
+// a TCP connection to a closed port is tried until the node's kernel
+// answers (a refusal is an answer) or a minute has passed.
+func (n *Node) awaitLink(ctx context.Context) error {
+	_ = exec.CommandContext(ctx, "ip", "neigh", "flush", "dev", n.net.hostIf()).Run()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	addr := net.JoinHostPort(n.net.addr(), "9")
+	var d net.Dialer
+	for {
+		try, stop := context.WithTimeout(ctx, time.Second)
+		c, err := d.DialContext(try, "tcp", addr)
+		stop()
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if errors.Is(err, unix.ECONNREFUSED) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("testnode: node %s's link is up but %s does not answer: %w", n.cfg.Name, n.net.addr(), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
