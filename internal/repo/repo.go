@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/strata-dev/strata/internal/safefile"
@@ -49,6 +50,11 @@ type Repo struct {
 	Validity time.Duration
 
 	raw, sig []byte // the index and signature as read and verified
+	// images holds the image manifests verified against their own keys
+	// (ImageOf with no trust), by file: opening a repository reads them
+	// for the keys, and loading a line reads its image again.
+	imagesMu sync.Mutex
+	images   map[string]*Image
 }
 
 // Init starts a repository at dir whose line begins at image, copying the
@@ -278,15 +284,29 @@ func (r *Repo) Image(ctx context.Context, l *manifests.Line, trust *sign.KeySet)
 // ImageOf is Image for ref, the line's image or one of its upgrade
 // images: the manifest must hash to ref's digest and be of line l at
 // ref's version (and, for a regenerated image, through ref's head).
+// With no trust, a manifest r verified before under the same digest is
+// not read again.
 func (r *Repo) ImageOf(ctx context.Context, l *manifests.Line, ref manifests.ImageRef, trust *sign.KeySet) (*Image, error) {
-	mp := ManifestPath(ref.File)
-	raw, sig, err := readDoc(ctx, r.Store, mp)
-	if err != nil {
-		return nil, fmt.Errorf("loading image %s: %w: %v", r.Path(ref.File), ErrNoManifest, err)
-	}
-	im, err := ParseImage(raw, sig, trust)
-	if err != nil {
-		return nil, fmt.Errorf("line %s image %s: %w", l.Name, ref.File, err)
+	r.imagesMu.Lock()
+	im := r.images[ref.File]
+	r.imagesMu.Unlock()
+	if trust != nil || im == nil || im.Digest != ref.Digest {
+		mp := ManifestPath(ref.File)
+		raw, sig, err := readDoc(ctx, r.Store, mp)
+		if err != nil {
+			return nil, fmt.Errorf("loading image %s: %w: %v", r.Path(ref.File), ErrNoManifest, err)
+		}
+		if im, err = ParseImage(raw, sig, trust); err != nil {
+			return nil, fmt.Errorf("line %s image %s: %w", l.Name, ref.File, err)
+		}
+		if trust == nil {
+			r.imagesMu.Lock()
+			if r.images == nil {
+				r.images = map[string]*Image{}
+			}
+			r.images[ref.File] = im
+			r.imagesMu.Unlock()
+		}
 	}
 	if im.Digest != ref.Digest {
 		return nil, fmt.Errorf("line %s image %s: manifest digest %s, index says %s: %w", l.Name, ref.File, im.Digest, ref.Digest, ErrTampered)

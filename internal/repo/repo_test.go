@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -257,5 +258,39 @@ func TestJunkIndexSignatureReadsNothingElse(t *testing.T) {
 	}
 	if strings.Join(st.opened, " ") != "index.json index.json.minisig" {
 		t.Errorf("opened %v, want only the index and its signature", st.opened)
+	}
+}
+
+// A publisher opens the repository with no keys of its own, so the index
+// is verified with the keys its images list, and then loads the line,
+// image included: the image manifest (a megabyte for a 4,000-file image)
+// is read once. The copy kept is one whose bytes hash to the digest the
+// index names: a reference with another digest reads the file again and
+// is refused.
+func TestImageManifestReadOnce(t *testing.T) {
+	img, key, _ := image(t, "alpha")
+	dir := filepath.Join(t.TempDir(), "repo")
+	if _, err := repo.Init(context.Background(), dir, img, key); err != nil {
+		t.Fatal(err)
+	}
+	st := &countingStore{Store: repo.Dir(dir)}
+	r, err := repo.OpenStore(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.LoadHead(context.Background(), r, ""); err != nil {
+		t.Fatal(err)
+	}
+	l := r.Index.Lines[0]
+	mp := repo.ManifestPath(l.Image.File)
+	if n := slices.Index(st.opened, mp); n < 0 || slices.Contains(st.opened[n+1:], mp) {
+		t.Fatalf("opened %v, want %s once", st.opened, mp)
+	}
+	l.Image.Digest = manifests.Digest([]byte("another manifest"))
+	if _, err := r.Image(context.Background(), &l, nil); !errors.Is(err, repo.ErrTampered) {
+		t.Fatalf("image under another digest: %v, want ErrTampered", err)
+	}
+	if n := len(st.opened); st.opened[n-2] != mp {
+		t.Errorf("opened %v, want %s read again for the other digest", st.opened, mp)
 	}
 }
