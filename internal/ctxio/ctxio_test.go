@@ -56,3 +56,28 @@ type closer struct {
 }
 
 func (c *closer) Close() error { c.closed = true; return nil }
+
+// Copy moves every byte, across many of its buffers, and from several
+// goroutines at once (the buffers come from one pool).
+func TestCopy(t *testing.T) {
+	src := make([]byte, 3*copyBufSize+17)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			var dst bytes.Buffer
+			n, err := Copy(struct{ io.Writer }{&dst}, struct{ io.Reader }{bytes.NewReader(src)})
+			if err == nil && (n != int64(len(src)) || !bytes.Equal(dst.Bytes(), src)) {
+				err = errors.New("copy differs from its source")
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

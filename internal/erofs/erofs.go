@@ -7,6 +7,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/strata-dev/strata/internal/ctxio"
 )
 
 // BlockSize is the block size of every image (the page size the kernel
@@ -387,12 +389,12 @@ func (im *Image) WriteFile(w io.WriterAt, path string, r io.Reader) error {
 		return fmt.Errorf("%w: %s is not a file of the image", ErrInvalid, path)
 	}
 	ow := io.NewOffsetWriter(w, int64(in.blkaddr)*BlockSize)
-	n, err := io.CopyN(ow, r, in.Size)
+	n, err := ctxio.Copy(ow, io.LimitReader(r, in.Size))
 	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: %s: content of %d bytes, its size is %d", ErrInvalid, path, n, in.Size)
-		}
 		return fmt.Errorf("writing /%s: %w", path, err)
+	}
+	if n < in.Size {
+		return fmt.Errorf("%w: %s: content of %d bytes, its size is %d", ErrInvalid, path, n, in.Size)
 	}
 	var one [1]byte
 	if m, _ := io.ReadFull(r, one[:]); m > 0 {

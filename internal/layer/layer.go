@@ -179,7 +179,7 @@ func Write(ctx context.Context, f *os.File, m *manifests.OverlayManifest, after 
 // hex) and length.
 func Digest(ctx context.Context, f *os.File) (string, int64, error) {
 	h := sha256.New()
-	n, err := io.Copy(h, ctxio.NewReader(ctx, io.NewSectionReader(f, 0, 1<<62)))
+	n, err := ctxio.Copy(h, ctxio.NewReader(ctx, io.NewSectionReader(f, 0, 1<<62)))
 	if err != nil {
 		return "", 0, fmt.Errorf("hashing layer image %s: %w", f.Name(), err)
 	}

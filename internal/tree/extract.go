@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -82,9 +82,7 @@ func writeFile(dirfd int, p string, e manifests.Entry, r io.Reader) (err error) 
 		}
 	}()
 	h := sha256.New()
-	buf := copyBuf.Get().(*[]byte)
-	defer copyBuf.Put(buf)
-	n, err := io.CopyBuffer(fdWriter(fd), io.TeeReader(r, h), *buf)
+	n, err := ctxio.Copy(fdWriter(fd), io.TeeReader(r, h))
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", p, err)
 	}
@@ -102,8 +100,6 @@ func writeFile(dirfd int, p string, e manifests.Entry, r io.Reader) (err error) 
 	}
 	return nil
 }
-
-var copyBuf = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // fdWriter writes to a raw file descriptor.
 type fdWriter int

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -247,7 +246,7 @@ func HashFileContext(ctx context.Context, p string) (string, int64, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, ctxio.NewReader(ctx, f))
+	n, err := ctxio.Copy(h, ctxio.NewReader(ctx, f))
 	if err != nil {
 		return "", 0, fmt.Errorf("hashing %s: %w", p, err)
 	}

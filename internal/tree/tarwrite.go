@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/strata-dev/strata/internal/ctxio"
 	"github.com/strata-dev/strata/manifests"
 )
 
@@ -53,7 +54,7 @@ func WriteEntry(tw *tar.Writer, e manifests.Entry, open Opener, mtime int64) err
 	}
 	defer rc.Close()
 	h := sha256.New()
-	n, err := io.Copy(tw, io.TeeReader(io.LimitReader(rc, e.Size+1), h))
+	n, err := ctxio.Copy(tw, io.TeeReader(io.LimitReader(rc, e.Size+1), h))
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", e.Path, err)
 	}
