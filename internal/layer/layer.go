@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"sort"
@@ -161,18 +162,36 @@ func Write(ctx context.Context, f *os.File, m *manifests.OverlayManifest, after 
 		return nil, fmt.Errorf("writing layer image %s: the payload carried no content for %s: %w", f.Name(), strings.Join(u, ", "), manifests.ErrInvalid)
 	}
 	salt := Salt(m)
-	t, err := verity.Append(ctx, f, salt)
+	// The image's digest is taken in the pass that reads it for the
+	// tree, and must cover the file to its end.
+	h := &counted{h: sha256.New()}
+	t, err := verity.AppendHashing(ctx, f, salt, h)
 	if err != nil {
 		return nil, err
 	}
-	sum, size, err := Digest(ctx, f)
+	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("writing layer image %s: %w", f.Name(), err)
 	}
+	if fi.Size() != h.n {
+		return nil, fmt.Errorf("writing layer image %s: %d bytes, %d of them hashed", f.Name(), fi.Size(), h.n)
+	}
+	sum, size := hex.EncodeToString(h.h.Sum(nil)), h.n
 	return &manifests.LayerImage{
 		Format: manifests.LayerFormatEROFS, SHA256: sum, Size: size,
 		DataBlocks: im.Blocks(), Salt: hex.EncodeToString(salt), RootHash: t.RootHex(),
 	}, nil
+}
+
+// counted is a hash that counts what it was given.
+type counted struct {
+	h hash.Hash
+	n int64
+}
+
+func (c *counted) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return c.h.Write(p)
 }
 
 // Digest hashes the whole of f from its start: its SHA-256 (lower-case

@@ -2,6 +2,8 @@ package layer_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -109,6 +111,9 @@ func TestWriteReproducible(t *testing.T) {
 	}
 	if err := a.Validate(); err != nil || a.Size != int64(len(rawA)) || a.DataBlocks*manifests.VerityBlockSize >= a.Size {
 		t.Fatalf("record %+v of %d bytes: %v", a, len(rawA), err)
+	}
+	if sum := sha256.Sum256(rawA); a.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("record's sha256 %s, the image's %x", a.SHA256, sum)
 	}
 	m2 := *m
 	m2.Version = "1.0.2"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/strata-dev/strata/manifests"
@@ -16,6 +17,13 @@ import (
 // own end, so the file still mounts as before and also opens as a
 // dm-verity device with itself as both data and hash device.
 func Append(ctx context.Context, f *os.File, salt []byte) (*Tree, error) {
+	return AppendHashing(ctx, f, salt, nil)
+}
+
+// AppendHashing is Append that also writes the whole file as it ends up,
+// data and tree, to whole (a hash, unless nil), in the pass that reads
+// the data for the tree: the file's digest without reading it again.
+func AppendHashing(ctx context.Context, f *os.File, salt []byte, whole io.Writer) (*Tree, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("hashing %s: %w", f.Name(), err)
@@ -34,12 +42,17 @@ func Append(ctx context.Context, f *os.File, salt []byte) (*Tree, error) {
 		}
 	}
 	p := Params{DataBlockSize: BlockSize, HashBlockSize: BlockSize, DataBlocks: size / BlockSize, HashOffset: size, Salt: salt}
-	t, err := Compute(ctx, f, p)
+	t, err := compute(ctx, f, p, whole)
 	if err != nil {
 		return nil, fmt.Errorf("hashing %s: %w", f.Name(), err)
 	}
 	if _, err := f.WriteAt(t.Hash, p.HashOffset); err != nil {
 		return nil, fmt.Errorf("writing the hash tree of %s: %w", f.Name(), err)
+	}
+	if whole != nil {
+		if _, err := whole.Write(t.Hash); err != nil {
+			return nil, fmt.Errorf("hashing %s: %w", f.Name(), err)
+		}
 	}
 	return t, nil
 }

@@ -138,10 +138,16 @@ func (p Params) digest(block []byte) []byte {
 
 // Compute reads the data blocks p names from data and returns their tree.
 func Compute(ctx context.Context, data io.ReaderAt, p Params) (*Tree, error) {
+	return compute(ctx, data, p, nil)
+}
+
+// compute is Compute that also writes the data, in order, to whole
+// unless it is nil.
+func compute(ctx context.Context, data io.ReaderAt, p Params, whole io.Writer) (*Tree, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	leaves, err := dataDigests(ctx, data, p)
+	leaves, err := dataDigests(ctx, data, p, whole)
 	if err != nil {
 		return nil, err
 	}
@@ -172,43 +178,89 @@ func Compute(ctx context.Context, data io.ReaderAt, p Params) (*Tree, error) {
 const chunkBlocks = 256
 
 // dataDigests returns the digests of every data block, in order, hashed
-// by one worker per CPU.
-func dataDigests(ctx context.Context, data io.ReaderAt, p Params) ([]byte, error) {
+// by one worker per CPU. Each worker reads its own chunks, unless whole
+// is set: then one reader reads the chunks in order, writes each to whole
+// (the SHA-256 of a whole file, computed in the same pass) and hands it
+// on to the workers.
+func dataDigests(ctx context.Context, data io.ReaderAt, p Params, whole io.Writer) ([]byte, error) {
 	out := make([]byte, p.DataBlocks*digestSize)
 	chunks := (p.DataBlocks + chunkBlocks - 1) / chunkBlocks
+	bs := int64(p.DataBlockSize)
+	workers := runtime.GOMAXPROCS(0)
 	g, ctx := errgroup.WithContext(ctx)
-	next := make(chan int64)
+	type chunk struct {
+		first, n int64
+		buf      []byte // read already, when whole is set
+	}
+	next := make(chan chunk)
+	// free holds the buffers an ordered reader fills, one for each
+	// worker and one being filled.
+	free := make(chan []byte, workers+1)
+	read := func(b []byte, first, n int64) error {
+		if got, err := data.ReadAt(b, first*bs); err != nil && !(errors.Is(err, io.EOF) && got == len(b)) {
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("%w: the data ends before block %d of %d", ErrCorrupt, first+n, p.DataBlocks)
+			}
+			return fmt.Errorf("reading data blocks %d-%d: %w", first, first+n-1, err)
+		}
+		return nil
+	}
 	g.Go(func() error {
 		defer close(next)
+		if whole != nil {
+			for range workers + 1 {
+				free <- make([]byte, chunkBlocks*bs)
+			}
+		}
 		for c := int64(0); c < chunks; c++ {
+			ch := chunk{first: c * chunkBlocks, n: min(chunkBlocks, p.DataBlocks-c*chunkBlocks)}
+			if whole != nil {
+				var b []byte
+				select {
+				case b = <-free:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				ch.buf = b[:ch.n*bs]
+				if err := read(ch.buf, ch.first, ch.n); err != nil {
+					return err
+				}
+				if _, err := whole.Write(ch.buf); err != nil {
+					return err
+				}
+			}
 			select {
-			case next <- c:
+			case next <- ch:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		}
 		return nil
 	})
-	bs := int64(p.DataBlockSize)
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+	for range workers {
 		g.Go(func() error {
-			buf := make([]byte, chunkBlocks*bs)
+			var own []byte
 			h := sha256.New()
-			for c := range next {
-				first := c * chunkBlocks
-				n := min(chunkBlocks, p.DataBlocks-first)
-				b := buf[:n*bs]
-				if got, err := data.ReadAt(b, first*bs); err != nil && !(errors.Is(err, io.EOF) && got == len(b)) {
-					if errors.Is(err, io.EOF) {
-						return fmt.Errorf("%w: the data ends before block %d of %d", ErrCorrupt, first+n, p.DataBlocks)
+			for ch := range next {
+				b := ch.buf
+				if b == nil {
+					if own == nil {
+						own = make([]byte, chunkBlocks*bs)
 					}
-					return fmt.Errorf("reading data blocks %d-%d: %w", first, first+n-1, err)
+					b = own[:ch.n*bs]
+					if err := read(b, ch.first, ch.n); err != nil {
+						return err
+					}
 				}
-				for k := int64(0); k < n; k++ {
+				for k := int64(0); k < ch.n; k++ {
+					i := ch.first + k
 					h.Reset()
 					h.Write(p.Salt)
 					h.Write(b[k*bs : (k+1)*bs])
-					h.Sum(out[(first+k)*digestSize : (first+k)*digestSize : (first+k+1)*digestSize])
+					h.Sum(out[i*digestSize : i*digestSize : (i+1)*digestSize])
+				}
+				if ch.buf != nil {
+					free <- ch.buf[:cap(ch.buf)]
 				}
 				if err := ctx.Err(); err != nil {
 					return err
@@ -242,7 +294,7 @@ func Verify(ctx context.Context, data, hash io.ReaderAt, p Params, root []byte) 
 		}
 		return fmt.Errorf("reading the hash tree: %w", err)
 	}
-	leaves, err := dataDigests(ctx, data, p)
+	leaves, err := dataDigests(ctx, data, p, nil)
 	if err != nil {
 		return err
 	}

@@ -329,3 +329,77 @@ func TestMatchesRoot(t *testing.T) {
 		t.Errorf("odd block size: %v, want ErrParams", err)
 	}
 }
+
+// AppendHashing writes the same tree as Append and hands its writer the
+// whole file as it ends up, data and tree, in order: the file's SHA-256
+// without a second read. Sizes from one block (no tree) to several
+// chunks, more than the reader's buffers, so buffers are reused.
+func TestAppendHashing(t *testing.T) {
+	salt := []byte("salt")
+	for _, blocks := range []int{1, 3, 257, 2100} {
+		data := pattern(blocks)[:blocks*verity.BlockSize-7] // padded by Append
+		want, wantTree := appended(t, data, salt)
+		p := filepath.Join(t.TempDir(), "img")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.New()
+		tr, err := verity.AppendHashing(context.Background(), f, salt, h)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(p)
+		wantBytes, _ := os.ReadFile(want)
+		if !bytes.Equal(got, wantBytes) || tr.RootHex() != wantTree.RootHex() {
+			t.Errorf("%d blocks: AppendHashing wrote another file or root than Append", blocks)
+		}
+		if sum := h.Sum(nil); !bytes.Equal(sum, sha256Sum(got)) {
+			t.Errorf("%d blocks: whole-file digest %x, the file's is %x", blocks, sum, sha256Sum(got))
+		}
+	}
+}
+
+// A writer that fails, or a cancelled context, ends AppendHashing with
+// that error (the ordered reader does not wait for buffers forever).
+func TestAppendHashingErrors(t *testing.T) {
+	file := func() *os.File {
+		p := filepath.Join(t.TempDir(), "img")
+		if err := os.WriteFile(p, pattern(3000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	broken := errors.New("disk gone")
+	if _, err := verity.AppendHashing(context.Background(), file(), nil, &failAfter{n: 3 << 20, err: broken}); !errors.Is(err, broken) {
+		t.Errorf("failing writer: %v, want its error", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := verity.AppendHashing(ctx, file(), nil, sha256.New()); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v, want context.Canceled", err)
+	}
+}
+
+// failAfter accepts n bytes, then fails with err.
+type failAfter struct {
+	n   int
+	err error
+}
+
+func (w *failAfter) Write(p []byte) (int, error) {
+	if len(p) > w.n {
+		return 0, w.err
+	}
+	w.n -= len(p)
+	return len(p), nil
+}
