@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/strata-dev/strata/internal/fault"
 	"github.com/strata-dev/strata/internal/nodestate"
@@ -22,6 +23,9 @@ type Backend struct {
 	n    nodestate.Node
 	run  string
 	hier []string
+
+	mu      sync.Mutex
+	written map[string]*os.File // by version: see wrote
 }
 
 // Option configures a Backend.
@@ -237,12 +241,16 @@ func (b *Backend) Stage(ctx context.Context, ch *nodestate.Change) (nodestate.Tx
 		return nil, fmt.Errorf("writing layer %s: %w", v, err)
 	}
 	t := &txn{b: b, j: journal{Kind: "apply", Record: ch.Record}, unsigned: ch.Manifest.Layer == nil}
-	li, err := writeLayerImage(ctx, b.newLayerFile(v), ch)
+	li, st, err := writeLayerImage(ctx, b.newLayerFile(v), ch)
 	if err != nil {
 		return nil, err
 	}
 	if err := sameLayer(ch.Manifest, li); err != nil {
 		return nil, errors.Join(err, os.Remove(b.newLayerFile(v)))
+	}
+	b.wrote(v, &st)
+	if testHookStaged != nil {
+		testHookStaged(b.newLayerFile(v))
 	}
 	t.j.Record.Layer = li
 	if err := safefile.SyncDir(b.layersDir()); err != nil {
@@ -363,6 +371,7 @@ func (t *txn) Switch(ctx context.Context) error {
 
 // Commit appends the record to the ledger; a rollback's layer then goes.
 func (t *txn) Commit(ctx context.Context, l *manifests.Ledger) (*manifests.Ledger, error) {
+	t.b.forget(t.j.Record.Version)
 	fault.Point("before-ledger")
 	next, err := t.b.n.Commit(l, t.j.Record)
 	if err != nil {
@@ -384,6 +393,7 @@ func (t *txn) Commit(ctx context.Context, l *manifests.Ledger) (*manifests.Ledge
 // layer.
 func (t *txn) Abort(ctx context.Context) error {
 	b, v := t.b, t.j.Record.Version
+	b.forget(v)
 	if held, err := b.n.Holds(t.j.Record); err != nil || held {
 		if err == nil {
 			err = nodestate.ErrCommitted

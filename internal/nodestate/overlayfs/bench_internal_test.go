@@ -70,7 +70,7 @@ func BenchmarkLayer400(b *testing.B) {
 	b.Run("image", func(b *testing.B) {
 		for i := range b.N {
 			p := filepath.Join(dir, fmt.Sprintf("img%d.erofs", i))
-			if _, err := writeLayerImage(context.Background(), p, ch); err != nil {
+			if _, _, err := writeLayerImage(context.Background(), p, ch); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()

@@ -73,11 +73,12 @@ func (b *Backend) path(r layerRef) string {
 }
 
 // writeLayerImage writes the layer image of ch to the new file path
-// (layer.Write), synced, and returns what the apply records of it.
-func writeLayerImage(ctx context.Context, path string, ch *nodestate.Change) (li *manifests.LayerImage, err error) {
+// (layer.Write), synced, and returns what the apply records of it and
+// the file as it was then (fstat of the descriptor it wrote).
+func writeLayerImage(ctx context.Context, path string, ch *nodestate.Change) (li *manifests.LayerImage, st unix.Stat_t, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("writing layer image: %w", err)
+		return nil, st, fmt.Errorf("writing layer image: %w", err)
 	}
 	defer func() {
 		if cerr := f.Close(); err == nil && cerr != nil {
@@ -96,7 +97,74 @@ func writeLayerImage(ctx context.Context, path string, ch *nodestate.Change) (li
 			err = fmt.Errorf("writing layer image %s: %w", path, err)
 		}
 	}
-	return li, err
+	if err == nil {
+		if err = unix.Fstat(int(f.Fd()), &st); err != nil {
+			err = fmt.Errorf("writing layer image %s: %w", path, err)
+		}
+	}
+	return li, st, err
+}
+
+// digestImage hashes a layer image (tests count the calls).
+var digestImage = layer.Digest
+
+// testHookStaged, set by tests, runs with the new image's path once
+// Stage has written and checked it.
+var testHookStaged func(path string)
+
+// wrote keeps, for the mounts of the same apply (its validation's and
+// its switch's), the image of version v that Stage has just written
+// (through the descriptor whose fstat is st) and checked against its
+// signed record: a descriptor of it, opened as a mount opens it, which
+// also keeps its inode from being reused while it is held. Commit and
+// Abort drop it (forget).
+func (b *Backend) wrote(v string, st *unix.Stat_t) {
+	f, err := openDetached(b.newLayerFile(v))
+	if err != nil {
+		return
+	}
+	var now unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &now) != nil || now.Dev != st.Dev || now.Ino != st.Ino {
+		f.Close()
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.written == nil {
+		b.written = map[string]*os.File{}
+	}
+	if old := b.written[v]; old != nil {
+		old.Close()
+	}
+	b.written[v] = f
+}
+
+// forget drops what wrote kept of version v.
+func (b *Backend) forget(v string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if f := b.written[v]; f != nil {
+		f.Close()
+		delete(b.written, v)
+	}
+}
+
+// isWritten reports whether f is the very file (device and inode) that
+// wrote kept for r's version: the image this apply wrote and checked a
+// moment ago, which its mounts do not hash again. Every other open, and
+// every later activation, hashes the image.
+func (b *Backend) isWritten(r layerRef, f *os.File) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.written[r.Version]
+	if w == nil {
+		return false
+	}
+	var a, c unix.Stat_t
+	if unix.Fstat(int(w.Fd()), &a) != nil || unix.Fstat(int(f.Fd()), &c) != nil {
+		return false
+	}
+	return a.Dev == c.Dev && a.Ino == c.Ino
 }
 
 // sameLayer checks the layer image a node wrote of overlay m (li)
@@ -111,8 +179,10 @@ func sameLayer(m *manifests.OverlayManifest, li *manifests.LayerImage) error {
 
 // openLayerImage opens r's image file (a regular file, no link
 // followed) and checks it against the record of its apply: its size and
-// its SHA-256. A mismatch is ErrLayerRefused.
-func (b *Backend) openLayerImage(ctx context.Context, r layerRef) (*os.File, error) {
+// its SHA-256 (not hashed again when mounting, fresh, the image this
+// apply has just written and checked: isWritten). A mismatch is
+// ErrLayerRefused.
+func (b *Backend) openLayerImage(ctx context.Context, r layerRef, fresh bool) (*os.File, error) {
 	p := b.path(r)
 	f, err := openDetached(p)
 	if err != nil {
@@ -135,7 +205,10 @@ func (b *Backend) openLayerImage(ctx context.Context, r layerRef) (*os.File, err
 	if fi.Size() != r.Image.Size {
 		return refuse("%d bytes, its apply wrote %d", fi.Size(), r.Image.Size)
 	}
-	sum, _, err := layer.Digest(ctx, f)
+	if fresh && b.isWritten(r, f) {
+		return f, nil
+	}
+	sum, _, err := digestImage(ctx, f)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -182,7 +255,7 @@ func (b *Backend) mountLayer(ctx context.Context, r layerRef, ms []mountInfo) (s
 	if isMountPoint(ms, dir) {
 		return dir, nil
 	}
-	f, err := b.openLayerImage(ctx, r)
+	f, err := b.openLayerImage(ctx, r, true)
 	if err != nil {
 		return "", err
 	}
@@ -457,7 +530,7 @@ func (b *Backend) CheckLayers(ctx context.Context) ([]nodestate.LayerProblem, er
 		if r.Image == nil {
 			continue
 		}
-		f, err := b.openLayerImage(ctx, r)
+		f, err := b.openLayerImage(ctx, r, false)
 		if errors.Is(err, ErrLayerRefused) {
 			rel, _ := filepath.Rel(b.n.Root, b.path(r))
 			out = append(out, nodestate.LayerProblem{Version: r.Version, Path: filepath.ToSlash(rel), Msg: err.Error()})

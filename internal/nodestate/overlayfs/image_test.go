@@ -20,6 +20,7 @@ import (
 	"github.com/strata-dev/strata/internal/dmverity"
 	"github.com/strata-dev/strata/internal/layer"
 	"github.com/strata-dev/strata/internal/nodestate"
+	"github.com/strata-dev/strata/internal/nodestate/overlayfs"
 	"github.com/strata-dev/strata/internal/sign"
 	"github.com/strata-dev/strata/manifests"
 	"github.com/strata-dev/strata/node"
@@ -400,5 +401,52 @@ func TestForgedLayerRecordRefusedAtActivation(t *testing.T) {
 	}
 	if got := conf(); got != "port 80\n" {
 		t.Fatalf("app.conf with 1.0.1 refused: %q, want the image's", got)
+	}
+}
+
+// The layer image an apply has just written and checked is mounted
+// without hashing it again; every other open hashes it (the audit here).
+// A file put in its place between the write and the mount (another
+// inode, one byte changed) is hashed at the mount and refused, and the
+// node stays where it was.
+func TestFreshLayerImageHashedOnce(t *testing.T) {
+	l, c := lineWithOverlay(t)
+	ctx := context.Background()
+	root := newNode(t, l.res.Image)
+	n := overlayfs.CountDigests(t)
+	if _, err := nodetest.Apply(ctx, root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Load(); got != 0 {
+		t.Errorf("the apply hashed the layer image it had just written %d more time(s)", got)
+	}
+	if _, err := nodetest.Verify(ctx, root, node.VerifyOptions{Files: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n.Load() == 0 {
+		t.Error("the audit did not hash the layer image")
+	}
+
+	swapped := newNode(t, l.res.Image)
+	overlayfs.OnStaged(t, func(p string) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		b[0] ^= 1
+		if err := os.WriteFile(p+".x", b, 0o600); err != nil {
+			t.Error(err)
+		}
+		if err := os.Rename(p+".x", p); err != nil {
+			t.Error(err)
+		}
+	})
+	_, err := nodetest.Apply(ctx, swapped, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{})
+	if !errors.Is(err, overlayfs.ErrLayerRefused) || !strings.Contains(err.Error(), "sha256") {
+		t.Fatalf("apply with the image swapped before its mount: %v, want ErrLayerRefused naming the digest", err)
+	}
+	if st, err := nodetest.Status(ctx, swapped); err != nil || st.Head.Version != "1.0.0" {
+		t.Fatalf("status after the refused apply: %+v, %v", st, err)
 	}
 }
