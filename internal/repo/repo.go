@@ -285,7 +285,8 @@ func (r *Repo) Image(ctx context.Context, l *manifests.Line, trust *sign.KeySet)
 // images: the manifest must hash to ref's digest and be of line l at
 // ref's version (and, for a regenerated image, through ref's head).
 // With no trust, a manifest r verified before under the same digest is
-// not read again.
+// not read again: the Image returned is shared, and callers must not
+// change it.
 func (r *Repo) ImageOf(ctx context.Context, l *manifests.Line, ref manifests.ImageRef, trust *sign.KeySet) (*Image, error) {
 	r.imagesMu.Lock()
 	im := r.images[ref.File]

@@ -208,7 +208,7 @@ func dataDigests(ctx context.Context, data io.ReaderAt, p Params, whole io.Write
 	g.Go(func() error {
 		defer close(next)
 		if whole != nil {
-			for range workers + 1 {
+			for range min(int64(workers), chunks) + 1 {
 				free <- make([]byte, chunkBlocks*bs)
 			}
 		}

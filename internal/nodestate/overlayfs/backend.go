@@ -25,7 +25,7 @@ type Backend struct {
 	hier []string
 
 	mu      sync.Mutex
-	written map[string]*os.File // by version: see wrote
+	written map[string]*kept // by version: see keep
 }
 
 // Option configures a Backend.
@@ -241,21 +241,23 @@ func (b *Backend) Stage(ctx context.Context, ch *nodestate.Change) (nodestate.Tx
 		return nil, fmt.Errorf("writing layer %s: %w", v, err)
 	}
 	t := &txn{b: b, j: journal{Kind: "apply", Record: ch.Record}, unsigned: ch.Manifest.Layer == nil}
-	li, st, err := writeLayerImage(ctx, b.newLayerFile(v), ch)
+	li, k, err := writeLayerImage(ctx, b.newLayerFile(v), ch)
 	if err != nil {
 		return nil, err
 	}
 	if err := sameLayer(ch.Manifest, li); err != nil {
+		k.close()
 		return nil, errors.Join(err, os.Remove(b.newLayerFile(v)))
-	}
-	b.wrote(v, &st)
-	if testHookStaged != nil {
-		testHookStaged(b.newLayerFile(v))
 	}
 	t.j.Record.Layer = li
 	if err := safefile.SyncDir(b.layersDir()); err != nil {
+		k.close()
 		_ = os.Remove(b.newLayerFile(v))
 		return nil, err
+	}
+	b.keep(v, k)
+	if testHookStaged != nil {
+		testHookStaged(b, v)
 	}
 	fault.Point("layer-written")
 	return t, nil
@@ -342,10 +344,11 @@ func (t *txn) Switch(ctx context.Context) error {
 		return err
 	}
 	if err := safefile.WriteAtomic(b.journalPath(), raw, 0o600); err != nil {
+		b.forget(v)
 		return err
 	}
 	if t.j.Kind == "apply" {
-		if err := os.Rename(b.newLayerFile(v), b.layerFile(v)); err != nil {
+		if err := b.renameKept(v, b.newLayerFile(v), b.layerFile(v)); err != nil {
 			return errors.Join(fmt.Errorf("adding layer %s: %w", v, err), t.Abort(ctx))
 		}
 		if err := safefile.SyncDir(b.layersDir()); err != nil {

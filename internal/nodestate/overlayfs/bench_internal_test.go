@@ -70,7 +70,9 @@ func BenchmarkLayer400(b *testing.B) {
 	b.Run("image", func(b *testing.B) {
 		for i := range b.N {
 			p := filepath.Join(dir, fmt.Sprintf("img%d.erofs", i))
-			if _, _, err := writeLayerImage(context.Background(), p, ch); err != nil {
+			_, k, err := writeLayerImage(context.Background(), p, ch)
+			k.close()
+			if err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()

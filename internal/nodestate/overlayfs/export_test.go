@@ -20,9 +20,22 @@ func CountDigests(t *testing.T) *atomic.Int64 {
 	return &n
 }
 
-// OnStaged runs fn with the path of each layer image Stage writes, once
-// it is checked, until the test ends.
-func OnStaged(t *testing.T, fn func(path string)) {
-	testHookStaged = fn
+// OnStaged runs fn, until the test ends, each time Stage has written,
+// checked and kept a layer image: with the image's path, and a function
+// that opens it as a mount would (fresh) or as the audit does (not
+// fresh), returning the check's error.
+func OnStaged(t *testing.T, fn func(path string, open func(fresh bool) error)) {
+	testHookStaged = func(b *Backend, v string) {
+		b.mu.Lock()
+		li := b.written[v].li
+		b.mu.Unlock()
+		fn(b.newLayerFile(v), func(fresh bool) error {
+			f, err := b.openLayerImage(context.Background(), layerRef{Version: v, Image: &li, staged: true}, fresh)
+			if err == nil {
+				f.Close()
+			}
+			return err
+		})
+	}
 	t.Cleanup(func() { testHookStaged = nil })
 }

@@ -74,17 +74,20 @@ func (b *Backend) path(r layerRef) string {
 
 // writeLayerImage writes the layer image of ch to the new file path
 // (layer.Write), synced, and returns what the apply records of it and
-// the file as it was then (fstat of the descriptor it wrote).
-func writeLayerImage(ctx context.Context, path string, ch *nodestate.Change) (li *manifests.LayerImage, st unix.Stat_t, err error) {
+// the file kept for the apply's own mounts (keepWritten; nil when it
+// could not be kept).
+func writeLayerImage(ctx context.Context, path string, ch *nodestate.Change) (li *manifests.LayerImage, k *kept, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return nil, st, fmt.Errorf("writing layer image: %w", err)
+		return nil, nil, fmt.Errorf("writing layer image: %w", err)
 	}
 	defer func() {
 		if cerr := f.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("writing layer image %s: %w", path, cerr)
 		}
 		if err != nil {
+			k.close()
+			k = nil
 			_ = os.Remove(path)
 		}
 	}()
@@ -98,73 +101,9 @@ func writeLayerImage(ctx context.Context, path string, ch *nodestate.Change) (li
 		}
 	}
 	if err == nil {
-		if err = unix.Fstat(int(f.Fd()), &st); err != nil {
-			err = fmt.Errorf("writing layer image %s: %w", path, err)
-		}
+		k = keepWritten(f, path, li)
 	}
-	return li, st, err
-}
-
-// digestImage hashes a layer image (tests count the calls).
-var digestImage = layer.Digest
-
-// testHookStaged, set by tests, runs with the new image's path once
-// Stage has written and checked it.
-var testHookStaged func(path string)
-
-// wrote keeps, for the mounts of the same apply (its validation's and
-// its switch's), the image of version v that Stage has just written
-// (through the descriptor whose fstat is st) and checked against its
-// signed record: a descriptor of it, opened as a mount opens it, which
-// also keeps its inode from being reused while it is held. Commit and
-// Abort drop it (forget).
-func (b *Backend) wrote(v string, st *unix.Stat_t) {
-	f, err := openDetached(b.newLayerFile(v))
-	if err != nil {
-		return
-	}
-	var now unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &now) != nil || now.Dev != st.Dev || now.Ino != st.Ino {
-		f.Close()
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.written == nil {
-		b.written = map[string]*os.File{}
-	}
-	if old := b.written[v]; old != nil {
-		old.Close()
-	}
-	b.written[v] = f
-}
-
-// forget drops what wrote kept of version v.
-func (b *Backend) forget(v string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if f := b.written[v]; f != nil {
-		f.Close()
-		delete(b.written, v)
-	}
-}
-
-// isWritten reports whether f is the very file (device and inode) that
-// wrote kept for r's version: the image this apply wrote and checked a
-// moment ago, which its mounts do not hash again. Every other open, and
-// every later activation, hashes the image.
-func (b *Backend) isWritten(r layerRef, f *os.File) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	w := b.written[r.Version]
-	if w == nil {
-		return false
-	}
-	var a, c unix.Stat_t
-	if unix.Fstat(int(w.Fd()), &a) != nil || unix.Fstat(int(f.Fd()), &c) != nil {
-		return false
-	}
-	return a.Dev == c.Dev && a.Ino == c.Ino
+	return li, k, err
 }
 
 // sameLayer checks the layer image a node wrote of overlay m (li)

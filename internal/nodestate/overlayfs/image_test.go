@@ -405,48 +405,57 @@ func TestForgedLayerRecordRefusedAtActivation(t *testing.T) {
 }
 
 // The layer image an apply has just written and checked is mounted
-// without hashing it again; every other open hashes it (the audit here).
-// A file put in its place between the write and the mount (another
-// inode, one byte changed) is hashed at the mount and refused, and the
-// node stays where it was.
+// without hashing it again, while it is the file written, unchanged;
+// the audit's open hashes it even then. An image put in its place
+// between the write and the mount (another inode), or changed in place
+// (the same inode), is hashed at the mount and refused, and the node
+// stays where it was.
 func TestFreshLayerImageHashedOnce(t *testing.T) {
 	l, c := lineWithOverlay(t)
 	ctx := context.Background()
-	root := newNode(t, l.res.Image)
 	n := overlayfs.CountDigests(t)
+	root := newNode(t, l.res.Image)
+	overlayfs.OnStaged(t, func(_ string, open func(bool) error) {
+		if err := open(false); err != nil || n.Load() != 1 {
+			t.Errorf("the audit's open of the kept image: %v, %d hash(es), want 1", err, n.Load())
+		}
+		if err := open(true); err != nil || n.Load() != 1 {
+			t.Errorf("a mount's open of the kept image: %v, %d hash(es), want still 1", err, n.Load())
+		}
+	})
 	if _, err := nodetest.Apply(ctx, root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := n.Load(); got != 0 {
-		t.Errorf("the apply hashed the layer image it had just written %d more time(s)", got)
-	}
-	if _, err := nodetest.Verify(ctx, root, node.VerifyOptions{Files: true}); err != nil {
-		t.Fatal(err)
-	}
-	if n.Load() == 0 {
-		t.Error("the audit did not hash the layer image")
+	if got := n.Load(); got != 1 {
+		t.Errorf("the apply's switch hashed the layer image it had just written %d more time(s)", got-1)
 	}
 
-	swapped := newNode(t, l.res.Image)
-	overlayfs.OnStaged(t, func(p string) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		b[0] ^= 1
-		if err := os.WriteFile(p+".x", b, 0o600); err != nil {
-			t.Error(err)
-		}
-		if err := os.Rename(p+".x", p); err != nil {
-			t.Error(err)
-		}
-	})
-	_, err := nodetest.Apply(ctx, swapped, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{})
-	if !errors.Is(err, overlayfs.ErrLayerRefused) || !strings.Contains(err.Error(), "sha256") {
-		t.Fatalf("apply with the image swapped before its mount: %v, want ErrLayerRefused naming the digest", err)
-	}
-	if st, err := nodetest.Status(ctx, swapped); err != nil || st.Head.Version != "1.0.0" {
-		t.Fatalf("status after the refused apply: %+v, %v", st, err)
+	for name, change := range map[string]func(t *testing.T, p string){
+		"swapped": func(t *testing.T, p string) {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[0] ^= 1
+			if err := os.WriteFile(p+".x", b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(p+".x", p); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"changed in place": func(t *testing.T, p string) { flip(t, p, 0) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := newNode(t, l.res.Image)
+			overlayfs.OnStaged(t, func(p string, _ func(bool) error) { change(t, p) })
+			_, err := nodetest.Apply(ctx, root, node.Source{Files: []string{c.Path}}, node.ApplyOptions{}, node.Options{})
+			if !errors.Is(err, overlayfs.ErrLayerRefused) || !strings.Contains(err.Error(), "sha256") {
+				t.Fatalf("apply with the image %s before its mount: %v, want ErrLayerRefused naming the digest", name, err)
+			}
+			if st, err := nodetest.Status(ctx, root); err != nil || st.Head.Version != "1.0.0" {
+				t.Fatalf("status after the refused apply: %+v, %v", st, err)
+			}
+		})
 	}
 }

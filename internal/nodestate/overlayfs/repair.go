@@ -119,7 +119,8 @@ func (b *Backend) RebuildLayer(ctx context.Context, ch *nodestate.Change) error 
 // rewriteImage writes ch's layer image to fresh and checks it is the one
 // the apply recorded (want).
 func (b *Backend) rewriteImage(ctx context.Context, fresh string, ch *nodestate.Change, want *manifests.LayerImage) error {
-	got, _, err := writeLayerImage(ctx, fresh, ch)
+	got, k, err := writeLayerImage(ctx, fresh, ch)
+	k.close()
 	if err != nil {
 		return err
 	}
