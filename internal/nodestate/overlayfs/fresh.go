@@ -19,8 +19,12 @@ import (
 // (so the inode cannot have been freed and reused), and the same size,
 // modification and change times (a write changes the change time, which
 // no caller can set back; the switch's rename changes it too, so the
-// switch takes it again at the rename). Every other open of the image,
-// the audit's and every activation's, hashes it.
+// switch takes it again at the rename). On kernels before 6.13, whose
+// file times are coarse, a write within the clock tick of the check can
+// leave them equal; that tick is no wider than the window between a
+// check and its mount that hashing at the mount leaves anyway. Every
+// other open of the image, the audit's and every activation's, hashes
+// it.
 
 // digestImage hashes a layer image (tests count the calls).
 var digestImage = layer.Digest
