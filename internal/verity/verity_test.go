@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -54,9 +55,15 @@ func TestKnownAnswer(t *testing.T) {
 
 func sha256Sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
 
-// appended writes data with its tree appended to a file and returns the
-// file and the tree.
+// appended writes data with its tree appended to a file (Append) and
+// returns the file and the tree.
 func appended(t *testing.T, data, salt []byte) (string, *verity.Tree) {
+	t.Helper()
+	return appendedHashing(t, data, salt, nil)
+}
+
+// appendedHashing is appended through AppendHashing with whole.
+func appendedHashing(t *testing.T, data, salt []byte, whole io.Writer) (string, *verity.Tree) {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "img")
 	if err := os.WriteFile(p, data, 0o644); err != nil {
@@ -67,7 +74,7 @@ func appended(t *testing.T, data, salt []byte) (string, *verity.Tree) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tr, err := verity.Append(context.Background(), f, salt)
+	tr, err := verity.AppendHashing(context.Background(), f, salt, whole)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,20 +346,8 @@ func TestAppendHashing(t *testing.T) {
 	for _, blocks := range []int{1, 3, 257, 2100} {
 		data := pattern(blocks)[:blocks*verity.BlockSize-7] // padded by Append
 		want, wantTree := appended(t, data, salt)
-		p := filepath.Join(t.TempDir(), "img")
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.OpenFile(p, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
 		h := sha256.New()
-		tr, err := verity.AppendHashing(context.Background(), f, salt, h)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, tr := appendedHashing(t, data, salt, h)
 		got, _ := os.ReadFile(p)
 		wantBytes, _ := os.ReadFile(want)
 		if !bytes.Equal(got, wantBytes) || tr.RootHex() != wantTree.RootHex() {
