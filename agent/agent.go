@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -131,6 +132,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 		wait := a.cycle(ctx)
+		// An agent idles between polls nearly all its life: what a
+		// cycle allocated (manifests, an apply's buffers) goes back to
+		// the kernel now rather than when the runtime's background
+		// scavenger gets to it, at the cost of one collection a poll
+		// (0.6 MiB less resident per agent, docs/benchmarks.md).
+		debug.FreeOSMemory()
 		if ctx.Err() != nil {
 			return nil
 		}
